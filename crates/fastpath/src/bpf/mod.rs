@@ -1,0 +1,376 @@
+//! XDP programs: skeleton loading, attach / detach through a bpf_link, typed map access.
+//!
+//! Every program is attached with `BPF_LINK_CREATE` (kernel >= 5.9). The link's only fd is held
+//! by [`XdpLink`]; closing it detaches the program, so the kernel detaches it for us on every
+//! exit path, even SIGKILL (Documentation/bpf/bpf_design_QA.rst, "bpf_link"). Needs
+//! CAP_NET_ADMIN and CAP_BPF (or root).
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use serde::Serialize;
+
+use crate::sys::{self, SysError};
+
+#[allow(clippy::all, clippy::pedantic, missing_docs, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
+mod skel {
+    pub mod xsk_redirect {
+        include!(concat!(env!("OUT_DIR"), "/xsk_redirect.skel.rs"));
+    }
+    pub mod xdp_drop {
+        include!(concat!(env!("OUT_DIR"), "/xdp_drop.skel.rs"));
+    }
+    pub mod xdp_gen {
+        include!(concat!(env!("OUT_DIR"), "/xdp_gen.skel.rs"));
+    }
+}
+
+/// Errors of the BPF area.
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    /// Loading a program into the kernel failed (verifier, privileges, missing feature).
+    #[error("loading BPF program {prog} failed: {source} (needs root or CAP_BPF + CAP_NET_ADMIN)")]
+    Load {
+        /// Program name.
+        prog: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+    /// Someone else's XDP program is on the interface.
+    #[error("{iface} already has XDP program id {id} ({mode}) that fastpath did not attach; pass --force to replace it")]
+    Occupied {
+        /// Interface.
+        iface: String,
+        /// Program id.
+        id: u32,
+        /// Attach mode.
+        mode: &'static str,
+    },
+    /// The driver refuses the attach mode.
+    #[error("{iface} refuses XDP in {mode} mode ({source}); try --xdp-mode skb")]
+    ModeUnsupported {
+        /// Interface.
+        iface: String,
+        /// Mode asked.
+        mode: &'static str,
+        /// The failed call.
+        source: SysError,
+    },
+    /// A failed call.
+    #[error(transparent)]
+    Sys(#[from] SysError),
+    /// A libbpf map operation failed.
+    #[error("BPF map {map}: {source}")]
+    Map {
+        /// Map name.
+        map: &'static str,
+        /// libbpf's error.
+        source: libbpf_rs::Error,
+    },
+}
+
+/// Where an XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum XdpMode {
+    /// In the driver (XDP_FLAGS_DRV_MODE): before any skb is allocated.
+    Native,
+    /// Generic XDP on the skb (XDP_FLAGS_SKB_MODE): works everywhere, after skb allocation.
+    Skb,
+}
+
+impl XdpMode {
+    /// "native" or "skb".
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Skb => "skb",
+        }
+    }
+    fn flags(self) -> u32 {
+        match self {
+            XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Skb => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+/// The XDP program currently attached to an interface, as the kernel reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttachedProg {
+    /// Program id.
+    pub id: u32,
+    /// "native", "skb", "hw" or "multi".
+    pub mode: &'static str,
+}
+
+/// Asks the kernel which XDP program is on `ifindex` (`bpf_xdp_query`, netlink). `None` if none.
+pub fn query_xdp(ifindex: u32) -> Result<Option<AttachedProg>, SysError> {
+    // SAFETY: all-zero is a valid bpf_xdp_query_opts; sz is set below.
+    let mut opts: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
+    // SAFETY: opts is a valid, sized options struct.
+    let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_xdp_query(ifindex={ifindex})"), errno: -rc });
+    }
+    let mode = match opts.attach_mode as u32 {
+        libbpf_sys::XDP_ATTACHED_NONE => return Ok(None),
+        libbpf_sys::XDP_ATTACHED_DRV => "native",
+        libbpf_sys::XDP_ATTACHED_SKB => "skb",
+        libbpf_sys::XDP_ATTACHED_HW => "hw",
+        _ => "multi",
+    };
+    let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id].into_iter().find(|&i| i != 0).unwrap_or(0);
+    Ok(Some(AttachedProg { id, mode }))
+}
+
+/// Removes whatever XDP program is on `ifindex`: a bpf_link is detached with BPF_LINK_DETACH
+/// (kernel >= 5.9), a netlink-attached program with `bpf_xdp_detach`.
+pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
+    // Links first: walk all link ids looking for an XDP link on this ifindex.
+    let mut id = 0u32;
+    loop {
+        let mut next = 0u32;
+        // SAFETY: next is a valid out pointer.
+        if unsafe { libbpf_sys::bpf_link_get_next_id(id, &mut next) } < 0 {
+            break;
+        }
+        id = next;
+        // SAFETY: plain syscall wrapper; the fd is checked and owned below.
+        let fd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: all-zero is a valid bpf_link_info.
+        let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+        // SAFETY: info/len describe a valid buffer.
+        if unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) } < 0 {
+            continue;
+        }
+        // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
+        if info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP && unsafe { info.__bindgen_anon_1.xdp.ifindex } == ifindex {
+            // SAFETY: fd is a valid link fd.
+            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
+            if rc < 0 {
+                return Err(SysError { call: format!("bpf_link_detach(link id {id})"), errno: -rc });
+            }
+        }
+    }
+    for flags in [libbpf_sys::XDP_FLAGS_DRV_MODE, libbpf_sys::XDP_FLAGS_SKB_MODE] {
+        // SAFETY: plain wrapper; errors (nothing attached in that mode) are ignored.
+        unsafe { libbpf_sys::bpf_xdp_detach(ifindex as i32, flags, std::ptr::null()) };
+    }
+    Ok(())
+}
+
+/// An attached XDP program. Dropping it (or the process dying) detaches it.
+#[derive(Debug)]
+pub struct XdpLink {
+    link: OwnedFd,
+    ifindex: u32,
+    mode: XdpMode,
+}
+
+impl XdpLink {
+    /// Attaches `prog_fd` to `ifindex` in `mode` with BPF_LINK_CREATE. Refuses with
+    /// [`BpfError::Occupied`] if a program is already attached, unless `force`.
+    pub fn attach(prog_fd: RawFd, iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+        if let Some(p) = query_xdp(ifindex)? {
+            if !force {
+                return Err(BpfError::Occupied { iface: iface.to_string(), id: p.id, mode: p.mode });
+            }
+            force_detach(ifindex)?;
+        }
+        // SAFETY: all-zero is a valid bpf_link_create_opts; sz and flags are set below.
+        let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
+        opts.flags = mode.flags();
+        // SAFETY: prog_fd is a loaded XDP program; opts is valid.
+        let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
+        if fd < 0 {
+            let e = SysError { call: format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name()), errno: -fd };
+            if matches!(-fd, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
+                return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), source: e });
+            }
+            return Err(e.into());
+        }
+        // SAFETY: fd is a fresh link descriptor we own.
+        Ok(Self { link: unsafe { OwnedFd::from_raw_fd(fd) }, ifindex, mode })
+    }
+
+    /// The mode the program was attached in.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// The interface index.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Detaches now (same as drop, but reports errors).
+    pub fn detach(self) -> Result<(), SysError> {
+        // SAFETY: link is a valid link fd.
+        let rc = unsafe { libbpf_sys::bpf_link_detach(self.link.as_raw_fd()) };
+        if rc < 0 && -rc != libc::ENOLINK {
+            return Err(SysError { call: "bpf_link_detach(xdp link)".into(), errno: -rc });
+        }
+        Ok(())
+    }
+}
+
+fn owned_prog_fd(fd: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, SysError> {
+    fd.try_clone_to_owned().map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })
+}
+
+/// Loads the skeleton `$skel` (a module in `skel`) and returns (prog fd, map handles...).
+macro_rules! load_skel {
+    ($builder:ty, $name:literal, |$open:ident| $setup:block, |$loaded:ident| $extract:block) => {{
+        let mut storage = MaybeUninit::uninit();
+        let builder = <$builder>::default();
+        #[allow(unused_mut)]
+        let mut $open = builder.open(&mut storage).map_err(|source| BpfError::Load { prog: $name, source })?;
+        $setup
+        let $loaded = $open.load().map_err(|source| BpfError::Load { prog: $name, source })?;
+        $extract
+    }};
+}
+
+/// `xsk_redirect` attached to an interface: frames of queue q go to the XSK in slot q.
+#[derive(Debug)]
+pub struct XskRedirect {
+    link: XdpLink,
+    xsks: MapHandle,
+}
+
+impl XskRedirect {
+    /// Loads `bpf/xsk_redirect.bpf.c` and attaches it to `iface` in `mode`.
+    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+        let (prog, xsks) = load_skel!(skel::xsk_redirect::XskRedirectSkelBuilder, "xsk_redirect", |open| {}, |s| {
+            let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
+            let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|source| BpfError::Map { map: "xsks", source })?;
+            (prog, xsks)
+        });
+        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
+        Ok(Self { link, xsks })
+    }
+
+    /// Puts the AF_XDP socket `xsk_fd` into XSKMAP slot `queue_id`.
+    pub fn insert(&self, queue_id: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
+        self.xsks
+            .update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map: "xsks", source })
+    }
+
+    /// The attachment.
+    pub fn link(&self) -> &XdpLink {
+        &self.link
+    }
+}
+
+/// `xdp_drop` attached to an interface: counts per CPU and drops.
+#[derive(Debug)]
+pub struct XdpDrop {
+    link: XdpLink,
+    stats: MapHandle,
+}
+
+impl XdpDrop {
+    /// Loads `bpf/xdp_drop.bpf.c` and attaches it to `iface` in `mode`.
+    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+        let (prog, stats) = load_skel!(skel::xdp_drop::XdpDropSkelBuilder, "xdp_drop", |open| {}, |s| {
+            let prog = owned_prog_fd(s.progs.xdp_drop.as_fd())?;
+            let stats = MapHandle::try_from(&s.maps.drop_stats).map_err(|source| BpfError::Map { map: "drop_stats", source })?;
+            (prog, stats)
+        });
+        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
+        Ok(Self { link, stats })
+    }
+
+    /// (packets, bytes) dropped so far, summed over CPUs.
+    pub fn counters(&self) -> Result<(u64, u64), BpfError> {
+        let per_cpu = self
+            .stats
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map: "drop_stats", source })?
+            .unwrap_or_default();
+        Ok(per_cpu.iter().fold((0, 0), |(p, b), v| {
+            let rd = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().expect("8 bytes"));
+            (p + rd(0), b + rd(8))
+        }))
+    }
+
+    /// The attachment.
+    pub fn link(&self) -> &XdpLink {
+        &self.link
+    }
+}
+
+/// The live-frames generator program (`bpf/xdp_gen.bpf.c`), loaded but not attached: it runs
+/// through BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES (kernel >= 5.18,
+/// Documentation/bpf/bpf_prog_run.rst) and XDP_REDIRECTs every frame out of one interface.
+#[derive(Debug)]
+pub struct XdpGen {
+    prog: OwnedFd,
+    seq: MapHandle,
+}
+
+impl XdpGen {
+    /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
+    /// interface every frame is sent out of.
+    pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
+        let (prog, seq) = load_skel!(skel::xdp_gen::XdpGenSkelBuilder, "xdp_gen", |open| {
+            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                ro.out_ifindex = out_ifindex;
+            }
+        }, |s| {
+            let prog = owned_prog_fd(s.progs.xdp_gen.as_fd())?;
+            let seq = MapHandle::try_from(&s.maps.gen_seq).map_err(|source| BpfError::Map { map: "gen_seq", source })?;
+            (prog, seq)
+        });
+        Ok(Self { prog, seq })
+    }
+
+    /// Runs the program `repeat` times over `frame` in live-frames mode on the calling CPU,
+    /// `batch_size` frames per kernel batch (1..=256, the kernel's limit). Each run sends one frame.
+    pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<(), SysError> {
+        // SAFETY: all-zero is a valid bpf_test_run_opts; sz and fields are set below.
+        let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
+        opts.data_in = frame.as_ptr().cast();
+        opts.data_size_in = frame.len() as u32;
+        opts.repeat = repeat as i32;
+        opts.flags = libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES;
+        opts.batch_size = batch_size;
+        // SAFETY: opts points to frame, which outlives the call; the kernel only reads it.
+        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(self.prog.as_raw_fd(), &mut opts) };
+        if rc < 0 {
+            return Err(SysError {
+                call: format!("bpf_prog_test_run(xdp_gen, BPF_F_TEST_XDP_LIVE_FRAMES, repeat={repeat}, batch_size={batch_size}, len={})", frame.len()),
+                errno: -rc,
+            });
+        }
+        Ok(())
+    }
+
+    /// Per-CPU sequence numbers so far (index = CPU): the count of frames each CPU generated.
+    pub fn per_cpu_seq(&self) -> Result<Vec<u64>, BpfError> {
+        let v = self
+            .seq
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|source| BpfError::Map { map: "gen_seq", source })?
+            .unwrap_or_default();
+        Ok(v.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).collect())
+    }
+}
+
+/// True if running as root or with CAP_NET_ADMIN and CAP_BPF (cap numbers 12 and 39).
+pub fn have_privileges() -> bool {
+    sys::geteuid() == 0 || (sys::has_capability(12) && sys::has_capability(39))
+}

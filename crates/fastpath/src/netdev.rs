@@ -1,0 +1,133 @@
+//! Network device facts: ifindex, queue count, driver name, and the driver's own counters
+//! (ETHTOOL_GSTATS), all read in the calling thread's network namespace.
+//!
+//! Source: include/uapi/linux/ethtool.h (struct ethtool_channels, ethtool_drvinfo,
+//! ethtool_sset_info, ethtool_gstrings, ethtool_stats). Needs no privileges.
+
+use crate::sys::{self, SysError};
+
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// A network interface, resolved by name in the current network namespace.
+#[derive(Debug, Clone)]
+pub struct NetDev {
+    /// Interface name.
+    pub name: String,
+    /// Interface index.
+    pub ifindex: u32,
+}
+
+impl NetDev {
+    /// Resolves `name`. Error: the interface does not exist in this network namespace.
+    pub fn by_name(name: &str) -> Result<Self, SysError> {
+        Ok(Self { name: name.to_string(), ifindex: sys::if_nametoindex(name)? })
+    }
+
+    /// Number of receive queues (rx + combined channels from ETHTOOL_GCHANNELS); queue ids
+    /// 0..n can be bound by an AF_XDP socket.
+    pub fn rx_queue_count(&self) -> Result<u32, SysError> {
+        let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
+        // SAFETY: ch is an ethtool_channels request the kernel fills in.
+        unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS")? };
+        Ok((ch.rx_count + ch.combined_count).max(1))
+    }
+
+    /// The driver's name (ETHTOOL_GDRVINFO), e.g. "veth", "ice", "mlx5_core".
+    pub fn driver(&self) -> Result<String, SysError> {
+        // SAFETY: all-zero is a valid drvinfo.
+        let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
+        info.cmd = ETHTOOL_GDRVINFO;
+        // SAFETY: info is an ethtool_drvinfo request the kernel fills in.
+        unsafe { sys::ethtool_ioctl(&self.name, (&mut info as *mut EthtoolDrvinfo).cast(), "ETHTOOL_GDRVINFO")? };
+        Ok(cstr(&info.driver))
+    }
+
+    /// The driver's counters (what `ethtool -S` shows), in the driver's order and names:
+    /// ETHTOOL_GSSET_INFO, then ETHTOOL_GSTRINGS and ETHTOOL_GSTATS.
+    pub fn ethtool_stats(&self) -> Result<Vec<(String, u64)>, SysError> {
+        // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
+        let mut sset = [0u32; 5];
+        sset[0] = ETHTOOL_GSSET_INFO;
+        sset[2] = 1 << ETH_SS_STATS; // low half of the u64 mask (little-endian)
+        // SAFETY: sset is large enough for the header plus one data word.
+        unsafe { sys::ethtool_ioctl(&self.name, sset.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
+        let n = if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] as usize } else { 0 };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        // ethtool_gstrings: cmd, string_set, len, then len * 32 bytes.
+        let mut strings = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+        strings[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+        strings[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+        strings[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+        // SAFETY: the buffer holds the header and n strings.
+        unsafe { sys::ethtool_ioctl(&self.name, strings.as_mut_ptr().cast(), "ETHTOOL_GSTRINGS")? };
+        // ethtool_stats: cmd, n_stats, then n u64 (8-byte aligned: use a u64 buffer).
+        let mut stats = vec![0u64; 1 + n];
+        let hdr = (ETHTOOL_GSTATS as u64) | ((n as u64) << 32);
+        stats[0] = hdr;
+        // SAFETY: the buffer holds the header and n counters.
+        unsafe { sys::ethtool_ioctl(&self.name, stats.as_mut_ptr().cast(), "ETHTOOL_GSTATS")? };
+        Ok((0..n)
+            .map(|i| {
+                let s = &strings[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
+                (cstr(s), stats[1 + i])
+            })
+            .collect())
+    }
+}
+
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// Differences `after - before` of two `ethtool_stats` snapshots, keeping the non-zero ones
+/// and dropping gauges that are not counters (`peer_ifindex`).
+pub fn stats_delta(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
+    after
+        .iter()
+        .filter(|(k, _)| k != "peer_ifindex")
+        .filter_map(|(k, v)| {
+            let b = before.iter().find(|(bk, _)| bk == k).map(|(_, bv)| *bv).unwrap_or(0);
+            let d = v.wrapping_sub(b);
+            (d != 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}

@@ -1,0 +1,366 @@
+//! The only place in fastpath that calls raw system calls.
+//!
+//! Every wrapper returns [`SysError`], which repeats the call and its arguments,
+//! so an error printed at the top of the program says exactly what the kernel refused.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+/// A failed system call: the call with its arguments, and the errno.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{call} failed: {}", errno_text(*.errno))]
+pub struct SysError {
+    /// The call as written in C, with its arguments, e.g. `setsockopt(SOL_XDP, XDP_UMEM_REG, len=8388608)`.
+    pub call: String,
+    /// The errno value.
+    pub errno: i32,
+}
+
+impl SysError {
+    fn last(call: impl Into<String>) -> Self {
+        Self { call: call.into(), errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0) }
+    }
+}
+
+/// `EINVAL (Invalid argument)` style text for an errno.
+pub fn errno_text(errno: i32) -> String {
+    let name = match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EINTR => "EINTR",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::ENOPROTOOPT => "ENOPROTOOPT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::ENXIO => "ENXIO",
+        libc::ENOBUFS => "ENOBUFS",
+        libc::ENETDOWN => "ENETDOWN",
+        libc::EACCES => "EACCES",
+        libc::E2BIG => "E2BIG",
+        libc::EFAULT => "EFAULT",
+        _ => "",
+    };
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let text = text.split(" (os error").next().unwrap_or("").to_string();
+    if name.is_empty() { text } else { format!("{name} ({text})") }
+}
+
+/// `socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0)`. Needs CAP_NET_RAW. Kernel >= 4.18.
+pub fn socket_xdp() -> Result<OwnedFd, SysError> {
+    // SAFETY: plain syscall with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::last("socket(AF_XDP, SOCK_RAW, 0)"));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt(fd, level, name, value)`; `label` is how the call is named in errors,
+/// e.g. `SOL_XDP, XDP_RX_RING` (the value's length is appended).
+pub fn setsockopt<T>(fd: &impl AsRawFd, level: i32, name: i32, value: &T, label: &str) -> Result<(), SysError> {
+    let len = std::mem::size_of::<T>();
+    // SAFETY: value points to a live T of len bytes; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, name, (value as *const T).cast(), len as libc::socklen_t)
+    };
+    if rc < 0 {
+        return Err(SysError::last(format!("setsockopt({label}, len={len})")));
+    }
+    Ok(())
+}
+
+/// `setsockopt` of an `int` value; errors read `setsockopt(SOL_SOCKET, SO_BUSY_POLL, 20)`.
+pub fn setsockopt_int(fd: &impl AsRawFd, level: i32, name: i32, value: i32, label: &str) -> Result<(), SysError> {
+    // SAFETY: value is a live c_int; the kernel only reads it.
+    let rc = unsafe {
+        libc::setsockopt(fd.as_raw_fd(), level, name, (&value as *const i32).cast(), 4)
+    };
+    if rc < 0 {
+        return Err(SysError::last(format!("setsockopt({label}, {value})")));
+    }
+    Ok(())
+}
+
+/// `getsockopt(fd, level, name)` into a `T`; returns the value and the length the kernel wrote
+/// (older kernels write shorter versions of some structs, e.g. `xdp_statistics`).
+pub fn getsockopt<T: Pod>(fd: &impl AsRawFd, level: i32, name: i32, label: &str) -> Result<(T, usize), SysError> {
+    // SAFETY: Pod types are valid when all-zero.
+    let mut value: T = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: value is a live T and len its size; the kernel writes at most len bytes.
+    let rc = unsafe { libc::getsockopt(fd.as_raw_fd(), level, name, (&mut value as *mut T).cast(), &mut len) };
+    if rc < 0 {
+        return Err(SysError::last(format!("getsockopt({label})")));
+    }
+    Ok((value, len as usize))
+}
+
+/// Plain C structs that are valid when all-zero and may be filled by the kernel.
+///
+/// # Safety
+/// Implement only for `repr(C)` types of integers (no pointers, references or enums).
+pub unsafe trait Pod: Copy {}
+// SAFETY: repr(C) structs of u64/u32 (include/uapi/linux/if_xdp.h).
+unsafe impl Pod for libc::xdp_statistics {}
+// SAFETY: as above.
+unsafe impl Pod for libc::xdp_mmap_offsets {}
+// SAFETY: as above.
+unsafe impl Pod for libc::xdp_options {}
+// SAFETY: a plain integer.
+unsafe impl Pod for i32 {}
+
+/// `bind(fd, sockaddr_xdp)`.
+pub fn bind_xdp(fd: &impl AsRawFd, addr: &libc::sockaddr_xdp) -> Result<(), SysError> {
+    // SAFETY: addr is a valid sockaddr_xdp and the length matches it.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (addr as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(SysError::last(format!(
+            "bind(AF_XDP, ifindex={}, queue_id={}, flags={:#x})",
+            addr.sxdp_ifindex, addr.sxdp_queue_id, addr.sxdp_flags
+        )));
+    }
+    Ok(())
+}
+
+/// TX kick: `sendto(fd, NULL, 0, MSG_DONTWAIT, NULL, 0)`. EAGAIN, EBUSY and ENOBUFS mean
+/// "the kernel is busy, try again" (Documentation/networking/af_xdp.rst) and are not errors.
+#[inline]
+pub fn kick_tx(fd: RawFd) -> Result<(), SysError> {
+    // SAFETY: a zero-length send with null buffers is how AF_XDP is kicked.
+    let rc = unsafe { libc::sendto(fd, std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
+    if rc < 0 {
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        if matches!(errno, libc::EAGAIN | libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN | libc::EINTR) {
+            return Ok(());
+        }
+        return Err(SysError { call: "sendto(xsk, NULL, 0, MSG_DONTWAIT)".into(), errno });
+    }
+    Ok(())
+}
+
+/// RX kick / busy-poll driver: `recvfrom(fd, NULL, 0, MSG_DONTWAIT, NULL, NULL)`; errors are ignored
+/// (EAGAIN is the normal answer).
+#[inline]
+pub fn kick_rx(fd: RawFd) {
+    // SAFETY: a zero-length receive with null buffers only drives NAPI / wakes the driver.
+    unsafe {
+        libc::recvfrom(fd, std::ptr::null_mut(), 0, libc::MSG_DONTWAIT, std::ptr::null_mut(), std::ptr::null_mut());
+    }
+}
+
+/// `poll([fd], events, timeout_ms)`; returns the revents (0 on timeout). EINTR is reported as 0.
+pub fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> Result<i16, SysError> {
+    let mut pfd = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: pfd is a valid array of one pollfd.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc < 0 {
+        let e = SysError::last(format!("poll(xsk, events={events:#x}, timeout={timeout_ms})"));
+        if e.errno == libc::EINTR {
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(pfd.revents)
+}
+
+/// An anonymous or file-backed shared mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; synchronisation of its contents is the user's job
+// (the ring module uses atomics for the shared indices).
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// `mmap(NULL, len, PROT_READ|PROT_WRITE, MAP_SHARED|MAP_POPULATE, fd, offset)`: maps an AF_XDP ring.
+    pub fn ring(fd: &impl AsRawFd, len: usize, offset: u64, label: &str) -> Result<Self, SysError> {
+        // SAFETY: a fresh shared mapping; the result is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(SysError::last(format!("mmap({label}, len={len}, offset={offset:#x})")));
+        }
+        Ok(Self { ptr: NonNull::new(p.cast()).expect("mmap returned NULL"), len })
+    }
+
+    /// Page-aligned anonymous private memory for a UMEM, optionally on huge pages
+    /// (`MAP_HUGETLB`, needs pages reserved in /proc/sys/vm/nr_hugepages).
+    pub fn anonymous(len: usize, huge_pages: bool) -> Result<Self, SysError> {
+        let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        if huge_pages {
+            flags |= libc::MAP_HUGETLB;
+        }
+        // SAFETY: a fresh anonymous mapping; the result is checked against MAP_FAILED.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
+        if p == libc::MAP_FAILED {
+            let what = if huge_pages { "MAP_ANONYMOUS|MAP_HUGETLB" } else { "MAP_ANONYMOUS" };
+            return Err(SysError::last(format!("mmap({what}, len={len})")));
+        }
+        Ok(Self { ptr: NonNull::new(p.cast()).expect("mmap returned NULL"), len })
+    }
+
+    /// `mlock` the mapping (needs CAP_IPC_LOCK or enough RLIMIT_MEMLOCK).
+    pub fn mlock(&self) -> Result<(), SysError> {
+        // SAFETY: the range is our own live mapping.
+        if unsafe { libc::mlock(self.ptr.as_ptr().cast(), self.len) } < 0 {
+            return Err(SysError::last(format!("mlock(len={})", self.len)));
+        }
+        Ok(())
+    }
+
+    /// `madvise(MADV_DONTDUMP)`: keep packet memory out of core dumps.
+    pub fn dont_dump(&self) -> Result<(), SysError> {
+        // SAFETY: the range is our own live mapping.
+        if unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.len, libc::MADV_DONTDUMP) } < 0 {
+            return Err(SysError::last(format!("madvise(len={}, MADV_DONTDUMP)", self.len)));
+        }
+        Ok(())
+    }
+
+    /// Start of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if the mapping is empty (never, for a successful mmap).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: we own this mapping and nobody uses it after drop.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// `if_nametoindex(name)` in the calling thread's network namespace.
+pub fn if_nametoindex(name: &str) -> Result<u32, SysError> {
+    let c = CString::new(name).map_err(|_| SysError { call: format!("if_nametoindex({name:?})"), errno: libc::EINVAL })?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(SysError::last(format!("if_nametoindex({name:?})")));
+    }
+    Ok(idx)
+}
+
+/// `sched_setaffinity(0, {cpu})`: pin the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> Result<(), SysError> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET only writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+            return Err(SysError { call: format!("sched_setaffinity(0, cpu={cpu})"), errno: libc::EINVAL });
+        }
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) < 0 {
+            return Err(SysError::last(format!("sched_setaffinity(0, cpu={cpu})")));
+        }
+    }
+    Ok(())
+}
+
+/// Number of CPUs this process may run on (`sched_getaffinity`).
+pub fn online_cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Effective user id (0 = root).
+pub fn geteuid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// True if the process has capability `cap` (CAP_* number) in its effective set,
+/// read from /proc/self/status `CapEff`.
+pub fn has_capability(cap: u32) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << cap) != 0)
+}
+
+/// Raise RLIMIT_MEMLOCK to infinity if allowed. Failure is returned but callers treat it as a
+/// warning: with CAP_IPC_LOCK the limit does not apply (and kernels >= 5.11 charge BPF maps to memcg).
+pub fn raise_memlock_limit() -> Result<(), SysError> {
+    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: lim is a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) } < 0 {
+        return Err(SysError::last("setrlimit(RLIMIT_MEMLOCK, RLIM_INFINITY)"));
+    }
+    Ok(())
+}
+
+/// An `ioctl(SIOCETHTOOL)` on a throwaway AF_INET datagram socket, in the calling thread's netns.
+/// `data` is the ethtool command struct (its first u32 is the command).
+///
+/// # Safety
+/// `data` must point to an ethtool request of the layout the command expects, large enough for
+/// everything the kernel writes back (include/uapi/linux/ethtool.h).
+pub unsafe fn ethtool_ioctl(iface: &str, data: *mut libc::c_void, label: &str) -> Result<(), SysError> {
+    // SAFETY: plain socket creation; checked below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    let name = iface.as_bytes();
+    if name.len() >= ifr.ifr_name.len() {
+        return Err(SysError { call: format!("ioctl(SIOCETHTOOL, {label}, {iface:?})"), errno: libc::EINVAL });
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = data.cast();
+    // SAFETY: ifr is a valid ifreq whose data pointer the caller vouches for.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) } < 0 {
+        return Err(SysError::last(format!("ioctl(SIOCETHTOOL, {label}, {iface:?})")));
+    }
+    Ok(())
+}

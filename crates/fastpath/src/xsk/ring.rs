@@ -1,0 +1,465 @@
+//! The four AF_XDP rings: single-producer / single-consumer queues shared with the kernel.
+//!
+//! ```text
+//!   ring         producer     consumer     entries          user side type
+//!   ----------   ----------   ----------   --------------   -------------------------
+//!   FILL         user         kernel       u64 UMEM addr    ProdRing<u64>  (reserve / submit)
+//!   RX           kernel       user         xdp_desc         ConsRing<XdpDesc> (peek / release)
+//!   TX           user         kernel       xdp_desc         ProdRing<XdpDesc> (reserve / submit)
+//!   COMPLETION   kernel       user         u64 UMEM addr    ConsRing<u64>  (peek / release)
+//!
+//!   frame life (rx):  user --FILL--> kernel --RX--> user  (then back on FILL)
+//!   frame life (tx):  user --TX----> kernel --COMPLETION--> user
+//! ```
+//!
+//! Names and semantics follow libxdp's `xsk.h` (`xsk_ring_prod__reserve`, `__submit`,
+//! `xsk_ring_cons__peek`, `__release`, `__cancel`, `cached_prod` / `cached_cons`).
+//!
+//! # Memory ordering
+//! The kernel's net/xdp/xsk_queue.h documents the protocol (its comment "The structure of the
+//! shared state of the rings are a simple circular buffer"): the producer writes descriptors,
+//! then publishes the producer index with a store-release (`smp_store_release`, barrier B);
+//! the consumer reads the producer index with a load-acquire (`smp_load_acquire`, barrier C)
+//! before reading descriptors, and publishes its consumer index with a store-release once it is
+//! done with them (barrier D) so the producer's load-acquire of it (barrier A) orders the reuse.
+//! We do the same through `&AtomicU32` with `Acquire` / `Release`: correct on every architecture,
+//! not only on x86. Our own index is only ever written by us, so reading it is `Relaxed`.
+//!
+//! Indices are free-running `u32` counters that wrap; every index computation is `wrapping_*`,
+//! and a slot is `index & mask` (ring sizes are powers of two).
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// An AF_XDP descriptor (`struct xdp_desc` of include/uapi/linux/if_xdp.h): `addr` is the UMEM
+/// offset of the packet's first byte (frame start + headroom for RX), `len` its length in bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpDesc {
+    /// Offset into the UMEM of the first byte of the packet.
+    pub addr: u64,
+    /// Packet length in bytes.
+    pub len: u32,
+    /// Descriptor options (XDP_PKT_CONTD for multi-buffer); 0 here.
+    pub options: u32,
+}
+
+/// `XDP_RING_NEED_WAKEUP` in the ring's flags word (if_xdp.h, kernel >= 5.4).
+pub const XDP_RING_NEED_WAKEUP: u32 = 1;
+
+/// The raw shared state of one ring: where its producer and consumer indices, flags word and
+/// descriptor array live. Built from an mmap of the socket (see `socket.rs`) or from heap memory
+/// in tests.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRing<T> {
+    /// The producer index.
+    pub producer: *const AtomicU32,
+    /// The consumer index.
+    pub consumer: *const AtomicU32,
+    /// The flags word (`XDP_RING_NEED_WAKEUP`); may be null when the kernel has none (< 5.4).
+    pub flags: *const AtomicU32,
+    /// The descriptor array of `size` entries.
+    pub descs: *mut T,
+    /// Number of entries; a power of two.
+    pub size: u32,
+}
+
+/// The user side of a ring where user space produces (FILL, TX).
+#[derive(Debug)]
+pub struct ProdRing<T> {
+    raw: RawRing<T>,
+    mask: u32,
+    /// Our producer index, published by `submit`.
+    cached_prod: u32,
+    /// Last seen consumer index + size: the first index we may not write.
+    cached_cons: u32,
+    _t: PhantomData<T>,
+}
+
+/// The user side of a ring where user space consumes (RX, COMPLETION).
+#[derive(Debug)]
+pub struct ConsRing<T> {
+    raw: RawRing<T>,
+    mask: u32,
+    /// Last seen producer index.
+    cached_prod: u32,
+    /// Our consumer index, published by `release`.
+    cached_cons: u32,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: a ring is used by one thread at a time (methods take &mut self); the shared
+// memory behind it stays valid for as long as the owner (the socket) keeps its mmap.
+unsafe impl<T: Send> Send for ProdRing<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for ConsRing<T> {}
+
+impl<T: Copy> ProdRing<T> {
+    /// Wraps a ring whose user side produces.
+    ///
+    /// # Safety
+    /// Every pointer in `raw` must stay valid for the life of the returned ring, `descs` must
+    /// hold `raw.size` entries, `raw.size` must be a power of two, and no other `ProdRing` may
+    /// exist for the same ring.
+    pub unsafe fn new(raw: RawRing<T>) -> Self {
+        debug_assert!(raw.size.is_power_of_two());
+        // SAFETY: the caller guarantees the pointers are valid.
+        let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Relaxed), (*raw.consumer).load(Ordering::Acquire)) };
+        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons.wrapping_add(raw.size), _t: PhantomData }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: valid for our life (contract of `new`).
+        unsafe { &*self.raw.consumer }
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: valid for our life (contract of `new`).
+        unsafe { &*self.raw.producer }
+    }
+
+    /// Number of free slots, refreshing the cached consumer index (load-acquire, barrier A of
+    /// xsk_queue.h) only when fewer than `wanted` are known to be free (`xsk_prod_nb_free`).
+    #[inline]
+    pub fn nb_free(&mut self, wanted: u32) -> u32 {
+        let free = self.cached_cons.wrapping_sub(self.cached_prod);
+        if free >= wanted {
+            return free;
+        }
+        self.cached_cons = self.consumer().load(Ordering::Acquire).wrapping_add(self.raw.size);
+        self.cached_cons.wrapping_sub(self.cached_prod)
+    }
+
+    /// Reserves exactly `n` slots and returns the index of the first, or `None` (nothing
+    /// reserved) when fewer than `n` are free: libxdp's all-or-nothing `xsk_ring_prod__reserve`.
+    #[inline]
+    pub fn reserve(&mut self, n: u32) -> Option<u32> {
+        if self.nb_free(n) < n {
+            return None;
+        }
+        let idx = self.cached_prod;
+        self.cached_prod = self.cached_prod.wrapping_add(n);
+        Some(idx)
+    }
+
+    /// Reserves up to `n` slots; returns (first index, count), count may be 0.
+    #[inline]
+    pub fn reserve_up_to(&mut self, n: u32) -> (u32, u32) {
+        let count = self.nb_free(n).min(n);
+        let idx = self.cached_prod;
+        self.cached_prod = self.cached_prod.wrapping_add(count);
+        (idx, count)
+    }
+
+    /// Writes entry `idx` (a reserved index).
+    #[inline]
+    pub fn write(&mut self, idx: u32, value: T) {
+        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`).
+        unsafe { self.raw.descs.add((idx & self.mask) as usize).write(value) };
+    }
+
+    /// Gives back the last `n` reserved, unsubmitted slots (`xsk_ring_prod__cancel`).
+    #[inline]
+    pub fn cancel(&mut self, n: u32) {
+        self.cached_prod = self.cached_prod.wrapping_sub(n);
+    }
+
+    /// Publishes the next `n` reserved slots to the kernel (store-release, barrier B).
+    #[inline]
+    pub fn submit(&mut self, n: u32) {
+        let p = self.producer();
+        let next = p.load(Ordering::Relaxed).wrapping_add(n);
+        debug_assert!(next.wrapping_sub(self.cached_prod) as i32 <= 0, "submit beyond reserve");
+        p.store(next, Ordering::Release);
+    }
+
+    /// True if the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`, only set when the socket
+    /// was bound with `XDP_USE_NEED_WAKEUP`).
+    #[inline]
+    pub fn needs_wakeup(&self) -> bool {
+        // SAFETY: flags is null or valid for our life (contract of `new`).
+        !self.raw.flags.is_null() && unsafe { &*self.raw.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Ring size in entries.
+    pub fn size(&self) -> u32 {
+        self.raw.size
+    }
+}
+
+impl<T: Copy> ConsRing<T> {
+    /// Wraps a ring whose user side consumes.
+    ///
+    /// # Safety
+    /// As for [`ProdRing::new`], with "no other `ConsRing`".
+    pub unsafe fn new(raw: RawRing<T>) -> Self {
+        debug_assert!(raw.size.is_power_of_two());
+        // SAFETY: the caller guarantees the pointers are valid.
+        let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Acquire), (*raw.consumer).load(Ordering::Relaxed)) };
+        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons, _t: PhantomData }
+    }
+
+    /// Number of entries ready, at most `wanted`; refreshes the cached producer index
+    /// (load-acquire, barrier C) only when the cache is empty (`xsk_cons_nb_avail`).
+    #[inline]
+    pub fn nb_avail(&mut self, wanted: u32) -> u32 {
+        let mut entries = self.cached_prod.wrapping_sub(self.cached_cons);
+        if entries == 0 {
+            // SAFETY: valid for our life (contract of `new`).
+            self.cached_prod = unsafe { &*self.raw.producer }.load(Ordering::Acquire);
+            entries = self.cached_prod.wrapping_sub(self.cached_cons);
+        }
+        entries.min(wanted)
+    }
+
+    /// Takes up to `n` ready entries; returns (first index, count). Read them with [`Self::read`],
+    /// then [`Self::release`] the same count.
+    #[inline]
+    pub fn peek(&mut self, n: u32) -> (u32, u32) {
+        let count = self.nb_avail(n);
+        let idx = self.cached_cons;
+        self.cached_cons = self.cached_cons.wrapping_add(count);
+        (idx, count)
+    }
+
+    /// Reads entry `idx` (a peeked index).
+    #[inline]
+    pub fn read(&self, idx: u32) -> T {
+        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`).
+        unsafe { self.raw.descs.add((idx & self.mask) as usize).read() }
+    }
+
+    /// Un-peeks the last `n` peeked, unreleased entries (`xsk_ring_cons__cancel`).
+    #[inline]
+    pub fn cancel(&mut self, n: u32) {
+        self.cached_cons = self.cached_cons.wrapping_sub(n);
+    }
+
+    /// Hands `n` peeked entries back to the kernel (store-release, barrier D).
+    #[inline]
+    pub fn release(&mut self, n: u32) {
+        // SAFETY: valid for our life (contract of `new`).
+        let c = unsafe { &*self.raw.consumer };
+        let next = c.load(Ordering::Relaxed).wrapping_add(n);
+        debug_assert!(next.wrapping_sub(self.cached_cons) as i32 <= 0, "release beyond peek");
+        c.store(next, Ordering::Release);
+    }
+
+    /// True if the kernel asked to be woken up (see [`ProdRing::needs_wakeup`]).
+    #[inline]
+    pub fn needs_wakeup(&self) -> bool {
+        // SAFETY: flags is null or valid for our life (contract of `new`).
+        !self.raw.flags.is_null() && unsafe { &*self.raw.flags }.load(Ordering::Relaxed) & XDP_RING_NEED_WAKEUP != 0
+    }
+
+    /// Ring size in entries.
+    pub fn size(&self) -> u32 {
+        self.raw.size
+    }
+}
+
+/// Heap-backed ring memory for tests and simulations: both sides of one ring in one process,
+/// starting at any index (to test u32 wraparound).
+#[derive(Debug)]
+pub struct HeapRing<T> {
+    producer: Box<AtomicU32>,
+    consumer: Box<AtomicU32>,
+    flags: Box<AtomicU32>,
+    descs: Box<[T]>,
+}
+
+impl<T: Copy + Default> HeapRing<T> {
+    /// A ring of `size` (power of two) entries whose indices both start at `start`.
+    pub fn new(size: u32, start: u32) -> Self {
+        assert!(size.is_power_of_two(), "ring size must be a power of two");
+        Self {
+            producer: Box::new(AtomicU32::new(start)),
+            consumer: Box::new(AtomicU32::new(start)),
+            flags: Box::new(AtomicU32::new(0)),
+            descs: vec![T::default(); size as usize].into_boxed_slice(),
+        }
+    }
+
+    /// The raw view of this memory, valid while `self` lives and is not moved... the boxes do
+    /// not move when `self` does, so the view stays valid until `self` is dropped.
+    pub fn raw(&mut self) -> RawRing<T> {
+        RawRing {
+            producer: &*self.producer,
+            consumer: &*self.consumer,
+            flags: &*self.flags,
+            descs: self.descs.as_mut_ptr(),
+            size: self.descs.len() as u32,
+        }
+    }
+
+    /// Sets the flags word (to simulate `XDP_RING_NEED_WAKEUP`).
+    pub fn set_flags(&self, flags: u32) {
+        self.flags.store(flags, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    fn pair(mem: &mut HeapRing<u64>) -> (ProdRing<u64>, ConsRing<u64>) {
+        let raw = mem.raw();
+        // SAFETY: mem outlives both rings in every test; one producer and one consumer.
+        unsafe { (ProdRing::new(raw), ConsRing::new(raw)) }
+    }
+
+    #[test]
+    fn wraps_across_u32_max() {
+        let mut mem = HeapRing::<u64>::new(8, u32::MAX - 2);
+        let (mut p, mut c) = pair(&mut mem);
+        let mut next = 0u64;
+        let mut expect = 0u64;
+        // Push 8 indices through eight times: from u32::MAX-2 to well past 0.
+        for _round in 0..8 {
+            let idx = p.reserve(5).expect("5 of 8 free");
+            for i in 0..5 {
+                p.write(idx.wrapping_add(i), next);
+                next += 1;
+            }
+            p.submit(5);
+            assert!(p.reserve(4).is_none(), "only 3 free: all-or-nothing reserve must fail");
+            let (ci, n) = c.peek(16);
+            assert_eq!(n, 5);
+            for i in 0..n {
+                assert_eq!(c.read(ci.wrapping_add(i)), expect);
+                expect += 1;
+            }
+            c.release(n);
+        }
+        assert_eq!(p.nb_free(8), 8);
+        assert_eq!(c.nb_avail(8), 0);
+        // The shared indices really wrapped past u32::MAX.
+        assert_eq!(mem.producer.load(Ordering::Relaxed), (u32::MAX - 2).wrapping_add(40));
+        assert!(mem.producer.load(Ordering::Relaxed) < 100);
+    }
+
+    #[test]
+    fn full_ring_refuses_then_accepts_after_release() {
+        let mut mem = HeapRing::<u64>::new(4, u32::MAX);
+        let (mut p, mut c) = pair(&mut mem);
+        let idx = p.reserve(4).unwrap();
+        (0..4).for_each(|i| p.write(idx.wrapping_add(i), i as u64));
+        p.submit(4);
+        assert_eq!(p.reserve(1), None);
+        let (_, n) = c.peek(1);
+        assert_eq!(n, 1);
+        assert_eq!(p.reserve(1), None, "peeked but not released: slot still the consumer's");
+        c.release(1);
+        assert!(p.reserve(1).is_some());
+    }
+
+    #[test]
+    fn need_wakeup_flag_is_read_from_shared_flags() {
+        let mut mem = HeapRing::<u64>::new(4, 0);
+        let (p, c) = pair(&mut mem);
+        assert!(!p.needs_wakeup() && !c.needs_wakeup());
+        mem.set_flags(XDP_RING_NEED_WAKEUP);
+        assert!(p.needs_wakeup() && c.needs_wakeup());
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Reserve(u32),
+        Submit(u32),
+        CancelProd(u32),
+        Peek(u32),
+        Release(u32),
+        CancelCons(u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..20).prop_map(Op::Reserve),
+            (0u32..20).prop_map(Op::Submit),
+            (0u32..20).prop_map(Op::CancelProd),
+            (0u32..20).prop_map(Op::Peek),
+            (0u32..20).prop_map(Op::Release),
+            (0u32..20).prop_map(Op::CancelCons),
+        ]
+    }
+
+    proptest! {
+        /// reserve/submit/cancel on the producer side and peek/release/cancel on the consumer side,
+        /// in any order, from start indices near u32::MAX: every value submitted comes out exactly
+        /// once, in order, like a VecDeque; nothing is lost or duplicated.
+        #[test]
+        fn matches_vecdeque_model(start in prop_oneof![Just(u32::MAX - 2), Just(u32::MAX - 17), any::<u32>()],
+                                  log2 in 1u32..5, ops in proptest::collection::vec(op(), 1..300)) {
+            let size = 1u32 << log2;
+            let mut mem = HeapRing::<u64>::new(size, start);
+            let (mut p, mut c) = pair(&mut mem);
+            let mut model: VecDeque<u64> = VecDeque::new();   // submitted, not yet peeked
+            let mut reserved: Vec<u64> = Vec::new();          // written, not yet submitted
+            let mut peeked: VecDeque<u64> = VecDeque::new();  // peeked, not yet released
+            let mut next_value = 0u64;
+            let mut released: Vec<u64> = Vec::new();
+            let mut submitted_count = 0u64;
+            for op in ops {
+                match op {
+                    Op::Reserve(n) => {
+                        let in_flight = (model.len() + peeked.len() + reserved.len()) as u32;
+                        let free = size - in_flight;
+                        match p.reserve(n) {
+                            Some(idx) => {
+                                prop_assert!(n <= free);
+                                for i in 0..n { p.write(idx.wrapping_add(i), next_value); reserved.push(next_value); next_value += 1; }
+                            }
+                            None => prop_assert!(n > free),
+                        }
+                    }
+                    Op::Submit(n) => {
+                        let n = n.min(reserved.len() as u32);
+                        p.submit(n);
+                        for v in reserved.drain(..n as usize) { model.push_back(v); }
+                        submitted_count += n as u64;
+                    }
+                    Op::CancelProd(n) => {
+                        let n = n.min(reserved.len() as u32);
+                        p.cancel(n);
+                        let keep = reserved.len() - n as usize;
+                        reserved.truncate(keep);
+                        next_value -= n as u64;
+                    }
+                    Op::Peek(n) => {
+                        let (idx, got) = c.peek(n);
+                        prop_assert_eq!(got, n.min(model.len() as u32));
+                        for i in 0..got {
+                            let v = model.pop_front().unwrap();
+                            prop_assert_eq!(c.read(idx.wrapping_add(i)), v);
+                            peeked.push_back(v);
+                        }
+                    }
+                    Op::Release(n) => {
+                        let n = n.min(peeked.len() as u32);
+                        c.release(n);
+                        for _ in 0..n { released.push(peeked.pop_front().unwrap()); }
+                    }
+                    Op::CancelCons(n) => {
+                        let n = n.min(peeked.len() as u32);
+                        c.cancel(n);
+                        for _ in 0..n { model.push_front(peeked.pop_back().unwrap()); }
+                    }
+                }
+            }
+            // Drain: everything submitted comes out exactly once, in order.
+            let n = peeked.len() as u32;
+            c.release(n);
+            released.extend(peeked.drain(..));
+            loop {
+                let (idx, got) = c.peek(u32::MAX);
+                if got == 0 { break; }
+                for i in 0..got { let v = c.read(idx.wrapping_add(i)); released.push(v); }
+                c.release(got);
+            }
+            prop_assert_eq!(released.len() as u64, submitted_count);
+            prop_assert!(released.iter().enumerate().all(|(i, v)| *v == i as u64));
+        }
+    }
+}
