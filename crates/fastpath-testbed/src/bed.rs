@@ -94,6 +94,11 @@ pub struct TestbedInfo {
 /// Not `Send`: network-namespace state belongs to a thread, so the guard stays on the
 /// thread that made it. Use [`crate::run_in_netns`] / [`crate::spawn_in_netns`] to run code
 /// inside either namespace.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>() {}
+/// assert_send::<fastpath_testbed::Testbed>();
+/// ```
 #[derive(Debug)]
 pub struct Testbed {
     name: String,

@@ -8,7 +8,10 @@
 //! - [`sys`]: the only module that makes raw system calls.
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod bpf;
 pub mod netdev;
+pub mod packet;
+pub mod stats;
 pub mod sys;
 pub mod xsk;

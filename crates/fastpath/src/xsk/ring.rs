@@ -429,7 +429,10 @@ mod tests {
                     }
                     Op::Peek(n) => {
                         let (idx, got) = c.peek(n);
-                        prop_assert_eq!(got, n.min(model.len() as u32));
+                        // Like libxdp, peek refreshes the producer index only when its cache is
+                        // empty, so it may return fewer than are ready, but never none of them.
+                        prop_assert!(got <= n.min(model.len() as u32));
+                        prop_assert!(n == 0 || model.is_empty() || got > 0);
                         for i in 0..got {
                             let v = model.pop_front().unwrap();
                             prop_assert_eq!(c.read(idx.wrapping_add(i)), v);

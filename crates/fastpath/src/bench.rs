@@ -1,0 +1,350 @@
+//! The run loops behind `fastpath bench` and `fastpath gen`: rxdrop, txonly, l2fwd on an
+//! [`XskSocket`], and the xdp-live generator. Hot loops allocate nothing; counters are
+//! published once per batch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::bpf::XdpGen;
+use crate::packet::{self, Payload, UdpFrameSpec};
+use crate::stats::{Counters, Ctr};
+use crate::sys::{self, SysError};
+use crate::xsk::{XdpDesc, XskSocket};
+
+/// How a loop waits when there is nothing to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Spin, kicking the kernel only when need_wakeup asks (xdpsock's default).
+    Spin,
+    /// `poll()` on the socket with this timeout in ms (xdpsock -p).
+    Poll(i32),
+}
+
+/// Options shared by the run loops.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopOpts {
+    /// Descriptors per ring operation.
+    pub batch_size: u32,
+    /// Spin or poll.
+    pub wait: Wait,
+}
+
+/// Limits of a sending loop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SendLimits {
+    /// Stop after this many packets (None = until stopped).
+    pub count: Option<u64>,
+    /// Pace to this many packets per second (None = as fast as possible).
+    pub rate_pps: Option<u64>,
+}
+
+/// A token bucket checked once per batch: how many packets may go now.
+#[derive(Debug)]
+struct Pacer {
+    start: Instant,
+    rate_pps: Option<u64>,
+    sent: u64,
+    remaining: Option<u64>,
+}
+
+impl Pacer {
+    fn new(l: SendLimits) -> Self {
+        Self { start: Instant::now(), rate_pps: l.rate_pps, sent: 0, remaining: l.count }
+    }
+    /// Packets allowed now, at most `want`.
+    #[inline]
+    fn allowed(&self, want: u64) -> u64 {
+        let mut n = want;
+        if let Some(r) = self.remaining {
+            n = n.min(r);
+        }
+        if let Some(rate) = self.rate_pps {
+            let due = (self.start.elapsed().as_nanos() as u64 as u128 * rate as u128 / 1_000_000_000) as u64;
+            n = n.min(due.saturating_sub(self.sent));
+        }
+        n
+    }
+    #[inline]
+    fn took(&mut self, n: u64) {
+        self.sent += n;
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= n;
+        }
+    }
+    fn done(&self) -> bool {
+        self.remaining == Some(0)
+    }
+}
+
+#[inline]
+fn frame_base(addr: u64, frame_size: u32) -> u64 {
+    addr & !(frame_size as u64 - 1)
+}
+
+/// Puts the first `n` frames of the UMEM on the FILL ring.
+fn prefill(sock: &mut XskSocket, n: u32) {
+    let n = n.min(sock.fill.size());
+    let idx = sock.fill.reserve(n).expect("an empty FILL ring has room");
+    for i in 0..n {
+        let a = sock.frame_addr(i);
+        sock.fill.write(idx.wrapping_add(i), a);
+    }
+    sock.fill.submit(n);
+}
+
+#[inline]
+fn wait_rx(sock: &XskSocket, wait: Wait, counters: &Counters) -> Result<(), SysError> {
+    match wait {
+        Wait::Poll(ms) => {
+            counters.add(Ctr::Wakeups, 1);
+            sock.poll_rx(ms)?;
+        }
+        Wait::Spin => {
+            sock.kick_rx();
+        }
+    }
+    Ok(())
+}
+
+/// rxdrop: receive and recycle every frame to the FILL ring, calling `on_packet` with each
+/// packet's bytes. Runs until `stop`.
+pub fn rxdrop(
+    sock: &mut XskSocket,
+    opts: LoopOpts,
+    counters: &Counters,
+    stop: &AtomicBool,
+    mut on_packet: impl FnMut(&[u8]),
+) -> Result<(), SysError> {
+    let fs = sock.config().frame_size;
+    prefill(sock, sock.config().frame_count);
+    while !stop.load(Ordering::Relaxed) {
+        let (ri, n) = sock.rx.peek(opts.batch_size);
+        if n == 0 {
+            wait_rx(sock, opts.wait, counters)?;
+            continue;
+        }
+        // Frames are conserved (FILL size >= frames in flight), so room appears as soon as the
+        // kernel consumes; spin until it does.
+        let fi = loop {
+            if let Some(fi) = sock.fill.reserve(n) {
+                break fi;
+            }
+            sock.kick_rx();
+        };
+        let mut bytes = 0u64;
+        for i in 0..n {
+            let d = sock.rx.read(ri.wrapping_add(i));
+            on_packet(sock.frame(d.addr, d.len));
+            bytes += d.len as u64;
+            sock.fill.write(fi.wrapping_add(i), frame_base(d.addr, fs));
+        }
+        sock.fill.submit(n);
+        sock.rx.release(n);
+        counters.add(Ctr::RxPackets, n as u64);
+        counters.add(Ctr::RxBytes, bytes);
+    }
+    Ok(())
+}
+
+/// Returns completed TX frames to `free`; returns how many.
+#[inline]
+fn drain_completions(sock: &mut XskSocket, free: &mut Vec<u64>, batch: u32) -> u32 {
+    let (ci, n) = sock.comp.peek(batch);
+    for i in 0..n {
+        free.push(sock.comp.read(ci.wrapping_add(i)));
+    }
+    sock.comp.release(n);
+    n
+}
+
+/// txonly: sends `spec` frames, each stamped with `stream`, the next sequence number (from 1)
+/// and the send time; drains completions. Stops at `limits.count`, or `stop`; then waits up to
+/// 1 s for outstanding completions. Returns the number of packets sent.
+pub fn txonly(
+    sock: &mut XskSocket,
+    spec: &UdpFrameSpec,
+    stream: u16,
+    limits: SendLimits,
+    opts: LoopOpts,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Result<u64, SysError> {
+    let frames = sock.config().frame_count;
+    // Write the template into every frame once; per packet only the payload changes.
+    let mut free: Vec<u64> = Vec::with_capacity(frames as usize);
+    for i in (0..frames).rev() {
+        let a = sock.frame_addr(i);
+        packet::build_udp_frame(spec, sock.frame_mut(a, spec.frame_len as u32));
+        free.push(a);
+    }
+    let len = spec.frame_len as u32;
+    let mut pacer = Pacer::new(limits);
+    let mut seq = 0u64;
+    let mut outstanding = 0u64;
+    while !stop.load(Ordering::Relaxed) && !pacer.done() {
+        let done = drain_completions(sock, &mut free, opts.batch_size.max(256));
+        outstanding -= done as u64;
+        counters.add(Ctr::TxCompleted, done as u64);
+        let want = pacer.allowed(opts.batch_size.min(free.len() as u32) as u64) as u32;
+        if want == 0 {
+            // Nothing may go yet: either pacing, or every frame is in flight.
+            if sock.tx.needs_wakeup() || outstanding > 0 {
+                counters.add(Ctr::Wakeups, 1);
+                sock.kick_tx()?;
+            }
+            if pacer.rate_pps.is_some() {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        let (ti, got) = sock.tx.reserve_up_to(want);
+        if got > 0 {
+            let now = sys::monotonic_ns();
+            for i in 0..got {
+                let a = free.pop().expect("want <= free.len()");
+                seq += 1;
+                packet::stamp(sock.frame_mut(a, len), &Payload { stream, seq, tstamp_ns: now });
+                sock.tx.write(ti.wrapping_add(i), XdpDesc { addr: a, len, options: 0 });
+            }
+            sock.tx.submit(got);
+            pacer.took(got as u64);
+            outstanding += got as u64;
+            counters.add(Ctr::TxPackets, got as u64);
+            counters.add(Ctr::TxBytes, got as u64 * len as u64);
+        }
+        counters.add(Ctr::Wakeups, 1);
+        sock.kick_tx()?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while outstanding > 0 && Instant::now() < deadline {
+        sock.kick_tx()?;
+        let done = drain_completions(sock, &mut free, 4096);
+        outstanding -= done as u64;
+        counters.add(Ctr::TxCompleted, done as u64);
+        if done == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    Ok(seq)
+}
+
+/// l2fwd: swap MAC addresses and send each frame back on the same queue from the same UMEM frame
+/// (no copy); completed frames go back to the FILL ring. Runs until `stop`.
+pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &AtomicBool) -> Result<(), SysError> {
+    prefill(sock, sock.config().frame_count);
+    while !stop.load(Ordering::Relaxed) {
+        // Completions -> FILL.
+        let (ci, done) = sock.comp.peek(opts.batch_size.max(256));
+        if done > 0 {
+            let fi = loop {
+                if let Some(fi) = sock.fill.reserve(done) {
+                    break fi;
+                }
+                sock.kick_rx();
+            };
+            for i in 0..done {
+                let a = sock.comp.read(ci.wrapping_add(i));
+                sock.fill.write(fi.wrapping_add(i), a);
+            }
+            sock.fill.submit(done);
+            sock.comp.release(done);
+            counters.add(Ctr::TxCompleted, done as u64);
+        }
+        let (ri, n) = sock.rx.peek(opts.batch_size);
+        if n == 0 {
+            if sock.tx.needs_wakeup() {
+                sock.kick_tx()?;
+            }
+            wait_rx(sock, opts.wait, counters)?;
+            continue;
+        }
+        let ti = loop {
+            if let Some(ti) = sock.tx.reserve(n) {
+                break ti;
+            }
+            // TX full: push it out and take completions so the ring drains.
+            sock.kick_tx()?;
+            let (ci, c) = sock.comp.peek(n);
+            if c > 0 {
+                if let Some(fi) = sock.fill.reserve(c) {
+                    for i in 0..c {
+                        let a = sock.comp.read(ci.wrapping_add(i));
+                        sock.fill.write(fi.wrapping_add(i), a);
+                    }
+                    sock.fill.submit(c);
+                    sock.comp.release(c);
+                    counters.add(Ctr::TxCompleted, c as u64);
+                } else {
+                    sock.comp.cancel(c);
+                }
+            }
+        };
+        let mut bytes = 0u64;
+        for i in 0..n {
+            let d = sock.rx.read(ri.wrapping_add(i));
+            packet::swap_macs(sock.frame_mut(d.addr, d.len));
+            bytes += d.len as u64;
+            sock.tx.write(ti.wrapping_add(i), XdpDesc { addr: d.addr, len: d.len, options: 0 });
+        }
+        sock.tx.submit(n);
+        sock.rx.release(n);
+        counters.add(Ctr::RxPackets, n as u64);
+        counters.add(Ctr::RxBytes, bytes);
+        counters.add(Ctr::TxPackets, n as u64);
+        counters.add(Ctr::TxBytes, bytes);
+        counters.add(Ctr::Wakeups, 1);
+        sock.kick_tx()?;
+    }
+    Ok(())
+}
+
+/// The xdp-live generator loop of one thread: runs `gen` over `frame` in chunks of `chunk` frames
+/// (BPF_PROG_RUN repeat), paced and bounded by `limits`, until `stop`. Call on a thread pinned to
+/// one CPU: that CPU's id is the stream id stamped in each frame. Returns the frames generated.
+pub fn gen_live(
+    gen: &XdpGen,
+    frame: &[u8],
+    limits: SendLimits,
+    batch_size: u32,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Result<u64, SysError> {
+    let mut pacer = Pacer::new(limits);
+    // Large chunks amortise the syscall; small enough to stop and report promptly.
+    let chunk = if limits.rate_pps.is_some() { 256 } else { 8192 };
+    while !stop.load(Ordering::Relaxed) && !pacer.done() {
+        let n = pacer.allowed(chunk) as u32;
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+            continue;
+        }
+        gen.run(frame, n, batch_size)?;
+        pacer.took(n as u64);
+        counters.add(Ctr::TxPackets, n as u64);
+        counters.add(Ctr::TxBytes, n as u64 * frame.len() as u64);
+    }
+    Ok(pacer.sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_respects_count_and_rate() {
+        let mut p = Pacer::new(SendLimits { count: Some(10), rate_pps: None });
+        assert_eq!(p.allowed(64), 10);
+        p.took(10);
+        assert!(p.done());
+        let p = Pacer::new(SendLimits { count: None, rate_pps: Some(1000) });
+        std::thread::sleep(Duration::from_millis(20));
+        let a = p.allowed(1_000_000);
+        assert!((15..=200).contains(&a), "about 20 packets due after 20 ms at 1000 pps, got {a}");
+    }
+
+    #[test]
+    fn frame_base_masks_headroom() {
+        assert_eq!(frame_base(4096 * 3 + 256 + 17, 4096), 4096 * 3);
+        assert_eq!(frame_base(2048 * 5 + 300, 2048), 2048 * 5);
+    }
+}
