@@ -1,1 +1,40 @@
-fn main(){}
+//! The `fastpath` command. No unsafe code here: everything privileged lives in the library.
+#![forbid(unsafe_code)]
+
+mod args;
+mod bench_cmd;
+mod demo;
+mod error;
+mod report;
+mod session;
+mod testbed_cmd;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::Parser;
+
+use args::{Cli, Cmd};
+
+fn main() {
+    let cli = Cli::parse();
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal kills the process the default way (the kernel still detaches our
+        // bpf_links when their fds close).
+        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    let _ = fastpath::sys::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice
+    let r = match &cli.cmd {
+        Cmd::Testbed(t) => testbed_cmd::run(t),
+        Cmd::Bench(b) => bench_cmd::bench(b, stop),
+        Cmd::Gen(g) => bench_cmd::gen(g, stop),
+        Cmd::Demo(d) => demo::run(d, stop),
+    };
+    if let Err(e) = r {
+        let msg = format!("{:#}", e.err).replace('\n', " ");
+        eprintln!("fastpath: error: {msg}");
+        std::process::exit(e.code);
+    }
+}

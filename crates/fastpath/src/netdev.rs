@@ -68,6 +68,11 @@ impl NetDev {
         Ok((ch.rx_count + ch.combined_count).max(1))
     }
 
+    /// The interface's Ethernet address.
+    pub fn mac(&self) -> Result<[u8; 6], SysError> {
+        sys::if_hwaddr(&self.name)
+    }
+
     /// The driver's name (ETHTOOL_GDRVINFO), e.g. "veth", "ice", "mlx5_core".
     pub fn driver(&self) -> Result<String, SysError> {
         // SAFETY: all-zero is a valid drvinfo.

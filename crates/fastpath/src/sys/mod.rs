@@ -334,6 +334,37 @@ pub fn raise_memlock_limit() -> Result<(), SysError> {
     Ok(())
 }
 
+/// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
+pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
+    let call = || format!("ioctl(SIOCGIFHWADDR, {iface:?})");
+    // SAFETY: plain socket creation; checked below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain data.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    if iface.len() >= ifr.ifr_name.len() {
+        return Err(SysError { call: call(), errno: libc::EINVAL });
+    }
+    for (d, s) in ifr.ifr_name.iter_mut().zip(iface.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: ifr is a valid ifreq; the kernel writes ifru_hwaddr.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) } < 0 {
+        return Err(SysError::last(call()));
+    }
+    // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
+    let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(sa.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    Ok(mac)
+}
+
 /// An `ioctl(SIOCETHTOOL)` on a throwaway AF_INET datagram socket, in the calling thread's netns.
 /// `data` is the ethtool command struct (its first u32 is the command).
 ///
@@ -363,4 +394,31 @@ pub unsafe fn ethtool_ioctl(iface: &str, data: *mut libc::c_void, label: &str) -
         return Err(SysError::last(format!("ioctl(SIOCETHTOOL, {label}, {iface:?})")));
     }
     Ok(())
+}
+
+extern "C" fn noop_handler(_: libc::c_int) {}
+
+/// Installs a handler for SIGUSR1 that does nothing, without SA_RESTART, so a thread blocked in
+/// a long system call (a BPF_PROG_RUN of millions of repetitions) returns EINTR when
+/// [`interrupt_thread`] signals it. Idempotent.
+pub fn install_interrupt_handler() -> Result<(), SysError> {
+    // SAFETY: sigaction is plain data; the handler is async-signal-safe (it does nothing).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = noop_handler as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = 0;
+        if libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()) < 0 {
+            return Err(SysError::last("sigaction(SIGUSR1)"));
+        }
+    }
+    Ok(())
+}
+
+/// Sends SIGUSR1 to one thread of this process (`pthread_kill`); see [`install_interrupt_handler`].
+/// `thread` comes from `std::os::unix::thread::JoinHandleExt::as_pthread_t` of a live thread.
+pub fn interrupt_thread(thread: libc::pthread_t) {
+    // SAFETY: the caller passes the pthread_t of a thread it has not joined yet; with the
+    // handler installed SIGUSR1 only interrupts a blocking call.
+    unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
 }

@@ -206,9 +206,15 @@ impl XskStats {
     }
 }
 
-/// Reads XDP_STATISTICS of an AF_XDP socket fd (any thread may do this while another runs the
-/// socket's rings).
-pub(crate) fn read_stats(fd: BorrowedFd<'_>) -> Result<XskStats, SysError> {
+impl XskStats {
+    /// Reads XDP_STATISTICS of an AF_XDP socket fd: any thread may do this (e.g. with a fd from
+    /// [`XskSocket::try_clone_fd`]) while another runs the socket's rings.
+    pub fn read(fd: BorrowedFd<'_>) -> Result<Self, SysError> {
+        read_stats(fd)
+    }
+}
+
+fn read_stats(fd: BorrowedFd<'_>) -> Result<XskStats, SysError> {
     let (s, _len): (libc::xdp_statistics, usize) =
         sys::getsockopt(&fd.as_raw_fd(), SOL_XDP, XDP_STATISTICS, "SOL_XDP, XDP_STATISTICS")?;
     Ok(XskStats {

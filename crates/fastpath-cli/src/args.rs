@@ -1,0 +1,275 @@
+//! Command-line arguments: one spelling per concept across every subcommand (DESIGN.md §7).
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// fastpath: the fastest path between a Linux network interface and a user-space program.
+#[derive(Debug, Parser)]
+#[command(name = "fastpath", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Build, inspect or remove a test bed: two network namespaces joined by a veth pair.
+    #[command(subcommand)]
+    Testbed(TestbedCmd),
+    /// Measure one AF_XDP path (rxdrop, txonly, l2fwd) or in-kernel XDP_DROP (xdpdrop).
+    Bench(BenchArgs),
+    /// Generate 64-byte (configurable) sequence-numbered UDP frames out of an interface.
+    Gen(GenArgs),
+    /// Build a test bed, drive xdp-live traffic into rxdrop, then into xdpdrop, print one table.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TestbedCmd {
+    /// Create a test bed and print its names and addresses (it stays until `testbed down`).
+    Up {
+        /// Test bed name (1-12 ASCII letters/digits); default: a unique "fp..." name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Queues on each veth end (rx and tx).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        queues: u32,
+        /// Run the receiving veth's NAPI in threads pinned to this CPU (default: the sender's CPU).
+        #[arg(long)]
+        napi_cpu: Option<usize>,
+        /// Give the sending veth a pfifo qdisc.
+        #[arg(long)]
+        sender_qdisc: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a test bed (both namespaces and the veth pair).
+    Down {
+        /// Test bed name.
+        name: String,
+    },
+    /// Show a test bed, or list all test beds.
+    Info {
+        /// Test bed name; omitted: list all.
+        name: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BenchMode {
+    /// Receive on an AF_XDP socket and drop (recycle to FILL).
+    Rxdrop,
+    /// Send generated frames on an AF_XDP socket.
+    Txonly,
+    /// Receive, swap MACs, send back on the same queue from the same frame.
+    L2fwd,
+    /// The in-kernel reference: count and XDP_DROP in the driver.
+    Xdpdrop,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    Native,
+    Skb,
+    Auto,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CopyModeArg {
+    Auto,
+    Copy,
+    ZeroCopy,
+}
+
+/// Where and how to open the AF_XDP socket and attach the XDP program.
+#[derive(Debug, Clone, Args)]
+pub struct XskArgs {
+    /// Interface.
+    #[arg(short = 'i', long)]
+    pub iface: String,
+    /// Queue id.
+    #[arg(short = 'q', long, default_value_t = 0)]
+    pub queue: u32,
+    /// Run inside this network namespace (/var/run/netns/NAME).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Where the XDP program runs: in the driver, on the skb, or native falling back to skb.
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    pub xdp_mode: XdpModeArg,
+    /// AF_XDP data path: auto walks zero-copy -> copy.
+    #[arg(long, value_enum, default_value_t = CopyModeArg::Auto)]
+    pub copy_mode: CopyModeArg,
+    /// UMEM frame size in bytes (2048 or 4096).
+    #[arg(long, default_value_t = 4096)]
+    pub frame_size: u32,
+    /// Frames in the UMEM (power of two).
+    #[arg(long, default_value_t = 4096)]
+    pub frame_count: u32,
+    /// Headroom in bytes before each received packet.
+    #[arg(long, default_value_t = 0)]
+    pub headroom: u32,
+    /// RX/TX ring size in descriptors (power of two, 64..=32768); FILL/COMPLETION get twice this.
+    #[arg(long, default_value_t = 2048)]
+    pub ring_size: u32,
+    /// Descriptors per ring operation.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch_size: u32,
+    /// Busy poll: SO_PREFER_BUSY_POLL, SO_BUSY_POLL=20 us, SO_BUSY_POLL_BUDGET=batch size.
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Bind without XDP_USE_NEED_WAKEUP.
+    #[arg(long)]
+    pub no_need_wakeup: bool,
+    /// Wait in poll() instead of spinning when the rings are empty.
+    #[arg(long)]
+    pub poll: bool,
+    /// Copy-mode TX budget per sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17); default: ring size.
+    #[arg(long)]
+    pub tx_budget: Option<u32>,
+    /// Replace an XDP program that fastpath did not attach.
+    #[arg(long)]
+    pub force: bool,
+    /// Pin the run loop to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// How long to run and how to report.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Seconds to run; 0 = set up, attach, detach, exit.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds between interval lines.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// One JSON object per interval and one for the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// More counters per line.
+    #[arg(short = 'e', long)]
+    pub extended: bool,
+}
+
+/// The generated frames.
+#[derive(Debug, Clone, Args)]
+pub struct FrameArgs {
+    /// Frame length in bytes without FCS (62..=1514).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(62..=1514))]
+    pub frame_len: u16,
+    /// Ethernet source (default: the interface's address).
+    #[arg(long, value_parser = parse_mac)]
+    pub src_mac: Option<[u8; 6]>,
+    /// Ethernet destination.
+    #[arg(long, value_parser = parse_mac, default_value = "ff:ff:ff:ff:ff:ff")]
+    pub dst_mac: [u8; 6],
+    /// IPv4 source.
+    #[arg(long, default_value = "10.99.0.1")]
+    pub src_ip: Ipv4Addr,
+    /// IPv4 destination.
+    #[arg(long, default_value = "10.99.0.2")]
+    pub dst_ip: Ipv4Addr,
+    /// UDP source port.
+    #[arg(long, default_value_t = 9000)]
+    pub src_port: u16,
+    /// UDP destination port.
+    #[arg(long, default_value_t = 9)]
+    pub dst_port: u16,
+    /// Stop after this many frames.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Send at most this many frames per second.
+    #[arg(long)]
+    pub rate: Option<u64>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// rxdrop, txonly, l2fwd or xdpdrop.
+    #[arg(value_enum)]
+    pub mode: BenchMode,
+    #[command(flatten)]
+    pub xsk: XskArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub frame: FrameArgs,
+    /// rxdrop: check every fastpath frame (checksums, payload) and count each (stream, seq)
+    /// received once, twice or not at all; reported in the summary.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Engine {
+    /// AF_XDP TX (the txonly path).
+    Xsk,
+    /// In-kernel: BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES, XDP_REDIRECT out of the interface.
+    XdpLive,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// Traffic engine.
+    #[arg(long, value_enum, default_value_t = Engine::XdpLive)]
+    pub engine: Engine,
+    /// xdp-live: sending threads, each pinned to its own CPU (from --cpu, or 0, upwards).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
+    #[command(flatten)]
+    pub xsk: XskArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub frame: FrameArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Print the table as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Generator threads (xdp-live).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: u32,
+    /// CPU of the receiving application (rxdrop); the generator and the veth softirq run on
+    /// the other CPUs. Equal to --gen-cpu puts everything on one core.
+    #[arg(long, default_value_t = 1)]
+    pub app_cpu: usize,
+    /// First CPU of the generator threads.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Also write the JSON object to this file.
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// `aa:bb:cc:dd:ee:ff`.
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("MAC address {s:?} is not accepted: use six hex bytes like 02:00:00:00:00:01");
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut m = [0u8; 6];
+    for (d, p) in m.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *d = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(m)
+}
+
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}

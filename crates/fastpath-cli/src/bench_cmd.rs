@@ -1,0 +1,254 @@
+//! `fastpath bench MODE` and `fastpath gen`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
+use fastpath::bpf::XdpGen;
+use fastpath::netdev::NetDev;
+use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
+use fastpath::stats::{Counters, Ctr};
+use fastpath::xsk::XskError;
+use serde_json::{json, Value};
+
+use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, RunArgs, XskArgs};
+use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
+use crate::report::{print_summary, Monitor};
+use crate::session::{Role, Session};
+
+pub fn check_run(r: &RunArgs) -> CliResult<()> {
+    if !(r.duration >= 0.0 && r.duration.is_finite()) {
+        return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)", r.duration)));
+    }
+    if !(r.interval > 0.0 && r.interval.is_finite()) {
+        return Err(usage(anyhow!("--interval {} is not accepted: use seconds > 0", r.interval)));
+    }
+    Ok(())
+}
+
+pub fn enter_ns(netns: &Option<String>) -> CliResult<()> {
+    if let Some(ns) = netns {
+        fastpath_testbed::enter_netns(ns).map_err(crate::error::env)?;
+    }
+    Ok(())
+}
+
+pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
+    let src_mac = match f.src_mac {
+        Some(m) => m,
+        None => NetDev::by_name(iface)
+            .and_then(|d| d.mac())
+            .map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?,
+    };
+    Ok(UdpFrameSpec {
+        src_mac,
+        dst_mac: f.dst_mac,
+        src_ip: f.src_ip,
+        dst_ip: f.dst_ip,
+        src_port: f.src_port,
+        dst_port: f.dst_port,
+        frame_len: f.frame_len as usize,
+    })
+}
+
+fn loop_opts(x: &XskArgs) -> LoopOpts {
+    LoopOpts { batch_size: x.batch_size, wait: if x.poll { Wait::Poll(100) } else { Wait::Spin } }
+}
+
+fn columns(mode: BenchMode) -> &'static [Ctr] {
+    match mode {
+        BenchMode::Rxdrop => &[Ctr::RxPackets],
+        BenchMode::Txonly => &[Ctr::TxPackets, Ctr::TxCompleted],
+        BenchMode::L2fwd => &[Ctr::RxPackets, Ctr::TxPackets],
+        BenchMode::Xdpdrop => &[Ctr::DropPackets],
+    }
+}
+
+fn mode_name(m: BenchMode) -> &'static str {
+    match m {
+        BenchMode::Rxdrop => "rxdrop",
+        BenchMode::Txonly => "txonly",
+        BenchMode::L2fwd => "l2fwd",
+        BenchMode::Xdpdrop => "xdpdrop",
+    }
+}
+
+fn tracker_json(t: &SeqTracker) -> Value {
+    json!({
+        "frames": t.frames, "unique": t.unique(), "duplicates": t.duplicates, "corrupt": t.corrupt,
+        "foreign": t.foreign,
+        "streams": t.per_stream().iter().map(|(s, n, max)| json!({"stream": s, "unique": n, "max_seq": max, "missing": t.missing(*s, *max)})).collect::<Vec<_>>(),
+    })
+}
+
+/// `fastpath bench MODE`.
+pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    check_run(&a.run)?;
+    let role = match a.mode {
+        BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
+        BenchMode::Txonly => Role::Tx,
+        BenchMode::Xdpdrop => Role::Drop,
+    };
+    crate::session::validate(&a.xsk, role)?;
+    require_privileges("bench")?;
+    enter_ns(&a.xsk.netns)?;
+    let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
+    let mut sess = Session::open(&a.xsk, role)?;
+    if !a.run.json {
+        for n in &sess.info.notes {
+            eprintln!("note: {n}");
+        }
+    }
+    let counters = Arc::new(Counters::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
+    let worker = match sess.sock.take() {
+        Some(mut sock) if a.run.duration > 0.0 => {
+            let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
+            let (mode, opts, cpu, verify, limits) = (a.mode, loop_opts(&a.xsk), a.xsk.cpu, a.verify, SendLimits { count: a.frame.count, rate_pps: a.frame.rate });
+            Some(std::thread::spawn(move || -> Result<(), fastpath::sys::SysError> {
+                if let Some(cpu) = cpu {
+                    fastpath::sys::pin_current_thread(cpu)?;
+                }
+                let r = match mode {
+                    BenchMode::Rxdrop if verify => {
+                        let mut tr = SeqTracker::default();
+                        let r = bench::rxdrop(&mut sock, opts, &c, &s, |p| tr.record(p));
+                        *t.lock().expect("tracker lock") = Some(tr);
+                        r
+                    }
+                    BenchMode::Rxdrop => bench::rxdrop(&mut sock, opts, &c, &s, |_| {}),
+                    BenchMode::L2fwd => bench::l2fwd(&mut sock, opts, &c, &s),
+                    BenchMode::Txonly => bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ()),
+                    BenchMode::Xdpdrop => Ok(()),
+                };
+                d.store(true, Ordering::Relaxed);
+                r
+            }))
+        }
+        _ => None,
+    };
+    let mon = Monitor {
+        prefix: format!("{}:q{}", a.xsk.iface, a.xsk.queue),
+        columns: columns(a.mode),
+        counters: vec![counters.clone()],
+        xsk_fd: sess.stats_fd.as_ref(),
+        drop: sess.drop_prog(),
+        gen: None,
+        ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
+        duration: Duration::from_secs_f64(a.run.duration),
+        interval: Duration::from_secs_f64(a.run.interval),
+        json: a.run.json,
+        extended: a.run.extended,
+        print: true,
+    };
+    let summary = mon.run(&stop, &done);
+    stop.store(true, Ordering::Relaxed);
+    if let Some(w) = worker {
+        w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(runtime)?;
+    }
+    let mut extra = serde_json::Map::new();
+    if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
+        extra.insert("verify".into(), tracker_json(t));
+    }
+    let path = serde_json::to_value(&sess.info).unwrap_or(Value::Null);
+    print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
+    drop(sess); // detaches the XDP program
+    Ok(())
+}
+
+/// `fastpath gen`.
+pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    if g.engine == Engine::Xsk {
+        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false };
+        return bench(&b, stop);
+    }
+    check_run(&g.run)?;
+    let ncpu = fastpath::sys::online_cpus();
+    let first = g.xsk.cpu.unwrap_or(0);
+    if first >= ncpu {
+        return Err(usage(anyhow!("--cpu {first} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));
+    }
+    if g.threads as usize > ncpu {
+        return Err(usage(anyhow!("--threads {} is not accepted: at most one thread per CPU (1..={ncpu})", g.threads)));
+    }
+    require_privileges("gen")?;
+    enter_ns(&g.xsk.netns)?;
+    fastpath::sys::install_interrupt_handler().map_err(runtime)?;
+    let spec = frame_spec(&g.frame, &g.xsk.iface)?;
+    let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
+    let mut frame = vec![0u8; spec.frame_len];
+    build_udp_frame(&spec, &mut frame);
+    let gen = Arc::new(XdpGen::load(dev.ifindex)?);
+    let seq0 = gen.per_cpu_seq().map_err(kernel)?;
+    let n = g.threads as u64;
+    let done_count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut counters = Vec::new();
+    let mut workers = Vec::new();
+    let run_ok = g.run.duration > 0.0;
+    for i in 0..n {
+        let c = Arc::new(Counters::default());
+        counters.push(c.clone());
+        if !run_ok {
+            continue;
+        }
+        let limits = SendLimits {
+            count: g.frame.count.map(|t| t / n + u64::from(i < t % n)),
+            rate_pps: g.frame.rate.map(|r| (r / n).max(1)),
+        };
+        let (gen, frame, s, dc, d) = (gen.clone(), frame.clone(), stop.clone(), done_count.clone(), done.clone());
+        let cpu = (first + i as usize) % ncpu;
+        let batch = g.xsk.batch_size.min(256);
+        workers.push(std::thread::spawn(move || -> Result<u64, fastpath::sys::SysError> {
+            fastpath::sys::pin_current_thread(cpu)?;
+            let r = bench::gen_live(&gen, &frame, limits, batch, &c, &s);
+            if dc.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                d.store(true, Ordering::Relaxed);
+            }
+            r
+        }));
+    }
+    let mon = Monitor {
+        prefix: format!("{}:gen", g.xsk.iface),
+        columns: &[Ctr::TxPackets],
+        counters,
+        xsk_fd: None,
+        drop: None,
+        gen: Some(&gen),
+        ethtool_dev: Some(dev.clone()),
+        duration: Duration::from_secs_f64(g.run.duration),
+        interval: Duration::from_secs_f64(g.run.interval),
+        json: g.run.json,
+        extended: g.run.extended,
+        print: true,
+    };
+    let summary = mon.run(&stop, &done);
+    stop.store(true, Ordering::Relaxed);
+    use std::os::unix::thread::JoinHandleExt;
+    // Repeat: a signal that lands between two BPF_PROG_RUN calls interrupts nothing.
+    while workers.iter().any(|w| !w.is_finished()) {
+        for w in workers.iter().filter(|w| !w.is_finished()) {
+            fastpath::sys::interrupt_thread(w.as_pthread_t());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for w in workers {
+        w.join().map_err(|_| runtime(anyhow!("a generator thread panicked")))?.map_err(kernel)?;
+    }
+    let seq1 = gen.per_cpu_seq().map_err(kernel)?;
+    let per_cpu: Vec<Value> = seq1
+        .iter()
+        .zip(seq0.iter().chain(std::iter::repeat(&0)))
+        .enumerate()
+        .filter(|(_, (a, b))| *a != *b)
+        .map(|(cpu, (a, b))| json!({"stream": cpu, "first_seq": b + 1, "last_seq": a, "frames": a - b}))
+        .collect();
+    let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads});
+    let mut extra = serde_json::Map::new();
+    extra.insert("streams".into(), Value::Array(per_cpu));
+    print_summary("gen", &path, &summary, &[Ctr::TxPackets], g.run.json, Value::Object(extra));
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! Exit codes per error class and the one-line error report.
+
+use fastpath::bpf::BpfError;
+use fastpath::xsk::XskError;
+
+/// Bad value on the command line (clap uses 2 as well).
+pub const EXIT_USAGE: i32 = 2;
+/// Environment: missing privileges, namespace or tool.
+pub const EXIT_ENV: i32 = 3;
+/// The kernel or the BPF side refused (load, attach, bind).
+pub const EXIT_KERNEL: i32 = 4;
+/// Failure while running.
+pub const EXIT_RUNTIME: i32 = 5;
+
+/// An error with its exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: i32,
+    pub err: anyhow::Error,
+}
+
+pub type CliResult<T> = Result<T, CliError>;
+
+pub fn usage(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_USAGE, err: e.into() }
+}
+pub fn env(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_ENV, err: e.into() }
+}
+pub fn kernel(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_KERNEL, err: e.into() }
+}
+pub fn runtime(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_RUNTIME, err: e.into() }
+}
+
+impl From<XskError> for CliError {
+    fn from(e: XskError) -> Self {
+        match e {
+            XskError::NoSuchInterface { .. }
+            | XskError::QueueOutOfRange { .. }
+            | XskError::BadSize { .. }
+            | XskError::BadHeadroom { .. } => usage(e),
+            _ => kernel(e),
+        }
+    }
+}
+
+impl From<BpfError> for CliError {
+    fn from(e: BpfError) -> Self {
+        match e {
+            BpfError::Occupied { .. } => env(e),
+            _ => kernel(e),
+        }
+    }
+}
+
+impl From<fastpath_testbed::TestbedError> for CliError {
+    fn from(e: fastpath_testbed::TestbedError) -> Self {
+        if e.needs_root() { env(e) } else { runtime(e) }
+    }
+}
+
+/// Refuses to go on without the privileges AF_XDP and XDP need.
+pub fn require_privileges(what: &str) -> CliResult<()> {
+    if fastpath::bpf::have_privileges() {
+        return Ok(());
+    }
+    Err(env(anyhow::anyhow!(
+        "fastpath {what} needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW (try sudo)"
+    )))
+}

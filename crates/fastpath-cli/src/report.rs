@@ -1,0 +1,218 @@
+//! Interval lines in the xdp-bench style and the summary, as text or JSON (DESIGN.md §6).
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fastpath::bpf::XdpDrop;
+use fastpath::netdev::{self, NetDev};
+use fastpath::stats::{rate, thousands, Counters, Ctr, COUNTERS};
+use fastpath::sys::monotonic_ns;
+use fastpath::xsk::XskStats;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// What to watch and how to print it.
+pub struct Monitor<'a> {
+    pub prefix: String,
+    /// Counters shown as rates on every line.
+    pub columns: &'a [Ctr],
+    pub counters: Vec<Arc<Counters>>,
+    pub xsk_fd: Option<&'a OwnedFd>,
+    pub drop: Option<&'a XdpDrop>,
+    /// The xdp-live generator: its per-CPU sequence map counts tx_packets exactly, live.
+    pub gen: Option<&'a fastpath::bpf::XdpGen>,
+    /// Interface whose ethtool counters are read (in this thread's netns).
+    pub ethtool_dev: Option<NetDev>,
+    pub duration: Duration,
+    pub interval: Duration,
+    pub json: bool,
+    pub extended: bool,
+    /// Print interval lines (false: collect only, for the demo).
+    pub print: bool,
+}
+
+/// Totals of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub totals: BTreeMap<&'static str, u64>,
+    pub rates_pps: BTreeMap<String, f64>,
+    pub xdp_statistics: Option<XskStats>,
+    /// Non-zero ethtool -S deltas of the interface over the run.
+    pub ethtool: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    pub fn total(&self, c: Ctr) -> u64 {
+        self.totals.get(COUNTERS[c as usize].name).copied().unwrap_or(0)
+    }
+    pub fn pps(&self, c: Ctr) -> f64 {
+        rate(self.total(c), (self.duration_s * 1e9) as u64)
+    }
+}
+
+fn sum(counters: &[Arc<Counters>], drop: Option<&XdpDrop>, gen: Option<&fastpath::bpf::XdpGen>) -> [u64; 7] {
+    let mut t = [0u64; 7];
+    for c in counters {
+        for (a, b) in t.iter_mut().zip(c.snapshot()) {
+            *a += b;
+        }
+    }
+    if let Some(d) = drop {
+        t[Ctr::DropPackets as usize] = d.counters().map(|(p, _)| p).unwrap_or(0);
+    }
+    if let Some(g) = gen {
+        t[Ctr::TxPackets as usize] = g.total_sent().unwrap_or(0);
+    }
+    t
+}
+
+impl Monitor<'_> {
+    /// Prints interval lines until the duration passes, `stop` is set (signal) or `done` is set
+    /// (the worker finished); returns the summary over the whole measured period.
+    pub fn run(&self, stop: &AtomicBool, done: &AtomicBool) -> Summary {
+        let eth0 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
+        let xsk0 = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).unwrap_or_default();
+        let base = sum(&self.counters, self.drop, self.gen);
+        let t0 = monotonic_ns();
+        let start = Instant::now();
+        let (mut prev, mut prev_t, mut prev_xsk) = (base, t0, xsk0);
+        let mut next = start + self.interval;
+        loop {
+            let finished = stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed);
+            let now = Instant::now();
+            if finished || now >= start + self.duration {
+                break;
+            }
+            if now < next {
+                std::thread::sleep((next.min(start + self.duration) - now).min(Duration::from_millis(50)));
+                continue;
+            }
+            next += self.interval;
+            let cur = sum(&self.counters, self.drop, self.gen);
+            let t = monotonic_ns();
+            let xsk = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok());
+            if self.print {
+                self.line(&prev, &cur, t - prev_t, xsk.map(|x| x.delta(&prev_xsk)));
+            }
+            prev = cur;
+            prev_t = t;
+            if let Some(x) = xsk {
+                prev_xsk = x;
+            }
+        }
+        let end = sum(&self.counters, self.drop, self.gen);
+        let t1 = monotonic_ns();
+        let elapsed = t1 - t0;
+        let mut totals = BTreeMap::new();
+        let mut rates = BTreeMap::new();
+        for (i, d) in COUNTERS.iter().enumerate() {
+            let v = end[i] - base[i];
+            totals.insert(d.name, v);
+            if let Some(n) = d.name.strip_suffix("_packets") {
+                rates.insert(format!("{n}_pps"), rate(v, elapsed));
+            }
+        }
+        let xdp_statistics = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).map(|x| x.delta(&xsk0));
+        let eth1 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
+        Summary {
+            duration_s: elapsed as f64 / 1e9,
+            totals,
+            rates_pps: rates,
+            xdp_statistics,
+            ethtool: netdev::stats_delta(&eth0, &eth1).into_iter().collect(),
+        }
+    }
+
+    fn line(&self, prev: &[u64; 7], cur: &[u64; 7], dt_ns: u64, xsk: Option<XskStats>) {
+        let per_s = |c: Ctr| rate(cur[c as usize] - prev[c as usize], dt_ns);
+        if self.json {
+            let mut o = serde_json::Map::new();
+            o.insert("type".into(), json!("interval"));
+            o.insert("prefix".into(), json!(self.prefix));
+            o.insert("period_ns".into(), json!(dt_ns));
+            for &c in self.columns.iter().chain(if self.extended { &[Ctr::RxBytes, Ctr::TxBytes, Ctr::Wakeups][..] } else { &[] }) {
+                let name = COUNTERS[c as usize].name;
+                let key = name.strip_suffix("_packets").map(|n| format!("{n}_pps")).unwrap_or_else(|| {
+                    name.strip_suffix("_bytes").map(|n| format!("{n}_bps")).unwrap_or_else(|| format!("{name}_per_s"))
+                });
+                let v = if name.ends_with("_bytes") { per_s(c) * 8.0 } else { per_s(c) };
+                o.insert(key, json!(v.round()));
+            }
+            if let Some(x) = xsk {
+                o.insert("xdp_statistics".into(), serde_json::to_value(x).unwrap_or(Value::Null));
+            }
+            println!("{}", Value::Object(o));
+            return;
+        }
+        let mut s = format!("{:<14}", self.prefix);
+        for &c in self.columns {
+            s += &format!(" {:>13} {:<7}", thousands(per_s(c).round() as u64), COUNTERS[c as usize].rate_label);
+        }
+        if self.extended {
+            for c in [Ctr::RxBytes, Ctr::TxBytes] {
+                if self.columns.contains(&if c == Ctr::RxBytes { Ctr::RxPackets } else { Ctr::TxPackets }) {
+                    s += &format!(" {:>9.1} {:<7}", per_s(c) * 8.0 / 1e6, if c == Ctr::RxBytes { "rx_Mb/s" } else { "tx_Mb/s" });
+                }
+            }
+            s += &format!(" {:>11} wake/s", thousands(per_s(Ctr::Wakeups).round() as u64));
+        }
+        if let Some(x) = xsk {
+            for (name, v) in x.fields() {
+                if v != 0 || self.extended {
+                    s += &format!("  {} {}/s", thousands(rate(v, dt_ns).round() as u64), name);
+                }
+            }
+        }
+        println!("{s}");
+    }
+}
+
+/// Prints the summary block (text) or object (JSON).
+pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], json_out: bool, extra: Value) {
+    if json_out {
+        let mut o = json!({"type": "summary", "bench": kind, "path": path, "duration_s": s.duration_s,
+            "totals": s.totals, "rates_pps": s.rates_pps, "xdp_statistics": s.xdp_statistics, "ethtool": s.ethtool});
+        if let (Value::Object(o), Value::Object(e)) = (&mut o, extra) {
+            o.extend(e);
+        }
+        println!("{o}");
+        return;
+    }
+    println!("Summary  {kind}  {}", describe_path(path));
+    for &c in columns {
+        let d = COUNTERS[c as usize];
+        println!("  {:<16} {:>16}  {:>13} {}", d.name, thousands(s.total(c)), thousands(s.pps(c).round() as u64), d.rate_label);
+    }
+    if let Some(x) = s.xdp_statistics {
+        let nz: Vec<String> = x.fields().iter().filter(|(_, v)| *v != 0).map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
+        println!("  XDP_STATISTICS   {}", if nz.is_empty() { "all six counters zero".into() } else { nz.join(", ") });
+    }
+    if !s.ethtool.is_empty() {
+        let v: Vec<String> = s.ethtool.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
+        println!("  ethtool -S       {}", v.join(", "));
+    }
+    if let Value::Object(e) = extra {
+        for (k, v) in e {
+            println!("  {k:<16} {v}");
+        }
+    }
+    println!("  duration         {:.2} s", s.duration_s);
+}
+
+fn describe_path(p: &Value) -> String {
+    let g = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+    let mut s = format!("{}:q{}  driver {}", g("iface"), p.get("queue").and_then(|v| v.as_u64()).unwrap_or(0), g("driver"));
+    if p.get("xdp_mode").is_some_and(|v| !v.is_null()) {
+        s += &format!("  xdp {}", g("xdp_mode"));
+    }
+    if p.get("copy_mode").is_some_and(|v| !v.is_null()) {
+        s += &format!("  {}  need_wakeup {}  busy_poll {}", g("copy_mode"),
+            if p["need_wakeup"].as_bool() == Some(true) { "on" } else { "off" },
+            if p["busy_poll"].as_bool() == Some(true) { "on" } else { "off" });
+    }
+    s
+}
