@@ -269,7 +269,3 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     }
     Ok(m)
 }
-
-pub fn fmt_mac(m: &[u8; 6]) -> String {
-    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-}

@@ -26,7 +26,8 @@ pub enum Role {
 /// The program attached for this session; detached on drop.
 #[derive(Debug)]
 pub enum Prog {
-    Redirect(XskRedirect),
+    /// Held so that dropping the session detaches it.
+    Redirect(#[allow(dead_code)] XskRedirect),
     Drop(XdpDrop),
     None,
 }

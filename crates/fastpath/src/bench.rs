@@ -228,31 +228,44 @@ pub fn txonly(
     Ok(seq)
 }
 
+/// Moves up to `max` completed TX frames to the FILL ring; returns how many.
+#[inline]
+fn recycle_completions(sock: &mut XskSocket, max: u32) -> u32 {
+    let (ci, n) = sock.comp.peek(max);
+    if n == 0 {
+        return 0;
+    }
+    // Frames are conserved: FILL always has room for every frame we own.
+    let fi = loop {
+        if let Some(fi) = sock.fill.reserve(n) {
+            break fi;
+        }
+        sock.kick_rx();
+    };
+    for i in 0..n {
+        let a = sock.comp.read(ci.wrapping_add(i));
+        sock.fill.write(fi.wrapping_add(i), a);
+    }
+    sock.fill.submit(n);
+    sock.comp.release(n);
+    n
+}
+
 /// l2fwd: swap MAC addresses and send each frame back on the same queue from the same UMEM frame
 /// (no copy); completed frames go back to the FILL ring. Runs until `stop`.
 pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &AtomicBool) -> Result<(), SysError> {
     prefill(sock, sock.config().frame_count);
+    // TX descriptors submitted and not yet completed: kick only while there are some, so an
+    // idle loop makes no system calls (copy mode always asks for a wakeup).
+    let mut in_flight = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        // Completions -> FILL.
-        let (ci, done) = sock.comp.peek(opts.batch_size.max(256));
-        if done > 0 {
-            let fi = loop {
-                if let Some(fi) = sock.fill.reserve(done) {
-                    break fi;
-                }
-                sock.kick_rx();
-            };
-            for i in 0..done {
-                let a = sock.comp.read(ci.wrapping_add(i));
-                sock.fill.write(fi.wrapping_add(i), a);
-            }
-            sock.fill.submit(done);
-            sock.comp.release(done);
-            counters.add(Ctr::TxCompleted, done as u64);
-        }
+        let done = recycle_completions(sock, opts.batch_size.max(256));
+        in_flight -= done as u64;
+        counters.add(Ctr::TxCompleted, done as u64);
         let (ri, n) = sock.rx.peek(opts.batch_size);
         if n == 0 {
-            if sock.tx.needs_wakeup() {
+            if in_flight > 0 && sock.tx.needs_wakeup() {
+                counters.add(Ctr::Wakeups, 1);
                 sock.kick_tx()?;
             }
             wait_rx(sock, opts.wait, counters)?;
@@ -262,22 +275,12 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
             if let Some(ti) = sock.tx.reserve(n) {
                 break ti;
             }
-            // TX full: push it out and take completions so the ring drains.
+            // TX full: push it out and take completions so it drains.
+            counters.add(Ctr::Wakeups, 1);
             sock.kick_tx()?;
-            let (ci, c) = sock.comp.peek(n);
-            if c > 0 {
-                if let Some(fi) = sock.fill.reserve(c) {
-                    for i in 0..c {
-                        let a = sock.comp.read(ci.wrapping_add(i));
-                        sock.fill.write(fi.wrapping_add(i), a);
-                    }
-                    sock.fill.submit(c);
-                    sock.comp.release(c);
-                    counters.add(Ctr::TxCompleted, c as u64);
-                } else {
-                    sock.comp.cancel(c);
-                }
-            }
+            let done = recycle_completions(sock, n.max(opts.batch_size));
+            in_flight -= done as u64;
+            counters.add(Ctr::TxCompleted, done as u64);
         };
         let mut bytes = 0u64;
         for i in 0..n {
@@ -288,6 +291,7 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
         }
         sock.tx.submit(n);
         sock.rx.release(n);
+        in_flight += n as u64;
         counters.add(Ctr::RxPackets, n as u64);
         counters.add(Ctr::RxBytes, bytes);
         counters.add(Ctr::TxPackets, n as u64);
