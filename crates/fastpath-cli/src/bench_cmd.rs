@@ -83,6 +83,22 @@ fn tracker_json(t: &SeqTracker) -> Value {
     })
 }
 
+/// Says that set-up is done and what was obtained: `{"type":"ready",...}` with --json (scripts
+/// and tests wait for it), a header line and the notes otherwise.
+fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
+    use std::io::Write;
+    if json_out {
+        println!("{}", json!({"type": "ready", "bench": kind, "path": path}));
+    } else {
+        let g = |k: &str| path.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+        println!("fastpath {kind}: {} queue {} driver {} xdp {} {}", g("iface"), path.get("queue").and_then(|v| v.as_u64()).unwrap_or(0), g("driver"), g("xdp_mode"), g("copy_mode"));
+        for n in notes {
+            println!("note: {n}");
+        }
+    }
+    let _ = std::io::stdout().flush();
+}
+
 /// `fastpath bench MODE`.
 pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_run(&a.run)?;
@@ -96,11 +112,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.xsk.netns)?;
     let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
     let mut sess = Session::open(&a.xsk, role)?;
-    if !a.run.json {
-        for n in &sess.info.notes {
-            eprintln!("note: {n}");
-        }
-    }
+    announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
     let counters = Arc::new(Counters::default());
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
@@ -183,6 +195,8 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     build_udp_frame(&spec, &mut frame);
     let gen = Arc::new(XdpGen::load(dev.ifindex)?);
     let seq0 = gen.per_cpu_seq().map_err(kernel)?;
+    let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads});
+    announce("gen", &path, &[], g.run.json);
     let n = g.threads as u64;
     let done_count = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -246,7 +260,6 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         .filter(|(_, (a, b))| *a != *b)
         .map(|(cpu, (a, b))| json!({"stream": cpu, "first_seq": b + 1, "last_seq": a, "frames": a - b}))
         .collect();
-    let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads});
     let mut extra = serde_json::Map::new();
     extra.insert("streams".into(), Value::Array(per_cpu));
     print_summary("gen", &path, &summary, &[Ctr::TxPackets], g.run.json, Value::Object(extra));

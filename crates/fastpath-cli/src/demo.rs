@@ -245,7 +245,7 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
     }
     require_privileges("demo")?;
-    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false })?;
+    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: true })?;
     if !d.json {
         eprintln!(
             "demo: test bed {} ({} -> {}), 64-byte UDP frames from xdp-live ({} thread(s) from CPU {}), receiver on CPU {}, {} s per phase",

@@ -16,7 +16,7 @@ pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
                     return Err(usage(anyhow!("--napi-cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
                 }
             }
-            let cfg = TestbedConfig { name: name.clone(), queues: *queues, sender_qdisc: *sender_qdisc };
+            let cfg = TestbedConfig { name: name.clone(), queues: *queues, sender_qdisc: *sender_qdisc, ipv6: true };
             let bed = Testbed::up(&cfg)?;
             if let Some(cpu) = napi_cpu {
                 bed.set_rx_napi_cpu(Some(*cpu))?; // on error the guard removes the bed

@@ -47,6 +47,10 @@ pub struct TestbedConfig {
     /// default noqueue, so a full 256-slot veth ring makes the qdisc queue/drop instead of
     /// reporting local drops to TCP (which then stalls >= 200 ms per retry).
     pub sender_qdisc: bool,
+    /// Give both ends IPv6 (fd99::1/64, fd99::2/64). `false` disables IPv6 on the veth before
+    /// the links come up, so the kernels send nothing of their own (no MLD reports) and every
+    /// frame on the wire is the test's: what exact packet accounting needs.
+    pub ipv6: bool,
 }
 
 impl Default for TestbedConfig {
@@ -55,6 +59,7 @@ impl Default for TestbedConfig {
             name: None,
             queues: 1,
             sender_qdisc: false,
+            ipv6: true,
         }
     }
 }
@@ -333,16 +338,22 @@ impl Testbed {
             (&ns_b, &iface_b, IP4_B, IP6_B),
         ];
         for (ns, iface, ip4, ip6) in ends {
-            // No router solicitations from this end (fewer stray packets in tests).
-            cmd::write_in(
-                ns,
-                &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"),
-                "0",
-            )?;
+            if !cfg.ipv6 {
+                cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/disable_ipv6"), "1")?;
+            } else {
+                // No router solicitations from this end (fewer stray packets in tests).
+                cmd::write_in(
+                    ns,
+                    &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"),
+                    "0",
+                )?;
+            }
             let a4 = format!("{ip4}/{PREFIX4}");
-            let a6 = format!("{ip6}/{PREFIX6}");
             cmd::run("ip", &["-n", ns, "addr", "add", &a4, "dev", iface])?;
-            cmd::run("ip", &["-n", ns, "addr", "add", &a6, "dev", iface, "nodad"])?;
+            if cfg.ipv6 {
+                let a6 = format!("{ip6}/{PREFIX6}");
+                cmd::run("ip", &["-n", ns, "addr", "add", &a6, "dev", iface, "nodad"])?;
+            }
         }
         for (ns, iface, _, _) in ends {
             cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "up"])?;
@@ -359,7 +370,7 @@ impl Testbed {
             (&ns_b, &iface_b, &mac_a, [IP4_A.into(), IP6_A.into()]),
         ];
         for (ns, iface, peer_mac, peers) in neighbours {
-            for peer in peers {
+            for peer in peers.into_iter().filter(|p| cfg.ipv6 || p.is_ipv4()) {
                 cmd::ip(&format!(
                     "-n {ns} neigh replace {peer} lladdr {peer_mac} dev {iface} nud permanent"
                 ))?;

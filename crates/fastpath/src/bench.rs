@@ -74,6 +74,13 @@ impl Pacer {
     fn done(&self) -> bool {
         self.remaining == Some(0)
     }
+    /// With a rate: time until the next packet is due.
+    fn wait_time(&self) -> Option<Duration> {
+        let rate = self.rate_pps?;
+        let due_ns = (self.sent + 1) as u128 * 1_000_000_000 / rate as u128;
+        let now = self.start.elapsed().as_nanos();
+        (due_ns > now).then(|| Duration::from_nanos((due_ns - now) as u64))
+    }
 }
 
 #[inline]
@@ -187,13 +194,15 @@ pub fn txonly(
         counters.add(Ctr::TxCompleted, done as u64);
         let want = pacer.allowed(opts.batch_size.min(free.len() as u32) as u64) as u32;
         if want == 0 {
-            // Nothing may go yet: either pacing, or every frame is in flight.
-            if sock.tx.needs_wakeup() || outstanding > 0 {
+            // Nothing may go yet: either pacing, or every frame is in flight. Kick only while
+            // the kernel has TX descriptors left to take.
+            if sock.tx.pending() > 0 {
                 counters.add(Ctr::Wakeups, 1);
                 sock.kick_tx()?;
-            }
-            if pacer.rate_pps.is_some() {
-                std::hint::spin_loop();
+            } else if let Some(w) = pacer.wait_time() {
+                if w > Duration::from_micros(100) {
+                    std::thread::sleep(w - Duration::from_micros(60));
+                }
             }
             continue;
         }
@@ -264,7 +273,7 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
         counters.add(Ctr::TxCompleted, done as u64);
         let (ri, n) = sock.rx.peek(opts.batch_size);
         if n == 0 {
-            if in_flight > 0 && sock.tx.needs_wakeup() {
+            if in_flight > 0 && sock.tx.pending() > 0 {
                 counters.add(Ctr::Wakeups, 1);
                 sock.kick_tx()?;
             }
@@ -320,9 +329,10 @@ pub fn gen_live(
     let mut pacer = Pacer::new(limits);
     // One BPF_PROG_RUN costs ~24 ms of set-up whatever its size (see XdpGen::run): without a
     // rate, send in calls of up to 2^26 frames and rely on interruption to stop; with a rate,
-    // calls of 1/10 s worth of frames keep the pacing smooth.
+    // calls of 1/20 s worth of frames. Pacing is therefore per call: each call is a line-rate
+    // burst (use the xsk engine for pacing per 64-frame batch).
     let chunk: u64 = match limits.rate_pps {
-        Some(r) => (r / 10).clamp(64, 1 << 26),
+        Some(r) => (r / 20).clamp(64, 1 << 26),
         None => 1 << 26,
     };
     let mut total = 0u64;

@@ -130,6 +130,16 @@ impl<T: Copy> ProdRing<T> {
         self.cached_cons.wrapping_sub(self.cached_prod)
     }
 
+    /// Entries submitted that the kernel has not consumed yet (refreshes the consumer index).
+    #[inline]
+    pub fn pending(&mut self) -> u32 {
+        self.raw.size - self.nb_free(self.raw.size)
+            - self.cached_prod.wrapping_sub(
+                // SAFETY: valid for our life (contract of `new`).
+                unsafe { &*self.raw.producer }.load(Ordering::Relaxed),
+            )
+    }
+
     /// Reserves exactly `n` slots and returns the index of the first, or `None` (nothing
     /// reserved) when fewer than `n` are free: libxdp's all-or-nothing `xsk_ring_prod__reserve`.
     #[inline]
@@ -353,6 +363,23 @@ mod tests {
         assert_eq!(p.reserve(1), None, "peeked but not released: slot still the consumer's");
         c.release(1);
         assert!(p.reserve(1).is_some());
+    }
+
+    #[test]
+    fn pending_counts_submitted_unconsumed() {
+        let mut mem = HeapRing::<u64>::new(8, u32::MAX - 1);
+        let (mut p, mut c) = pair(&mut mem);
+        assert_eq!(p.pending(), 0);
+        let idx = p.reserve(5).unwrap();
+        (0..5).for_each(|i| p.write(idx.wrapping_add(i), 0));
+        assert_eq!(p.pending(), 0, "reserved is not submitted");
+        p.submit(3);
+        assert_eq!(p.pending(), 3);
+        let (_, n) = c.peek(2);
+        c.release(n);
+        assert_eq!(p.pending(), 1);
+        p.submit(2);
+        assert_eq!(p.pending(), 3);
     }
 
     #[test]

@@ -1,0 +1,29 @@
+# fastpath: `make demo` and `make test` work on a fresh Debian machine (run as root).
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+FASTPATH := target/release/fastpath
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: deps build demo test bench lint clean
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release --workspace --locked
+
+demo: build
+	$(FASTPATH) demo
+
+# Unit tests (no privileges) and privileged end-to-end tests on test beds (root; in CI they
+# fail rather than skip when they cannot run).
+test: build
+	$(CARGO) test --release --workspace --locked -- --test-threads=2
+
+bench: build
+	scripts/bench.sh
+
+lint: deps
+	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,104 @@
+//! Helpers of the privileged end-to-end tests: the root check, running the `fastpath` binary,
+//! and asking the kernel what is attached.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// True if the test can run. Without root: in CI (CI=true) this FAILS the test; elsewhere it
+/// prints a loud SKIPPED line (on the real stderr, not the captured one) and returns false.
+pub fn privileged(test: &str) -> bool {
+    if fastpath::sys::geteuid() == 0 {
+        return true;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{test}: needs root (network namespaces, XDP, AF_XDP) and CI=true forbids skipping");
+    }
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED {test}: needs root (network namespaces, XDP, AF_XDP)");
+    false
+}
+
+pub fn fastpath() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_fastpath"))
+}
+
+/// Runs fastpath to completion.
+pub fn run(args: &[&str]) -> Output {
+    fastpath().args(args).output().expect("run fastpath")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The last JSON object line of stdout.
+pub fn last_json(o: &Output) -> Value {
+    let s = String::from_utf8_lossy(&o.stdout);
+    s.lines().rev().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_else(|| panic!("no JSON in output: {s}\nstderr: {}", stderr(o)))
+}
+
+/// A fastpath process started with --json, past its `{"type":"ready"}` line.
+pub struct Running {
+    pub child: Child,
+    out: BufReader<ChildStdout>,
+    pub ready: Value,
+}
+
+impl Running {
+    pub fn start(args: &[&str]) -> Running {
+        let mut child = fastpath().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fastpath");
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 || Instant::now() > deadline {
+                let o = child.wait_with_output().expect("wait");
+                panic!("fastpath {args:?} exited before it was ready: {}", stderr(&o));
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                if v["type"] == "ready" {
+                    return Running { child, out, ready: v };
+                }
+            }
+        }
+    }
+
+    /// SIGTERM (the process we started, by its PID), then the summary object and the exit status.
+    pub fn terminate(self) -> (Value, std::process::ExitStatus) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.finish()
+    }
+
+    /// Waits for exit; returns the last JSON object and the status.
+    pub fn finish(mut self) -> (Value, std::process::ExitStatus) {
+        let mut last = Value::Null;
+        let mut line = String::new();
+        while self.out.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                last = v;
+            }
+            line.clear();
+        }
+        let status = self.child.wait().expect("wait");
+        (last, status)
+    }
+}
+
+/// The XDP program attached to `iface` in netns `ns`, as the kernel reports it.
+pub fn attached(ns: &str, iface: &str) -> Option<fastpath::bpf::AttachedProg> {
+    let iface = iface.to_string();
+    fastpath_testbed::run_in_netns(ns, move || {
+        let dev = fastpath::netdev::NetDev::by_name(&iface).expect("iface");
+        fastpath::bpf::query_xdp(dev.ifindex).expect("query")
+    })
+    .expect("netns")
+}
+
+pub fn mac(m: [u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what fastpath needs on a fresh Debian machine: the BPF toolchain, libbpf's build
+# dependencies, the test bed's tools, and Rust if missing. Mounts bpffs if absent.
+# Idempotent; prints what it does.
+set -euo pipefail
+
+pkgs=(clang llvm libelf-dev zlib1g-dev pkg-config linux-libc-dev iproute2 ethtool make util-linux procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: missing Debian packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "deps: cargo is in ~/.cargo/bin; add it to PATH" >&2
+  else
+    echo "deps: installing Rust (Debian's cargo and rustc)"
+    apt-get install -y -qq cargo rustc >/dev/null
+  fi
+fi
+
+# bpffs: needed for pinning (later issues); harmless to have.
+if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
+  mount -t bpf bpf /sys/fs/bpf 2>/dev/null && echo "deps: mounted bpffs on /sys/fs/bpf" || echo "deps: could not mount bpffs (not needed for issue-2 features)"
+fi
