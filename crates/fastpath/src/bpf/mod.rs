@@ -31,12 +31,12 @@ mod skel {
 #[derive(Debug, thiserror::Error)]
 pub enum BpfError {
     /// Loading a program into the kernel failed (verifier, privileges, missing feature).
-    #[error("loading BPF program {prog} failed: {source} (needs root or CAP_BPF + CAP_NET_ADMIN)")]
+    #[error("loading BPF program {prog} failed: {cause} (needs root or CAP_BPF + CAP_NET_ADMIN)")]
     Load {
         /// Program name.
         prog: &'static str,
         /// libbpf's error.
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
     /// Someone else's XDP program is on the interface.
     #[error("{iface} already has XDP program id {id} ({mode}) that fastpath did not attach; pass --force to replace it")]
@@ -49,25 +49,25 @@ pub enum BpfError {
         mode: &'static str,
     },
     /// The driver refuses the attach mode.
-    #[error("{iface} refuses XDP in {mode} mode ({source}); try --xdp-mode skb")]
+    #[error("{iface} refuses XDP in {mode} mode ({cause}); try --xdp-mode skb")]
     ModeUnsupported {
         /// Interface.
         iface: String,
         /// Mode asked.
         mode: &'static str,
         /// The failed call.
-        source: SysError,
+        cause: SysError,
     },
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
     /// A libbpf map operation failed.
-    #[error("BPF map {map}: {source}")]
+    #[error("BPF map {map}: {cause}")]
     Map {
         /// Map name.
         map: &'static str,
         /// libbpf's error.
-        source: libbpf_rs::Error,
+        cause: libbpf_rs::Error,
     },
 }
 
@@ -196,7 +196,7 @@ impl XdpLink {
         if fd < 0 {
             let e = SysError { call: format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name()), errno: -fd };
             if matches!(-fd, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
-                return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), source: e });
+                return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), cause: e });
             }
             return Err(e.into());
         }
@@ -235,9 +235,9 @@ macro_rules! load_skel {
         let mut storage = MaybeUninit::uninit();
         let builder = <$builder>::default();
         #[allow(unused_mut)]
-        let mut $open = builder.open(&mut storage).map_err(|source| BpfError::Load { prog: $name, source })?;
+        let mut $open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: $name, cause })?;
         $setup
-        let $loaded = $open.load().map_err(|source| BpfError::Load { prog: $name, source })?;
+        let $loaded = $open.load().map_err(|cause| BpfError::Load { prog: $name, cause })?;
         $extract
     }};
 }
@@ -254,7 +254,7 @@ impl XskRedirect {
     pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
         let (prog, xsks) = load_skel!(skel::xsk_redirect::XskRedirectSkelBuilder, "xsk_redirect", |open| {}, |s| {
             let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
-            let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|source| BpfError::Map { map: "xsks", source })?;
+            let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
             (prog, xsks)
         });
         let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
@@ -265,7 +265,7 @@ impl XskRedirect {
     pub fn insert(&self, queue_id: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
         self.xsks
             .update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map: "xsks", source })
+            .map_err(|cause| BpfError::Map { map: "xsks", cause })
     }
 
     /// The attachment.
@@ -286,7 +286,7 @@ impl XdpDrop {
     pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
         let (prog, stats) = load_skel!(skel::xdp_drop::XdpDropSkelBuilder, "xdp_drop", |open| {}, |s| {
             let prog = owned_prog_fd(s.progs.xdp_drop.as_fd())?;
-            let stats = MapHandle::try_from(&s.maps.drop_stats).map_err(|source| BpfError::Map { map: "drop_stats", source })?;
+            let stats = MapHandle::try_from(&s.maps.drop_stats).map_err(|cause| BpfError::Map { map: "drop_stats", cause })?;
             (prog, stats)
         });
         let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
@@ -298,7 +298,7 @@ impl XdpDrop {
         let per_cpu = self
             .stats
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map: "drop_stats", source })?
+            .map_err(|cause| BpfError::Map { map: "drop_stats", cause })?
             .unwrap_or_default();
         Ok(per_cpu.iter().fold((0, 0), |(p, b), v| {
             let rd = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().expect("8 bytes"));
@@ -331,7 +331,7 @@ impl XdpGen {
             }
         }, |s| {
             let prog = owned_prog_fd(s.progs.xdp_gen.as_fd())?;
-            let seq = MapHandle::try_from(&s.maps.gen_seq).map_err(|source| BpfError::Map { map: "gen_seq", source })?;
+            let seq = MapHandle::try_from(&s.maps.gen_seq).map_err(|cause| BpfError::Map { map: "gen_seq", cause })?;
             (prog, seq)
         });
         Ok(Self { prog, seq })
@@ -377,7 +377,7 @@ impl XdpGen {
         let v = self
             .seq
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|source| BpfError::Map { map: "gen_seq", source })?
+            .map_err(|cause| BpfError::Map { map: "gen_seq", cause })?
             .unwrap_or_default();
         Ok(v.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).collect())
     }

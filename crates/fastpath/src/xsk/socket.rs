@@ -137,17 +137,17 @@ pub enum XskError {
         max: u32,
     },
     /// Zero-copy requested where the driver has none.
-    #[error("{iface} (driver {driver}) has no AF_XDP zero-copy ({source}); use --copy-mode copy, or auto to fall back to copy mode")]
+    #[error("{iface} (driver {driver}) has no AF_XDP zero-copy ({cause}); use --copy-mode copy, or auto to fall back to copy mode")]
     NoZeroCopy {
         /// Interface.
         iface: String,
         /// Driver name.
         driver: String,
         /// The failed bind.
-        source: SysError,
+        cause: SysError,
     },
     /// The queue stayed busy.
-    #[error("{iface} queue {queue} is busy: another AF_XDP socket is bound to it, or the previous one was still being torn down after {waited_ms} ms ({source})")]
+    #[error("{iface} queue {queue} is busy: another AF_XDP socket is bound to it, or the previous one was still being torn down after {waited_ms} ms ({cause})")]
     Busy {
         /// Interface.
         iface: String,
@@ -156,7 +156,7 @@ pub enum XskError {
         /// How long we retried.
         waited_ms: u64,
         /// The failed bind.
-        source: SysError,
+        cause: SysError,
     },
     /// Any other failed system call.
     #[error(transparent)]
@@ -316,7 +316,7 @@ impl XskSocket {
                 Err(XskError::Sys(e)) if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EINVAL | libc::EPROTONOSUPPORT) => {
                     let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
                     notes.push(format!("zero-copy refused by driver {driver} ({}); falling back to copy mode", sys::errno_text(e.errno)));
-                    last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, source: e });
+                    last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
                 }
                 Err(e) => return Err(e),
             }
@@ -417,7 +417,7 @@ impl XskSocket {
                         iface: dev.name.clone(),
                         queue: queue_id,
                         waited_ms: start.elapsed().as_millis() as u64,
-                        source: e,
+                        cause: e,
                     })
                 }
                 Err(e) => return Err(e.into()),
