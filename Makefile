@@ -20,7 +20,7 @@ test: build
 	$(CARGO) test --release --workspace --locked -- --test-threads=2
 
 bench: build
-	scripts/bench.sh
+	scripts/bench.py
 
 lint: deps
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings

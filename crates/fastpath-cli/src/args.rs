@@ -129,7 +129,8 @@ pub struct XskArgs {
     /// Wait in poll() instead of spinning when the rings are empty.
     #[arg(long)]
     pub poll: bool,
-    /// Copy-mode TX budget per sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17); default: ring size.
+    /// Copy-mode TX descriptors per sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17, 32..=ring size);
+    /// default 256 (measured best of 32/256/2048 for txonly on veth).
     #[arg(long)]
     pub tx_budget: Option<u32>,
     /// Replace an XDP program that fastpath did not attach.

@@ -71,7 +71,7 @@ pub fn xsk_config(x: &XskArgs) -> XskConfig {
         },
         busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
         huge_pages: false,
-        tx_skb_budget: Some(x.tx_budget.unwrap_or(x.ring_size)),
+        tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
     }
 }
 
@@ -88,6 +88,14 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
         return Err(usage(anyhow!(
             "--copy-mode zero-copy needs the XDP program in the driver: use --xdp-mode native or auto"
         )));
+    }
+    if let Some(b) = x.tx_budget {
+        if b < 32 || b > x.ring_size {
+            return Err(usage(anyhow!(
+                "--tx-budget {b} is not accepted: use 32..={} (at most the ring size; XDP_MAX_TX_SKB_BUDGET)",
+                x.ring_size
+            )));
+        }
     }
     if let Some(cpu) = x.cpu {
         let n = fastpath::sys::online_cpus();

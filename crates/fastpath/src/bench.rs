@@ -188,26 +188,23 @@ pub fn txonly(
     let mut pacer = Pacer::new(limits);
     let mut seq = 0u64;
     let mut outstanding = 0u64;
+    // Descriptors queued per kick: what one copy-mode sendto will take (XDP_MAX_TX_SKB_BUDGET,
+    // 32 by default), so each system call moves as many frames as the kernel allows.
+    let per_kick = sock.tx_skb_budget().unwrap_or(32).max(opts.batch_size) as u64;
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
-        let done = drain_completions(sock, &mut free, opts.batch_size.max(256));
+        let done = drain_completions(sock, &mut free, per_kick.max(256) as u32);
         outstanding -= done as u64;
         counters.add(Ctr::TxCompleted, done as u64);
-        let want = pacer.allowed(opts.batch_size.min(free.len() as u32) as u64) as u32;
-        if want == 0 {
-            // Nothing may go yet: either pacing, or every frame is in flight. Kick only while
-            // the kernel has TX descriptors left to take.
-            if sock.tx.pending() > 0 {
-                counters.add(Ctr::Wakeups, 1);
-                sock.kick_tx()?;
-            } else if let Some(w) = pacer.wait_time() {
-                if w > Duration::from_micros(100) {
-                    std::thread::sleep(w - Duration::from_micros(60));
-                }
+        let mut queued = 0u64;
+        while queued < per_kick {
+            let want = pacer.allowed(opts.batch_size.min(free.len() as u32) as u64) as u32;
+            if want == 0 {
+                break;
             }
-            continue;
-        }
-        let (ti, got) = sock.tx.reserve_up_to(want);
-        if got > 0 {
+            let (ti, got) = sock.tx.reserve_up_to(want);
+            if got == 0 {
+                break;
+            }
             let now = sys::monotonic_ns();
             for i in 0..got {
                 let a = free.pop().expect("want <= free.len()");
@@ -217,12 +214,26 @@ pub fn txonly(
             }
             sock.tx.submit(got);
             pacer.took(got as u64);
-            outstanding += got as u64;
-            counters.add(Ctr::TxPackets, got as u64);
-            counters.add(Ctr::TxBytes, got as u64 * len as u64);
+            queued += got as u64;
         }
-        counters.add(Ctr::Wakeups, 1);
-        sock.kick_tx()?;
+        if queued > 0 {
+            outstanding += queued;
+            counters.add(Ctr::TxPackets, queued);
+            counters.add(Ctr::TxBytes, queued * len as u64);
+            counters.add(Ctr::Wakeups, 1);
+            sock.kick_tx()?;
+            continue;
+        }
+        // Nothing may go yet: either pacing, or every frame is in flight. Kick only while the
+        // kernel has TX descriptors left to take.
+        if sock.tx.pending() > 0 {
+            counters.add(Ctr::Wakeups, 1);
+            sock.kick_tx()?;
+        } else if let Some(w) = pacer.wait_time() {
+            if w > Duration::from_micros(100) {
+                std::thread::sleep(w - Duration::from_micros(60));
+            }
+        }
     }
     let deadline = Instant::now() + Duration::from_secs(1);
     while outstanding > 0 && Instant::now() < deadline {
