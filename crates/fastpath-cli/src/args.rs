@@ -114,6 +114,9 @@ pub struct XskArgs {
     /// Headroom in bytes before each received packet.
     #[arg(long, default_value_t = 0)]
     pub headroom: u32,
+    /// Back the UMEM with huge pages (MAP_HUGETLB; reserve them first in /proc/sys/vm/nr_hugepages).
+    #[arg(long)]
+    pub huge_pages: bool,
     /// RX/TX ring size in descriptors (power of two, 64..=32768); FILL/COMPLETION get twice this.
     #[arg(long, default_value_t = 2048)]
     pub ring_size: u32,

@@ -44,6 +44,9 @@ pub struct Row {
     pub bound_by: &'static str,
 }
 
+/// What the generator reports: frames sent, seconds, the sending veth's ethtool deltas.
+type GenOutcome = (u64, f64, Vec<(String, u64)>);
+
 struct RxResult {
     info: PathInfo,
     received: u64,
@@ -66,6 +69,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         frame_size: 4096,
         frame_count: 4096,
         headroom: 0,
+        huge_pages: false,
         ring_size: 2048,
         batch_size: 64,
         busy_poll: false,
@@ -138,7 +142,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     let (threads, gen_cpu, dur) = (d.threads, d.gen_cpu, Duration::from_secs_f64(d.duration));
     let mac_b = bed.mac_b();
     let gstop = global_stop.clone();
-    let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<(u64, f64, Vec<(String, u64)>)> {
+    let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<GenOutcome> {
         let dev = NetDev::by_name(&if_a).map_err(runtime)?;
         let spec = UdpFrameSpec {
             src_mac: dev.mac().map_err(runtime)?,

@@ -70,7 +70,7 @@ pub fn xsk_config(x: &XskArgs) -> XskConfig {
             CopyModeArg::ZeroCopy => CopyMode::ZeroCopy,
         },
         busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
-        huge_pages: false,
+        huge_pages: x.huge_pages,
         tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
     }
 }
@@ -112,7 +112,7 @@ impl Session {
     pub fn open(x: &XskArgs, role: Role) -> CliResult<Session> {
         let cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
-        let count = dev.rx_queue_count().map_err(|e| crate::error::kernel(e))?;
+        let count = dev.rx_queue_count().map_err(crate::error::kernel)?;
         if x.queue >= count {
             return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: x.queue, count }.into());
         }

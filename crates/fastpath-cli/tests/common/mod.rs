@@ -49,6 +49,8 @@ pub struct Running {
 }
 
 impl Running {
+    // The child is waited for on the error path and by `terminate`/`finish` otherwise.
+    #[allow(clippy::zombie_processes)]
     pub fn start(args: &[&str]) -> Running {
         let mut child = fastpath().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fastpath");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));

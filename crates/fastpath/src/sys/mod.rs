@@ -218,7 +218,11 @@ impl Mmap {
         // SAFETY: a fresh anonymous mapping; the result is checked against MAP_FAILED.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, flags, -1, 0) };
         if p == libc::MAP_FAILED {
-            let what = if huge_pages { "MAP_ANONYMOUS|MAP_HUGETLB" } else { "MAP_ANONYMOUS" };
+            let what = if huge_pages {
+                "MAP_ANONYMOUS|MAP_HUGETLB; are huge pages reserved in /proc/sys/vm/nr_hugepages?"
+            } else {
+                "MAP_ANONYMOUS"
+            };
             return Err(SysError::last(format!("mmap({what}, len={len})")));
         }
         Ok(Self { ptr: NonNull::new(p.cast()).expect("mmap returned NULL"), len })
