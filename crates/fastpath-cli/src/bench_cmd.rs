@@ -18,6 +18,26 @@ use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
 use crate::report::{print_summary, Monitor};
 use crate::session::{Role, Session};
 
+/// Sets the flag when dropped: a worker's "I am done", on every exit path including panics.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Counts finished workers when dropped; the last of `n` sets the flag.
+struct CountOnDrop(Arc<std::sync::atomic::AtomicU64>, Arc<AtomicBool>, u64);
+
+impl Drop for CountOnDrop {
+    fn drop(&mut self) {
+        if self.0.fetch_add(1, Ordering::Relaxed) + 1 == self.2 {
+            self.1.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 pub fn check_run(r: &RunArgs) -> CliResult<()> {
     if !(r.duration >= 0.0 && r.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)", r.duration)));
@@ -121,6 +141,8 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
             let (mode, opts, cpu, verify, limits) = (a.mode, loop_opts(&a.xsk), a.xsk.cpu, a.verify, SendLimits { count: a.frame.count, rate_pps: a.frame.rate });
             Some(std::thread::spawn(move || -> Result<(), fastpath::sys::SysError> {
+                // Tell the monitor when this thread ends, however it ends (error, panic).
+                let _done = SetOnDrop(d.clone());
                 if let Some(cpu) = cpu {
                     fastpath::sys::pin_current_thread(cpu)?;
                 }
@@ -136,7 +158,6 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     BenchMode::Txonly => bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ()),
                     BenchMode::Xdpdrop => Ok(()),
                 };
-                d.store(true, Ordering::Relaxed);
                 r
             }))
         }
@@ -217,12 +238,9 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let cpu = (first + i as usize) % ncpu;
         let batch = g.xsk.batch_size.min(256);
         workers.push(std::thread::spawn(move || -> Result<u64, fastpath::sys::SysError> {
+            let _last = CountOnDrop(dc, d, n);
             fastpath::sys::pin_current_thread(cpu)?;
-            let r = bench::gen_live(&gen, &frame, limits, batch, &c, &s);
-            if dc.fetch_add(1, Ordering::Relaxed) + 1 == n {
-                d.store(true, Ordering::Relaxed);
-            }
-            r
+            bench::gen_live(&gen, cpu, &frame, limits, batch, &c, &s)
         }));
     }
     let mon = Monitor {

@@ -19,10 +19,10 @@ use args::{Cli, Cmd};
 fn main() {
     let cli = Cli::parse();
     let stop = Arc::new(AtomicBool::new(false));
+    // SIGINT/SIGTERM ask every loop to stop; the process then removes what it made (test beds,
+    // XDP programs) on its normal path. Every wait loop checks the flag. (SIGKILL still detaches
+    // our programs: the kernel closes the bpf_link fds.)
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal kills the process the default way (the kernel still detaches our
-        // bpf_links when their fds close).
-        let _ = signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone());
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     let _ = fastpath::sys::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice

@@ -110,7 +110,7 @@ impl Monitor<'_> {
         let mut totals = BTreeMap::new();
         let mut rates = BTreeMap::new();
         for (i, d) in COUNTERS.iter().enumerate() {
-            let v = end[i] - base[i];
+            let v = end[i].saturating_sub(base[i]);
             totals.insert(d.name, v);
             if let Some(n) = d.name.strip_suffix("_packets") {
                 rates.insert(format!("{n}_pps"), rate(v, elapsed));
@@ -128,7 +128,7 @@ impl Monitor<'_> {
     }
 
     fn line(&self, prev: &[u64; 7], cur: &[u64; 7], dt_ns: u64, xsk: Option<XskStats>) {
-        let per_s = |c: Ctr| rate(cur[c as usize] - prev[c as usize], dt_ns);
+        let per_s = |c: Ctr| rate(cur[c as usize].saturating_sub(prev[c as usize]), dt_ns);
         if self.json {
             let mut o = serde_json::Map::new();
             o.insert("type".into(), json!("interval"));

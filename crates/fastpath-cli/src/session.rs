@@ -112,9 +112,10 @@ impl Session {
     pub fn open(x: &XskArgs, role: Role) -> CliResult<Session> {
         let cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
-        let count = dev.rx_queue_count().map_err(crate::error::kernel)?;
-        if x.queue >= count {
-            return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: x.queue, count }.into());
+        if let Some(count) = dev.rx_queue_count().map_err(crate::error::kernel)? {
+            if x.queue >= count {
+                return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: x.queue, count }.into());
+            }
         }
         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
         let mut info = PathInfo {

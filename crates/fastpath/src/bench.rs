@@ -136,6 +136,9 @@ pub fn rxdrop(
             if let Some(fi) = sock.fill.reserve(n) {
                 break fi;
             }
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
             sock.kick_rx();
         };
         let mut bytes = 0u64;
@@ -250,15 +253,20 @@ pub fn txonly(
 
 /// Moves up to `max` completed TX frames to the FILL ring; returns how many.
 #[inline]
-fn recycle_completions(sock: &mut XskSocket, max: u32) -> u32 {
+fn recycle_completions(sock: &mut XskSocket, max: u32, stop: &AtomicBool) -> u32 {
     let (ci, n) = sock.comp.peek(max);
     if n == 0 {
         return 0;
     }
-    // Frames are conserved: FILL always has room for every frame we own.
+    // Frames are conserved: FILL always has room for every frame we own, once the kernel
+    // consumes what is there.
     let fi = loop {
         if let Some(fi) = sock.fill.reserve(n) {
             break fi;
+        }
+        if stop.load(Ordering::Relaxed) {
+            sock.comp.cancel(n);
+            return 0;
         }
         sock.kick_rx();
     };
@@ -279,7 +287,7 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
     // idle loop makes no system calls (copy mode always asks for a wakeup).
     let mut in_flight = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let done = recycle_completions(sock, opts.batch_size.max(256));
+        let done = recycle_completions(sock, opts.batch_size.max(256), stop);
         in_flight -= done as u64;
         counters.add(Ctr::TxCompleted, done as u64);
         let (ri, n) = sock.rx.peek(opts.batch_size);
@@ -296,9 +304,13 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
                 break ti;
             }
             // TX full: push it out and take completions so it drains.
+            if stop.load(Ordering::Relaxed) {
+                sock.rx.cancel(n);
+                return Ok(());
+            }
             counters.add(Ctr::Wakeups, 1);
             sock.kick_tx()?;
-            let done = recycle_completions(sock, n.max(opts.batch_size));
+            let done = recycle_completions(sock, n.max(opts.batch_size), stop);
             in_flight -= done as u64;
             counters.add(Ctr::TxCompleted, done as u64);
         };
@@ -323,20 +335,26 @@ pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &A
 }
 
 /// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by
-/// `limits`, until `stop`. Call on a thread pinned to one CPU (that CPU's id is the stream id
-/// stamped in each frame), after [`sys::install_interrupt_handler`]; to stop it promptly, set
+/// `limits`, until `stop`. Call on a thread pinned to CPU `cpu` (that CPU's id is the stream id
+/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`sys::install_interrupt_handler`]; to stop it promptly, set
 /// `stop` and [`sys::interrupt_thread`] it. Frames are counted by the program's per-CPU sequence
 /// map (exact even when a call is interrupted); `counters` get them after each call.
 /// Returns the frames this thread generated.
 pub fn gen_live(
     gen: &XdpGen,
+    cpu: usize,
     frame: &[u8],
     limits: SendLimits,
     batch_size: u32,
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, SysError> {
-    let cpu_sent = |cpu: usize| gen.per_cpu_seq().ok().and_then(|v| v.get(cpu).copied()).unwrap_or(0);
+    let read_seq = || -> Result<u64, SysError> {
+        gen.per_cpu_seq()
+            .ok()
+            .and_then(|v| v.get(cpu).copied())
+            .ok_or_else(|| SysError { call: format!("bpf_map_lookup_elem(gen_seq, cpu {cpu})"), errno: libc::EIO })
+    };
     let mut pacer = Pacer::new(limits);
     // One BPF_PROG_RUN costs ~24 ms of set-up whatever its size (see XdpGen::run): without a
     // rate, send in calls of up to 2^26 frames and rely on interruption to stop; with a rate,
@@ -347,8 +365,7 @@ pub fn gen_live(
         None => 1 << 26,
     };
     let mut total = 0u64;
-    let before_all = gen.per_cpu_seq().map_err(|_| SysError { call: "bpf_map_lookup_elem(gen_seq)".into(), errno: libc::EIO })?;
-    let mut my_cpu = None;
+    let before = read_seq()?;
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
         let n = pacer.allowed(chunk) as u32;
         if n == 0 {
@@ -356,18 +373,8 @@ pub fn gen_live(
             continue;
         }
         gen.run(frame, n, batch_size)?;
-        // Find our CPU once: the one whose sequence moved.
-        let cpu = match my_cpu {
-            Some(c) => c,
-            None => {
-                let now = gen.per_cpu_seq().unwrap_or_default();
-                let c = now.iter().zip(before_all.iter()).position(|(a, b)| a != b).unwrap_or(0);
-                my_cpu = Some(c);
-                c
-            }
-        };
-        let sent_now = cpu_sent(cpu) - before_all.get(cpu).copied().unwrap_or(0);
-        let delta = sent_now - total;
+        let sent_now = read_seq()?.wrapping_sub(before);
+        let delta = sent_now.saturating_sub(total);
         total = sent_now;
         pacer.took(delta.min(pacer.remaining.unwrap_or(u64::MAX)));
         counters.add(Ctr::TxPackets, delta);

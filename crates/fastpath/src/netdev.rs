@@ -60,12 +60,16 @@ impl NetDev {
     }
 
     /// Number of receive queues (rx + combined channels from ETHTOOL_GCHANNELS); queue ids
-    /// 0..n can be bound by an AF_XDP socket.
-    pub fn rx_queue_count(&self) -> Result<u32, SysError> {
+    /// 0..n can be bound by an AF_XDP socket. `None` when the driver does not report channels
+    /// (EOPNOTSUPP): then only the kernel's bind can tell.
+    pub fn rx_queue_count(&self) -> Result<Option<u32>, SysError> {
         let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
         // SAFETY: ch is an ethtool_channels request the kernel fills in.
-        unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS")? };
-        Ok((ch.rx_count + ch.combined_count).max(1))
+        match unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS") } {
+            Ok(()) => Ok(Some((ch.rx_count + ch.combined_count).max(1))),
+            Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The interface's Ethernet address.
@@ -96,19 +100,28 @@ impl NetDev {
         if n == 0 {
             return Ok(Vec::new());
         }
+        // The kernel writes its current count, not ours: leave room in case it grew since
+        // GSSET_INFO, and use only what both calls agree on.
+        let room = n * 2 + 16;
         // ethtool_gstrings: cmd, string_set, len, then len * 32 bytes.
-        let mut strings = vec![0u8; 12 + n * ETH_GSTRING_LEN];
+        let mut strings = vec![0u8; 12 + room * ETH_GSTRING_LEN];
         strings[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
         strings[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
         strings[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
         // SAFETY: the buffer holds the header and n strings.
         unsafe { sys::ethtool_ioctl(&self.name, strings.as_mut_ptr().cast(), "ETHTOOL_GSTRINGS")? };
         // ethtool_stats: cmd, n_stats, then n u64 (8-byte aligned: use a u64 buffer).
-        let mut stats = vec![0u64; 1 + n];
+        let mut stats = vec![0u64; 1 + room];
         let hdr = (ETHTOOL_GSTATS as u64) | ((n as u64) << 32);
         stats[0] = hdr;
         // SAFETY: the buffer holds the header and n counters.
         unsafe { sys::ethtool_ioctl(&self.name, stats.as_mut_ptr().cast(), "ETHTOOL_GSTATS")? };
+        let n_strings = u32::from_ne_bytes(strings[8..12].try_into().expect("4 bytes")) as usize;
+        let n_stats = (stats[0] >> 32) as usize;
+        if n_strings.max(n_stats) > room {
+            return Err(SysError { call: format!("ethtool stats of {}: count changed from {n} to {n_stats}", self.name), errno: libc::EAGAIN });
+        }
+        let n = n.min(n_strings).min(n_stats);
         Ok((0..n)
             .map(|i| {
                 let s = &strings[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];

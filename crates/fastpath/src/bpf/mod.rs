@@ -127,10 +127,13 @@ pub fn query_xdp(ifindex: u32) -> Result<Option<AttachedProg>, SysError> {
     Ok(Some(AttachedProg { id, mode }))
 }
 
-/// Removes whatever XDP program is on `ifindex`: a bpf_link is detached with BPF_LINK_DETACH
-/// (kernel >= 5.9), a netlink-attached program with `bpf_xdp_detach`.
+/// Removes whatever XDP program is on `ifindex` in this network namespace: a bpf_link is
+/// detached with BPF_LINK_DETACH (kernel >= 5.9), a netlink-attached program with
+/// `bpf_xdp_detach`. Link ids are global and ifindexes per namespace, so a link is only detached
+/// if it is on this ifindex AND holds the program the kernel reports on it here.
 pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
-    // Links first: walk all link ids looking for an XDP link on this ifindex.
+    let Some(here) = query_xdp(ifindex)? else { return Ok(()) };
+    // Links first: walk all link ids looking for the XDP link holding that program.
     let mut id = 0u32;
     loop {
         let mut next = 0u32;
@@ -153,8 +156,12 @@ pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
         if unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) } < 0 {
             continue;
         }
+        if info.type_ != libbpf_sys::BPF_LINK_TYPE_XDP || info.prog_id != here.id {
+            continue;
+        }
         // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
-        if info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP && unsafe { info.__bindgen_anon_1.xdp.ifindex } == ifindex {
+        let link_ifindex = unsafe { info.__bindgen_anon_1.xdp.ifindex };
+        if link_ifindex == ifindex {
             // SAFETY: fd is a valid link fd.
             let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
             if rc < 0 {

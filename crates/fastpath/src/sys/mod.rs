@@ -211,6 +211,10 @@ impl Mmap {
     /// Page-aligned anonymous private memory for a UMEM, optionally on huge pages
     /// (`MAP_HUGETLB`, needs pages reserved in /proc/sys/vm/nr_hugepages).
     pub fn anonymous(len: usize, huge_pages: bool) -> Result<Self, SysError> {
+        // munmap of a huge-page mapping needs a length that is a multiple of the huge page size
+        // (2 MiB on x86-64): round up so drop really unmaps it.
+        const HUGE_PAGE: usize = 2 << 20;
+        let len = if huge_pages { len.div_ceil(HUGE_PAGE) * HUGE_PAGE } else { len };
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
         if huge_pages {
             flags |= libc::MAP_HUGETLB;
@@ -338,16 +342,11 @@ pub fn raise_memlock_limit() -> Result<(), SysError> {
     Ok(())
 }
 
-/// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
-pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
-    let call = || format!("ioctl(SIOCGIFHWADDR, {iface:?})");
-    // SAFETY: plain socket creation; checked below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
-    }
-    // SAFETY: fd is fresh and ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+/// `ioctl(request)` with an `ifreq` naming `iface` (and `data` in its union, if given), on a
+/// throwaway AF_INET datagram socket in the calling thread's netns; returns the ifreq the kernel
+/// filled. `label` names the call in errors.
+fn ifreq_ioctl(iface: &str, request: libc::Ioctl, data: Option<*mut libc::c_void>, label: &str) -> Result<libc::ifreq, SysError> {
+    let call = || format!("ioctl({label}, {iface:?})");
     // SAFETY: ifreq is plain data.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     if iface.len() >= ifr.ifr_name.len() {
@@ -356,10 +355,26 @@ pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(iface.as_bytes()) {
         *d = *s as libc::c_char;
     }
-    // SAFETY: ifr is a valid ifreq; the kernel writes ifru_hwaddr.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut ifr) } < 0 {
+    if let Some(p) = data {
+        ifr.ifr_ifru.ifru_data = p.cast();
+    }
+    // SAFETY: plain socket creation; checked below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifr is a valid ifreq; any data pointer in it is vouched for by our callers.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut ifr) } < 0 {
         return Err(SysError::last(call()));
     }
+    Ok(ifr)
+}
+
+/// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
+pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
+    let ifr = ifreq_ioctl(iface, libc::SIOCGIFHWADDR, None, "SIOCGIFHWADDR")?;
     // SAFETY: SIOCGIFHWADDR filled the hwaddr member of the union.
     let sa = unsafe { ifr.ifr_ifru.ifru_hwaddr };
     let mut mac = [0u8; 6];
@@ -369,35 +384,14 @@ pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
     Ok(mac)
 }
 
-/// An `ioctl(SIOCETHTOOL)` on a throwaway AF_INET datagram socket, in the calling thread's netns.
+/// An `ioctl(SIOCETHTOOL)` on `iface`, in the calling thread's netns.
 /// `data` is the ethtool command struct (its first u32 is the command).
 ///
 /// # Safety
 /// `data` must point to an ethtool request of the layout the command expects, large enough for
 /// everything the kernel writes back (include/uapi/linux/ethtool.h).
 pub unsafe fn ethtool_ioctl(iface: &str, data: *mut libc::c_void, label: &str) -> Result<(), SysError> {
-    // SAFETY: plain socket creation; checked below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
-    }
-    // SAFETY: fd is fresh and ours.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain data.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    let name = iface.as_bytes();
-    if name.len() >= ifr.ifr_name.len() {
-        return Err(SysError { call: format!("ioctl(SIOCETHTOOL, {label}, {iface:?})"), errno: libc::EINVAL });
-    }
-    for (d, s) in ifr.ifr_name.iter_mut().zip(name) {
-        *d = *s as libc::c_char;
-    }
-    ifr.ifr_ifru.ifru_data = data.cast();
-    // SAFETY: ifr is a valid ifreq whose data pointer the caller vouches for.
-    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut ifr) } < 0 {
-        return Err(SysError::last(format!("ioctl(SIOCETHTOOL, {label}, {iface:?})")));
-    }
-    Ok(())
+    ifreq_ioctl(iface, libc::SIOCETHTOOL, Some(data), &format!("SIOCETHTOOL, {label}")).map(|_| ())
 }
 
 extern "C" fn noop_handler(_: libc::c_int) {}

@@ -73,6 +73,8 @@ pub struct ProdRing<T> {
     cached_prod: u32,
     /// Last seen consumer index + size: the first index we may not write.
     cached_cons: u32,
+    /// The producer index we last published (we are its only writer).
+    published: u32,
     _t: PhantomData<T>,
 }
 
@@ -85,6 +87,8 @@ pub struct ConsRing<T> {
     cached_prod: u32,
     /// Our consumer index, published by `release`.
     cached_cons: u32,
+    /// The consumer index we last published (we are its only writer).
+    released: u32,
     _t: PhantomData<T>,
 }
 
@@ -105,7 +109,7 @@ impl<T: Copy> ProdRing<T> {
         debug_assert!(raw.size.is_power_of_two());
         // SAFETY: the caller guarantees the pointers are valid.
         let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Relaxed), (*raw.consumer).load(Ordering::Acquire)) };
-        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons.wrapping_add(raw.size), _t: PhantomData }
+        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons.wrapping_add(raw.size), published: prod, _t: PhantomData }
     }
 
     fn consumer(&self) -> &AtomicU32 {
@@ -133,11 +137,7 @@ impl<T: Copy> ProdRing<T> {
     /// Entries submitted that the kernel has not consumed yet (refreshes the consumer index).
     #[inline]
     pub fn pending(&mut self) -> u32 {
-        self.raw.size - self.nb_free(self.raw.size)
-            - self.cached_prod.wrapping_sub(
-                // SAFETY: valid for our life (contract of `new`).
-                unsafe { &*self.raw.producer }.load(Ordering::Relaxed),
-            )
+        self.raw.size - self.nb_free(self.raw.size) - self.cached_prod.wrapping_sub(self.published)
     }
 
     /// Reserves exactly `n` slots and returns the index of the first, or `None` (nothing
@@ -161,26 +161,32 @@ impl<T: Copy> ProdRing<T> {
         (idx, count)
     }
 
-    /// Writes entry `idx` (a reserved index).
+    /// Writes entry `idx`, which must be reserved and not yet submitted (the kernel does not
+    /// look at those slots). Panics otherwise: writing any other slot would race with the kernel.
     #[inline]
     pub fn write(&mut self, idx: u32, value: T) {
-        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`).
+        assert!(
+            idx.wrapping_sub(self.published) < self.cached_prod.wrapping_sub(self.published),
+            "ring write at {idx}: not a reserved, unsubmitted index"
+        );
+        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`), and the
+        // slot is ours: reserved, not yet published to the kernel.
         unsafe { self.raw.descs.add((idx & self.mask) as usize).write(value) };
     }
 
     /// Gives back the last `n` reserved, unsubmitted slots (`xsk_ring_prod__cancel`).
     #[inline]
     pub fn cancel(&mut self, n: u32) {
+        assert!(n <= self.cached_prod.wrapping_sub(self.published), "cancel of {n}: more than reserved");
         self.cached_prod = self.cached_prod.wrapping_sub(n);
     }
 
     /// Publishes the next `n` reserved slots to the kernel (store-release, barrier B).
     #[inline]
     pub fn submit(&mut self, n: u32) {
-        let p = self.producer();
-        let next = p.load(Ordering::Relaxed).wrapping_add(n);
-        debug_assert!(next.wrapping_sub(self.cached_prod) as i32 <= 0, "submit beyond reserve");
-        p.store(next, Ordering::Release);
+        assert!(n <= self.cached_prod.wrapping_sub(self.published), "submit of {n}: more than reserved");
+        self.published = self.published.wrapping_add(n);
+        self.producer().store(self.published, Ordering::Release);
     }
 
     /// True if the kernel asked to be woken up (`XDP_RING_NEED_WAKEUP`, only set when the socket
@@ -206,7 +212,7 @@ impl<T: Copy> ConsRing<T> {
         debug_assert!(raw.size.is_power_of_two());
         // SAFETY: the caller guarantees the pointers are valid.
         let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Acquire), (*raw.consumer).load(Ordering::Relaxed)) };
-        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons, _t: PhantomData }
+        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons, released: cons, _t: PhantomData }
     }
 
     /// Number of entries ready, at most `wanted`; refreshes the cached producer index
@@ -232,27 +238,33 @@ impl<T: Copy> ConsRing<T> {
         (idx, count)
     }
 
-    /// Reads entry `idx` (a peeked index).
+    /// Reads entry `idx`, which must be peeked and not yet released (the kernel does not write
+    /// those slots). Panics otherwise: reading any other slot would race with the kernel.
     #[inline]
     pub fn read(&self, idx: u32) -> T {
-        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`).
+        assert!(
+            idx.wrapping_sub(self.released) < self.cached_cons.wrapping_sub(self.released),
+            "ring read at {idx}: not a peeked, unreleased index"
+        );
+        // SAFETY: idx & mask < size, inside the descriptor array (contract of `new`), and the
+        // slot is ours: published by the producer, peeked, not yet released.
         unsafe { self.raw.descs.add((idx & self.mask) as usize).read() }
     }
 
     /// Un-peeks the last `n` peeked, unreleased entries (`xsk_ring_cons__cancel`).
     #[inline]
     pub fn cancel(&mut self, n: u32) {
+        assert!(n <= self.cached_cons.wrapping_sub(self.released), "cancel of {n}: more than peeked");
         self.cached_cons = self.cached_cons.wrapping_sub(n);
     }
 
     /// Hands `n` peeked entries back to the kernel (store-release, barrier D).
     #[inline]
     pub fn release(&mut self, n: u32) {
+        assert!(n <= self.cached_cons.wrapping_sub(self.released), "release of {n}: more than peeked");
+        self.released = self.released.wrapping_add(n);
         // SAFETY: valid for our life (contract of `new`).
-        let c = unsafe { &*self.raw.consumer };
-        let next = c.load(Ordering::Relaxed).wrapping_add(n);
-        debug_assert!(next.wrapping_sub(self.cached_cons) as i32 <= 0, "release beyond peek");
-        c.store(next, Ordering::Release);
+        unsafe { &*self.raw.consumer }.store(self.released, Ordering::Release);
     }
 
     /// True if the kernel asked to be woken up (see [`ProdRing::needs_wakeup`]).
@@ -380,6 +392,29 @@ mod tests {
         assert_eq!(p.pending(), 1);
         p.submit(2);
         assert_eq!(p.pending(), 3);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a reserved")]
+    fn write_outside_reservation_panics() {
+        let mut mem = HeapRing::<u64>::new(8, u32::MAX - 1);
+        let (mut p, _c) = pair(&mut mem);
+        let idx = p.reserve(2).unwrap();
+        p.write(idx.wrapping_add(2), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "not a peeked")]
+    fn read_of_released_slot_panics() {
+        let mut mem = HeapRing::<u64>::new(8, u32::MAX - 1);
+        let (mut p, mut c) = pair(&mut mem);
+        let idx = p.reserve(2).unwrap();
+        p.write(idx, 1);
+        p.write(idx.wrapping_add(1), 2);
+        p.submit(2);
+        let (ci, n) = c.peek(2);
+        c.release(n);
+        c.read(ci);
     }
 
     #[test]

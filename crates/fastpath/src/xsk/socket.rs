@@ -296,9 +296,10 @@ impl XskSocket {
     pub fn bind(iface: &str, queue_id: u32, config: &XskConfig) -> Result<Self, XskError> {
         config.validate()?;
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
-        let count = dev.rx_queue_count()?;
-        if queue_id >= count {
-            return Err(XskError::QueueOutOfRange { iface: iface.to_string(), queue: queue_id, count });
+        if let Some(count) = dev.rx_queue_count()? {
+            if queue_id >= count {
+                return Err(XskError::QueueOutOfRange { iface: iface.to_string(), queue: queue_id, count });
+            }
         }
         let try_order: &[CopyMode] = match config.copy_mode {
             CopyMode::Auto => &[CopyMode::ZeroCopy, CopyMode::Copy],
@@ -313,7 +314,7 @@ impl XskSocket {
                     s.notes.splice(0..0, notes);
                     return Ok(s);
                 }
-                Err(XskError::Sys(e)) if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EINVAL | libc::EPROTONOSUPPORT) => {
+                Err(XskError::Sys(e)) if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) => {
                     let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
                     notes.push(format!("zero-copy refused by driver {driver} ({}); falling back to copy mode", sys::errno_text(e.errno)));
                     last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
@@ -346,8 +347,15 @@ impl XskSocket {
         sys::setsockopt_int(&fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, config.fill_size as i32, "SOL_XDP, XDP_UMEM_COMPLETION_RING")?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_RX_RING, config.ring_size as i32, "SOL_XDP, XDP_RX_RING")?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_TX_RING, config.ring_size as i32, "SOL_XDP, XDP_TX_RING")?;
-        let (off, _): (libc::xdp_mmap_offsets, usize) =
+        let (off, off_len): (libc::xdp_mmap_offsets, usize) =
             sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS, "SOL_XDP, XDP_MMAP_OFFSETS")?;
+        if off_len < std::mem::size_of::<libc::xdp_mmap_offsets>() {
+            // Kernels before 5.4 return the v1 layout without the flags word (no need_wakeup).
+            return Err(XskError::Sys(SysError {
+                call: format!("getsockopt(SOL_XDP, XDP_MMAP_OFFSETS) returned {off_len} bytes: kernel older than 5.4 (no need_wakeup); fastpath needs >= 5.4"),
+                errno: libc::EOPNOTSUPP,
+            }));
+        }
 
         let desc_sz = std::mem::size_of::<XdpDesc>();
         let rx_map = Mmap::ring(&fd, off.rx.desc as usize + config.ring_size as usize * desc_sz, libc::XDP_PGOFF_RX_RING as u64, "XDP_PGOFF_RX_RING")?;
