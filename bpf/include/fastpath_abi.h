@@ -43,3 +43,99 @@ struct fp_payload {
 } __attribute__((packed));
 
 #endif /* FASTPATH_ABI_H */
+
+/* ---- classifier (bpf/classifier.bpf.c; Rust side: crates/fastpath/src/rules/compile.rs) ---- */
+
+#define FP_CLS_MAX_RULES     131072  /* per rule set */
+#define FP_CLS_MAX_TUPLES    32
+#define FP_CLS_MAX_ENTRIES   (2 * 1048576)  /* both rule sets */
+#define FP_CLS_MAX_CPU_SETS  64
+#define FP_CLS_MAX_CPUS      16
+#define FP_CLS_MAX_PORTS     64
+#define FP_CLS_RATE_BUCKETS  65536
+#define FP_NO_VLAN           0xffff
+#define FP_MAX_IPV6_EXT      4
+
+/* Field bits of struct fp_cls_tuple.fields. */
+#define FP_F_VLAN     (1 << 0)
+#define FP_F_ETH_TYPE (1 << 1)
+#define FP_F_SRC      (1 << 2)
+#define FP_F_DST      (1 << 3)
+#define FP_F_PROTO    (1 << 4)
+#define FP_F_FRAG     (1 << 5)
+#define FP_F_SPORT    (1 << 6)
+#define FP_F_DPORT    (1 << 7)
+#define FP_F_LEN      (1 << 8)
+#define FP_F_FLAGS    (1 << 9)
+
+/* Action codes. */
+#define FP_ACT_DROP     0
+#define FP_ACT_PASS     1
+#define FP_ACT_XSK      2
+#define FP_ACT_CPU      3
+#define FP_ACT_TX       4
+#define FP_ACT_REDIRECT 5
+#define FP_ACT_COUNT    6
+
+/* Indexes of fp_cls_stats after the FP_ACT_* totals. */
+#define FP_STAT_NO_MATCH     6
+#define FP_STAT_MALFORMED    7
+#define FP_STAT_RATE_DROPPED 8
+#define FP_STAT_COUNT        9
+
+/* Exact-match key of one tuple (56 bytes); unconstrained fields are 0. */
+struct fp_cls_key {
+	__u8  set;        /* rule set 0 or 1 */
+	__u8  tuple;
+	__u16 proto16;    /* 0x100 | IP protocol, 0 if not constrained */
+	__u8  frag;
+	__u8  flags;      /* TCP flags & tuple mask */
+	__u16 vlan;
+	__u16 eth_type;
+	__u16 _pad;
+	__u32 sport_class;
+	__u32 dport_class;
+	__u32 len_class;
+	__u8  src[16];
+	__u8  dst[16];
+};
+
+struct fp_cls_tuple {
+	__u32 fields;
+	__u32 best_rule;  /* smallest rule index in the tuple */
+	__u8  flags_mask;
+	__u8  _pad[7];
+	__u8  src_mask[16];
+	__u8  dst_mask[16];
+};
+
+struct fp_cls_action {
+	__u8  code;
+	__u8  _pad[3];
+	__u32 arg;        /* cpu set index or DEVMAP slot */
+	__u64 rate_pps;   /* 0 = no rate limit */
+};
+
+/* Per rule set. */
+struct fp_cls_config {
+	__u32 n_tuples;
+	__u32 n_rules;
+	__u32 uses;       /* OR of all tuple fields */
+	__u32 _pad;
+	struct fp_cls_action dflt;
+};
+
+struct fp_cpu_set {
+	__u32 n;
+	__u32 cpus[FP_CLS_MAX_CPUS];
+};
+
+struct fp_rate_key {
+	__u32 set_rule;   /* set << 31 | rule index */
+	__u8  src[16];
+};
+
+struct fp_rate_bucket {
+	__u64 tokens;     /* in 1/1e9 packets */
+	__u64 last_ns;
+};

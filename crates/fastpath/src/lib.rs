@@ -12,6 +12,7 @@ pub mod bench;
 pub mod bpf;
 pub mod netdev;
 pub mod packet;
+pub mod rules;
 pub mod stats;
 pub mod sys;
 pub mod xsk;

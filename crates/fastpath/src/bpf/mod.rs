@@ -25,7 +25,13 @@ mod skel {
     pub mod xdp_gen {
         include!(concat!(env!("OUT_DIR"), "/xdp_gen.skel.rs"));
     }
+    pub mod classifier {
+        include!(concat!(env!("OUT_DIR"), "/classifier.skel.rs"));
+    }
 }
+
+pub mod classifier;
+pub use classifier::Classifier;
 
 /// Errors of the BPF area.
 #[derive(Debug, thiserror::Error)]
@@ -209,6 +215,11 @@ impl XdpLink {
         }
         // SAFETY: fd is a fresh link descriptor we own.
         Ok(Self { link: unsafe { OwnedFd::from_raw_fd(fd) }, ifindex, mode })
+    }
+
+    /// The link's fd (to pin it).
+    pub fn fd(&self) -> &OwnedFd {
+        &self.link
     }
 
     /// The mode the program was attached in.

@@ -1,0 +1,362 @@
+//! The rule classifier program (`bpf/classifier.bpf.c`): load, attach, install compiled rule
+//! sets with an atomic swap, read counters, pin for `fastpath filter load --detach`.
+//!
+//! Two rule sets live side by side in every map; `cls_active[0]` names the one in use. A reload
+//! writes the inactive set completely (actions, classes, tuples, hash entries, config), then
+//! flips the index with one map update: a packet sees either the whole old set or the whole new
+//! one. Counters of the old set stay readable until its entries are cleared after the flip.
+//! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.9 (bpf_link), batch map ops >= 5.6.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use serde::Serialize;
+
+use super::{skel, BpfError, XdpLink, XdpMode};
+use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES};
+use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
+use crate::sys::SysError;
+
+const STAT_COUNT: u32 = 9;
+/// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h).
+pub const STAT_NAMES: [&str; 9] = ["drop", "pass", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
+
+macro_rules! cls_maps {
+    ($($name:ident),*) => {
+        /// Handles of every map of the classifier.
+        #[derive(Debug)]
+        #[allow(missing_docs)]
+        pub struct ClsMaps { $(pub $name: MapHandle),* }
+        impl ClsMaps {
+            const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+            fn from_skel(s: &skel::classifier::ClassifierSkel<'_>) -> Result<Self, BpfError> {
+                Ok(Self { $($name: MapHandle::try_from(&s.maps.$name).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
+            }
+            fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
+                Ok(Self { $($name: MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
+            }
+            fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
+                $(self.$name.pin(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
+                Ok(())
+            }
+        }
+    };
+}
+
+cls_maps!(cls_active, cls_config, cls_tuples, cls_rules, cls_actions, cls_port_class, cls_len_class, cls_rule_stats, cls_stats, cls_cpu_sets, cls_rate, xsks, cpu_map, tx_ports);
+
+/// Per-set totals.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct ClsTotals {
+    /// `(name, packets, bytes)` in [`STAT_NAMES`] order.
+    pub counters: Vec<(&'static str, u64, u64)>,
+}
+
+impl ClsTotals {
+    /// Packets of one counter by name.
+    pub fn packets(&self, name: &str) -> u64 {
+        self.counters.iter().find(|c| c.0 == name).map(|c| c.1).unwrap_or(0)
+    }
+}
+
+/// The classifier program, loaded; attached to an interface once [`Classifier::attach`]ed.
+#[derive(Debug)]
+pub struct Classifier {
+    /// The maps.
+    pub maps: ClsMaps,
+    prog: Option<OwnedFd>,
+    link: Option<XdpLink>,
+    link_fd_pinned: Option<OwnedFd>,
+}
+
+fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
+    move |cause| BpfError::Map { map, cause }
+}
+
+fn key_bytes(set: u8, k: &Key) -> [u8; 56] {
+    let mut b = [0u8; 56];
+    b[0] = set;
+    b[1] = k.tuple;
+    b[2..4].copy_from_slice(&k.proto16.to_ne_bytes());
+    b[4] = k.frag;
+    b[5] = k.flags;
+    b[6..8].copy_from_slice(&k.vlan.to_ne_bytes());
+    b[8..10].copy_from_slice(&k.eth_type.to_ne_bytes());
+    b[12..16].copy_from_slice(&k.sport_class.to_ne_bytes());
+    b[16..20].copy_from_slice(&k.dport_class.to_ne_bytes());
+    b[20..24].copy_from_slice(&k.len_class.to_ne_bytes());
+    b[24..40].copy_from_slice(&k.src);
+    b[40..56].copy_from_slice(&k.dst);
+    b
+}
+
+fn action_bytes(a: &ActionEntry) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0] = a.code;
+    b[4..8].copy_from_slice(&a.arg.to_ne_bytes());
+    b[8..16].copy_from_slice(&a.rate_pps.to_ne_bytes());
+    b
+}
+
+fn mask16(plen: u8) -> [u8; 16] {
+    crate::rules::mask_bits(&[0xff; 16], plen)
+}
+
+/// Writes `values` (each `vsize` bytes) at consecutive u32 keys from `first`, in batches.
+fn write_array(map: &MapHandle, name: &'static str, first: u32, values: &[u8], vsize: usize) -> Result<(), BpfError> {
+    let n = values.len() / vsize;
+    const CHUNK: usize = 16384;
+    for start in (0..n).step_by(CHUNK) {
+        let end = (start + CHUNK).min(n);
+        let keys: Vec<u8> = (start..end).flat_map(|i| (first + i as u32).to_ne_bytes()).collect();
+        map.update_batch(&keys, &values[start * vsize..end * vsize], (end - start) as u32, MapFlags::ANY, MapFlags::ANY)
+            .map_err(map_err(name))?;
+    }
+    Ok(())
+}
+
+impl Classifier {
+    /// Loads the program (not attached).
+    pub fn load() -> Result<Self, BpfError> {
+        let mut storage = MaybeUninit::uninit();
+        let open = skel::classifier::ClassifierSkelBuilder::default()
+            .open(&mut storage)
+            .map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
+        let s = open.load().map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
+        let prog = s.progs.classifier.as_fd().try_clone_to_owned().map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
+        let maps = ClsMaps::from_skel(&s)?;
+        Ok(Self { maps, prog: Some(prog), link: None, link_fd_pinned: None })
+    }
+
+    /// Attaches to `iface` (must have been loaded with [`Classifier::load`]).
+    pub fn attach(&mut self, iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<(), BpfError> {
+        let prog = self.prog.as_ref().expect("loaded, not opened from pins");
+        self.link = Some(XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?);
+        Ok(())
+    }
+
+    /// The attachment, if attached by this object.
+    pub fn link(&self) -> Option<&XdpLink> {
+        self.link.as_ref()
+    }
+
+    /// The rule set in use (0 or 1).
+    pub fn active(&self) -> Result<u32, BpfError> {
+        let v = self.maps.cls_active.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_active"))?.unwrap_or_default();
+        Ok(v.get(..4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) & 1)
+    }
+
+    /// Writes `c` as rule set `set` (not yet in use). `ifindex_of` resolves redirect interfaces.
+    pub fn install(&self, set: u32, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<(), BpfError> {
+        let m = &self.maps;
+        assert!(c.actions.len() <= MAX_RULES && c.tuples.len() <= MAX_TUPLES);
+        assert!(c.cpu_sets.len() <= MAX_CPU_SETS && c.redirect_ifaces.len() <= MAX_REDIRECT_PORTS);
+        // Actions, classes, CPU sets, redirect ports: arrays indexed by set.
+        let acts: Vec<u8> = c.actions.iter().flat_map(action_bytes).collect();
+        if !acts.is_empty() {
+            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts, 16)?;
+        }
+        let classes = |t: Vec<u32>| -> Vec<u8> { t.into_iter().flat_map(u32::to_ne_bytes).collect() };
+        write_array(&m.cls_port_class, "cls_port_class", set * 131072, &classes(c.sport.table()), 4)?;
+        write_array(&m.cls_port_class, "cls_port_class", set * 131072 + 65536, &classes(c.dport.table()), 4)?;
+        write_array(&m.cls_len_class, "cls_len_class", set * 65536, &classes(c.len.table()), 4)?;
+        for (i, cpus) in c.cpu_sets.iter().enumerate() {
+            let mut v = vec![0u8; 68];
+            v[0..4].copy_from_slice(&(cpus.len() as u32).to_ne_bytes());
+            for (j, cpu) in cpus.iter().enumerate() {
+                v[4 + 4 * j..8 + 4 * j].copy_from_slice(&cpu.to_ne_bytes());
+                // A CPUMAP entry per CPU used: 2048-frame queue to that CPU's kthread.
+                let mut val = [0u8; 8];
+                val[0..4].copy_from_slice(&2048u32.to_ne_bytes());
+                m.cpu_map.update(&cpu.to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("cpu_map"))?;
+            }
+            m.cls_cpu_sets.update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY).map_err(map_err("cls_cpu_sets"))?;
+        }
+        for (i, iface) in c.redirect_ifaces.iter().enumerate() {
+            let mut val = [0u8; 8];
+            val[0..4].copy_from_slice(&ifindex_of(iface)?.to_ne_bytes());
+            m.tx_ports.update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("tx_ports"))?;
+        }
+        // Hash entries.
+        const CHUNK: usize = 8192;
+        for chunk in c.entries.chunks(CHUNK) {
+            let keys: Vec<u8> = chunk.iter().flat_map(|(k, _)| key_bytes(set as u8, k)).collect();
+            let vals: Vec<u8> = chunk.iter().flat_map(|(_, r)| r.to_ne_bytes()).collect();
+            m.cls_rules.update_batch(&keys, &vals, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY).map_err(map_err("cls_rules"))?;
+        }
+        // Tuples.
+        for (i, (t, best)) in c.tuples.iter().zip(&c.tuple_best).enumerate() {
+            let mut v = [0u8; 48];
+            v[0..4].copy_from_slice(&t.fields.to_ne_bytes());
+            v[4..8].copy_from_slice(&best.to_ne_bytes());
+            v[8] = t.flags_mask;
+            v[16..32].copy_from_slice(&mask16(t.src_plen));
+            v[32..48].copy_from_slice(&mask16(t.dst_plen));
+            m.cls_tuples.update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY).map_err(map_err("cls_tuples"))?;
+        }
+        // Zero the new set's counters, then its config last.
+        let zero_rules = vec![0u8; 64 * c.actions.len().max(1)];
+        let ncpu = libbpf_rs::num_possible_cpus().unwrap_or(1);
+        let _ = ncpu;
+        for i in 0..c.actions.len() as u32 {
+            let k = (set * MAX_RULES as u32 + i).to_ne_bytes();
+            let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
+            m.cls_rule_stats.update_percpu(&k, &per_cpu, MapFlags::ANY).map_err(map_err("cls_rule_stats"))?;
+        }
+        let _ = zero_rules;
+        for i in 0..STAT_COUNT {
+            let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
+            m.cls_stats.update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY).map_err(map_err("cls_stats"))?;
+        }
+        let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
+        let mut cfg = [0u8; 32];
+        cfg[0..4].copy_from_slice(&(c.tuples.len() as u32).to_ne_bytes());
+        cfg[4..8].copy_from_slice(&(c.actions.len() as u32).to_ne_bytes());
+        cfg[8..12].copy_from_slice(&uses.to_ne_bytes());
+        cfg[16..32].copy_from_slice(&action_bytes(&c.default));
+        m.cls_config.update(&set.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("cls_config"))?;
+        Ok(())
+    }
+
+    /// Makes `set` the one in use: one map update.
+    pub fn activate(&self, set: u32) -> Result<(), BpfError> {
+        self.maps.cls_active.update(&0u32.to_ne_bytes(), &(set & 1).to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_active"))
+    }
+
+    /// Removes rule set `set`'s hash entries (after it stopped being active).
+    pub fn clear(&self, set: u32) -> Result<(), BpfError> {
+        let stale: Vec<Vec<u8>> = self.maps.cls_rules.keys().filter(|k| k.first() == Some(&(set as u8))).collect();
+        for k in stale {
+            let _ = self.maps.cls_rules.delete(&k);
+        }
+        let empty = [0u8; 32];
+        self.maps.cls_config.update(&set.to_ne_bytes(), &empty, MapFlags::ANY).map_err(map_err("cls_config"))
+    }
+
+    /// Installs `c` into the inactive set, flips to it, clears the old one. Returns the new set.
+    /// On an error before the flip the set in use is untouched.
+    pub fn swap_in(&self, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<u32, BpfError> {
+        let old = self.active()?;
+        let new = old ^ 1;
+        if let Err(e) = self.install(new, c, ifindex_of) {
+            let _ = self.clear(new);
+            return Err(e);
+        }
+        self.activate(new)?;
+        self.clear(old)?;
+        Ok(new)
+    }
+
+    /// Per-set totals, summed over CPUs.
+    pub fn totals(&self, set: u32) -> Result<ClsTotals, BpfError> {
+        let mut counters = Vec::new();
+        for (i, name) in STAT_NAMES.iter().enumerate() {
+            let (p, b) = self.sum_percpu(&self.maps.cls_stats, "cls_stats", set * STAT_COUNT + i as u32)?;
+            counters.push((*name, p, b));
+        }
+        Ok(ClsTotals { counters })
+    }
+
+    /// (packets, bytes) of rules `0..n` of `set`, summed over CPUs.
+    pub fn rule_counters(&self, set: u32, n: usize) -> Result<Vec<(u64, u64)>, BpfError> {
+        (0..n as u32).map(|i| self.sum_percpu(&self.maps.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32 + i)).collect()
+    }
+
+    /// Number of rules in `set` (from its config).
+    pub fn rule_count(&self, set: u32) -> Result<usize, BpfError> {
+        let v = self.maps.cls_config.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?.unwrap_or_default();
+        Ok(v.get(4..8).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) as usize)
+    }
+
+    fn sum_percpu(&self, map: &MapHandle, name: &'static str, key: u32) -> Result<(u64, u64), BpfError> {
+        let v = map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).map_err(map_err(name))?.unwrap_or_default();
+        Ok(v.iter().fold((0, 0), |(p, b), c| {
+            (p + u64::from_ne_bytes(c[0..8].try_into().expect("8")), b + u64::from_ne_bytes(c[8..16].try_into().expect("8")))
+        }))
+    }
+
+    /// Runs the program once over `frame` with BPF_PROG_TEST_RUN (no interface needed);
+    /// returns the XDP action. For tests and `fastpath filter check --frame`.
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
+        let prog = self.prog.as_ref().expect("loaded");
+        // SAFETY: all-zero is a valid bpf_test_run_opts; sz and data fields are set below.
+        let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+        opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
+        opts.data_in = frame.as_ptr().cast();
+        opts.data_size_in = frame.len() as u32;
+        opts.repeat = 1;
+        // SAFETY: opts points to frame, which outlives the call; the kernel only reads it.
+        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+        if rc < 0 {
+            return Err(SysError { call: format!("bpf_prog_test_run(classifier, len={})", frame.len()), errno: -rc });
+        }
+        Ok(opts.retval)
+    }
+
+    /// Pins the maps and the link under `dir` (bpffs) so the classifier outlives this process.
+    pub fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
+        std::fs::create_dir_all(dir).map_err(|e| SysError { call: format!("mkdir({})", dir.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+        self.maps.pin(dir)?;
+        let link = self.link.as_ref().expect("attached");
+        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
+        // SAFETY: a valid link fd and a NUL-terminated path.
+        let rc = unsafe { libbpf_sys::bpf_obj_pin(link.fd().as_raw_fd(), p.as_ptr()) };
+        if rc < 0 {
+            return Err(SysError { call: format!("bpf_obj_pin(link, {})", dir.join("link").display()), errno: -rc }.into());
+        }
+        Ok(())
+    }
+
+    /// Opens a classifier pinned by [`Classifier::pin`] under `dir`.
+    pub fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
+        let maps = ClsMaps::open_pinned(dir)?;
+        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };
+        let link_fd_pinned = if fd >= 0 {
+            // SAFETY: a fresh fd we own.
+            Some(unsafe { OwnedFd::from_raw_fd(fd) })
+        } else {
+            None
+        };
+        Ok(Self { maps, prog: None, link: None, link_fd_pinned })
+    }
+
+    /// Removes the pins under `dir` (maps and link). With the link's pin gone and no process
+    /// holding its fd, the kernel detaches the program.
+    pub fn unpin(dir: &Path) -> Result<(), SysError> {
+        for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
+            let p = dir.join(name);
+            if p.exists() {
+                std::fs::remove_file(&p).map_err(|e| SysError { call: format!("unlink({})", p.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+        Ok(())
+    }
+
+    /// Detaches a pinned link now (BPF_LINK_DETACH), if this object was opened from pins.
+    pub fn detach_pinned(&self) -> Result<(), SysError> {
+        if let Some(fd) = &self.link_fd_pinned {
+            // SAFETY: a valid link fd.
+            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
+            if rc < 0 && -rc != libc::ENOLINK {
+                return Err(SysError { call: "bpf_link_detach(pinned classifier link)".into(), errno: -rc });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where `fastpath filter load --detach` pins the classifier of `iface` in the calling thread's
+/// network namespace: /sys/fs/bpf/fastpath/<netns inode>-<iface>/.
+pub fn pin_dir(iface: &str) -> PathBuf {
+    let ns = std::fs::read_link("/proc/thread-self/ns/net")
+        .ok()
+        .and_then(|p| p.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').parse::<u64>().ok())
+        .unwrap_or(0);
+    PathBuf::from(format!("/sys/fs/bpf/fastpath/{ns}-{iface}"))
+}

@@ -1,0 +1,384 @@
+//! Compiles a [`RuleSet`] into the classifier's map entries.
+//!
+//! The technique is tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999; the megaflow
+//! classifier of Open vSwitch, NSDI 2015): rules that constrain the same fields with the same
+//! prefix lengths and TCP-flag mask form a *tuple*; each tuple is one exact-match hash lookup on
+//! the packet's fields masked the tuple's way. Per packet the program does one lookup per tuple
+//! (at most [`MAX_TUPLES`], sorted so it can stop early), never a scan over rules, so its cost
+//! does not grow with the rule count.
+//!
+//! Port and length *ranges* are turned into exact keys with per-field equivalence classes (the
+//! elementary intervals between all range boundaries of the rule set): one array lookup maps a
+//! packet's port or length to its class, and a rule covering k classes becomes k entries.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::reference::NO_VLAN;
+use super::{Action, Frag, RuleError, RuleSet, Location};
+
+/// Most tuples (distinct field combinations) one rule set may use.
+pub const MAX_TUPLES: usize = 32;
+/// Most hash entries one rule set may compile to.
+pub const MAX_ENTRIES: usize = 1 << 20;
+
+/// Field bits of [`Tuple::fields`] (mirrored in bpf/include/fastpath_abi.h).
+pub mod field {
+    /// Outer VLAN id.
+    pub const VLAN: u32 = 1 << 0;
+    /// EtherType.
+    pub const ETH_TYPE: u32 = 1 << 1;
+    /// Source prefix.
+    pub const SRC: u32 = 1 << 2;
+    /// Destination prefix.
+    pub const DST: u32 = 1 << 3;
+    /// IP protocol.
+    pub const PROTO: u32 = 1 << 4;
+    /// Fragment state.
+    pub const FRAG: u32 = 1 << 5;
+    /// Source port class.
+    pub const SPORT: u32 = 1 << 6;
+    /// Destination port class.
+    pub const DPORT: u32 = 1 << 7;
+    /// Frame length class.
+    pub const LEN: u32 = 1 << 8;
+    /// TCP flags (masked).
+    pub const FLAGS: u32 = 1 << 9;
+}
+
+/// Action codes (mirrored in fastpath_abi.h).
+pub mod action {
+    /// XDP_DROP.
+    pub const DROP: u8 = 0;
+    /// XDP_PASS.
+    pub const PASS: u8 = 1;
+    /// XSKMAP.
+    pub const XSK: u8 = 2;
+    /// CPUMAP.
+    pub const CPU: u8 = 3;
+    /// XDP_TX.
+    pub const TX: u8 = 4;
+    /// DEVMAP.
+    pub const REDIRECT: u8 = 5;
+}
+
+/// One tuple: which fields its rules constrain, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tuple {
+    /// [`field`] bits.
+    pub fields: u32,
+    /// Source prefix length (0 if not constrained).
+    pub src_plen: u8,
+    /// Destination prefix length.
+    pub dst_plen: u8,
+    /// TCP flag bits the tuple's rules look at.
+    pub flags_mask: u8,
+}
+
+/// One exact-match key: the packet's fields as the tuple masks them. Unconstrained fields are 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Key {
+    /// Index of the tuple in [`Compiled::tuples`].
+    pub tuple: u8,
+    /// 0x100 | IP protocol for IP packets.
+    pub proto16: u16,
+    /// Fragment state.
+    pub frag: u8,
+    /// TCP flags & tuple mask.
+    pub flags: u8,
+    /// Outer VLAN id ([`NO_VLAN`] untagged).
+    pub vlan: u16,
+    /// EtherType.
+    pub eth_type: u16,
+    /// Source port class (0 = no ports).
+    pub sport_class: u32,
+    /// Destination port class.
+    pub dport_class: u32,
+    /// Length class.
+    pub len_class: u32,
+    /// Source address, masked (IPv4 in bytes 0..4).
+    pub src: [u8; 16],
+    /// Destination address, masked.
+    pub dst: [u8; 16],
+}
+
+/// An action as the program sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActionEntry {
+    /// [`action`] code.
+    pub code: u8,
+    /// CPU set index (cpu) or DEVMAP slot (redirect).
+    pub arg: u32,
+    /// Token-bucket rate in packets/s per source address; 0 = none.
+    pub rate_pps: u64,
+}
+
+/// Range boundaries of one field: class of value v = number of boundaries <= v
+/// (boundaries start at 0, so every value has a class >= 1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Classes {
+    /// Sorted starts of the elementary intervals; always begins with 0.
+    pub starts: Vec<u32>,
+}
+
+impl Classes {
+    fn build(ranges: impl Iterator<Item = (u16, u16)>) -> Self {
+        let mut b = BTreeSet::new();
+        b.insert(0u32);
+        for (lo, hi) in ranges {
+            b.insert(lo as u32);
+            b.insert(hi as u32 + 1);
+        }
+        b.retain(|v| *v <= 65535);
+        Classes { starts: b.into_iter().collect() }
+    }
+    /// Class of value `v` (>= 1).
+    pub fn class(&self, v: u16) -> u32 {
+        self.starts.partition_point(|s| *s <= v as u32) as u32
+    }
+    fn covering(&self, (lo, hi): (u16, u16)) -> std::ops::RangeInclusive<u32> {
+        self.class(lo)..=self.class(hi)
+    }
+    /// The class of every value 0..=65535, for the program's array.
+    pub fn table(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(65536);
+        let mut c = 0u32;
+        let mut next = self.starts.iter().peekable();
+        for v in 0..=65535u32 {
+            while next.peek().is_some_and(|s| **s <= v) {
+                next.next();
+                c += 1;
+            }
+            out.push(c);
+        }
+        out
+    }
+}
+
+/// A compiled rule set.
+#[derive(Debug, Clone, Default)]
+pub struct Compiled {
+    /// Tuples, sorted by the first rule each holds.
+    pub tuples: Vec<Tuple>,
+    /// First (lowest) rule index in each tuple, same order.
+    pub tuple_best: Vec<u32>,
+    /// Exact-match entries: key -> rule index (the lowest index among rules with that key).
+    pub entries: Vec<(Key, u32)>,
+    /// Per-rule action, by rule index.
+    pub actions: Vec<ActionEntry>,
+    /// Default action (no match, malformed).
+    pub default: ActionEntry,
+    /// Source-port classes.
+    pub sport: Classes,
+    /// Destination-port classes.
+    pub dport: Classes,
+    /// Length classes.
+    pub len: Classes,
+    /// CPU sets by index.
+    pub cpu_sets: Vec<Vec<u32>>,
+    /// Redirect interfaces by DEVMAP slot.
+    pub redirect_ifaces: Vec<String>,
+}
+
+fn addr_bytes(a: &std::net::IpAddr) -> [u8; 16] {
+    match a {
+        std::net::IpAddr::V4(v) => {
+            let mut b = [0u8; 16];
+            b[..4].copy_from_slice(&v.octets());
+            b
+        }
+        std::net::IpAddr::V6(v) => v.octets(),
+    }
+}
+
+/// Compiles `set`. Errors (naming the rule) if it needs more than [`MAX_TUPLES`] tuples or
+/// [`MAX_ENTRIES`] entries. `source` names the rule file in errors.
+pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
+    let mut c = Compiled {
+        sport: Classes::build(set.rules.iter().filter_map(|r| r.m.src_port)),
+        dport: Classes::build(set.rules.iter().filter_map(|r| r.m.dst_port)),
+        len: Classes::build(set.rules.iter().filter_map(|r| r.m.len)),
+        ..Default::default()
+    };
+    let mut cpu_index: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut port_index: HashMap<String, u32> = HashMap::new();
+    let mut action_entry = |a: &Action, rate: Option<u64>, c: &mut Compiled| -> ActionEntry {
+        let (code, arg) = match a {
+            Action::Drop => (action::DROP, 0),
+            Action::Pass => (action::PASS, 0),
+            Action::Xsk => (action::XSK, 0),
+            Action::Tx => (action::TX, 0),
+            Action::Cpu(cpus) => {
+                let n = cpu_index.len() as u32;
+                let i = *cpu_index.entry(cpus.clone()).or_insert_with(|| {
+                    c.cpu_sets.push(cpus.clone());
+                    n
+                });
+                (action::CPU, i)
+            }
+            Action::Redirect(iface) => {
+                let n = port_index.len() as u32;
+                let i = *port_index.entry(iface.clone()).or_insert_with(|| {
+                    c.redirect_ifaces.push(iface.clone());
+                    n
+                });
+                (action::REDIRECT, i)
+            }
+        };
+        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0) }
+    };
+    c.default = action_entry(&set.default, None, &mut c);
+    let mut tuple_index: HashMap<Tuple, usize> = HashMap::new();
+    let mut entries: HashMap<Key, u32> = HashMap::new();
+    for (ri, r) in set.rules.iter().enumerate() {
+        let e = action_entry(&r.action, r.rate_pps, &mut c);
+        c.actions.push(e);
+        let m = &r.m;
+        let mut t = Tuple { fields: 0, src_plen: 0, dst_plen: 0, flags_mask: 0 };
+        let mut base = Key::default();
+        if let Some(v) = m.vlan {
+            t.fields |= field::VLAN;
+            base.vlan = v;
+        }
+        if let Some(v) = m.eth_type {
+            t.fields |= field::ETH_TYPE;
+            base.eth_type = v;
+        }
+        if let Some(p) = m.src {
+            t.fields |= field::SRC;
+            t.src_plen = p.len;
+            base.src = super::mask_bits(&addr_bytes(&p.addr), p.len);
+        }
+        if let Some(p) = m.dst {
+            t.fields |= field::DST;
+            t.dst_plen = p.len;
+            base.dst = super::mask_bits(&addr_bytes(&p.addr), p.len);
+        }
+        let has_ports = m.src_port.is_some() || m.dst_port.is_some();
+        // Protocols: given, or implied by ports (tcp, udp) or flags (tcp).
+        let protos: Vec<u8> = match (m.proto, m.tcp_flags.is_some(), has_ports) {
+            (Some(p), _, _) => vec![p],
+            (None, true, _) => vec![6],
+            (None, false, true) => vec![6, 17],
+            (None, false, false) => vec![],
+        };
+        if !protos.is_empty() {
+            t.fields |= field::PROTO;
+        }
+        // Fragment states: given, or "has an L4 header" for flag rules (ports use class 0).
+        let frags: Vec<u8> = match (m.frag, m.tcp_flags.is_some()) {
+            (Some(f), _) => vec![f as u8],
+            (None, true) => vec![Frag::None as u8, Frag::First as u8],
+            (None, false) => vec![],
+        };
+        if !frags.is_empty() {
+            t.fields |= field::FRAG;
+        }
+        if let Some((mask, value)) = m.tcp_flags {
+            t.fields |= field::FLAGS;
+            t.flags_mask = mask;
+            base.flags = value;
+        }
+        let sports: Vec<u32> = m.src_port.map(|r| c.sport.covering(r).collect()).unwrap_or_default();
+        let dports: Vec<u32> = m.dst_port.map(|r| c.dport.covering(r).collect()).unwrap_or_default();
+        let lens: Vec<u32> = m.len.map(|r| c.len.covering(r).collect()).unwrap_or_default();
+        if m.src_port.is_some() {
+            t.fields |= field::SPORT;
+        }
+        if m.dst_port.is_some() {
+            t.fields |= field::DPORT;
+        }
+        if m.len.is_some() {
+            t.fields |= field::LEN;
+        }
+        let n_tuples = tuple_index.len();
+        let ti = *tuple_index.entry(t).or_insert(n_tuples);
+        if ti >= MAX_TUPLES {
+            return Err(RuleError {
+                at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
+                msg: format!("this rule needs a {}th distinct field combination; the classifier holds {MAX_TUPLES}", ti + 1),
+            });
+        }
+        let one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
+        let count = protos.len().max(1) * frags.len().max(1) * sports.len().max(1) * dports.len().max(1) * lens.len().max(1);
+        if entries.len() + count > MAX_ENTRIES {
+            return Err(RuleError {
+                at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
+                msg: format!("the rule set needs more than {MAX_ENTRIES} classifier entries here (this rule alone expands to {count}: narrow its port or length ranges)"),
+            });
+        }
+        base.tuple = ti as u8;
+        let protos16: Vec<u32> = if protos.is_empty() { vec![0] } else { protos.iter().map(|p| 0x100 | *p as u32).collect() };
+        let frags: Vec<u32> = one(frags.iter().map(|f| *f as u32).collect());
+        for &p in &protos16 {
+            for &f in &frags {
+                for &sp in &one(sports.clone()) {
+                    for &dp in &one(dports.clone()) {
+                        for &l in &one(lens.clone()) {
+                            let k = Key { proto16: p as u16, frag: f as u8, sport_class: sp, dport_class: dp, len_class: l, ..base };
+                            entries.entry(k).or_insert(ri as u32);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Order tuples by their first rule, so the program can stop once it holds a better match.
+    let mut tuples: Vec<(Tuple, usize)> = tuple_index.into_iter().collect();
+    let mut best = vec![u32::MAX; tuples.len()];
+    for (k, ri) in &entries {
+        let b = &mut best[k.tuple as usize];
+        *b = (*b).min(*ri);
+    }
+    tuples.sort_by_key(|(_, i)| best[*i]);
+    let mut remap = vec![0u8; tuples.len()];
+    for (new, (_, old)) in tuples.iter().enumerate() {
+        remap[*old] = new as u8;
+    }
+    c.tuple_best = tuples.iter().map(|(_, i)| best[*i]).collect();
+    c.tuples = tuples.into_iter().map(|(t, _)| t).collect();
+    c.entries = entries.into_iter().map(|(mut k, ri)| {
+        k.tuple = remap[k.tuple as usize];
+        (k, ri)
+    }).collect();
+    c.entries.sort_by_key(|(k, r)| (*r, k.tuple));
+    let _ = NO_VLAN;
+    Ok(c)
+}
+
+/// The classifier's lookup, in Rust, over compiled tables: what the BPF program computes.
+/// Used by tests to check the compiler against [`super::reference`].
+pub fn lookup(c: &Compiled, p: &super::reference::Packet) -> Option<usize> {
+    let map: HashMap<Key, u32> = c.entries.iter().copied().collect();
+    lookup_in(c, &map, p)
+}
+
+/// [`lookup`] with a prepared entry map.
+pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Packet) -> Option<usize> {
+    let (sp, dp) = p.ports.map(|(s, d)| (c.sport.class(s), c.dport.class(d))).unwrap_or((0, 0));
+    let mut best: Option<u32> = None;
+    for (ti, t) in c.tuples.iter().enumerate() {
+        if best.is_some_and(|b| b < c.tuple_best[ti]) {
+            break;
+        }
+        let f = t.fields;
+        let k = Key {
+            tuple: ti as u8,
+            proto16: if f & field::PROTO != 0 { p.proto.map(|x| 0x100 | x as u16).unwrap_or(0) } else { 0 },
+            frag: if f & field::FRAG != 0 { p.frag as u8 } else { 0 },
+            flags: if f & field::FLAGS != 0 { p.tcp_flags.unwrap_or(0) & t.flags_mask } else { 0 },
+            vlan: if f & field::VLAN != 0 { p.vlan } else { 0 },
+            eth_type: if f & field::ETH_TYPE != 0 { p.eth_type } else { 0 },
+            sport_class: if f & field::SPORT != 0 { sp } else { 0 },
+            dport_class: if f & field::DPORT != 0 { dp } else { 0 },
+            len_class: if f & field::LEN != 0 { c.len.class(p.len) } else { 0 },
+            src: if f & field::SRC != 0 { super::mask_bits(&p.src.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.src_plen) } else { [0; 16] },
+            dst: if f & field::DST != 0 { super::mask_bits(&p.dst.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.dst_plen) } else { [0; 16] },
+        };
+        if let Some(&ri) = map.get(&k) {
+            if best.is_none_or(|b| ri < b) {
+                best = Some(ri);
+            }
+        }
+    }
+    best.map(|b| b as usize)
+}

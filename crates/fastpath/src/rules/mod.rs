@@ -1,0 +1,590 @@
+//! The rule language of the classifier: parse (TOML file or `--rule 'k=v,...'`), validate in full
+//! before anything touches an interface, compile to map entries ([`compile`]), and the reference
+//! classifier ([`reference`]) that the BPF program is tested against.
+//!
+//! ```toml
+//! default = "pass"            # action for packets no rule matches (and malformed ones)
+//!
+//! [[rule]]
+//! name = "ssh"                # optional; errors name it
+//! priority = 10               # lower first; ties keep file order; default 0
+//! proto = "tcp"               # tcp | udp | icmp | icmpv6 | 0..=255
+//! dst_port = 22               # a port or "a-b"
+//! action = "pass"             # drop | pass | xsk | cpu | tx | redirect
+//!
+//! [[rule]]
+//! src = "10.0.0.0/8"          # IPv4 or IPv6 prefix (or one address)
+//! proto = "udp"
+//! dst_port = "5000-5999"
+//! action = "xsk"              # the AF_XDP socket of the packet's rx queue
+//!
+//! [[rule]]
+//! tcp_flags = "syn,!ack"      # fin syn rst psh ack urg ece cwr, ! = must be clear
+//! action = "drop"
+//! rate = 1000                 # packets/s per source address; excess dropped
+//!
+//! [[rule]]
+//! vlan = 100                  # outermost tag id (802.1Q or 802.1ad)
+//! eth_type = "ipv4"           # ipv4 | ipv6 | arp | 0x0800-style number
+//! len = "64-128"              # frame length in bytes
+//! frag = "later"              # none | first | later
+//! action = "cpu"
+//! cpus = [0, 1]               # spread by flow hash (CPUMAP)
+//!
+//! [[rule]]
+//! dst = "fd99::/64"
+//! action = "redirect"
+//! iface = "veth1"             # DEVMAP to this interface
+//! ```
+//!
+//! An absent field matches anything. A port or TCP-flag rule matches only packets that carry
+//! ports (TCP/UDP, not a later fragment) or TCP flags.
+
+pub mod compile;
+pub mod reference;
+
+use std::fmt;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+/// Most rules one rule set may hold (the size of the per-set action and counter arrays).
+pub const MAX_RULES: usize = 131_072;
+/// Most distinct CPU sets (`action = "cpu"`) in one rule set.
+pub const MAX_CPU_SETS: usize = 64;
+/// Most CPUs in one CPU set.
+pub const MAX_CPUS_PER_SET: usize = 16;
+/// Most distinct `redirect` interfaces in one rule set.
+pub const MAX_REDIRECT_PORTS: usize = 64;
+
+/// What happens to a matching packet.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// XDP_DROP.
+    Drop,
+    /// XDP_PASS: to the kernel stack.
+    Pass,
+    /// XDP_REDIRECT into the XSKMAP slot of the packet's rx queue (XDP_PASS if no socket).
+    Xsk,
+    /// XDP_REDIRECT into the CPUMAP, to one of these CPUs chosen by flow hash.
+    Cpu(Vec<u32>),
+    /// XDP_TX: back out of the interface it came in on.
+    Tx,
+    /// XDP_REDIRECT into the DEVMAP, out of this interface.
+    Redirect(String),
+}
+
+impl Action {
+    /// The action's keyword.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Drop => "drop",
+            Action::Pass => "pass",
+            Action::Xsk => "xsk",
+            Action::Cpu(_) => "cpu",
+            Action::Tx => "tx",
+            Action::Redirect(_) => "redirect",
+        }
+    }
+}
+
+/// An IPv4 or IPv6 prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Prefix {
+    /// Address with host bits zeroed.
+    pub addr: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+}
+
+impl Prefix {
+    /// True if `a` is inside the prefix.
+    pub fn contains(&self, a: &IpAddr) -> bool {
+        match (self.addr, a) {
+            (IpAddr::V4(p), IpAddr::V4(x)) => mask_bits(&p.octets(), self.len) == mask_bits(&x.octets(), self.len),
+            (IpAddr::V6(p), IpAddr::V6(x)) => mask_bits(&p.octets(), self.len) == mask_bits(&x.octets(), self.len),
+            _ => false,
+        }
+    }
+    /// Whether it is IPv4.
+    pub fn is_v4(&self) -> bool {
+        self.addr.is_ipv4()
+    }
+}
+
+/// The first `len` bits of `b`, the rest zero, in a 16-byte array.
+pub fn mask_bits(b: &[u8], len: u8) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, (o, v)) in out.iter_mut().zip(b).enumerate() {
+        let bits = (len as usize).saturating_sub(i * 8).min(8);
+        *o = if bits == 0 { 0 } else { v & (0xffu8 << (8 - bits)) };
+    }
+    out
+}
+
+impl fmt::Display for Prefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+/// Fragment state of an IP packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Frag {
+    /// Not a fragment (or not IP).
+    None = 0,
+    /// First fragment (offset 0, more fragments).
+    First = 1,
+    /// A later fragment (offset > 0): carries no L4 header.
+    Later = 2,
+}
+
+/// TCP flag bits (RFC 9293 order in the flags byte).
+pub const TCP_FLAGS: [(&str, u8); 8] =
+    [("fin", 0x01), ("syn", 0x02), ("rst", 0x04), ("psh", 0x08), ("ack", 0x10), ("urg", 0x20), ("ece", 0x40), ("cwr", 0x80)];
+
+/// What a rule matches; `None` = anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Match {
+    /// Outermost VLAN id.
+    pub vlan: Option<u16>,
+    /// EtherType after the VLAN tags.
+    pub eth_type: Option<u16>,
+    /// Source prefix.
+    pub src: Option<Prefix>,
+    /// Destination prefix.
+    pub dst: Option<Prefix>,
+    /// IP protocol.
+    pub proto: Option<u8>,
+    /// Source port range (inclusive).
+    pub src_port: Option<(u16, u16)>,
+    /// Destination port range (inclusive).
+    pub dst_port: Option<(u16, u16)>,
+    /// TCP flags: (mask, value): `flags & mask == value`.
+    pub tcp_flags: Option<(u8, u8)>,
+    /// Frame length range in bytes (inclusive).
+    pub len: Option<(u16, u16)>,
+    /// Fragment state.
+    pub frag: Option<Frag>,
+}
+
+/// One validated rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Name (given, or `rule N` with N from 1 in file order).
+    pub name: String,
+    /// Priority: lower first.
+    pub priority: i64,
+    /// The match.
+    pub m: Match,
+    /// The action.
+    pub action: Action,
+    /// Packets per second per source address (token bucket of one second); excess dropped.
+    pub rate_pps: Option<u64>,
+}
+
+/// A validated rule set: rules in evaluation order (sorted by priority, file order for ties).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSet {
+    /// Rules, first match wins.
+    pub rules: Vec<Rule>,
+    /// Action for packets no rule matches, and for malformed packets.
+    pub default: Action,
+}
+
+/// Where in the input an error is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// File (or `--rule N`), line and column, 1-based.
+    At {
+        /// File name or `--rule N`.
+        source: String,
+        /// Line.
+        line: usize,
+        /// Column.
+        col: usize,
+    },
+    /// A rule by name, in a file.
+    Rule {
+        /// File name.
+        source: String,
+        /// Rule name.
+        rule: String,
+    },
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::At { source, line, col } => write!(f, "{source}:{line}:{col}"),
+            Location::Rule { source, rule } => write!(f, "{source}: rule {rule:?}"),
+        }
+    }
+}
+
+/// A rule-set error: where, and what is wrong and accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{at}: {msg}")]
+pub struct RuleError {
+    /// Where.
+    pub at: Location,
+    /// What is wrong, and what is accepted.
+    pub msg: String,
+}
+
+// ---- raw TOML ----
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    default: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    rule: Vec<toml::Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+enum IntOrStr {
+    Int(i64),
+    Str(String),
+}
+
+impl fmt::Display for IntOrStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IntOrStr::Int(i) => write!(f, "{i}"),
+            IntOrStr::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+type S<T> = Option<toml::Spanned<T>>;
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    name: Option<String>,
+    priority: Option<i64>,
+    vlan: S<i64>,
+    eth_type: S<IntOrStr>,
+    src: S<String>,
+    dst: S<String>,
+    proto: S<IntOrStr>,
+    src_port: S<IntOrStr>,
+    dst_port: S<IntOrStr>,
+    tcp_flags: S<String>,
+    len: S<IntOrStr>,
+    frag: S<String>,
+    action: toml::Spanned<String>,
+    cpus: S<Vec<i64>>,
+    iface: S<String>,
+    rate: S<i64>,
+}
+
+/// Byte offset -> (line, column), 1-based.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, col)
+}
+
+struct Ctx<'a> {
+    source: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span: std::ops::Range<usize>, msg: impl Into<String>) -> RuleError {
+        let (line, col) = line_col(self.text, span.start);
+        RuleError { at: Location::At { source: self.source.to_string(), line, col }, msg: msg.into() }
+    }
+}
+
+/// Parses and validates a TOML rule file. `source` names it in errors (usually the path).
+pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
+    let ctx = Ctx { source, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let msg = e.message().replace('\n', " ");
+        ctx.at(span, msg)
+    })?;
+    let default = match &raw.default {
+        None => Action::Pass,
+        Some(d) => match d.get_ref().as_str() {
+            "drop" => Action::Drop,
+            "pass" => Action::Pass,
+            "xsk" => Action::Xsk,
+            "tx" => Action::Tx,
+            other => return Err(ctx.at(d.span(), format!("default {other:?} is not accepted: use drop, pass, xsk or tx"))),
+        },
+    };
+    let mut rules = Vec::with_capacity(raw.rule.len());
+    for (i, r) in raw.rule.iter().enumerate() {
+        rules.push(rule_from_raw(&ctx, i, r.get_ref())?);
+    }
+    finish(source, rules, default)
+}
+
+/// Parses one-off rules given as `k=v,k=v` (e.g. `proto=udp,dst_port=9,action=drop`), each a
+/// rule; `tcp_flags` and `cpus` values use `+` between items (`tcp_flags=syn+!ack`, `cpus=0+1`).
+pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
+    let mut out = Vec::new();
+    for (i, r) in rules.iter().enumerate() {
+        let source = format!("--rule {}", i + 1);
+        let mut toml_text = String::from("[[rule]]\n");
+        for kv in r.split(',').filter(|s| !s.trim().is_empty()) {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(RuleError {
+                    at: Location::At { source, line: 1, col: r.find(kv).unwrap_or(0) + 1 },
+                    msg: format!("{kv:?} is not key=value (e.g. proto=udp,dst_port=9,action=drop)"),
+                });
+            };
+            let (k, v) = (k.trim(), v.trim());
+            let value = match k {
+                "cpus" => format!("[{}]", v.split('+').collect::<Vec<_>>().join(",")),
+                "tcp_flags" => format!("{:?}", v.replace('+', ",")),
+                _ if v.parse::<i64>().is_ok() => v.to_string(),
+                _ => format!("{v:?}"),
+            };
+            toml_text.push_str(&format!("{k} = {value}\n"));
+        }
+        let set = parse_toml(&source, &toml_text).map_err(|mut e| {
+            // Lines of the generated TOML are key=value pairs: point at the pair instead.
+            if let Location::At { line, .. } = e.at {
+                let kv = r.split(',').filter(|s| !s.trim().is_empty()).nth(line.saturating_sub(2));
+                e.at = Location::At { source: source.clone(), line: 1, col: kv.and_then(|kv| r.find(kv)).unwrap_or(0) + 1 };
+            }
+            e
+        })?;
+        out.extend(set.rules.into_iter().map(|mut rule| {
+            rule.name = format!("{source}");
+            rule
+        }));
+    }
+    finish("--rule", out, default)
+}
+
+fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
+    if rules.len() > MAX_RULES {
+        return Err(RuleError {
+            at: Location::At { source: source.to_string(), line: 1, col: 1 },
+            msg: format!("{} rules: a rule set holds at most {MAX_RULES}", rules.len()),
+        });
+    }
+    // Stable: ties keep file order.
+    rules.sort_by_key(|r| r.priority);
+    let set = RuleSet { rules, default };
+    let cpu_sets: std::collections::HashSet<&Vec<u32>> =
+        set.rules.iter().filter_map(|r| if let Action::Cpu(c) = &r.action { Some(c) } else { None }).collect();
+    if cpu_sets.len() > MAX_CPU_SETS {
+        return Err(RuleError {
+            at: Location::At { source: source.to_string(), line: 1, col: 1 },
+            msg: format!("{} distinct cpu sets: at most {MAX_CPU_SETS}", cpu_sets.len()),
+        });
+    }
+    let ports: std::collections::HashSet<&String> =
+        set.rules.iter().filter_map(|r| if let Action::Redirect(i) = &r.action { Some(i) } else { None }).collect();
+    if ports.len() > MAX_REDIRECT_PORTS {
+        return Err(RuleError {
+            at: Location::At { source: source.to_string(), line: 1, col: 1 },
+            msg: format!("{} distinct redirect interfaces: at most {MAX_REDIRECT_PORTS}", ports.len()),
+        });
+    }
+    Ok(set)
+}
+
+fn range(ctx: &Ctx<'_>, what: &str, v: &toml::Spanned<IntOrStr>, max: u32) -> Result<(u16, u16), RuleError> {
+    let bad = |msg: String| ctx.at(v.span(), msg);
+    let accepted = format!("use a number 0..={max} or a range \"a-b\" with a <= b");
+    let num = |s: &str| -> Option<u32> { s.trim().parse::<u32>().ok().filter(|n| *n <= max) };
+    match v.get_ref() {
+        IntOrStr::Int(i) if (0..=max as i64).contains(i) => Ok((*i as u16, *i as u16)),
+        IntOrStr::Int(i) => Err(bad(format!("{what} {i} is not accepted: {accepted}"))),
+        IntOrStr::Str(s) => {
+            let (a, b) = match s.split_once('-') {
+                Some((a, b)) => (num(a), num(b)),
+                None => (num(s), num(s)),
+            };
+            match (a, b) {
+                (Some(a), Some(b)) if a <= b => Ok((a as u16, b as u16)),
+                (Some(a), Some(b)) => Err(bad(format!("{what} {s:?} is upside down ({a} > {b}): {accepted}"))),
+                _ => Err(bad(format!("{what} {s:?} is not accepted: {accepted}"))),
+            }
+        }
+    }
+}
+
+fn prefix(ctx: &Ctx<'_>, what: &str, v: &toml::Spanned<String>) -> Result<Prefix, RuleError> {
+    let s = v.get_ref().trim();
+    let bad = || ctx.at(v.span(), format!("{what} {s:?} is not accepted: use an IPv4 or IPv6 prefix like 10.0.0.0/8 or fd99::/64, or one address"));
+    let (a, l) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(l)),
+        None => (s, None),
+    };
+    let addr: IpAddr = a.parse().map_err(|_| bad())?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let len = match l {
+        None => max,
+        Some(l) => l.parse::<u8>().ok().filter(|l| *l <= max).ok_or_else(bad)?,
+    };
+    let masked = match addr {
+        IpAddr::V4(a) => {
+            let m = mask_bits(&a.octets(), len);
+            IpAddr::from([m[0], m[1], m[2], m[3]])
+        }
+        IpAddr::V6(a) => IpAddr::from(mask_bits(&a.octets(), len)),
+    };
+    if masked != addr {
+        return Err(ctx.at(v.span(), format!("{what} {s:?} has host bits set: did you mean {masked}/{len}?")));
+    }
+    Ok(Prefix { addr, len })
+}
+
+fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleError> {
+    let name = r.name.clone().unwrap_or_else(|| format!("rule {}", index + 1));
+    let mut m = Match::default();
+    if let Some(v) = &r.vlan {
+        let id = *v.get_ref();
+        if !(0..=4095).contains(&id) {
+            return Err(ctx.at(v.span(), format!("vlan {id} is not accepted: use a VLAN id 0..=4095")));
+        }
+        m.vlan = Some(id as u16);
+    }
+    if let Some(v) = &r.eth_type {
+        let t = match v.get_ref() {
+            IntOrStr::Str(s) if s == "ipv4" => Some(0x0800),
+            IntOrStr::Str(s) if s == "ipv6" => Some(0x86dd),
+            IntOrStr::Str(s) if s == "arp" => Some(0x0806),
+            IntOrStr::Str(s) => s.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()),
+            IntOrStr::Int(i) => u16::try_from(*i).ok(),
+        };
+        m.eth_type = Some(t.ok_or_else(|| ctx.at(v.span(), format!("eth_type {} is not accepted: use ipv4, ipv6, arp or a number like 0x88cc", v.get_ref())))?);
+    }
+    if let Some(v) = &r.src {
+        m.src = Some(prefix(ctx, "src", v)?);
+    }
+    if let Some(v) = &r.dst {
+        m.dst = Some(prefix(ctx, "dst", v)?);
+    }
+    if let (Some(s), Some(d), Some(dv)) = (m.src, m.dst, &r.dst) {
+        if s.is_v4() != d.is_v4() {
+            return Err(ctx.at(dv.span(), format!("src {s} and dst {d} are of different IP versions: a packet cannot match both")));
+        }
+    }
+    if let Some(p) = m.src.or(m.dst) {
+        let want = if p.is_v4() { 0x0800 } else { 0x86dd };
+        match m.eth_type {
+            Some(t) if t != want => {
+                let span = r.eth_type.as_ref().map(|v| v.span()).unwrap_or(0..0);
+                return Err(ctx.at(span, format!("eth_type {t:#06x} contradicts the {} prefix {p}", if p.is_v4() { "IPv4" } else { "IPv6" })));
+            }
+            _ => m.eth_type = Some(want),
+        }
+    }
+    if let Some(v) = &r.proto {
+        let p = match v.get_ref() {
+            IntOrStr::Str(s) if s == "tcp" => Some(6),
+            IntOrStr::Str(s) if s == "udp" => Some(17),
+            IntOrStr::Str(s) if s == "icmp" => Some(1),
+            IntOrStr::Str(s) if s == "icmpv6" => Some(58),
+            IntOrStr::Int(i) => u8::try_from(*i).ok(),
+            IntOrStr::Str(_) => None,
+        };
+        m.proto = Some(p.ok_or_else(|| ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref())))?);
+    }
+    if let Some(v) = &r.src_port {
+        m.src_port = Some(range(ctx, "src_port", v, 65535)?);
+    }
+    if let Some(v) = &r.dst_port {
+        m.dst_port = Some(range(ctx, "dst_port", v, 65535)?);
+    }
+    if m.src_port.is_some() || m.dst_port.is_some() {
+        if let Some(p) = m.proto.filter(|p| *p != 6 && *p != 17) {
+            let span = r.proto.as_ref().map(|v| v.span()).unwrap_or(0..0);
+            return Err(ctx.at(span, format!("proto {p} has no ports: port fields need tcp or udp")));
+        }
+    }
+    if let Some(v) = &r.tcp_flags {
+        let mut mask = 0u8;
+        let mut value = 0u8;
+        for item in v.get_ref().split(',').map(str::trim) {
+            let (neg, flag) = match item.strip_prefix('!') {
+                Some(f) => (true, f),
+                None => (false, item),
+            };
+            let bit = TCP_FLAGS.iter().find(|(n, _)| *n == flag).map(|(_, b)| *b).ok_or_else(|| {
+                ctx.at(v.span(), format!("tcp_flags {:?}: {item:?} is not accepted: use fin, syn, rst, psh, ack, urg, ece, cwr, each optionally with !", v.get_ref()))
+            })?;
+            mask |= bit;
+            if !neg {
+                value |= bit;
+            }
+        }
+        if let Some(p) = m.proto.filter(|p| *p != 6) {
+            let span = r.proto.as_ref().map(|v| v.span()).unwrap_or(0..0);
+            return Err(ctx.at(span, format!("proto {p} has no TCP flags: tcp_flags needs tcp")));
+        }
+        m.tcp_flags = Some((mask, value));
+    }
+    if let Some(v) = &r.len {
+        m.len = Some(range(ctx, "len", v, 65535)?);
+    }
+    if let Some(v) = &r.frag {
+        m.frag = Some(match v.get_ref().as_str() {
+            "none" => Frag::None,
+            "first" => Frag::First,
+            "later" => Frag::Later,
+            other => return Err(ctx.at(v.span(), format!("frag {other:?} is not accepted: use none, first or later"))),
+        });
+        if m.frag == Some(Frag::Later) && (m.src_port.is_some() || m.dst_port.is_some() || m.tcp_flags.is_some()) {
+            return Err(ctx.at(v.span(), "frag \"later\" has no L4 header: it cannot match ports or tcp_flags"));
+        }
+    }
+    let a = &r.action;
+    let action = match a.get_ref().as_str() {
+        "drop" => Action::Drop,
+        "pass" => Action::Pass,
+        "xsk" => Action::Xsk,
+        "tx" => Action::Tx,
+        "cpu" => {
+            let c = r.cpus.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"cpu\" needs cpus = [..], e.g. cpus = [0, 1]"))?;
+            let n = crate::sys::online_cpus() as i64;
+            if c.get_ref().is_empty() || c.get_ref().len() > MAX_CPUS_PER_SET {
+                return Err(ctx.at(c.span(), format!("cpus: give 1 to {MAX_CPUS_PER_SET} CPUs")));
+            }
+            let mut cpus = Vec::new();
+            for &cpu in c.get_ref() {
+                if !(0..n).contains(&cpu) {
+                    return Err(ctx.at(c.span(), format!("cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
+                }
+                cpus.push(cpu as u32);
+            }
+            Action::Cpu(cpus)
+        }
+        "redirect" => {
+            let i = r.iface.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"redirect\" needs iface = \"NAME\""))?;
+            if crate::sys::if_nametoindex(i.get_ref()).is_err() {
+                return Err(ctx.at(i.span(), format!("redirect to {:?}: no such interface in this network namespace", i.get_ref())));
+            }
+            Action::Redirect(i.get_ref().clone())
+        }
+        other => return Err(ctx.at(a.span(), format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx or redirect"))),
+    };
+    if let (Some(c), false) = (&r.cpus, matches!(action, Action::Cpu(_))) {
+        return Err(ctx.at(c.span(), "cpus is only for action \"cpu\""));
+    }
+    if let (Some(i), false) = (&r.iface, matches!(action, Action::Redirect(_))) {
+        return Err(ctx.at(i.span(), "iface is only for action \"redirect\""));
+    }
+    let rate_pps = match &r.rate {
+        None => None,
+        Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Some(*v.get_ref() as u64),
+        Some(v) => return Err(ctx.at(v.span(), format!("rate {} is not accepted: use packets per second 1..=1000000000", v.get_ref()))),
+    };
+    Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps })
+}
+
+#[cfg(test)]
+mod tests;

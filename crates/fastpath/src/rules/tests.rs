@@ -1,0 +1,171 @@
+use super::reference::{classify, parse, Verdict};
+use super::*;
+
+fn set(text: &str) -> RuleSet {
+    parse_toml("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> String {
+    parse_toml("t.toml", text).unwrap_err().to_string()
+}
+
+#[test]
+fn parses_every_field_and_action() {
+    let s = set(r#"
+default = "drop"
+[[rule]]
+name = "a"
+priority = 5
+vlan = 100
+eth_type = "ipv4"
+src = "10.0.0.0/8"
+dst = "10.99.0.2"
+proto = "tcp"
+src_port = 1000
+dst_port = "5000-5999"
+tcp_flags = "syn,!ack"
+len = "64-128"
+frag = "none"
+action = "cpu"
+cpus = [0]
+rate = 100
+[[rule]]
+dst = "fd99::/64"
+action = "redirect"
+iface = "lo"
+[[rule]]
+action = "tx"
+priority = 1
+"#);
+    assert_eq!(s.default, Action::Drop);
+    assert_eq!(s.rules.len(), 3);
+    assert_eq!(s.rules[0].action, Action::Redirect("lo".into()), "priority 0 (the default) first");
+    assert_eq!(s.rules[1].action, Action::Tx, "then priority 1");
+    let a = &s.rules[2];
+    assert_eq!(a.name, "a");
+    assert_eq!(a.m.vlan, Some(100));
+    assert_eq!(a.m.src.unwrap().to_string(), "10.0.0.0/8");
+    assert_eq!(a.m.dst.unwrap().len, 32);
+    assert_eq!(a.m.dst_port, Some((5000, 5999)));
+    assert_eq!(a.m.tcp_flags, Some((0x12, 0x02)));
+    assert_eq!(a.m.len, Some((64, 128)));
+    assert_eq!(a.action, Action::Cpu(vec![0]));
+    assert_eq!(a.rate_pps, Some(100));
+    assert_eq!(s.rules[0].m.eth_type, Some(0x86dd), "an IPv6 prefix implies eth_type ipv6");
+}
+
+#[test]
+fn errors_name_file_line_column_and_what_is_accepted() {
+    let e = err("[[rule]]\naction = \"drop\"\ndst_port = \"9000-80\"\n");
+    assert!(e.starts_with("t.toml:3:12: dst_port \"9000-80\" is upside down"), "{e}");
+    let e = err("[[rule]]\naction = \"drop\"\nsrc = \"10.0.0.300/8\"\n");
+    assert!(e.starts_with("t.toml:3:7: src") && e.contains("IPv4 or IPv6 prefix"), "{e}");
+    let e = err("[[rule]]\naction = \"drop\"\nsrc = \"10.0.0.1/8\"\n");
+    assert!(e.contains("host bits") && e.contains("10.0.0.0/8"), "{e}");
+    let e = err("[[rule]]\naction = \"drop\"\ncolour = 3\n");
+    assert!(e.starts_with("t.toml:3:1:") && e.contains("unknown field `colour`"), "{e}");
+    let e = err("[[rule]\naction = \"drop\"\n");
+    assert!(e.starts_with("t.toml:1:"), "{e}");
+    let e = err("[[rule]]\naction = \"redirect\"\niface = \"nosuch0\"\n");
+    assert!(e.starts_with("t.toml:3:9:") && e.contains("nosuch0") && e.contains("no such interface"), "{e}");
+    let e = err("[[rule]]\naction = \"teleport\"\n");
+    assert!(e.contains("drop, pass, xsk, cpu, tx or redirect"), "{e}");
+    let e = err("[[rule]]\nproto = \"icmp\"\ndst_port = 5\naction = \"drop\"\n");
+    assert!(e.contains("no ports"), "{e}");
+    let e = err("[[rule]]\ntcp_flags = \"syn,fyn\"\naction = \"drop\"\n");
+    assert!(e.contains("\"fyn\""), "{e}");
+    assert_eq!(err("[[rule]]\n").lines().count(), 1);
+}
+
+#[test]
+fn cli_rules_parse_like_toml() {
+    let s = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".into(), "tcp_flags=syn+!ack,action=pass".into()], Action::Pass).unwrap();
+    assert_eq!(s.rules[0].m.proto, Some(17));
+    assert_eq!(s.rules[0].m.dst_port, Some((9, 9)));
+    assert_eq!(s.rules[1].m.tcp_flags, Some((0x12, 0x02)));
+    let e = parse_cli_rules(&["proto=udp,dst_port=70000,action=drop".into()], Action::Pass).unwrap_err().to_string();
+    assert!(e.starts_with("--rule 1:1:11: dst_port 70000"), "{e}");
+}
+
+#[test]
+fn too_many_rules_is_refused() {
+    let mut text = String::new();
+    for i in 0..(MAX_RULES + 1) {
+        text.push_str(&format!("[[rule]]\ndst_port = {}\naction = \"drop\"\n", i % 65536));
+    }
+    let e = err(&text);
+    assert!(e.contains(&format!("at most {MAX_RULES}")), "{e}");
+}
+
+fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&50u16.to_be_bytes());
+    f[23] = 17;
+    f[26..30].copy_from_slice(&src);
+    f[30..34].copy_from_slice(&dst);
+    f[34..36].copy_from_slice(&sport.to_be_bytes());
+    f[36..38].copy_from_slice(&dport.to_be_bytes());
+    f
+}
+
+#[test]
+fn reference_first_match_and_malformed() {
+    let s = set(r#"
+[[rule]]
+dst_port = 22
+action = "pass"
+[[rule]]
+src = "10.0.0.0/8"
+proto = "udp"
+action = "drop"
+"#);
+    assert_eq!(classify(&s, &udp4([10, 1, 2, 3], [1, 1, 1, 1], 5, 22)), Verdict::Rule(0));
+    assert_eq!(classify(&s, &udp4([10, 1, 2, 3], [1, 1, 1, 1], 5, 23)), Verdict::Rule(1));
+    assert_eq!(classify(&s, &udp4([11, 1, 2, 3], [1, 1, 1, 1], 5, 23)), Verdict::NoMatch);
+    let mut bad = udp4([10, 1, 2, 3], [1, 1, 1, 1], 5, 22);
+    bad[14] = 0x44; // IHL 4
+    assert_eq!(classify(&s, &bad), Verdict::Malformed);
+    assert_eq!(classify(&s, &bad[..30]), Verdict::Malformed);
+    let mut later = udp4([10, 1, 2, 3], [1, 1, 1, 1], 5, 22);
+    later[20..22].copy_from_slice(&0x0010u16.to_be_bytes()); // offset 16 * 8
+    let p = parse(&later).unwrap();
+    assert_eq!((p.frag, p.ports), (Frag::Later, None));
+    assert_eq!(classify(&s, &later), Verdict::Rule(1), "a later fragment has no ports: rule 0 cannot match it");
+}
+
+#[test]
+fn compiled_lookup_agrees_with_reference() {
+    use super::compile::{compile, lookup};
+    let s = set(r#"
+[[rule]]
+dst_port = "1000-2000"
+action = "drop"
+[[rule]]
+src = "10.0.0.0/8"
+dst_port = "1500-1600"
+action = "pass"
+[[rule]]
+tcp_flags = "!syn"
+action = "tx"
+[[rule]]
+len = "60-70"
+src_port = 7
+action = "xsk"
+"#);
+    let c = compile("t", &s).unwrap();
+    for sport in [1u16, 7, 999] {
+        for dport in [0u16, 999, 1000, 1550, 2000, 2001] {
+            for src in [[10u8, 0, 0, 1], [192, 168, 0, 1]] {
+                let f = udp4(src, [1, 2, 3, 4], sport, dport);
+                let p = parse(&f).unwrap();
+                let want = match classify(&s, &f) {
+                    Verdict::Rule(i) => Some(i),
+                    _ => None,
+                };
+                assert_eq!(lookup(&c, &p), want, "sport {sport} dport {dport} src {src:?}");
+            }
+        }
+    }
+}
