@@ -354,7 +354,12 @@ do_action:
 		__builtin_memcpy(&d4, p.dst, 4);
 		/* Flow hash: both directions of a flow land on the same CPU. */
 		h = (s4 ^ d4 ^ ((__u32)p.sport ^ p.dport) ^ p.proto16) * 2654435761u;
-		cpu = cs->cpus[(h >> 16) % cs->n & (FP_CLS_MAX_CPUS - 1)];
+		h = (h >> 16) % cs->n;
+		/* Hide the value from the compiler so the bound check below stays for the verifier. */
+		asm volatile("" : "+r"(h));
+		if (h >= FP_CLS_MAX_CPUS)
+			return XDP_PASS;
+		cpu = cs->cpus[h];
 		return bpf_redirect_map(&cpu_map, cpu, XDP_PASS);
 	}
 	case FP_ACT_REDIRECT:
