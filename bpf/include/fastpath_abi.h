@@ -68,9 +68,9 @@ struct fp_payload {
 #define FP_F_LEN      (1 << 8)
 #define FP_F_FLAGS    (1 << 9)
 
-/* Action codes. */
-#define FP_ACT_DROP     0
-#define FP_ACT_PASS     1
+/* Action codes. 0 is PASS so an all-zero (never written) config passes everything. */
+#define FP_ACT_PASS     0
+#define FP_ACT_DROP     1
 #define FP_ACT_XSK      2
 #define FP_ACT_CPU      3
 #define FP_ACT_TX       4

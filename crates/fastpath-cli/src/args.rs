@@ -24,6 +24,81 @@ pub enum Cmd {
     Gen(GenArgs),
     /// Build a test bed, drive xdp-live traffic into rxdrop, then into xdpdrop, print one table.
     Demo(DemoArgs),
+    /// Rule-based drop and steering at the driver: check, load, reload, stats, unload.
+    #[command(subcommand)]
+    Filter(FilterCmd),
+}
+
+/// Where the rules come from: a TOML file and/or one-off `--rule`s.
+#[derive(Debug, Clone, Args)]
+pub struct RulesArgs {
+    /// TOML rule file.
+    pub file: Option<std::path::PathBuf>,
+    /// A one-off rule, e.g. 'proto=udp,dst_port=9,action=drop' (repeatable; after the file's rules).
+    #[arg(long = "rule")]
+    pub rules: Vec<String>,
+}
+
+/// The interface a filter is on.
+#[derive(Debug, Clone, Args)]
+pub struct FilterTarget {
+    /// Interface.
+    #[arg(short = 'i', long)]
+    pub iface: String,
+    /// Network namespace of the interface (/var/run/netns/NAME).
+    #[arg(long)]
+    pub netns: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FilterCmd {
+    /// Validate and compile a rule set; touch nothing.
+    Check {
+        #[command(flatten)]
+        rules: RulesArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach the classifier with these rules; run and print stats until --duration or Ctrl-C,
+    /// or with --detach leave it attached and pinned in bpffs.
+    Load {
+        #[command(flatten)]
+        rules: RulesArgs,
+        #[command(flatten)]
+        target: FilterTarget,
+        /// Where the XDP program runs.
+        #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+        xdp_mode: XdpModeArg,
+        /// Replace an XDP program that fastpath did not attach.
+        #[arg(long)]
+        force: bool,
+        /// Leave the classifier attached and pinned under /sys/fs/bpf/fastpath/; remove it with
+        /// `fastpath filter unload`.
+        #[arg(long)]
+        detach: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Swap a new rule set in atomically on a classifier left by `load --detach`.
+    Reload {
+        #[command(flatten)]
+        rules: RulesArgs,
+        #[command(flatten)]
+        target: FilterTarget,
+    },
+    /// Live counters of a classifier left by `load --detach`.
+    Stats {
+        #[command(flatten)]
+        target: FilterTarget,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Detach a classifier left by `load --detach` and remove its pins.
+    Unload {
+        #[command(flatten)]
+        target: FilterTarget,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -208,6 +283,10 @@ pub struct BenchArgs {
     /// received once, twice or not at all; reported in the summary.
     #[arg(long)]
     pub verify: bool,
+    /// rxdrop/l2fwd: run the AF_XDP socket behind the rule classifier with this rule file
+    /// (rules with action "xsk" reach the socket) instead of the minimal redirect program.
+    #[arg(long)]
+    pub rules: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

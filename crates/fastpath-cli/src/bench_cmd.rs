@@ -128,10 +128,18 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         BenchMode::Xdpdrop => Role::Drop,
     };
     crate::session::validate(&a.xsk, role)?;
+    if a.rules.is_some() && role != Role::Rx {
+        return Err(usage(anyhow!("--rules is for rxdrop and l2fwd (the AF_XDP receive paths)")));
+    }
     require_privileges("bench")?;
     enter_ns(&a.xsk.netns)?;
+    // Rules are read, validated and compiled before anything touches the interface.
+    let compiled = match &a.rules {
+        Some(p) => Some(crate::filter_cmd::compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
+        None => None,
+    };
     let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
-    let mut sess = Session::open(&a.xsk, role)?;
+    let mut sess = Session::open_with(&a.xsk, role, compiled.as_ref())?;
     announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
     let counters = Arc::new(Counters::default());
     let done = Arc::new(AtomicBool::new(false));
@@ -195,7 +203,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 /// `fastpath gen`.
 pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.engine == Engine::Xsk {
-        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false };
+        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None };
         return bench(&b, stop);
     }
     check_run(&g.run)?;

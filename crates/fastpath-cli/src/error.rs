@@ -55,6 +55,12 @@ impl From<BpfError> for CliError {
     }
 }
 
+impl From<fastpath::rules::RuleError> for CliError {
+    fn from(e: fastpath::rules::RuleError) -> Self {
+        usage(e)
+    }
+}
+
 impl From<fastpath_testbed::TestbedError> for CliError {
     fn from(e: fastpath_testbed::TestbedError) -> Self {
         if e.needs_root() { env(e) } else { runtime(e) }

@@ -5,6 +5,7 @@ mod args;
 mod bench_cmd;
 mod demo;
 mod error;
+mod filter_cmd;
 mod report;
 mod session;
 mod testbed_cmd;
@@ -31,6 +32,7 @@ fn main() {
         Cmd::Bench(b) => bench_cmd::bench(b, stop),
         Cmd::Gen(g) => bench_cmd::gen(g, stop),
         Cmd::Demo(d) => demo::run(d, stop),
+        Cmd::Filter(f) => filter_cmd::run(f, stop),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

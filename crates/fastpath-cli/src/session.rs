@@ -4,7 +4,8 @@
 use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
-use fastpath::bpf::{query_xdp, BpfError, XdpDrop, XdpMode, XskRedirect};
+use fastpath::bpf::{query_xdp, BpfError, Classifier, XdpDrop, XdpMode, XskRedirect};
+use fastpath::rules::compile::Compiled;
 use fastpath::netdev::NetDev;
 use fastpath::xsk::{BusyPoll, CopyMode, XskConfig, XskError, XskSocket};
 use serde::Serialize;
@@ -28,6 +29,8 @@ pub enum Role {
 pub enum Prog {
     /// Held so that dropping the session detaches it.
     Redirect(#[allow(dead_code)] XskRedirect),
+    /// The rule classifier in front of the socket (`--rules`).
+    Classifier(Box<Classifier>),
     Drop(XdpDrop),
     None,
 }
@@ -110,6 +113,12 @@ impl Session {
     /// Attaches and binds in the current network namespace. On any error everything already
     /// attached is detached (the link fd is closed as the partial session drops).
     pub fn open(x: &XskArgs, role: Role) -> CliResult<Session> {
+        Self::open_with(x, role, None)
+    }
+
+    /// As [`Session::open`]; with `rules` (Role::Rx only) the classifier with those rules
+    /// replaces the minimal redirect program.
+    pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
         let cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
         if let Some(count) = dev.rx_queue_count().map_err(crate::error::kernel)? {
@@ -159,7 +168,16 @@ impl Session {
             Role::Rx => {
                 let mut last = None;
                 for &m in modes {
-                    let prog = match XskRedirect::attach(&x.iface, dev.ifindex, m, x.force) {
+                    let attached = match rules {
+                        None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(Prog::Redirect),
+                        Some(c) => (|| {
+                            let mut cls = Classifier::load()?;
+                            cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
+                            cls.attach(&x.iface, dev.ifindex, m, x.force)?;
+                            Ok(Prog::Classifier(Box::new(cls)))
+                        })(),
+                    };
+                    let prog = match attached {
                         Ok(p) => p,
                         Err(e @ BpfError::ModeUnsupported { .. }) if modes.len() > 1 => {
                             info.notes.push(format!("{e}; falling back"));
@@ -174,9 +192,13 @@ impl Session {
                         c.copy_mode = CopyMode::Copy;
                     }
                     let sock = XskSocket::bind(&x.iface, x.queue, &c)?;
-                    prog.insert(x.queue, sock.as_raw_fd())?;
+                    match &prog {
+                        Prog::Redirect(p) => p.insert(x.queue, sock.as_raw_fd())?,
+                        Prog::Classifier(p) => p.insert_xsk(x.queue, sock.as_raw_fd())?,
+                        _ => unreachable!("Rx attaches a redirect program"),
+                    }
                     info.xdp_mode = Some(actual_mode(dev.ifindex, m));
-                    return finish(Prog::Redirect(prog), sock, info);
+                    return finish(prog, sock, info);
                 }
                 Err(last.expect("a mode was tried").into())
             }

@@ -22,7 +22,7 @@ use crate::sys::SysError;
 
 const STAT_COUNT: u32 = 9;
 /// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h).
-pub const STAT_NAMES: [&str; 9] = ["drop", "pass", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
+pub const STAT_NAMES: [&str; 9] = ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
 
 macro_rules! cls_maps {
     ($($name:ident),*) => {
@@ -308,6 +308,12 @@ impl Classifier {
             return Err(SysError { call: format!("bpf_obj_pin(link, {})", dir.join("link").display()), errno: -rc }.into());
         }
         Ok(())
+    }
+
+    /// Puts the AF_XDP socket `xsk_fd` into the program's XSKMAP slot `queue_id` (for rules
+    /// with `action = "xsk"`).
+    pub fn insert_xsk(&self, queue_id: u32, xsk_fd: std::os::fd::RawFd) -> Result<(), BpfError> {
+        self.maps.xsks.update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY).map_err(map_err("xsks"))
     }
 
     /// Opens a classifier pinned by [`Classifier::pin`] under `dir`.

@@ -45,12 +45,12 @@ pub mod field {
     pub const FLAGS: u32 = 1 << 9;
 }
 
-/// Action codes (mirrored in fastpath_abi.h).
+/// Action codes (mirrored in fastpath_abi.h). 0 is PASS: a never-written config passes all.
 pub mod action {
-    /// XDP_DROP.
-    pub const DROP: u8 = 0;
     /// XDP_PASS.
-    pub const PASS: u8 = 1;
+    pub const PASS: u8 = 0;
+    /// XDP_DROP.
+    pub const DROP: u8 = 1;
     /// XSKMAP.
     pub const XSK: u8 = 2;
     /// CPUMAP.

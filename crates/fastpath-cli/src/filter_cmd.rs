@@ -1,0 +1,241 @@
+//! `fastpath filter check|load|reload|stats|unload`: the rule classifier at the driver.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fastpath::bpf::classifier::{pin_dir, STAT_NAMES};
+use fastpath::bpf::{BpfError, Classifier, XdpMode};
+use fastpath::netdev::NetDev;
+use fastpath::rules::compile::{compile, Compiled};
+use fastpath::rules::{parse_cli_rules, parse_toml, Action, RuleSet};
+use fastpath::stats::{rate, thousands};
+use fastpath::xsk::XskError;
+use serde_json::json;
+
+use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs, XdpModeArg};
+use crate::bench_cmd::{check_run, enter_ns};
+use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
+
+/// Reads, validates and compiles the rules: everything that can fail on bad input fails here,
+/// before any interface is touched.
+pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
+    let (mut set, source) = match &r.file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| usage(anyhow!("cannot read rule file {}: {e}", p.display())))?;
+            (parse_toml(&p.display().to_string(), &text)?, p.display().to_string())
+        }
+        None if r.rules.is_empty() => return Err(usage(anyhow!("no rules: give a rule file, or --rule 'k=v,...' (e.g. --rule 'proto=udp,dst_port=9,action=drop')"))),
+        None => (RuleSet { rules: vec![], default: Action::Pass }, "--rule".to_string()),
+    };
+    if !r.rules.is_empty() {
+        let extra = parse_cli_rules(&r.rules, set.default.clone())?;
+        let mut rules = std::mem::take(&mut set.rules);
+        rules.extend(extra.rules);
+        // Re-check the limits on the union (and keep priority order, file rules first on ties).
+        let mut text_free = RuleSet { rules, default: set.default.clone() };
+        text_free.rules.sort_by_key(|r| r.priority);
+        set = text_free;
+        if set.rules.len() > fastpath::rules::MAX_RULES {
+            return Err(usage(anyhow!("{} rules: a rule set holds at most {}", set.rules.len(), fastpath::rules::MAX_RULES)));
+        }
+    }
+    let c = compile(&source, &set)?;
+    Ok((set, c, source))
+}
+
+fn names_file(iface: &str) -> PathBuf {
+    let d = pin_dir(iface);
+    PathBuf::from("/run/fastpath").join(format!("{}.json", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
+}
+
+fn write_names(iface: &str, set: &RuleSet, source: &str) {
+    let p = names_file(iface);
+    let _ = std::fs::create_dir_all(p.parent().expect("has parent"));
+    let names: Vec<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
+    let _ = std::fs::write(&p, json!({"source": source, "rules": names}).to_string());
+}
+
+fn read_names(iface: &str) -> Vec<String> {
+    std::fs::read_to_string(names_file(iface))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["rules"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()))
+        .unwrap_or_default()
+}
+
+fn ensure_bpffs() -> CliResult<()> {
+    fastpath::sys::ensure_bpffs(Path::new("/sys/fs/bpf")).map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
+}
+
+fn modes(m: XdpModeArg) -> &'static [XdpMode] {
+    match m {
+        XdpModeArg::Native => &[XdpMode::Native],
+        XdpModeArg::Skb => &[XdpMode::Skb],
+        XdpModeArg::Auto => &[XdpMode::Native, XdpMode::Skb],
+    }
+}
+
+fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
+    let dir = pin_dir(&t.iface);
+    if !dir.join("link").exists() {
+        return Err(env(anyhow!("no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})", t.iface, dir.display())));
+    }
+    Classifier::open_pinned(&dir).map_err(kernel)
+}
+
+pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
+    match cmd {
+        FilterCmd::Check { rules, json } => {
+            let (set, c, source) = compile_rules(rules)?;
+            if *json {
+                println!("{}", json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name()}));
+            } else {
+                println!("{source}: {} rules OK: {} tuples, {} classifier entries, default {}", set.rules.len(), c.tuples.len(), c.entries.len(), set.default.name());
+            }
+            Ok(())
+        }
+        FilterCmd::Load { rules, target, xdp_mode, force, detach, run } => {
+            check_run(run)?;
+            require_privileges("filter load")?;
+            enter_ns(&target.netns)?;
+            let (set, c, source) = compile_rules(rules)?;
+            let dev = NetDev::by_name(&target.iface).map_err(|_| XskError::NoSuchInterface { iface: target.iface.clone() })?;
+            if *detach {
+                ensure_bpffs()?;
+                if pin_dir(&target.iface).join("link").exists() {
+                    return Err(env(anyhow!("a classifier is already pinned on {}: use `fastpath filter reload` or `unload`", target.iface)));
+                }
+            }
+            let mut cls = Classifier::load()?;
+            cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
+            let mut attached = None;
+            for &m in modes(*xdp_mode) {
+                match cls.attach(&target.iface, dev.ifindex, m, *force) {
+                    Ok(()) => {
+                        attached = Some(m);
+                        break;
+                    }
+                    Err(BpfError::ModeUnsupported { .. }) if *xdp_mode == XdpModeArg::Auto => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            let mode = fastpath::bpf::query_xdp(dev.ifindex).ok().flatten().map(|p| p.mode).unwrap_or(attached.map(|m| m.name()).unwrap_or("?"));
+            if *detach {
+                let dir = pin_dir(&target.iface);
+                if let Err(e) = cls.pin(&dir) {
+                    let _ = Classifier::unpin(&dir);
+                    return Err(kernel(e)); // dropping `cls` detaches: nothing is left
+                }
+                write_names(&target.iface, &set, &source);
+                println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
+                return Ok(());
+            }
+            if !run.json {
+                println!("classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach", target.iface, set.rules.len());
+            }
+            let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
+            watch(&cls, &target.iface, &names, run, &stop);
+            Ok(())
+        }
+        FilterCmd::Reload { rules, target } => {
+            require_privileges("filter reload")?;
+            enter_ns(&target.netns)?;
+            // Everything that can be wrong with the rules fails here; the set in force stays.
+            let (set, c, source) = compile_rules(rules)?;
+            let cls = open_pinned(target)?;
+            let new = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
+            write_names(&target.iface, &set, &source);
+            println!("reloaded {}: {} rules from {source} in force (rule set {new})", target.iface, set.rules.len());
+            Ok(())
+        }
+        FilterCmd::Stats { target, run } => {
+            check_run(run)?;
+            require_privileges("filter stats")?;
+            enter_ns(&target.netns)?;
+            let cls = open_pinned(target)?;
+            let names = read_names(&target.iface);
+            watch(&cls, &target.iface, &names, run, &stop);
+            Ok(())
+        }
+        FilterCmd::Unload { target } => {
+            require_privileges("filter unload")?;
+            enter_ns(&target.netns)?;
+            let cls = open_pinned(target)?;
+            cls.detach_pinned().map_err(kernel)?;
+            drop(cls);
+            Classifier::unpin(&pin_dir(&target.iface)).map_err(runtime)?;
+            let _ = std::fs::remove_file(names_file(&target.iface));
+            println!("classifier removed from {}", target.iface);
+            Ok(())
+        }
+    }
+}
+
+/// Interval lines of per-action rates and a summary with per-rule counters.
+fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &AtomicBool) {
+    let snap = || -> Option<(u32, Vec<u64>)> {
+        let set = cls.active().ok()?;
+        Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
+    };
+    let start = Instant::now();
+    let duration = Duration::from_secs_f64(run.duration);
+    let interval = Duration::from_secs_f64(run.interval);
+    let mut prev = snap();
+    let mut prev_t = Instant::now();
+    let mut next = start + interval;
+    while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
+        if Instant::now() < next {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        next += interval;
+        let cur = snap();
+        let dt = prev_t.elapsed().as_nanos() as u64;
+        prev_t = Instant::now();
+        if let (Some((ps, p)), Some((cs, c))) = (&prev, &cur) {
+            // After a reload the new set's counters start at zero.
+            let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
+            let rates: Vec<(&str, f64)> = STAT_NAMES.iter().zip(c.iter().zip(base)).map(|(n, (c, b))| (*n, rate(c.saturating_sub(b), dt))).collect();
+            if run.json {
+                let o: serde_json::Map<String, serde_json::Value> = rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
+                println!("{}", json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o}));
+            } else {
+                let mut s = format!("{iface:<14}");
+                for (n, r) in &rates {
+                    if *r > 0.0 || run.extended || *n == "drop" || *n == "pass" {
+                        s += &format!(" {:>12} {n}/s", thousands(r.round() as u64));
+                    }
+                }
+                println!("{s}");
+            }
+        }
+        prev = cur;
+    }
+    let Ok(set) = cls.active() else { return };
+    let totals = cls.totals(set).unwrap_or_default();
+    let n = cls.rule_count(set).unwrap_or(0);
+    let per_rule = cls.rule_counters(set, n).unwrap_or_default();
+    let rules: Vec<serde_json::Value> = per_rule
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.0 > 0 || run.extended)
+        .map(|(i, c)| json!({"rule": i, "name": names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1)), "packets": c.0, "bytes": c.1}))
+        .collect();
+    if run.json {
+        let t: serde_json::Map<String, serde_json::Value> = totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
+        println!("{}", json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules}));
+        return;
+    }
+    println!("Summary  {iface}  rule set {set}, {n} rules");
+    for (name, p, b) in &totals.counters {
+        if *p > 0 || run.extended {
+            println!("  {name:<14} {:>16} pkts {:>18} bytes", thousands(*p), thousands(*b));
+        }
+    }
+    for r in &rules {
+        println!("  rule {:<24} {:>16} pkts", r["name"].as_str().unwrap_or(""), thousands(r["packets"].as_u64().unwrap_or(0)));
+    }
+}
