@@ -54,6 +54,8 @@ struct { __uint(type, BPF_MAP_TYPE_CPUMAP); __uint(max_entries, 256); __type(key
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP); __uint(max_entries, 2 * FP_CLS_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } tx_ports SEC(".maps");
 
 struct pkt {
+	__u8 src[16];   /* first: 8-byte aligned for the word-wise masking */
+	__u8 dst[16];
 	__u16 vlan;
 	__u16 eth_type;
 	__u16 proto16;
@@ -64,8 +66,6 @@ struct pkt {
 	__u16 sport;
 	__u16 dport;
 	__u16 len;
-	__u8 src[16];
-	__u8 dst[16];
 };
 
 struct vlan_hdr {
@@ -305,14 +305,14 @@ int classifier(struct xdp_md *ctx)
 		if (f & FP_F_LEN)
 			key.len_class = len_c;
 		if (f & FP_F_SRC) {
-#pragma unroll
-			for (int j = 0; j < 16; j++)
-				key.src[j] = p.src[j] & t->src_mask[j];
+			__u64 *d = (__u64 *)key.src, *a = (__u64 *)p.src, *m = (__u64 *)t->src_mask;
+			d[0] = a[0] & m[0];
+			d[1] = a[1] & m[1];
 		}
 		if (f & FP_F_DST) {
-#pragma unroll
-			for (int j = 0; j < 16; j++)
-				key.dst[j] = p.dst[j] & t->dst_mask[j];
+			__u64 *d = (__u64 *)key.dst, *a = (__u64 *)p.dst, *m = (__u64 *)t->dst_mask;
+			d[0] = a[0] & m[0];
+			d[1] = a[1] & m[1];
 		}
 		ri = bpf_map_lookup_elem(&cls_rules, &key);
 		if (ri && *ri < best)

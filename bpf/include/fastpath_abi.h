@@ -85,6 +85,8 @@ struct fp_payload {
 
 /* Exact-match key of one tuple (56 bytes); unconstrained fields are 0. */
 struct fp_cls_key {
+	__u8  src[16];    /* masked source address (IPv4 in bytes 0..4); first for alignment */
+	__u8  dst[16];
 	__u8  set;        /* rule set 0 or 1 */
 	__u8  tuple;
 	__u16 proto16;    /* 0x100 | IP protocol, 0 if not constrained */
@@ -96,8 +98,6 @@ struct fp_cls_key {
 	__u32 sport_class;
 	__u32 dport_class;
 	__u32 len_class;
-	__u8  src[16];
-	__u8  dst[16];
 };
 
 struct fp_cls_tuple {

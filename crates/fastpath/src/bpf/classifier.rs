@@ -76,20 +76,22 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
     move |cause| BpfError::Map { map, cause }
 }
 
+/// struct fp_cls_key (fastpath_abi.h): src, dst, set, tuple, proto16, frag, flags, vlan,
+/// eth_type, pad, sport_class, dport_class, len_class.
 fn key_bytes(set: u8, k: &Key) -> [u8; 56] {
     let mut b = [0u8; 56];
-    b[0] = set;
-    b[1] = k.tuple;
-    b[2..4].copy_from_slice(&k.proto16.to_ne_bytes());
-    b[4] = k.frag;
-    b[5] = k.flags;
-    b[6..8].copy_from_slice(&k.vlan.to_ne_bytes());
-    b[8..10].copy_from_slice(&k.eth_type.to_ne_bytes());
-    b[12..16].copy_from_slice(&k.sport_class.to_ne_bytes());
-    b[16..20].copy_from_slice(&k.dport_class.to_ne_bytes());
-    b[20..24].copy_from_slice(&k.len_class.to_ne_bytes());
-    b[24..40].copy_from_slice(&k.src);
-    b[40..56].copy_from_slice(&k.dst);
+    b[0..16].copy_from_slice(&k.src);
+    b[16..32].copy_from_slice(&k.dst);
+    b[32] = set;
+    b[33] = k.tuple;
+    b[34..36].copy_from_slice(&k.proto16.to_ne_bytes());
+    b[36] = k.frag;
+    b[37] = k.flags;
+    b[38..40].copy_from_slice(&k.vlan.to_ne_bytes());
+    b[40..42].copy_from_slice(&k.eth_type.to_ne_bytes());
+    b[44..48].copy_from_slice(&k.sport_class.to_ne_bytes());
+    b[48..52].copy_from_slice(&k.dport_class.to_ne_bytes());
+    b[52..56].copy_from_slice(&k.len_class.to_ne_bytes());
     b
 }
 
@@ -228,7 +230,7 @@ impl Classifier {
 
     /// Removes rule set `set`'s hash entries (after it stopped being active).
     pub fn clear(&self, set: u32) -> Result<(), BpfError> {
-        let stale: Vec<Vec<u8>> = self.maps.cls_rules.keys().filter(|k| k.first() == Some(&(set as u8))).collect();
+        let stale: Vec<Vec<u8>> = self.maps.cls_rules.keys().filter(|k| k.get(32) == Some(&(set as u8))).collect();
         for k in stale {
             let _ = self.maps.cls_rules.delete(&k);
         }
