@@ -138,6 +138,9 @@ pub enum TestbedCmd {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BenchMode {
+    /// Flood scenario on a test bed of its own: TCP ping-pong (sockperf) with no flood, with a
+    /// UDP port-9 flood, and with the flood dropped by the classifier.
+    Ddos,
     /// Receive on an AF_XDP socket and drop (recycle to FILL).
     Rxdrop,
     /// Send generated frames on an AF_XDP socket.
@@ -165,8 +168,8 @@ pub enum CopyModeArg {
 /// Where and how to open the AF_XDP socket and attach the XDP program.
 #[derive(Debug, Clone, Args)]
 pub struct XskArgs {
-    /// Interface.
-    #[arg(short = 'i', long)]
+    /// Interface (not used by `bench ddos`, which builds its own test bed).
+    #[arg(short = 'i', long, default_value = "")]
     pub iface: String,
     /// Queue id.
     #[arg(short = 'q', long, default_value_t = 0)]
@@ -283,6 +286,9 @@ pub struct BenchArgs {
     /// received once, twice or not at all; reported in the summary.
     #[arg(long)]
     pub verify: bool,
+    /// ddos: flood generator threads (xdp-live), from CPU 0 upwards.
+    #[arg(long, default_value_t = 1)]
+    pub flood_threads: u32,
     /// rxdrop/l2fwd: run the AF_XDP socket behind the rule classifier with this rule file
     /// (rules with action "xsk" reach the socket) instead of the minimal redirect program.
     #[arg(long)]

@@ -82,7 +82,7 @@ fn columns(mode: BenchMode) -> &'static [Ctr] {
         BenchMode::Rxdrop => &[Ctr::RxPackets],
         BenchMode::Txonly => &[Ctr::TxPackets, Ctr::TxCompleted],
         BenchMode::L2fwd => &[Ctr::RxPackets, Ctr::TxPackets],
-        BenchMode::Xdpdrop => &[Ctr::DropPackets],
+        BenchMode::Xdpdrop | BenchMode::Ddos => &[Ctr::DropPackets],
     }
 }
 
@@ -92,6 +92,7 @@ fn mode_name(m: BenchMode) -> &'static str {
         BenchMode::Txonly => "txonly",
         BenchMode::L2fwd => "l2fwd",
         BenchMode::Xdpdrop => "xdpdrop",
+        BenchMode::Ddos => "ddos",
     }
 }
 
@@ -122,10 +123,16 @@ fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
 /// `fastpath bench MODE`.
 pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_run(&a.run)?;
+    if a.mode == BenchMode::Ddos {
+        return crate::ddos::run(a, stop);
+    }
+    if a.xsk.iface.is_empty() {
+        return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
+    }
     let role = match a.mode {
         BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
         BenchMode::Txonly => Role::Tx,
-        BenchMode::Xdpdrop => Role::Drop,
+        BenchMode::Xdpdrop | BenchMode::Ddos => Role::Drop,
     };
     crate::session::validate(&a.xsk, role)?;
     if a.rules.is_some() && role != Role::Rx {
@@ -164,7 +171,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     BenchMode::Rxdrop => bench::rxdrop(&mut sock, opts, &c, &s, |_| {}),
                     BenchMode::L2fwd => bench::l2fwd(&mut sock, opts, &c, &s),
                     BenchMode::Txonly => bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ()),
-                    BenchMode::Xdpdrop => Ok(()),
+                    BenchMode::Xdpdrop | BenchMode::Ddos => Ok(()),
                 };
                 r
             }))
@@ -203,10 +210,13 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 /// `fastpath gen`.
 pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.engine == Engine::Xsk {
-        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None };
+        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None, flood_threads: 1 };
         return bench(&b, stop);
     }
     check_run(&g.run)?;
+    if g.xsk.iface.is_empty() {
+        return Err(usage(anyhow!("gen needs -i/--iface")));
+    }
     let ncpu = fastpath::sys::online_cpus();
     let first = g.xsk.cpu.unwrap_or(0);
     if first >= ncpu {

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench_cmd;
+mod ddos;
 mod demo;
 mod error;
 mod filter_cmd;

@@ -1,0 +1,244 @@
+//! `fastpath bench ddos`: the end host keeps serving under attack. A test bed of its own; a TCP
+//! request/response service (sockperf server) in the receiving namespace; three phases of
+//! `--duration` seconds each: no flood, a UDP port-9 flood from the xdp-live generator with no
+//! filter, and the same flood with a classifier rule `proto=udp,dst_port=9,action=drop`.
+//! Reports TCP transactions/s and latency percentiles per phase. `--rate` paces the flood (the
+//! same offered load in both flood phases); without it the generator floods as fast as it can,
+//! which on veth means as fast as the receiving side lets it (they share the softirq CPU).
+
+use std::os::unix::thread::JoinHandleExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use fastpath::bench::{self, SendLimits};
+use fastpath::bpf::{Classifier, XdpGen, XdpMode};
+use fastpath::netdev::NetDev;
+use fastpath::packet::{build_udp_frame, UdpFrameSpec};
+use fastpath::rules::compile::compile;
+use fastpath::rules::{parse_cli_rules, Action};
+use fastpath::stats::{thousands, Counters};
+use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::args::BenchArgs;
+use crate::error::{env, require_privileges, runtime, CliError, CliResult};
+
+const PORT: &str = "11111";
+
+/// One phase's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub phase: &'static str,
+    pub transactions_per_s: f64,
+    /// sockperf's latency: half the TCP round trip, microseconds.
+    pub latency_p50_us: f64,
+    pub latency_p99_us: f64,
+    pub latency_p999_us: f64,
+    pub latency_max_us: f64,
+    pub flood_sent_pps: f64,
+    pub flood_dropped_by_rule: u64,
+}
+
+/// Kills the child (a process we started) on drop.
+struct Reaper(Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn parse_sockperf(out: &str) -> Option<(f64, f64, f64, f64, f64)> {
+    let mut tps = None;
+    let (mut p50, mut p99, mut p999, mut max) = (None, None, None, None);
+    let num = |s: &str| s.trim().trim_matches(|c: char| !c.is_ascii_digit() && c != '.').parse::<f64>().ok();
+    for l in out.lines() {
+        if l.contains("[Valid Duration]") {
+            let rt = l.split("RunTime=").nth(1).and_then(|s| s.split_whitespace().next()).and_then(num);
+            let rx = l.split("ReceivedMessages=").nth(1).and_then(num);
+            if let (Some(rt), Some(rx)) = (rt, rx) {
+                tps = Some(rx / rt);
+            }
+        }
+        let val = || l.split('=').nth(1).and_then(num);
+        if l.contains("percentile 50.000") {
+            p50 = val();
+        } else if l.contains("percentile 99.000") {
+            p99 = val();
+        } else if l.contains("percentile 99.900") {
+            p999 = val();
+        } else if l.contains("<MAX>") {
+            max = val();
+        }
+    }
+    Some((tps?, p50?, p99?, p999?, max?))
+}
+
+fn phase(bed: &Testbed, name: &'static str, flood: bool, filter: bool, secs: f64, threads: u32, rate: Option<u64>, stop: &Arc<AtomicBool>) -> CliResult<Phase> {
+    let done = Arc::new(AtomicBool::new(false));
+    // The filter, held by a thread in ns b for the phase.
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+    let filter_thread = if filter {
+        let (iface, d) = (bed.iface_b().to_string(), done.clone());
+        Some(spawn_in_netns(bed.ns_b(), move || -> u64 {
+            let r = (|| -> Result<Classifier, String> {
+                let set = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".to_string()], Action::Pass).map_err(|e| e.to_string())?;
+                let c = compile("--rule", &set).map_err(|e| e.to_string())?;
+                let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+                let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+                cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
+                cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
+                Ok(cls)
+            })();
+            match r {
+                Ok(cls) => {
+                    let _ = ready_tx.send(Ok(()));
+                    while !d.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    let set = cls.active().unwrap_or(0);
+                    cls.rule_counters(set, 1).ok().and_then(|v| v.first().map(|c| c.0)).unwrap_or(0)
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    0
+                }
+            }
+        }))
+    } else {
+        let _ = ready_tx.send(Ok(()));
+        None
+    };
+    if let Err(e) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("filter did not start".into())) {
+        done.store(true, Ordering::Relaxed);
+        return Err(crate::error::kernel(anyhow!("{e}")));
+    }
+    // The flood, from ns a.
+    let flood_thread = if flood {
+        let (iface, mac_b, d) = (bed.iface_a().to_string(), bed.mac_b(), done.clone());
+        Some(spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64), String> {
+            let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+            let spec = UdpFrameSpec {
+                src_mac: dev.mac().map_err(|e| e.to_string())?,
+                dst_mac: mac_b,
+                src_ip: fastpath_testbed::IP4_A,
+                dst_ip: fastpath_testbed::IP4_B,
+                src_port: 9000,
+                dst_port: 9,
+                frame_len: 64,
+            };
+            let mut frame = vec![0u8; 64];
+            build_udp_frame(&spec, &mut frame);
+            let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
+            fastpath::sys::install_interrupt_handler().map_err(|e| e.to_string())?;
+            let t0 = std::time::Instant::now();
+            let tstop = Arc::new(AtomicBool::new(false));
+            let ncpu = fastpath::sys::online_cpus();
+            let workers: Vec<_> = (0..threads as usize)
+                .map(|i| {
+                    let (g, f, s) = (gen.clone(), frame.clone(), tstop.clone());
+                    std::thread::spawn(move || {
+                        let cpu = i % ncpu;
+                        let _ = fastpath::sys::pin_current_thread(cpu);
+                        let limits = SendLimits { count: None, rate_pps: rate.map(|r| (r / threads as u64).max(1)) };
+                        bench::gen_live(&g, cpu, &f, limits, 64, &Counters::default(), &s)
+                    })
+                })
+                .collect();
+            while !d.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            tstop.store(true, Ordering::Relaxed);
+            while workers.iter().any(|w| !w.is_finished()) {
+                for w in workers.iter().filter(|w| !w.is_finished()) {
+                    fastpath::sys::interrupt_thread(w.as_pthread_t());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let sent: u64 = workers.into_iter().filter_map(|w| w.join().ok()).filter_map(|r| r.ok()).sum();
+            Ok((sent, t0.elapsed().as_secs_f64()))
+        }))
+    } else {
+        None
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    // The service's clients, from ns a.
+    let out = ns_command(bed.ns_a(), "sockperf")
+        .args(["ping-pong", "--tcp", "-i", "10.99.0.2", "-p", PORT, "-t", &format!("{}", secs.max(1.0).round() as u64)])
+        .output();
+    done.store(true, Ordering::Relaxed);
+    let dropped = filter_thread.map(|h| h.join().ok().and_then(|r| r.ok()).unwrap_or(0)).unwrap_or(0);
+    let (sent, flood_secs) = match flood_thread {
+        Some(h) => h.join().map_err(|_| runtime(anyhow!("flood thread panicked")))?.map_err(|e| runtime(anyhow!("{e:?}")))?.map_err(|e| runtime(anyhow!("{e}")))?,
+        None => (0, 1.0),
+    };
+    let out = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if stop.load(Ordering::Relaxed) {
+        return Err(runtime(anyhow!("interrupted")));
+    }
+    let (tps, p50, p99, p999, max) = parse_sockperf(&text).ok_or_else(|| runtime(anyhow!("sockperf printed no statistics (phase {name}): {}", text.lines().last().unwrap_or(""))))?;
+    Ok(Phase {
+        phase: name,
+        transactions_per_s: tps,
+        latency_p50_us: p50,
+        latency_p99_us: p99,
+        latency_p999_us: p999,
+        latency_max_us: max,
+        flood_sent_pps: sent as f64 / flood_secs,
+        flood_dropped_by_rule: dropped,
+    })
+}
+
+pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    require_privileges("bench ddos")?;
+    if Command::new("sockperf").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
+    }
+    // A qdisc on the sender so a full veth ring queues TCP instead of stalling it (DESIGN §11).
+    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: true, ipv6: false })?;
+    let server = ns_command(bed.ns_b(), "sockperf")
+        .args(["server", "--tcp", "-i", "10.99.0.2", "-p", PORT])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| env(anyhow!("starting sockperf server: {e}")))?;
+    let _server = Reaper(server);
+    std::thread::sleep(Duration::from_millis(500));
+    let secs = if a.run.duration > 0.0 { a.run.duration } else { 1.0 };
+    if a.run.duration == 0.0 {
+        // Smoke mode: set up (test bed, server, classifier load) and tear down.
+        let _ = Classifier::load().map_err(CliError::from)?;
+        println!("bench ddos: set up and torn down (--duration 0)");
+        return Ok(());
+    }
+    let mut rows = Vec::new();
+    for (name, flood, filter) in [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)] {
+        rows.push(phase(&bed, name, flood, filter, secs, a.flood_threads, a.frame.rate, &stop)?);
+    }
+    if a.run.json {
+        println!("{}", json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows}));
+    } else {
+        println!("{:<26} {:>14} {:>9} {:>9} {:>10} {:>10} {:>14} {:>16}", "phase", "TCP trans/s", "p50 us", "p99 us", "p99.9 us", "max us", "flood sent/s", "dropped by rule");
+        for r in &rows {
+            println!(
+                "{:<26} {:>14} {:>9.1} {:>9.1} {:>10.1} {:>10.1} {:>14} {:>16}",
+                r.phase,
+                thousands(r.transactions_per_s.round() as u64),
+                r.latency_p50_us,
+                r.latency_p99_us,
+                r.latency_p999_us,
+                r.latency_max_us,
+                thousands(r.flood_sent_pps.round() as u64),
+                thousands(r.flood_dropped_by_rule)
+            );
+        }
+        println!("(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2)", bed.ns_a());
+    }
+    Ok(())
+}
