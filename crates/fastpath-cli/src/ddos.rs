@@ -35,6 +35,14 @@ use crate::error::{env, require_privileges, runtime, CliError, CliResult};
 const PORT: &str = "11111";
 const SERVICE_CPU: &str = "1";
 
+/// The flood of a phase: threads and optional rate.
+#[derive(Debug, Clone, Copy)]
+struct Flood {
+    on: bool,
+    threads: u32,
+    rate: Option<u64>,
+}
+
 /// One phase's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
@@ -89,7 +97,8 @@ fn parse_sockperf(out: &str) -> Option<(f64, f64, f64, f64, f64)> {
     Some((tps?, p50?, p99?, p999?, max?))
 }
 
-fn phase(bed: &Testbed, name: &'static str, flood: bool, filter: bool, secs: f64, threads: u32, rate: Option<u64>, stop: &Arc<AtomicBool>) -> CliResult<Phase> {
+fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, stop: &Arc<AtomicBool>) -> CliResult<Phase> {
+    let (flood, threads, rate) = (fl.on, fl.threads, fl.rate);
     let done = Arc::new(AtomicBool::new(false));
     // The filter, held by a thread in ns b for the phase.
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -245,7 +254,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     let mut rows = Vec::new();
     for (name, flood, filter) in [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)] {
-        rows.push(phase(&bed, name, flood, filter, secs, a.flood_threads, a.frame.rate, &stop)?);
+        let fl = Flood { on: flood, threads: a.flood_threads, rate: a.frame.rate };
+        rows.push(phase(&bed, name, fl, filter, secs, &stop)?);
     }
     if a.run.json {
         println!("{}", json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows}));

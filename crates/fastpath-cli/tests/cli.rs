@@ -180,6 +180,9 @@ fn smoke_every_subcommand_and_option() {
     let bed = Testbed::up(&TestbedConfig { queues: 2, ..Default::default() }).expect("bed");
     let (na, nb, ia, ib) = (bed.ns_a(), bed.ns_b(), bed.iface_a(), bed.iface_b());
     let mb = mac(bed.mac_b());
+    let rules_path = std::env::temp_dir().join(format!("fastpath-smoke-{}.toml", std::process::id()));
+    std::fs::write(&rules_path, "[[rule]]\nproto = \"udp\"\ndst_port = \"5000-5999\"\naction = \"xsk\"\n").unwrap();
+    let rules = rules_path.display().to_string();
     let cases: Vec<Vec<&str>> = vec![
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--duration", "0"],
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "-q", "1", "--duration", "0", "--json"],
@@ -197,12 +200,32 @@ fn smoke_every_subcommand_and_option() {
         vec!["testbed", "info"],
         vec!["testbed", "info", bed.name(), "--json"],
         vec!["demo", "--duration", "0", "--json", "--threads", "1", "--app-cpu", "1", "--gen-cpu", "0"],
+        vec!["filter", "check", "--rule", "proto=udp,dst_port=9,action=drop", "--json"],
+        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=9,action=drop", "--rule", "tcp_flags=syn+!ack,action=pass", "--xdp-mode", "skb", "--duration", "0", "--json"],
+        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=5000-5999,action=xsk", "--duration", "0", "-e"],
+        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0"],
+        vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0", "--json"],
+        vec!["bench", "ddos", "--duration", "0"],
     ];
     for c in &cases {
         let o = run(c);
         assert!(o.status.success(), "{c:?}: {}", stderr(&o));
         assert!(attached(nb, ib).is_none(), "{c:?} left a program attached");
     }
+    let _ = std::fs::remove_file(&rules_path);
+    // filter load --detach / stats / reload / unload.
+    let o = run(&["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(attached(nb, ib).is_some(), "--detach leaves it attached");
+    for c in [
+        vec!["filter", "stats", "--netns", nb, "-i", ib, "--duration", "0", "--json"],
+        vec!["filter", "reload", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=10,action=drop"],
+        vec!["filter", "unload", "--netns", nb, "-i", ib],
+    ] {
+        let o = run(&c);
+        assert!(o.status.success(), "{c:?}: {}", stderr(&o));
+    }
+    assert!(attached(nb, ib).is_none(), "unload detached it");
     // testbed up / down of a named bed.
     let name = format!("sm{}", std::process::id() % 100000);
     let o = run(&["testbed", "up", "--name", &name, "--queues", "2", "--napi-cpu", "1", "--sender-qdisc", "--json"]);

@@ -359,7 +359,7 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
             e
         })?;
         out.extend(set.rules.into_iter().map(|mut rule| {
-            rule.name = format!("{source}");
+            rule.name = source.clone();
             rule
         }));
     }

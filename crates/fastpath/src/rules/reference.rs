@@ -178,7 +178,7 @@ pub fn matches(m: &Match, p: &Packet) -> bool {
         }
     }
     if let Some((mask, value)) = m.tcp_flags {
-        if p.proto != Some(6) || !p.tcp_flags.is_some_and(|f| f & mask == value) {
+        if p.proto != Some(6) || p.tcp_flags.is_none_or(|f| f & mask != value) {
             return false;
         }
     }
