@@ -47,6 +47,7 @@ struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4 * 65536); __typ
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * 65536); __type(key, __u32); __type(value, __u32); } cls_len_class SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_pkt_stats); } cls_rule_stats SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 2 * FP_STAT_COUNT); __type(key, __u32); __type(value, struct fp_pkt_stats); } cls_stats SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_CLS_CACHE_SLOTS); __type(key, __u32); __type(value, struct fp_cache_slot); } cls_cache SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_CPU_SETS); __type(key, __u32); __type(value, struct fp_cpu_set); } cls_cpu_sets SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, FP_CLS_RATE_BUCKETS); __type(key, struct fp_rate_key); __type(value, struct fp_rate_bucket); } cls_rate SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_XSKMAP); __uint(max_entries, FP_MAX_QUEUES); __type(key, __u32); __type(value, __u32); } xsks SEC(".maps");
@@ -266,12 +267,39 @@ int classifier(struct xdp_md *ctx)
 		act = &cfg->dflt;
 		goto do_action;
 	}
+	if (cfg->uses & FP_F_LEN)
+		len_c = class_of(&cls_len_class, set * 65536 + p.len);
+
+	/* Flow cache: the verdict depends only on these fields and the rule set, so a packet whose
+	 * fields equal a slot's under the current generation reuses its verdict (an exact-match
+	 * cache in front of the tuple search, like Open vSwitch's EMC). */
+	struct fp_flow_key fk;
+	__builtin_memcpy(fk.src, p.src, 16);
+	__builtin_memcpy(fk.dst, p.dst, 16);
+	fk.vlan = p.vlan;
+	fk.eth_type = p.eth_type;
+	fk.proto16 = p.proto16;
+	fk.sport = p.has_ports ? p.sport : 0;
+	fk.dport = p.has_ports ? p.dport : 0;
+	fk.frag = p.frag;
+	fk.flags = p.flags;
+	fk.len_class = len_c;
+	__u64 *w = (__u64 *)&fk;
+	__u64 hw = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5];
+	__u32 slot_i = (__u32)((hw * 0x9e3779b97f4a7c15ull) >> 52) & (FP_CLS_CACHE_SLOTS - 1);
+	struct fp_cache_slot *slot = bpf_map_lookup_elem(&cls_cache, &slot_i);
+	if (slot && slot->gen == cfg->gen && cfg->gen != 0) {
+		__u64 *sw = (__u64 *)&slot->k;
+		if (sw[0] == w[0] && sw[1] == w[1] && sw[2] == w[2] && sw[3] == w[3] && sw[4] == w[4] && sw[5] == w[5]) {
+			best = slot->rule;
+			goto decided;
+		}
+	}
+
 	if ((cfg->uses & FP_F_SPORT) && p.has_ports)
 		sport_c = class_of(&cls_port_class, set * 131072 + p.sport);
 	if ((cfg->uses & FP_F_DPORT) && p.has_ports)
 		dport_c = class_of(&cls_port_class, set * 131072 + 65536 + p.dport);
-	if (cfg->uses & FP_F_LEN)
-		len_c = class_of(&cls_len_class, set * 65536 + p.len);
 
 	for (__u32 i = 0; i < FP_CLS_MAX_TUPLES; i++) {
 		struct fp_cls_key key = {};
@@ -319,6 +347,13 @@ int classifier(struct xdp_md *ctx)
 			best = *ri;
 	}
 
+	if (slot) {
+		__builtin_memcpy(&slot->k, &fk, sizeof(fk));
+		slot->gen = cfg->gen;
+		slot->rule = best;
+	}
+
+decided:
 	if (best == NO_RULE) {
 		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_NO_MATCH, bytes);
 		act = &cfg->dflt;

@@ -121,8 +121,31 @@ struct fp_cls_config {
 	__u32 n_tuples;
 	__u32 n_rules;
 	__u32 uses;       /* OR of all tuple fields */
-	__u32 _pad;
+	__u32 gen;        /* generation: unique per install, never 0; tags flow-cache entries */
 	struct fp_cls_action dflt;
+};
+
+/* Flow cache (per CPU, direct-mapped, FP_CLS_CACHE_SLOTS): the packet fields every tuple may
+ * look at, unmasked, and the verdict for them under rule-set generation `gen`. */
+#define FP_CLS_CACHE_SLOTS 4096
+#define FP_CLS_CACHE_MISS  0xfffffffeu   /* cached "no rule matched" is NO_RULE */
+struct fp_flow_key {
+	__u8  src[16];
+	__u8  dst[16];
+	__u16 vlan;
+	__u16 eth_type;
+	__u16 proto16;
+	__u16 sport;
+	__u16 dport;
+	__u8  frag;
+	__u8  flags;
+	__u32 len_class;
+};
+
+struct fp_cache_slot {
+	struct fp_flow_key k;
+	__u32 gen;
+	__u32 rule;       /* rule index, or 0xffffffff for no match */
 };
 
 struct fp_cpu_set {

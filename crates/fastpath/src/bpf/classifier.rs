@@ -46,7 +46,7 @@ macro_rules! cls_maps {
     };
 }
 
-cls_maps!(cls_active, cls_config, cls_tuples, cls_rules, cls_actions, cls_port_class, cls_len_class, cls_rule_stats, cls_stats, cls_cpu_sets, cls_rate, xsks, cpu_map, tx_ports);
+cls_maps!(cls_active, cls_config, cls_tuples, cls_rules, cls_actions, cls_port_class, cls_len_class, cls_rule_stats, cls_stats, cls_cache, cls_cpu_sets, cls_rate, xsks, cpu_map, tx_ports);
 
 /// Per-set totals.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -214,10 +214,16 @@ impl Classifier {
             m.cls_stats.update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY).map_err(map_err("cls_stats"))?;
         }
         let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
+        // A generation no flow-cache entry carries yet: one above both sets' (never 0).
+        let gen_of = |s: u32| -> u32 {
+            self.maps.cls_config.lookup(&s.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| v.get(12..16).map(|b| u32::from_ne_bytes(b.try_into().expect("4")))).unwrap_or(0)
+        };
+        let gen = gen_of(0).max(gen_of(1)).wrapping_add(1).max(1);
         let mut cfg = [0u8; 32];
         cfg[0..4].copy_from_slice(&(c.tuples.len() as u32).to_ne_bytes());
         cfg[4..8].copy_from_slice(&(c.actions.len() as u32).to_ne_bytes());
         cfg[8..12].copy_from_slice(&uses.to_ne_bytes());
+        cfg[12..16].copy_from_slice(&gen.to_ne_bytes());
         cfg[16..32].copy_from_slice(&action_bytes(&c.default));
         m.cls_config.update(&set.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("cls_config"))?;
         Ok(())
@@ -234,7 +240,12 @@ impl Classifier {
         for k in stale {
             let _ = self.maps.cls_rules.delete(&k);
         }
-        let empty = [0u8; 32];
+        // Keep the generation so the next install goes above it; zero the rest.
+        let old = self.maps.cls_config.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?.unwrap_or_default();
+        let mut empty = [0u8; 32];
+        if let Some(g) = old.get(12..16) {
+            empty[12..16].copy_from_slice(g);
+        }
         self.maps.cls_config.update(&set.to_ne_bytes(), &empty, MapFlags::ANY).map_err(map_err("cls_config"))
     }
 
