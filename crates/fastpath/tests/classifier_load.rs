@@ -19,4 +19,19 @@ fn loads_and_runs() {
     assert_eq!(c.test_run(&f).unwrap(), 1, "XDP_DROP");
     f[37] = 10;
     assert_eq!(c.test_run(&f).unwrap(), 2, "XDP_PASS");
+    // The flow cache now holds both frames' verdicts; a reload must not reuse them.
+    for (rules, port9, port10) in [
+        ("[[rule]]\nproto=\"udp\"\ndst_port=10\naction=\"drop\"\n", 2, 1),
+        ("[[rule]]\nproto=\"udp\"\naction=\"tx\"\n", 3, 3),
+        ("[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n", 1, 2),
+    ] {
+        let set = fastpath::rules::parse_toml("t", rules).unwrap();
+        c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        for _ in 0..2 {
+            f[37] = 9;
+            assert_eq!(c.test_run(&f).unwrap(), port9, "port 9 after reload to {rules:?}");
+            f[37] = 10;
+            assert_eq!(c.test_run(&f).unwrap(), port10, "port 10 after reload to {rules:?}");
+        }
+    }
 }
