@@ -35,3 +35,31 @@ fn loads_and_runs() {
         }
     }
 }
+
+/// `rate = 1000`: a burst from one source gets one second's worth (1,000) through, the rest is
+/// dropped and counted as rate_dropped; another source has its own bucket.
+#[test]
+fn rate_limit_per_source() {
+    if fastpath::sys::geteuid() != 0 {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root");
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let c = fastpath::bpf::Classifier::load().unwrap();
+    let set = fastpath::rules::parse_toml("t", "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate=1000\n").unwrap();
+    let active = c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+    let mut f = vec![0u8; 64];
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&50u16.to_be_bytes());
+    f[23] = 17;
+    f[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    let t0 = std::time::Instant::now();
+    let passed = (0..3000).filter(|_| c.test_run(&f).unwrap() == 2).count();
+    let refill = (t0.elapsed().as_secs_f64() * 1000.0).ceil() as usize;
+    assert!((1000..=1000 + refill + 1).contains(&passed), "{passed} passed of 3000 (1000 + refill {refill} expected)");
+    let t = c.totals(active).unwrap();
+    assert_eq!(t.packets("rate_dropped") as usize, 3000 - passed);
+    f[26..30].copy_from_slice(&[10, 0, 0, 2]);
+    assert_eq!(c.test_run(&f).unwrap(), 2, "another source has a full bucket");
+}
