@@ -8,46 +8,11 @@ Usage: scripts/bench.py [--runs 3] [--duration 5] [--json FILE]   (root; `make b
 """
 import argparse, json, statistics, subprocess, sys, time, os
 
-FP = os.environ.get("FASTPATH", "target/release/fastpath")
+from fplib import FP, fp, finish, last_json, ready
 
 
-def fp(args, wait=True):
-    cmd = [FP] + args
-    if wait:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
-        return last_json(r.stdout)
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        try:
-            return json.loads(line)
-        except ValueError:
-            pass
-    sys.exit(f"bench: no JSON in {text!r}")
-
-
-def ready(p):
-    while True:
-        line = p.stdout.readline()
-        if not line:
-            sys.exit(f"bench: receiver exited: {p.stderr.read()}")
-        try:
-            if json.loads(line).get("type") == "ready":
-                return
-        except ValueError:
-            pass
-
-
-def finish(p):
-    p.send_signal(15)
-    out, err = p.communicate(timeout=30)
-    if p.returncode != 0:
-        sys.exit(f"bench: receiver failed: {err}")
-    return last_json(out)
 
 
 def measure(bed, name, rx_args, tx_args, rate_from):

@@ -10,38 +10,10 @@ Usage: scripts/bench_classifier.py [--runs 3] [--duration 5]   (root)
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
-FP = os.environ.get("FASTPATH", "target/release/fastpath")
+from fplib import FP, fp, finish, last_json, ready
 
 
-def fp(args, wait=True):
-    cmd = [FP] + args
-    if not wait:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
-    return last_json(r.stdout) if "--json" in args else r.stdout
 
-
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        try:
-            return json.loads(line)
-        except ValueError:
-            pass
-    sys.exit(f"bench: no JSON in {text[-500:]!r}")
-
-
-def ready(p):
-    while True:
-        line = p.stdout.readline()
-        if not line:
-            sys.exit(f"bench: exited early: {p.stderr.read()}")
-        try:
-            if json.loads(line).get("type") == "ready":
-                return
-        except ValueError:
-            pass
 
 
 def rules_file(n, last_action, path):

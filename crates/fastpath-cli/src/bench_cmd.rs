@@ -27,17 +27,6 @@ impl Drop for SetOnDrop {
     }
 }
 
-/// Counts finished workers when dropped; the last of `n` sets the flag.
-struct CountOnDrop(Arc<std::sync::atomic::AtomicU64>, Arc<AtomicBool>, u64);
-
-impl Drop for CountOnDrop {
-    fn drop(&mut self) {
-        if self.0.fetch_add(1, Ordering::Relaxed) + 1 == self.2 {
-            self.1.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
 pub fn check_run(r: &RunArgs) -> CliResult<()> {
     if !(r.duration >= 0.0 && r.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)", r.duration)));
@@ -227,7 +216,6 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     require_privileges("gen")?;
     enter_ns(&g.xsk.netns)?;
-    fastpath::sys::install_interrupt_handler().map_err(runtime)?;
     let spec = frame_spec(&g.frame, &g.xsk.iface)?;
     let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
     let mut frame = vec![0u8; spec.frame_len];
@@ -236,31 +224,16 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let seq0 = gen.per_cpu_seq().map_err(kernel)?;
     let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads});
     announce("gen", &path, &[], g.run.json);
-    let n = g.threads as u64;
-    let done_count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let done = Arc::new(AtomicBool::new(false));
-    let mut counters = Vec::new();
-    let mut workers = Vec::new();
-    let run_ok = g.run.duration > 0.0;
-    for i in 0..n {
-        let c = Arc::new(Counters::default());
-        counters.push(c.clone());
-        if !run_ok {
-            continue;
-        }
-        let limits = SendLimits {
-            count: g.frame.count.map(|t| t / n + u64::from(i < t % n)),
-            rate_pps: g.frame.rate.map(|r| (r / n).max(1)),
-        };
-        let (gen, frame, s, dc, d) = (gen.clone(), frame.clone(), stop.clone(), done_count.clone(), done.clone());
-        let cpu = (first + i as usize) % ncpu;
-        let batch = g.xsk.batch_size.min(256);
-        workers.push(std::thread::spawn(move || -> Result<u64, fastpath::sys::SysError> {
-            let _last = CountOnDrop(dc, d, n);
-            fastpath::sys::pin_current_thread(cpu)?;
-            bench::gen_live(&gen, cpu, &frame, limits, batch, &c, &s)
-        }));
-    }
+    let counters: Vec<Arc<Counters>> = (0..g.threads).map(|_| Arc::new(Counters::default())).collect();
+    let cpus: Vec<usize> = (0..g.threads as usize).map(|i| (first + i) % ncpu).collect();
+    let limits = SendLimits { count: g.frame.count, rate_pps: g.frame.rate };
+    let live = if g.run.duration > 0.0 {
+        Some(bench::LiveGen::start(gen.clone(), &frame, &cpus, limits, g.xsk.batch_size.min(256), &counters).map_err(runtime)?)
+    } else {
+        None
+    };
+    let never = AtomicBool::new(false);
+    let done = live.as_ref().map(|l| l.done_flag()).unwrap_or(&never);
     let mon = Monitor {
         prefix: format!("{}:gen", g.xsk.iface),
         columns: &[Ctr::TxPackets],
@@ -275,18 +248,9 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         extended: g.run.extended,
         print: true,
     };
-    let summary = mon.run(&stop, &done);
-    stop.store(true, Ordering::Relaxed);
-    use std::os::unix::thread::JoinHandleExt;
-    // Repeat: a signal that lands between two BPF_PROG_RUN calls interrupts nothing.
-    while workers.iter().any(|w| !w.is_finished()) {
-        for w in workers.iter().filter(|w| !w.is_finished()) {
-            fastpath::sys::interrupt_thread(w.as_pthread_t());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for w in workers {
-        w.join().map_err(|_| runtime(anyhow!("a generator thread panicked")))?.map_err(kernel)?;
+    let summary = mon.run(&stop, done);
+    if let Some(l) = live {
+        l.stop().map_err(kernel)?;
     }
     let seq1 = gen.per_cpu_seq().map_err(kernel)?;
     let per_cpu: Vec<Value> = seq1

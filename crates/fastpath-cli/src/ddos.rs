@@ -11,7 +11,6 @@
 //! same offered load in both flood phases); without it the generator floods as fast as it can,
 //! which on veth means as fast as the receiving side lets it (they share the softirq CPU).
 
-use std::os::unix::thread::JoinHandleExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -154,33 +153,16 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
             let mut frame = vec![0u8; 64];
             build_udp_frame(&spec, &mut frame);
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
-            fastpath::sys::install_interrupt_handler().map_err(|e| e.to_string())?;
             let t0 = std::time::Instant::now();
-            let tstop = Arc::new(AtomicBool::new(false));
+            // The attacker starts on CPU 0, away from the service's CPU 1.
             let ncpu = fastpath::sys::online_cpus();
-            let workers: Vec<_> = (0..threads as usize)
-                .map(|i| {
-                    let (g, f, s) = (gen.clone(), frame.clone(), tstop.clone());
-                    std::thread::spawn(move || {
-                        // The attacker starts on CPU 0, away from the service's CPU 1.
-                        let cpu = i % ncpu;
-                        let _ = fastpath::sys::pin_current_thread(cpu);
-                        let limits = SendLimits { count: None, rate_pps: rate.map(|r| (r / threads as u64).max(1)) };
-                        bench::gen_live(&g, cpu, &f, limits, 64, &Counters::default(), &s)
-                    })
-                })
-                .collect();
+            let cpus: Vec<usize> = (0..threads as usize).map(|i| i % ncpu).collect();
+            let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+            let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps: rate }, 64, &counters).map_err(|e| e.to_string())?;
             while !d.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            tstop.store(true, Ordering::Relaxed);
-            while workers.iter().any(|w| !w.is_finished()) {
-                for w in workers.iter().filter(|w| !w.is_finished()) {
-                    fastpath::sys::interrupt_thread(w.as_pthread_t());
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let sent: u64 = workers.into_iter().filter_map(|w| w.join().ok()).filter_map(|r| r.ok()).sum();
+            let sent = live.stop().map_err(|e| e.to_string())?;
             Ok((sent, t0.elapsed().as_secs_f64()))
         }))
     } else {
@@ -228,6 +210,10 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
 }
 
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    let ncpu = fastpath::sys::online_cpus() as u32;
+    if a.flood_threads == 0 || a.flood_threads > ncpu {
+        return Err(crate::error::usage(anyhow!("--flood-threads {} is not accepted: 1..={ncpu} (one per CPU)", a.flood_threads)));
+    }
     require_privileges("bench ddos")?;
     if Command::new("sockperf").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
-use std::os::unix::thread::JoinHandleExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -154,36 +153,18 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let mut frame = vec![0u8; 64];
         build_udp_frame(&spec, &mut frame);
         let gen = Arc::new(XdpGen::load(dev.ifindex)?);
-        fastpath::sys::install_interrupt_handler().map_err(runtime)?;
         let eth0 = dev.ethtool_stats().unwrap_or_default();
         let sent0 = gen.total_sent()?;
-        let tstop = Arc::new(AtomicBool::new(false));
         let ncpu = fastpath::sys::online_cpus();
+        let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
+        let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
         let t0 = Instant::now();
-        let workers: Vec<_> = (0..threads)
-            .map(|i| {
-                let (g, f, s) = (gen.clone(), frame.clone(), tstop.clone());
-                let cpu = (gen_cpu + i as usize) % ncpu;
-                std::thread::spawn(move || {
-                    let _ = fastpath::sys::pin_current_thread(cpu);
-                    bench::gen_live(&g, cpu, &f, SendLimits::default(), 64, &Counters::default(), &s)
-                })
-            })
-            .collect();
+        let live = bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
         while t0.elapsed() < dur && !gstop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
-        tstop.store(true, Ordering::Relaxed);
-        while workers.iter().any(|w| !w.is_finished()) {
-            for w in workers.iter().filter(|w| !w.is_finished()) {
-                fastpath::sys::interrupt_thread(w.as_pthread_t());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        live.stop().map_err(runtime)?;
         let elapsed = t0.elapsed().as_secs_f64();
-        for w in workers {
-            w.join().map_err(|_| runtime(anyhow!("generator thread panicked")))?.map_err(runtime)?;
-        }
         let sent = gen.total_sent()? - sent0;
         let eth1 = dev.ethtool_stats().unwrap_or_default();
         Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1)))
@@ -246,6 +227,9 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         if cpu >= ncpu {
             return Err(usage(anyhow!("{flag} {cpu} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));
         }
+    }
+    if d.threads as usize > ncpu {
+        return Err(usage(anyhow!("--threads {} is not accepted: at most one generator thread per CPU (1..={ncpu})", d.threads)));
     }
     require_privileges("demo")?;
     // No IPv6 on the demo's veth: the kernels then send nothing of their own across it, so every

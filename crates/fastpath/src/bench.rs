@@ -2,7 +2,8 @@
 //! [`XskSocket`], and the xdp-live generator. Hot loops allocate nothing; counters are
 //! published once per batch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf::XdpGen;
@@ -381,6 +382,88 @@ pub fn gen_live(
         counters.add(Ctr::TxBytes, delta * frame.len() as u64);
     }
     Ok(total)
+}
+
+/// The xdp-live generator as a set of threads, one pinned to each CPU of `cpus`, each running
+/// [`gen_live`] with its share of the limits (count split with the remainder to the first
+/// threads, rate divided evenly). [`LiveGen::stop`] interrupts the threads' BPF_PROG_RUN calls
+/// (SIGUSR1, repeated until each returns) and joins them.
+#[derive(Debug)]
+pub struct LiveGen {
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    workers: Vec<std::thread::JoinHandle<Result<u64, SysError>>>,
+}
+
+/// Sets `done` when the last of `n` workers ends, however it ends (error, panic).
+struct LastOut(Arc<AtomicU64>, Arc<AtomicBool>, u64);
+
+impl Drop for LastOut {
+    fn drop(&mut self) {
+        if self.0.fetch_add(1, Ordering::Relaxed) + 1 == self.2 {
+            self.1.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl LiveGen {
+    /// Starts one thread per CPU in `cpus` (which must be distinct: each thread's frames are
+    /// counted in its CPU's slot of the sequence map). `counters[i]` gets thread i's counts.
+    pub fn start(
+        gen: Arc<XdpGen>,
+        frame: &[u8],
+        cpus: &[usize],
+        limits: SendLimits,
+        batch_size: u32,
+        counters: &[Arc<Counters>],
+    ) -> Result<Self, SysError> {
+        sys::install_interrupt_handler()?;
+        let n = cpus.len() as u64;
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(AtomicU64::new(0));
+        let workers = cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| {
+                let share = SendLimits {
+                    count: limits.count.map(|t| t / n + u64::from((i as u64) < t % n)),
+                    rate_pps: limits.rate_pps.map(|r| (r / n).max(1)),
+                };
+                let (g, f, s, c) = (gen.clone(), frame.to_vec(), stop.clone(), counters[i].clone());
+                let last = LastOut(finished.clone(), done.clone(), n);
+                std::thread::spawn(move || {
+                    let _last = last;
+                    sys::pin_current_thread(cpu)?;
+                    gen_live(&g, cpu, &f, share, batch_size, &c, &s)
+                })
+            })
+            .collect();
+        Ok(Self { stop, done, workers })
+    }
+
+    /// Set once every thread has ended (e.g. its count was reached).
+    pub fn done_flag(&self) -> &AtomicBool {
+        &self.done
+    }
+
+    /// Stops and joins the threads; returns the frames they generated.
+    pub fn stop(self) -> Result<u64, SysError> {
+        use std::os::unix::thread::JoinHandleExt;
+        self.stop.store(true, Ordering::Relaxed);
+        // Repeat: a signal that lands between two BPF_PROG_RUN calls interrupts nothing.
+        while self.workers.iter().any(|w| !w.is_finished()) {
+            for w in self.workers.iter().filter(|w| !w.is_finished()) {
+                sys::interrupt_thread(w.as_pthread_t());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut total = 0;
+        for w in self.workers {
+            total += w.join().map_err(|_| SysError { call: "xdp-live generator thread panicked".into(), errno: libc::EIO })??;
+        }
+        Ok(total)
+    }
 }
 
 #[cfg(test)]
