@@ -6,6 +6,11 @@
 //! to a callback in place (UMEM frame, TPACKET_V3 block, registered buffer) and releases the
 //! frame when the callback returns. Transmit copies into the backend's buffers.
 
+pub mod afxdp;
+pub mod tap;
+pub mod tap_uring;
+pub mod tpacket;
+
 use serde::Serialize;
 
 use crate::sys::SysError;

@@ -3,6 +3,9 @@
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
 //! so an error printed at the top of the program says exactly what the kernel refused.
 
+pub mod packet;
+pub mod tun;
+
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
