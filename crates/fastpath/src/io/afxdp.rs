@@ -123,8 +123,12 @@ impl Port for AfXdpPort {
         }
         self.sock.tx.submit(got);
         self.stats.tx_packets += got as u64;
-        if got > 0 {
+        // Copy mode transmits inside sendto, at most XDP_MAX_TX_SKB_BUDGET descriptors per call:
+        // kick until the kernel has taken everything, so no frame waits for the next burst.
+        let mut tries = 0;
+        while got > 0 && self.sock.tx.pending() > 0 && tries < 10_000 {
             self.sock.kick_tx()?;
+            tries += 1;
         }
         Ok(got as usize)
     }

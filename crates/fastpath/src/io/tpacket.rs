@@ -66,13 +66,13 @@ impl TpacketOptions {
     /// Checks every value before anything is created.
     pub fn validate(&self) -> Result<(), PortError> {
         if self.block_size == 0 || self.block_size % PAGE != 0 {
-            return Err(PortError::Config { what: "TPACKET block size", value: self.block_size.to_string(), accepted: format!("a multiple of the page size ({PAGE} bytes)") });
+            return Err(PortError::Config { what: "TPACKET block size", value: self.block_size.to_string(), accepted: format!("use a multiple of the page size ({PAGE} bytes)") });
         }
         if self.block_count == 0 || self.block_count > 65536 {
-            return Err(PortError::Config { what: "TPACKET block count", value: self.block_count.to_string(), accepted: "1..=65536".into() });
+            return Err(PortError::Config { what: "TPACKET block count", value: self.block_count.to_string(), accepted: "use 1..=65536".into() });
         }
         if self.frame_size % 16 != 0 || self.frame_size < 128 || self.frame_size > self.block_size {
-            return Err(PortError::Config { what: "TPACKET frame size", value: self.frame_size.to_string(), accepted: format!("a multiple of 16 from 128 to the block size ({})", self.block_size) });
+            return Err(PortError::Config { what: "TPACKET frame size", value: self.frame_size.to_string(), accepted: format!("use a multiple of 16 from 128 to the block size ({})", self.block_size) });
         }
         Ok(())
     }
@@ -132,6 +132,9 @@ impl TpacketPort {
             sys::setsockopt_int(&fd, SOL_PACKET, PACKET_QDISC_BYPASS, 1, "SOL_PACKET, PACKET_QDISC_BYPASS")?;
         }
         let ring = Mmap::ring(&fd, rx_len + tx_len, 0, "AF_PACKET RX+TX ring")?;
+        // A port receives what arrives on the interface, not what this host sends out of it
+        // (PACKET_IGNORE_OUTGOING, kernel >= 4.20).
+        sys::setsockopt_int(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1, "SOL_PACKET, PACKET_IGNORE_OUTGOING")?;
         bind_ll(&fd, dev.ifindex)?;
         if let Some((id, mode)) = opts.fanout {
             let t = match mode {

@@ -19,6 +19,8 @@ pub const PACKET_TX_RING: i32 = 13;
 pub const PACKET_FANOUT: i32 = 18;
 /// `PACKET_QDISC_BYPASS` (kernel >= 3.14).
 pub const PACKET_QDISC_BYPASS: i32 = 20;
+/// `PACKET_IGNORE_OUTGOING` (kernel >= 4.20).
+pub const PACKET_IGNORE_OUTGOING: i32 = 23;
 /// `TPACKET_V3` (kernel >= 3.2; TX ring with V3 >= 4.11).
 pub const TPACKET_V3: i32 = 2;
 /// Fanout by flow hash.
