@@ -24,6 +24,8 @@ pub enum Cmd {
     Gen(GenArgs),
     /// Build a test bed, drive xdp-live traffic into rxdrop, then into xdpdrop, print one table.
     Demo(DemoArgs),
+    /// Every receive path side by side on a test bed of its own, against in-kernel XDP_DROP.
+    Compare(CompareArgs),
     /// Rule-based drop and steering at the driver: check, load, reload, stats, unload.
     #[command(subcommand)]
     Filter(FilterCmd),
@@ -357,4 +359,31 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
         *d = u8::from_str_radix(p, 16).map_err(|_| bad())?;
     }
     Ok(m)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Pin {
+    /// Application and the veth's receive softirq on one core (threaded NAPI pinned with it).
+    Same,
+    /// Receive softirq in the generator's context on CPU 0, application on CPU 1.
+    Split,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// Runs; each row reports the median, min and max.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// Seconds of traffic per row and run; 0 = set every row up and tear it down.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Where the application runs relative to the receive softirq.
+    #[arg(long, value_enum, default_value_t = Pin::Split)]
+    pub pin: Pin,
+    /// One JSON object with every figure.
+    #[arg(long)]
+    pub json: bool,
+    /// Also draw the table as an SVG bar chart to this file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench_cmd;
+mod compare;
 mod ddos;
 mod demo;
 mod error;
@@ -34,6 +35,7 @@ fn main() {
         Cmd::Gen(g) => bench_cmd::gen(g, stop),
         Cmd::Demo(d) => demo::run(d, stop),
         Cmd::Filter(f) => filter_cmd::run(f, stop),
+        Cmd::Compare(c) => compare::run(c, stop),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

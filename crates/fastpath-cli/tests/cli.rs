@@ -206,6 +206,8 @@ fn smoke_every_subcommand_and_option() {
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0"],
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0", "--json"],
         vec!["bench", "ddos", "--duration", "0"],
+        vec!["compare", "--duration", "0", "--runs", "1", "--json"],
+        vec!["compare", "--duration", "0", "--runs", "1", "--pin", "same", "--svg", "/dev/null"],
     ];
     for c in &cases {
         let o = run(c);

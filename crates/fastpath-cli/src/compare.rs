@@ -1,0 +1,300 @@
+//! `fastpath compare`: every receive path side by side, in one run, on a test bed of its own,
+//! against in-kernel XDP_DROP. The same traffic (the xdp-live generator, 64-byte UDP to port 9,
+//! one thread on CPU 0) goes into each path in turn; each row counts what its receiver got.
+
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fastpath::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
+use fastpath::bpf::{XdpDrop, XdpGen, XdpMode};
+use fastpath::io::afxdp::AfXdpPort;
+use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
+use fastpath::io::Port;
+use fastpath::netdev::NetDev;
+use fastpath::packet::{build_udp_frame, UdpFrameSpec};
+use fastpath::rules::compile::compile;
+use fastpath::stats::{median, Counters, Ctr};
+use fastpath::xsk::{CopyMode, XskConfig};
+use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
+use serde_json::json;
+
+use crate::args::{CompareArgs, CopyModeArg, Pin, XdpModeArg, XskArgs};
+use crate::error::{require_privileges, runtime, usage, CliResult};
+use crate::session::{Role, Session};
+
+const APP_CPU: usize = 1;
+const GEN_CPU: usize = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Row {
+    UdpSocket,
+    NftDrop,
+    Tpacket,
+    AfXdpSkb,
+    AfXdpNative,
+    AfXdpClassifier,
+    XdpDrop,
+}
+
+const ROWS: [Row; 7] = [Row::UdpSocket, Row::NftDrop, Row::Tpacket, Row::AfXdpSkb, Row::AfXdpNative, Row::AfXdpClassifier, Row::XdpDrop];
+
+impl Row {
+    fn label(self) -> &'static str {
+        match self {
+            Row::UdpSocket => "kernel UDP socket (recvmmsg)",
+            Row::NftDrop => "kernel nftables raw drop",
+            Row::Tpacket => "AF_PACKET TPACKET_V3",
+            Row::AfXdpSkb => "AF_XDP skb mode",
+            Row::AfXdpNative => "AF_XDP native copy",
+            Row::AfXdpClassifier => "AF_XDP native copy + 100 rules",
+            Row::XdpDrop => "in-kernel XDP_DROP",
+        }
+    }
+}
+
+/// 100 rules; the last one steers the generator's frames (UDP port 9) to the socket.
+fn rules_100() -> String {
+    let mut t = String::from("default = \"pass\"\n");
+    for i in 0..99 {
+        if i % 2 == 0 {
+            t.push_str(&format!("[[rule]]\nsrc = \"172.16.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n", i / 256, i % 256, 1000 + i));
+        } else {
+            t.push_str(&format!("[[rule]]\ndst = \"192.168.{i}.0/24\"\naction = \"pass\"\n"));
+        }
+    }
+    t.push_str("[[rule]]\nname = \"app\"\nproto = \"udp\"\ndst_port = 9\naction = \"xsk\"\n");
+    t
+}
+
+fn nft(ns: &str, script: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut c = ns_command(ns, "nft").args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| format!("nft (Debian package nftables): {e}"))?;
+    c.stdin.take().expect("stdin").write_all(script.as_bytes()).map_err(|e| e.to_string())?;
+    let o = c.wait_with_output().map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!("nft: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn nft_counter(ns: &str) -> u64 {
+    let o = ns_command(ns, "nft").args(["-j", "list", "table", "inet", "fastpath_cmp"]).output();
+    let Ok(o) = o else { return 0 };
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    v["nftables"].as_array().into_iter().flatten().filter_map(|e| e["rule"]["expr"].as_array()).flatten().filter_map(|x| x["counter"]["packets"].as_u64()).sum()
+}
+
+/// Sets up `row` in ns b on `iface`, signals ready, counts until `stop`; returns the count.
+fn receive(row: Row, ns: &str, iface: &str, pin: Pin, stop: &AtomicBool, ready: mpsc::Sender<Result<(), String>>) -> Result<u64, String> {
+    let wait = if pin == Pin::Same { 50 } else { 0 };
+    let spin_port = |mut port: Box<dyn Port>, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
+        fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+        let _ = ready.send(Ok(()));
+        let mut n = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            n += port.rx_burst(256, wait, &mut |_| {}).map_err(|e| e.to_string())? as u64;
+        }
+        Ok(n)
+    };
+    let idle = |ready: mpsc::Sender<Result<(), String>>| {
+        let _ = ready.send(Ok(()));
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let cfg = XskConfig { copy_mode: CopyMode::Copy, ..Default::default() };
+    match row {
+        Row::UdpSocket => {
+            let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
+            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+            fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+            let mut rm = fastpath::sys::RecvMmsg::new(64);
+            let _ = ready.send(Ok(()));
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let got = rm.recv(&sock).map_err(|e| e.to_string())?;
+                if got == 0 && wait > 0 {
+                    use std::os::fd::AsRawFd;
+                    let _ = fastpath::sys::poll_readable(sock.as_raw_fd(), wait);
+                }
+                n += got as u64;
+            }
+            Ok(n)
+        }
+        Row::NftDrop => {
+            nft(ns, "table inet fastpath_cmp {\n chain pre {\n  type filter hook prerouting priority raw;\n  udp dport 9 counter drop\n }\n}\n")?;
+            idle(ready);
+            let n = nft_counter(ns);
+            let _ = nft(ns, "delete table inet fastpath_cmp");
+            Ok(n)
+        }
+        Row::Tpacket => spin_port(Box::new(TpacketPort::open(iface, TpacketOptions { tx_frames: 0, ..Default::default() }).map_err(|e| e.to_string())?), ready),
+        Row::AfXdpSkb => spin_port(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?), ready),
+        Row::AfXdpNative => spin_port(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?), ready),
+        Row::AfXdpClassifier => {
+            let set = fastpath::rules::parse_toml("compare-100-rules", &rules_100()).map_err(|e| e.to_string())?;
+            let c = compile("compare-100-rules", &set).map_err(|e| e.to_string())?;
+            let x = XskArgs {
+                iface: iface.to_string(),
+                queue: 0,
+                netns: None,
+                xdp_mode: XdpModeArg::Native,
+                copy_mode: CopyModeArg::Copy,
+                frame_size: 4096,
+                frame_count: 4096,
+                headroom: 0,
+                huge_pages: false,
+                ring_size: 2048,
+                batch_size: 64,
+                busy_poll: false,
+                no_need_wakeup: false,
+                poll: false,
+                tx_budget: None,
+                force: false,
+                cpu: Some(APP_CPU),
+            };
+            let mut sess = Session::open_with(&x, Role::Rx, Some(&c)).map_err(|e| format!("{:#}", e.err))?;
+            let mut sock = sess.sock.take().ok_or("no socket")?;
+            fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+            let counters = Counters::default();
+            let _ = ready.send(Ok(()));
+            let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
+            bench::rxdrop(&mut sock, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {}).map_err(|e| e.to_string())?;
+            Ok(counters.get(Ctr::RxPackets))
+        }
+        Row::XdpDrop => {
+            let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
+            let p = XdpDrop::attach(iface, dev.ifindex, XdpMode::Native, false).map_err(|e| e.to_string())?;
+            idle(ready);
+            Ok(p.counters().map_err(|e| e.to_string())?.0)
+        }
+    }
+}
+
+
+/// One row once: receiver up, `secs` of traffic, receiver down; Mpps received.
+fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<AtomicBool>) -> CliResult<f64> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let (ns, iface, s2) = (bed.ns_b().to_string(), bed.iface_b().to_string(), stop.clone());
+    let recv = spawn_in_netns(bed.ns_b(), move || {
+        let r = receive(row, &ns, &iface, pin, &s2, tx.clone());
+        if let Err(e) = &r {
+            let _ = tx.send(Err(e.clone()));
+        }
+        r
+    });
+    let ready = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("receiver did not start".into()));
+    if let Err(e) = ready {
+        stop.store(true, Ordering::Relaxed);
+        let _ = recv.join();
+        return Err(runtime(anyhow!("{}: {e}", row.label())));
+    }
+    let mut elapsed = 0.0;
+    if secs > 0.0 {
+        let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
+        elapsed = spawn_in_netns(bed.ns_a(), move || -> Result<f64, String> {
+            let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
+            let spec = UdpFrameSpec { src_mac: dev.mac().map_err(|e| e.to_string())?, dst_mac: mac_b, src_ip: fastpath_testbed::IP4_A, dst_ip: fastpath_testbed::IP4_B, src_port: 9000, dst_port: 9, frame_len: 64 };
+            let mut frame = vec![0u8; 64];
+            build_udp_frame(&spec, &mut frame);
+            let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
+            let t0 = Instant::now();
+            let live = LiveGen::start(gen, &frame, &[GEN_CPU], SendLimits::default(), 64, &[Arc::new(Counters::default())]).map_err(|e| e.to_string())?;
+            while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            live.stop().map_err(|e| e.to_string())?;
+            Ok(t0.elapsed().as_secs_f64())
+        })
+        .join()
+        .map_err(|_| runtime(anyhow!("generator panicked")))?
+        .map_err(|e| runtime(anyhow!("{e:?}")))?
+        .map_err(|e| runtime(anyhow!("generator: {e}")))?;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let n = recv.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(|e| runtime(anyhow!("{e:?}")))?.map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
+    Ok(if elapsed > 0.0 { n as f64 / elapsed / 1e6 } else { 0.0 })
+}
+
+pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    if !(a.duration >= 0.0 && a.duration.is_finite()) {
+        return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", a.duration)));
+    }
+    if fastpath::sys::online_cpus() < 2 {
+        return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
+    }
+    require_privileges("compare")?;
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
+    for run in 0..a.runs {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
+        if a.pin == Pin::Same {
+            bed.set_rx_napi_cpu(Some(APP_CPU))?;
+        }
+        if !a.json {
+            eprintln!("compare: run {}/{} on test bed {} ...", run + 1, a.runs, bed.name());
+        }
+        for (i, row) in ROWS.iter().enumerate() {
+            results[i].push(measure(&bed, *row, a.pin, a.duration, &stop)?);
+        }
+        bed.down()?;
+    }
+    let xdp = ROWS.iter().position(|r| *r == Row::XdpDrop).expect("xdp row");
+    let rows: Vec<serde_json::Value> = ROWS
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let v = &results[i];
+            let pct: Vec<f64> = v.iter().zip(&results[xdp]).map(|(a, b)| if *b > 0.0 { 100.0 * a / b } else { 0.0 }).collect();
+            json!({"path": r.label(), "mpps_median": median(v), "mpps_min": v.iter().cloned().fold(f64::INFINITY, f64::min),
+                   "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v})
+        })
+        .collect();
+    let cmd = format!("fastpath compare --runs {} --duration {} --pin {}", a.runs, a.duration, if a.pin == Pin::Same { "same" } else { "split" });
+    if let Some(p) = &a.svg {
+        std::fs::write(p, svg(&rows, &cmd)).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
+    }
+    if a.json {
+        println!("{}", json!({"type": "compare", "command": cmd, "frame_len": 64, "rows": rows}));
+        return Ok(());
+    }
+    println!("{:<32} {:>8} {:>8} {:>8} {:>12}", "path (64-byte UDP, 1 veth queue)", "Mpps", "min", "max", "% XDP_DROP");
+    for r in &rows {
+        println!(
+            "{:<32} {:>8.2} {:>8.2} {:>8.2} {:>11.1}%",
+            r["path"].as_str().unwrap_or(""),
+            r["mpps_median"].as_f64().unwrap_or(0.0),
+            r["mpps_min"].as_f64().unwrap_or(0.0),
+            r["mpps_max"].as_f64().unwrap_or(0.0),
+            r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0)
+        );
+    }
+    println!("({cmd}; medians of {} runs; % of XDP_DROP measured in the same run)", a.runs);
+    Ok(())
+}
+
+/// A horizontal bar chart a person can read at a glance.
+fn svg(rows: &[serde_json::Value], cmd: &str) -> String {
+    let max = rows.iter().filter_map(|r| r["mpps_max"].as_f64()).fold(0.1, f64::max);
+    let (w, bar_x, bar_w, row_h) = (900.0, 260.0, 520.0, 34.0);
+    let h = 70.0 + row_h * rows.len() as f64;
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"13\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Receive paths, Mpps (64-byte UDP), median of runs; whiskers min-max</text>\n");
+    for (i, r) in rows.iter().enumerate() {
+        let y = 40.0 + row_h * i as f64;
+        let (m, lo, hi) = (r["mpps_median"].as_f64().unwrap_or(0.0), r["mpps_min"].as_f64().unwrap_or(0.0), r["mpps_max"].as_f64().unwrap_or(0.0));
+        let color = if r["path"].as_str().unwrap_or("").contains("XDP_DROP") { "#555" } else if r["path"].as_str().unwrap_or("").contains("AF_XDP") { "#2a7ab9" } else { "#d9822b" };
+        s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y + 18.0, r["path"].as_str().unwrap_or(""));
+        s += &format!("<rect x=\"{bar_x}\" y=\"{}\" width=\"{:.1}\" height=\"22\" fill=\"{color}\"/>\n", y + 4.0, bar_w * m / max);
+        s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", bar_x + bar_w * lo / max, bar_x + bar_w * hi / max, y + 15.0, y + 15.0);
+        s += &format!("<text x=\"{:.1}\" y=\"{}\">{m:.2} ({:.0}%)</text>\n", bar_x + bar_w * m / max + 8.0, y + 19.0, r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0));
+    }
+    s += &format!("<text x=\"10\" y=\"{}\" fill=\"#666\">{cmd}</text>\n</svg>\n", h - 10.0);
+    s
+}
