@@ -31,7 +31,7 @@ use crate::sys::tun::{self, VNET_HDR_LEN};
 
 pub use crate::sys::tun::{VirtioNetHdr, VIRTIO_NET_HDR_F_DATA_VALID, VIRTIO_NET_HDR_F_NEEDS_CSUM};
 
-/// Largest frame a tap can hand us: a 65535-byte MTU (the tun driver's `MAX_MTU`) plus an
+/// Largest frame a tap can hand us: its largest MTU (65521 bytes, `ip -d link` maxmtu) plus an
 /// Ethernet header and a VLAN tag, rounded up; also covers 64 KiB GSO super-frames.
 pub const MAX_TAP_FRAME: usize = 65_600;
 
@@ -111,8 +111,8 @@ pub fn check_name(name: &str) -> Result<(), PortError> {
 /// allocated per packet). Transmit: one `writev` per frame, with no copy (the iovec points at
 /// the caller's frame, the virtio header in front when `vnet_hdr`).
 ///
-/// Loss: when the reader is slower than the kernel's egress, the tap's queue (500 packets, the
-/// interface's `txqueuelen`) overflows and the kernel counts the drops in the interface's
+/// Loss: when the reader is slower than the kernel's egress, the tap's queue (the interface's
+/// `txqueuelen`, 1000 packets by default) overflows and the kernel counts the drops in the interface's
 /// `tx_dropped` (`ip -s link`, /sys/class/net/NAME/statistics/tx_dropped). Frames written into
 /// the kernel are processed synchronously inside `writev`; what the stack drops later shows in
 /// its own counters (e.g. /proc/net/snmp `Udp: RcvbufErrors`).
@@ -224,8 +224,9 @@ impl TapPort {
     /// it, and forwarding or sending it out of a device without checksum offload computes
     /// the checksum in software (`skb_checksum_help`).
     ///
-    /// Errors: [`PortError::Config`] if the port has no `vnet_hdr` or `csum_start + csum_offset
-    /// + 2` exceeds the frame; a [`PortError::Sys`] with EINVAL if the kernel rejects the header.
+    /// Errors: [`PortError::Config`] if the port has no `vnet_hdr` or
+    /// `csum_start + csum_offset + 2` exceeds the frame; a [`PortError::Sys`] with EINVAL if the
+    /// kernel rejects the header.
     /// Returns false when the kernel could not take the frame now (try again).
     pub fn tx_with_csum_offload(&mut self, frame: &[u8], csum_start: u16, csum_offset: u16) -> Result<bool, PortError> {
         let hdr = csum_offload_hdr(frame, csum_start, csum_offset)?;

@@ -42,7 +42,7 @@ pub const DEFAULT_ENTRIES: u32 = 256;
 /// whole (a packet that fills a buffer completely is counted as truncated, see [`TapUringPort`]).
 pub const DEFAULT_BUF_SIZE: usize = 2048;
 /// Default buffer size with `offload`: a 64 KiB GSO super-frame plus headers.
-pub const OFFLOAD_BUF_SIZE: usize = MAX_TAP_FRAME + VNET_HDR_LEN;
+pub const OFFLOAD_BUF_SIZE: usize = (MAX_TAP_FRAME + VNET_HDR_LEN).next_multiple_of(64);
 
 /// user_data of tx operations: this bit plus the tx buffer index; rx: the rx buffer index.
 const TX_BIT: u64 = 1 << 32;
@@ -302,6 +302,9 @@ impl TapUringPort {
     /// Like [`Port::rx_burst`], also handing over each packet's virtio header (all zero
     /// without `vnet_hdr`); see [`super::tap::TapPort::rx_burst_hdr`] for its meaning.
     pub fn rx_burst_hdr(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&VirtioNetHdr, &[u8])) -> Result<usize, PortError> {
+        if max == 0 {
+            return Ok(0);
+        }
         let hdr_len = if self.opts.vnet_hdr { VNET_HDR_LEN } else { 0 };
         let cap = self.uopts.buf_size;
         let mut count = 0;

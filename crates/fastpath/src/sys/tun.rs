@@ -144,7 +144,15 @@ pub fn set_iff(fd: &impl AsRawFd, name: &str, flags: i32) -> Result<String, SysE
     ifr.ifr_ifru.ifru_flags = flags as libc::c_short;
     // SAFETY: ifr is a valid ifreq that outlives the call; TUNSETIFF reads and writes only it.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr) } < 0 {
-        return Err(SysError::last(call()));
+        let mut e = SysError::last(call());
+        let hint = match e.errno {
+            libc::EBUSY => " [the interface exists and already has its reader: only IFF_MULTI_QUEUE taps take several]",
+            libc::EINVAL => " [the name exists but is not a tap, or was created with other IFF_MULTI_QUEUE / flags]",
+            libc::EPERM => " [creating an interface needs CAP_NET_ADMIN]",
+            _ => "",
+        };
+        e.call.push_str(hint);
+        return Err(e);
     }
     // SAFETY: the kernel wrote a NUL-terminated name of at most IFNAMSIZ bytes into ifr_name
     // (it was zeroed, so a NUL is present in any case).
