@@ -153,6 +153,19 @@ pub enum BenchMode {
     Xdpdrop,
 }
 
+/// Which port backend `bench rxdrop`/`txonly` run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PathArg {
+    /// AF_XDP (the default; all AF_XDP options apply).
+    Afxdp,
+    /// AF_PACKET TPACKET_V3 ring.
+    Tpacket,
+    /// A TAP device named by -i (created), readv/writev.
+    Tap,
+    /// The same TAP device driven by io_uring.
+    TapUring,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum XdpModeArg {
     Native,
@@ -288,6 +301,9 @@ pub struct BenchArgs {
     /// received once, twice or not at all; reported in the summary.
     #[arg(long)]
     pub verify: bool,
+    /// rxdrop/txonly: the port backend (one API over every path).
+    #[arg(long, value_enum, default_value_t = PathArg::Afxdp)]
+    pub path: PathArg,
     /// ddos: flood generator threads (xdp-live), from CPU 0 upwards.
     #[arg(long, default_value_t = 1)]
     pub flood_threads: u32,

@@ -118,6 +118,9 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.xsk.iface.is_empty() {
         return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
     }
+    if a.path != crate::args::PathArg::Afxdp {
+        return port_bench(a, stop);
+    }
     let role = match a.mode {
         BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
         BenchMode::Txonly => Role::Tx,
@@ -199,7 +202,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 /// `fastpath gen`.
 pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.engine == Engine::Xsk {
-        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None, flood_threads: 1 };
+        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None, flood_threads: 1, path: crate::args::PathArg::Afxdp };
         return bench(&b, stop);
     }
     check_run(&g.run)?;
@@ -263,5 +266,124 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut extra = serde_json::Map::new();
     extra.insert("streams".into(), Value::Array(per_cpu));
     print_summary("gen", &path, &summary, &[Ctr::TxPackets], g.run.json, Value::Object(extra));
+    Ok(())
+}
+
+/// `bench rxdrop|txonly --path tpacket|tap|tap-uring`: the same run loops over the port API.
+fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    use crate::args::PathArg;
+    use fastpath::io::{self, PortSpec};
+    if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly) {
+        return Err(usage(anyhow!("--path is for rxdrop and txonly; {} runs on AF_XDP", mode_name(a.mode))));
+    }
+    require_privileges("bench")?;
+    enter_ns(&a.xsk.netns)?;
+    let tap = fastpath::io::tap::TapOptions::default();
+    let spec = match a.path {
+        PathArg::Afxdp => unreachable!("handled by bench()"),
+        PathArg::Tpacket => PortSpec::Tpacket(Default::default()),
+        PathArg::Tap => PortSpec::Tap(tap),
+        PathArg::TapUring => PortSpec::TapUring(tap),
+    };
+    let frame = if a.mode == BenchMode::Txonly {
+        let spec = frame_spec(&a.frame, &a.xsk.iface).or_else(|_| {
+            // A TAP device does not exist before it is opened: use a local MAC then.
+            Ok::<_, crate::error::CliError>(UdpFrameSpec { src_mac: a.frame.src_mac.unwrap_or([2, 0, 0, 0, 0, 1]), dst_mac: a.frame.dst_mac, src_ip: a.frame.src_ip, dst_ip: a.frame.dst_ip, src_port: a.frame.src_port, dst_port: a.frame.dst_port, frame_len: a.frame.frame_len as usize })
+        })?;
+        let mut f = vec![0u8; spec.frame_len];
+        build_udp_frame(&spec, &mut f);
+        Some(f)
+    } else {
+        None
+    };
+    let mut port = io::open(&a.xsk.iface, &spec).map_err(|e| match e {
+        io::PortError::Config { .. } | io::PortError::UnknownPath(_) => usage(e),
+        other => crate::error::kernel(other),
+    })?;
+    if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
+        // A TAP device is born down; writes to it fail with EIO until it is up.
+        fastpath::sys::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
+    }
+    let path = json!({"iface": a.xsk.iface, "queue": 0, "driver": port.path(), "path": port.path()});
+    announce(mode_name(a.mode), &path, &[], a.run.json);
+    let counters = Arc::new(Counters::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
+    let worker = (a.run.duration > 0.0).then(|| {
+        let (c, s, d, t, verify, cpu, limits) = (counters.clone(), stop.clone(), done.clone(), tracker.clone(), a.verify, a.xsk.cpu, SendLimits { count: a.frame.count, rate_pps: a.frame.rate });
+        let batch = a.xsk.batch_size as usize;
+        std::thread::spawn(move || -> Result<fastpath::io::PortStats, String> {
+            let _done = SetOnDrop(d);
+            if let Some(cpu) = cpu {
+                fastpath::sys::pin_current_thread(cpu).map_err(|e| e.to_string())?;
+            }
+            let mut tr = SeqTracker::default();
+            match frame {
+                None => {
+                    while !s.load(Ordering::Relaxed) {
+                        let n = port
+                            .rx_burst(batch, 100, &mut |p| {
+                                c.add(Ctr::RxBytes, p.len() as u64);
+                                if verify {
+                                    tr.record(p);
+                                }
+                            })
+                            .map_err(|e| e.to_string())?;
+                        c.add(Ctr::RxPackets, n as u64);
+                    }
+                }
+                Some(mut f) => {
+                    let start = std::time::Instant::now();
+                    let mut seq = 0u64;
+                    while !s.load(Ordering::Relaxed) && limits.count.is_none_or(|n| seq < n) {
+                        if let Some(r) = limits.rate_pps {
+                            if (start.elapsed().as_secs_f64() * r as f64) as u64 <= seq {
+                                std::thread::sleep(Duration::from_micros(100));
+                                continue;
+                            }
+                        }
+                        seq += 1;
+                        fastpath::packet::stamp(&mut f, &fastpath::packet::Payload { stream: 0, seq, tstamp_ns: fastpath::sys::monotonic_ns() });
+                        while port.tx_burst(&[&f]).map_err(|e| e.to_string())? == 0 {
+                            if s.load(Ordering::Relaxed) {
+                                break;
+                            }
+                        }
+                        c.add(Ctr::TxPackets, 1);
+                        c.add(Ctr::TxBytes, f.len() as u64);
+                    }
+                }
+            }
+            if verify {
+                *t.lock().expect("tracker lock") = Some(tr);
+            }
+            port.stats().map_err(|e| e.to_string())
+        })
+    });
+    let mon = Monitor {
+        prefix: format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
+        columns: columns(a.mode),
+        counters: vec![counters.clone()],
+        xsk_fd: None,
+        drop: None,
+        gen: None,
+        ethtool_dev: None,
+        duration: Duration::from_secs_f64(a.run.duration),
+        interval: Duration::from_secs_f64(a.run.interval),
+        json: a.run.json,
+        extended: a.run.extended,
+        print: true,
+    };
+    let summary = mon.run(&stop, &done);
+    stop.store(true, Ordering::Relaxed);
+    let mut extra = serde_json::Map::new();
+    if let Some(w) = worker {
+        let st = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(|e| runtime(anyhow!("{e}")))?;
+        extra.insert("kernel_drops".into(), json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()));
+    }
+    if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
+        extra.insert("verify".into(), tracker_json(t));
+    }
+    print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     Ok(())
 }

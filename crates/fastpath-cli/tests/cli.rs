@@ -73,6 +73,10 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     assert_refused(&bed, &call(&base(&["--ring-size", "1000"])), 2, &["ring size 1000", "power of two"]);
     assert_refused(&bed, &call(&base(&["--cpu", "64"])), 2, &["--cpu 64"]);
     assert_refused(&bed, &["bench", "rxdrop", "--netns", "fpnosuchns", "-i", i, "--duration", "0"], 3, &["fpnosuchns"]);
+    // An unknown port backend.
+    let o = run(&["bench", "rxdrop", "--path", "dpdk", "-i", i]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("dpdk") && stderr(&o).contains("tap-uring"), "{}", stderr(&o));
     // clap's own refusals: a bad enum value names the value and the accepted ones.
     let o = run(&call(&base(&["--xdp-mode", "turbo"])));
     assert_eq!(o.status.code(), Some(2));
@@ -207,6 +211,10 @@ fn smoke_every_subcommand_and_option() {
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0", "--json"],
         vec!["bench", "ddos", "--duration", "0"],
         vec!["compare", "--duration", "0", "--runs", "1", "--json"],
+        vec!["bench", "rxdrop", "--path", "tpacket", "--netns", nb, "-i", ib, "--duration", "0"],
+        vec!["bench", "txonly", "--path", "tpacket", "--netns", na, "-i", ia, "--duration", "0.2", "--count", "10"],
+        vec!["bench", "rxdrop", "--path", "tap", "--netns", nb, "-i", "fpsmoketap", "--duration", "0", "--json"],
+        vec!["bench", "txonly", "--path", "tap-uring", "--netns", nb, "-i", "fpsmoketap", "--duration", "0.2", "--count", "10"],
         vec!["compare", "--duration", "0", "--runs", "1", "--pin", "same", "--svg", "/dev/null"],
     ];
     for c in &cases {

@@ -78,3 +78,32 @@ pub trait Port: Send {
 
 /// Backend names, for `--path`.
 pub const PATHS: [&str; 4] = ["afxdp", "tpacket", "tap", "tap-uring"];
+
+/// Which backend to open, with its options.
+#[derive(Debug, Clone)]
+pub enum PortSpec {
+    /// AF_XDP on (interface, queue), behind `xsk_redirect` (native, skb fallback).
+    AfXdp {
+        /// Queue id.
+        queue: u32,
+        /// Socket and UMEM shape.
+        config: crate::xsk::XskConfig,
+    },
+    /// AF_PACKET TPACKET_V3.
+    Tpacket(tpacket::TpacketOptions),
+    /// A TAP device of this name (created if absent), readv/writev.
+    Tap(tap::TapOptions),
+    /// The same TAP device driven by io_uring.
+    TapUring(tap::TapOptions),
+}
+
+/// Opens the backend named by `spec` on `iface` (for TAP: the device name) in the calling
+/// thread's network namespace.
+pub fn open(iface: &str, spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
+    Ok(match spec {
+        PortSpec::AfXdp { queue, config } => Box::new(afxdp::AfXdpPort::open(iface, *queue, config, None, false)?),
+        PortSpec::Tpacket(o) => Box::new(tpacket::TpacketPort::open(iface, *o)?),
+        PortSpec::Tap(o) => Box::new(tap::TapPort::open(iface, *o)?),
+        PortSpec::TapUring(o) => Box::new(tap_uring::TapUringPort::open(iface, *o)?),
+    })
+}

@@ -380,6 +380,27 @@ fn ifreq_ioctl(iface: &str, request: libc::Ioctl, data: Option<*mut libc::c_void
     Ok(ifr)
 }
 
+/// Sets the interface administratively up (`SIOCGIFFLAGS` then `SIOCSIFFLAGS` with IFF_UP), in
+/// the calling thread's netns. Needs CAP_NET_ADMIN.
+pub fn set_link_up(iface: &str) -> Result<(), SysError> {
+    let mut ifr = ifreq_ioctl(iface, libc::SIOCGIFFLAGS, None, "SIOCGIFFLAGS")?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    ifr.ifr_ifru.ifru_flags = flags | libc::IFF_UP as i16;
+    // SAFETY: plain socket creation; checked below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(SysError::last("socket(AF_INET, SOCK_DGRAM)"));
+    }
+    // SAFETY: fd is fresh and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifr is a valid ifreq naming the interface with the new flags.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &mut ifr) } < 0 {
+        return Err(SysError::last(format!("ioctl(SIOCSIFFLAGS, {iface:?}, IFF_UP)")));
+    }
+    Ok(())
+}
+
 /// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
 pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
     let ifr = ifreq_ioctl(iface, libc::SIOCGIFHWADDR, None, "SIOCGIFHWADDR")?;
