@@ -293,7 +293,7 @@ fn svg(rows: &[serde_json::Value], cmd: &str) -> String {
         s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y + 18.0, r["path"].as_str().unwrap_or(""));
         s += &format!("<rect x=\"{bar_x}\" y=\"{}\" width=\"{:.1}\" height=\"22\" fill=\"{color}\"/>\n", y + 4.0, bar_w * m / max);
         s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", bar_x + bar_w * lo / max, bar_x + bar_w * hi / max, y + 15.0, y + 15.0);
-        s += &format!("<text x=\"{:.1}\" y=\"{}\">{m:.2} ({:.0}%)</text>\n", bar_x + bar_w * m / max + 8.0, y + 19.0, r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0));
+        s += &format!("<text x=\"{:.1}\" y=\"{}\">{m:.2} ({:.0}%)</text>\n", bar_x + bar_w * hi.max(m) / max + 8.0, y + 19.0, r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0));
     }
     s += &format!("<text x=\"10\" y=\"{}\" fill=\"#666\">{cmd}</text>\n</svg>\n", h - 10.0);
     s
