@@ -402,4 +402,8 @@ pub struct CompareArgs {
     /// Also draw the table as an SVG bar chart to this file.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Injection instead: user space hands packets to the kernel through TAP and io_uring TAP
+    /// (UDP sink packets/s; TCP throughput and latency through a user-space veth<->TAP bridge).
+    #[arg(long)]
+    pub inject: bool,
 }

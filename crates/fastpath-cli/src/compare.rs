@@ -229,6 +229,9 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
     }
     require_privileges("compare")?;
+    if a.inject {
+        return crate::inject::run(a, stop);
+    }
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
     for run in 0..a.runs {
         if stop.load(Ordering::Relaxed) {

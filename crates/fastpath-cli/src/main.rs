@@ -8,6 +8,7 @@ mod ddos;
 mod demo;
 mod error;
 mod filter_cmd;
+mod inject;
 mod report;
 mod session;
 mod testbed_cmd;

@@ -211,6 +211,7 @@ fn smoke_every_subcommand_and_option() {
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0", "--json"],
         vec!["bench", "ddos", "--duration", "0"],
         vec!["compare", "--duration", "0", "--runs", "1", "--json"],
+        vec!["compare", "--inject", "--duration", "0", "--runs", "1"],
         vec!["bench", "rxdrop", "--path", "tpacket", "--netns", nb, "-i", ib, "--duration", "0"],
         vec!["bench", "txonly", "--path", "tpacket", "--netns", na, "-i", ia, "--duration", "0.2", "--count", "10"],
         vec!["bench", "rxdrop", "--path", "tap", "--netns", nb, "-i", "fpsmoketap", "--duration", "0", "--json"],

@@ -1,0 +1,256 @@
+//! `fastpath compare --inject`: user space hands packets to the kernel stack.
+//!
+//! 1. UDP sink: frames written to a TAP device (readv/writev, then io_uring) addressed to a
+//!    kernel UDP socket; packets/s the socket accepted, and its receive-buffer drops.
+//! 2. TCP through a user-space bridge: iperf3 client (ns a) -> veth -> TPACKET_V3 port (ns b)
+//!    -> TAP port -> the stack of ns b (iperf3 server on the TAP's address) and back the same
+//!    way; throughput, and sockperf ping-pong round trips (p50/p99) while the stream runs.
+
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fastpath::io::tap::TapOptions;
+use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
+use fastpath::io::{self, Port, PortSpec};
+use fastpath::packet::{build_udp_frame, UdpFrameSpec};
+use fastpath::stats::median;
+use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
+use serde_json::json;
+
+use crate::args::CompareArgs;
+use crate::error::{env, runtime, CliResult};
+
+const TAP: &str = "fpinj0";
+
+struct Reaper(Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spec(uring: bool) -> PortSpec {
+    if uring {
+        PortSpec::TapUring(TapOptions::default())
+    } else {
+        PortSpec::Tap(TapOptions::default())
+    }
+}
+
+fn ip(ns: &str, args: &str) -> Result<(), String> {
+    let o = ns_command(ns, "ip").args(args.split_whitespace()).output().map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!("ip {args}: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    Ok(())
+}
+
+fn snmp_udp(field: &str) -> u64 {
+    let t = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
+    let mut lines = t.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(h), Some(v)) = (lines.next(), lines.next()) else { return 0 };
+    h.split_whitespace().zip(v.split_whitespace()).find(|(k, _)| *k == field).and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+}
+
+/// Part 1 for one backend: (offered pps, accepted-by-socket pps, RcvbufErrors).
+fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<(f64, f64, u64), String> {
+    let ns = bed.ns_b().to_string();
+    spawn_in_netns(bed.ns_b(), move || -> Result<(f64, f64, u64), String> {
+        let mut port = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
+        ip(&ns, &format!("addr add 10.99.7.1/24 dev {TAP}"))?;
+        fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
+        let mac = fastpath::sys::if_hwaddr(TAP).map_err(|e| e.to_string())?;
+        let sock = std::net::UdpSocket::bind("10.99.7.1:9999").map_err(|e| e.to_string())?;
+        fastpath::sys::setsockopt_int(&sock, 1, 8, 8 << 20, "SOL_SOCKET, SO_RCVBUF").map_err(|e| e.to_string())?;
+        sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let got = Arc::new(AtomicU64::new(0));
+        let (s2, g2) = (stop.clone(), got.clone());
+        let reader = std::thread::spawn(move || {
+            let _ = fastpath::sys::pin_current_thread(1);
+            let mut rm = fastpath::sys::RecvMmsg::new(64);
+            while !s2.load(Ordering::Relaxed) {
+                let n = rm.recv(&sock).unwrap_or(0);
+                g2.fetch_add(n as u64, Ordering::Relaxed);
+                if n == 0 {
+                    use std::os::fd::AsRawFd;
+                    let _ = fastpath::sys::poll_readable(sock.as_raw_fd(), 10);
+                }
+            }
+        });
+        let _ = fastpath::sys::pin_current_thread(0);
+        let spec = UdpFrameSpec { src_mac: [2, 0, 0, 0, 0, 2], dst_mac: mac, src_ip: [10, 99, 7, 2].into(), dst_ip: [10, 99, 7, 1].into(), src_port: 7, dst_port: 9999, frame_len: 64 };
+        let mut f = vec![0u8; 64];
+        build_udp_frame(&spec, &mut f);
+        let batch: Vec<&[u8]> = (0..64).map(|_| f.as_slice()).collect();
+        let err0 = snmp_udp("RcvbufErrors");
+        let t0 = Instant::now();
+        let mut offered = 0u64;
+        while t0.elapsed().as_secs_f64() < secs {
+            offered += port.tx_burst(&batch).map_err(|e| e.to_string())? as u64;
+        }
+        let el = t0.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        let _ = reader.join();
+        Ok((offered as f64 / el, got.load(Ordering::Relaxed) as f64 / el, snmp_udp("RcvbufErrors") - err0))
+    })
+    .join()
+    .map_err(|_| "panicked".to_string())?
+    .map_err(|e| e.to_string())?
+}
+
+/// Part 2 for one backend: (iperf3 bits/s, sockperf p50 us, p99 us, bridged frames).
+fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<(f64, f64, f64, u64), String> {
+    let (ns_a, ns_b, if_a, if_b) = (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
+    let mac_a = bed.mac_a();
+    let mac_b = bed.mac_b().iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    // The veth becomes a wire: no address on b, no offloads that make frames larger than a
+    // TPACKET frame (TSO/GSO on a, GRO on b).
+    ip(&ns_b, &format!("addr del 10.99.0.2/24 dev {if_b}"))?;
+    for (ns, dev, feats) in [(&ns_a, &if_a, "tso off gso off tx off"), (&ns_b, &if_b, "gro off")] {
+        let mut args = vec!["-K", dev.as_str()];
+        args.extend(feats.split_whitespace());
+        let o = ns_command(ns, "ethtool").args(&args).output().map_err(|e| e.to_string())?;
+        if !o.status.success() {
+            return Err(format!("ethtool {args:?}: {}", String::from_utf8_lossy(&o.stderr)));
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let (s2, nb, ib) = (stop.clone(), ns_b.clone(), if_b.clone());
+    let bridge = spawn_in_netns(&ns_b, move || -> Result<u64, String> {
+        let r = (|| -> Result<(Box<dyn Port>, TpacketPort), String> {
+            let tap = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
+            ip(&nb, &format!("link set dev {TAP} address {mac_b}"))?;
+            ip(&nb, &format!("addr add 10.99.0.2/24 dev {TAP}"))?;
+            ip(&nb, &format!("neigh replace 10.99.0.1 lladdr {} dev {TAP} nud permanent", mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")))?;
+            fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
+            let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() }).map_err(|e| e.to_string())?;
+            Ok((tap, veth))
+        })();
+        let (mut tap, mut veth) = match r {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let _ = ready_tx.send(Ok(()));
+        let _ = fastpath::sys::pin_current_thread(1);
+        let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| Vec::with_capacity(2048)).collect();
+        let mut moved = 0u64;
+        while !s2.load(Ordering::Relaxed) {
+            let mut n = 0;
+            veth.rx_burst(64, 0, &mut |f| {
+                bufs[n].clear();
+                bufs[n].extend_from_slice(f);
+                n += 1;
+            })
+            .map_err(|e| e.to_string())?;
+            let mut off = 0;
+            while off < n {
+                let refs: Vec<&[u8]> = bufs[off..n].iter().map(|b| b.as_slice()).collect();
+                off += tap.tx_burst(&refs).map_err(|e| e.to_string())?;
+            }
+            moved += n as u64;
+            let mut m = 0;
+            tap.rx_burst(64, 0, &mut |f| {
+                bufs[m].clear();
+                bufs[m].extend_from_slice(f);
+                m += 1;
+            })
+            .map_err(|e| e.to_string())?;
+            let mut off = 0;
+            while off < m {
+                let refs: Vec<&[u8]> = bufs[off..m].iter().map(|b| b.as_slice()).collect();
+                off += veth.tx_burst(&refs).map_err(|e| e.to_string())?;
+            }
+            moved += m as u64;
+            if n == 0 && m == 0 {
+                std::thread::yield_now();
+            }
+        }
+        Ok(moved)
+    });
+    let ready = ready_rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| Err("bridge did not start".into()));
+    let result = ready.and_then(|()| {
+        let _iperf_srv = Reaper(ns_command(&ns_b, "iperf3").args(["-s", "-1", "-B", "10.99.0.2"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("iperf3 (Debian package iperf3): {e}"))?);
+        let _sp_srv = Reaper(ns_command(&ns_b, "sockperf").args(["server", "--tcp", "-i", "10.99.0.2", "-p", "11112"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("sockperf: {e}"))?);
+        std::thread::sleep(Duration::from_millis(700));
+        let client = ns_command(&ns_a, "iperf3").args(["-c", "10.99.0.2", "-t", &format!("{}", secs.max(2.0).round() as u64), "-J"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_millis(500));
+        let sp = ns_command(&ns_a, "sockperf").args(["ping-pong", "--tcp", "-i", "10.99.0.2", "-p", "11112", "-t", &format!("{}", (secs.max(2.0) - 1.0).round() as u64)]).output().map_err(|e| e.to_string())?;
+        let out = client.wait_with_output().map_err(|e| e.to_string())?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 output: {e}"))?;
+        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().ok_or_else(|| format!("iperf3: {}", v["error"]))?;
+        let text = String::from_utf8_lossy(&sp.stdout).into_owned() + &String::from_utf8_lossy(&sp.stderr);
+        let pct = |p: &str| text.lines().find(|l| l.contains(p)).and_then(|l| l.split('=').nth(1)).and_then(|s| s.trim().trim_matches(|c: char| !c.is_ascii_digit() && c != '.').parse::<f64>().ok()).unwrap_or(f64::NAN);
+        Ok((bps, pct("percentile 50.000"), pct("percentile 99.000")))
+    });
+    stop.store(true, Ordering::Relaxed);
+    let moved = bridge.join().map_err(|_| "bridge panicked".to_string())?.map_err(|e| e.to_string())??;
+    let (bps, p50, p99) = result?;
+    Ok((bps, p50, p99, moved))
+}
+
+pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    for tool in ["iperf3", "sockperf"] {
+        if std::process::Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+            return Err(env(anyhow!("compare --inject needs {tool} (apt-get install {tool})")));
+        }
+    }
+    let secs = a.duration;
+    let mut sink: [Vec<(f64, f64, u64)>; 2] = [Vec::new(), Vec::new()];
+    let mut tcp: [Vec<(f64, f64, f64, u64)>; 2] = [Vec::new(), Vec::new()];
+    for run in 0..a.runs {
+        for (i, uring) in [false, true].into_iter().enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                return Err(runtime(anyhow!("interrupted")));
+            }
+            let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
+            if !a.json {
+                eprintln!("compare --inject: run {}/{} {} on test bed {} ...", run + 1, a.runs, if uring { "tap-uring" } else { "tap" }, bed.name());
+            }
+            if secs > 0.0 {
+                sink[i].push(udp_sink(&bed, uring, secs).map_err(|e| runtime(anyhow!("UDP sink via {}: {e}", if uring { "tap-uring" } else { "tap" })))?);
+            }
+            let bed2 = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: true, ipv6: false })?;
+            if secs > 0.0 {
+                tcp[i].push(bridge(&bed2, uring, secs).map_err(|e| runtime(anyhow!("TCP through {}: {e}", if uring { "tap-uring" } else { "tap" })))?);
+            }
+            bed2.down()?;
+            bed.down()?;
+        }
+    }
+    if secs == 0.0 {
+        println!("compare --inject: set up and torn down (--duration 0)");
+        return Ok(());
+    }
+    let names = ["TAP readv/writev", "TAP io_uring"];
+    let rows: Vec<serde_json::Value> = (0..2)
+        .map(|i| {
+            let m = |f: &dyn Fn(&(f64, f64, u64)) -> f64| median(&sink[i].iter().map(f).collect::<Vec<_>>());
+            let t = |f: &dyn Fn(&(f64, f64, f64, u64)) -> f64| median(&tcp[i].iter().map(f).collect::<Vec<_>>());
+            json!({"path": names[i], "udp_sink_accepted_pps": m(&|x| x.1), "udp_offered_pps": m(&|x| x.0),
+                   "udp_rcvbuf_errors": m(&|x| x.2 as f64), "tcp_bps": t(&|x| x.0), "latency_p50_us": t(&|x| x.1), "latency_p99_us": t(&|x| x.2)})
+        })
+        .collect();
+    let cmd = format!("fastpath compare --inject --runs {} --duration {}", a.runs, a.duration);
+    if a.json {
+        println!("{}", json!({"type": "compare-inject", "command": cmd, "rows": rows}));
+        return Ok(());
+    }
+    println!("{:<18} {:>14} {:>14} {:>12} {:>12} {:>10} {:>10}", "path", "UDP sink pps", "offered pps", "rcvbuf err", "TCP Gbit/s", "p50 us", "p99 us");
+    for r in &rows {
+        let g = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        println!("{:<18} {:>14.0} {:>14.0} {:>12.0} {:>12.2} {:>10.1} {:>10.1}", r["path"].as_str().unwrap_or(""), g("udp_sink_accepted_pps"), g("udp_offered_pps"), g("udp_rcvbuf_errors"), g("tcp_bps") / 1e9, g("latency_p50_us"), g("latency_p99_us"));
+    }
+    println!("({cmd}; medians; latency: sockperf ping-pong through the bridge while iperf3 runs, half round trips)");
+    Ok(())
+}
