@@ -55,7 +55,7 @@ struct { __uint(type, BPF_MAP_TYPE_CPUMAP); __uint(max_entries, 256); __type(key
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP); __uint(max_entries, 2 * FP_CLS_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } tx_ports SEC(".maps");
 
 struct pkt {
-	__u8 src[16];   /* first: 8-byte aligned for the word-wise masking */
+	__u8 src[16];   /* first, and the struct 8-byte aligned: read as __u64 words */
 	__u8 dst[16];
 	__u16 vlan;
 	__u16 eth_type;
@@ -67,7 +67,7 @@ struct pkt {
 	__u16 sport;
 	__u16 dport;
 	__u16 len;
-};
+} __attribute__((aligned(8)));
 
 struct vlan_hdr {
 	__be16 tci;
@@ -273,7 +273,7 @@ int classifier(struct xdp_md *ctx)
 	/* Flow cache: the verdict depends only on these fields and the rule set, so a packet whose
 	 * fields equal a slot's under the current generation reuses its verdict (an exact-match
 	 * cache in front of the tuple search, like Open vSwitch's EMC). */
-	struct fp_flow_key fk;
+	struct fp_flow_key fk __attribute__((aligned(8)));
 	__builtin_memcpy(fk.src, p.src, 16);
 	__builtin_memcpy(fk.dst, p.dst, 16);
 	fk.vlan = p.vlan;
@@ -348,9 +348,12 @@ int classifier(struct xdp_md *ctx)
 	}
 
 	if (slot) {
+		/* Invalidate, fill, then validate: a nested run on this CPU never sees a new key
+		 * with the previous verdict. */
+		slot->gen = 0;
 		__builtin_memcpy(&slot->k, &fk, sizeof(fk));
-		slot->gen = cfg->gen;
 		slot->rule = best;
+		slot->gen = cfg->gen;
 	}
 
 decided:

@@ -2,8 +2,9 @@
 /*
  * fastpath_abi.h - the ONE definition of every struct and constant shared by
  * the BPF programs in bpf/ and the Rust library (crates/fastpath). The Rust side
- * mirrors these in crates/fastpath/src/abi.rs; a unit test there checks sizes
- * and offsets against the values below.
+ * mirrors them byte for byte (crates/fastpath/src/bpf/classifier.rs key_bytes,
+ * action_bytes, install; packet.rs for the payload); the BPF_PROG_TEST_RUN fixture
+ * and differential tests fail on any mismatch.
  */
 #ifndef FASTPATH_ABI_H
 #define FASTPATH_ABI_H
@@ -42,7 +43,6 @@ struct fp_payload {
 	__u64 tstamp_ns;
 } __attribute__((packed));
 
-#endif /* FASTPATH_ABI_H */
 
 /* ---- classifier (bpf/classifier.bpf.c; Rust side: crates/fastpath/src/rules/compile.rs) ---- */
 
@@ -162,3 +162,5 @@ struct fp_rate_bucket {
 	__u64 tokens;     /* in 1/1e9 packets */
 	__u64 last_ns;
 };
+
+#endif /* FASTPATH_ABI_H */

@@ -194,9 +194,12 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         return Err(runtime(anyhow!("{}: {e}", row.label())));
     }
     let mut elapsed = 0.0;
+    // On any error from here on, stop and join the receiver before returning, so its program
+    // or nft table is gone before the test bed is.
+    let stop_receiver = |stop: &AtomicBool| stop.store(true, Ordering::Relaxed);
     if secs > 0.0 {
         let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
-        elapsed = spawn_in_netns(bed.ns_a(), move || -> Result<f64, String> {
+        let gen = spawn_in_netns(bed.ns_a(), move || -> Result<f64, String> {
             let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
             let spec = UdpFrameSpec { src_mac: dev.mac().map_err(|e| e.to_string())?, dst_mac: mac_b, src_ip: fastpath_testbed::IP4_A, dst_ip: fastpath_testbed::IP4_B, src_port: 9000, dst_port: 9, frame_len: 64 };
             let mut frame = vec![0u8; 64];
@@ -211,12 +214,20 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
             Ok(t0.elapsed().as_secs_f64())
         })
         .join()
-        .map_err(|_| runtime(anyhow!("generator panicked")))?
-        .map_err(|e| runtime(anyhow!("{e:?}")))?
-        .map_err(|e| runtime(anyhow!("generator: {e}")))?;
+        .map_err(|_| "generator panicked".to_string())
+        .and_then(|r| r.map_err(|e| format!("{e:?}")))
+        .and_then(|r| r.map_err(|e| format!("generator: {e}")));
+        match gen {
+            Ok(e) => elapsed = e,
+            Err(e) => {
+                stop_receiver(&stop);
+                let _ = recv.join();
+                return Err(runtime(anyhow!("{e}")));
+            }
+        }
         std::thread::sleep(Duration::from_millis(200));
     }
-    stop.store(true, Ordering::Relaxed);
+    stop_receiver(&stop);
     let n = recv.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(|e| runtime(anyhow!("{e:?}")))?.map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
     Ok(if elapsed > 0.0 { n as f64 / elapsed / 1e6 } else { 0.0 })
 }
@@ -245,7 +256,11 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             eprintln!("compare: run {}/{} on test bed {} ...", run + 1, a.runs, bed.name());
         }
         for (i, row) in ROWS.iter().enumerate() {
-            results[i].push(measure(&bed, *row, a.pin, a.duration, &stop)?);
+            let r = measure(&bed, *row, a.pin, a.duration, &stop)?;
+            if stop.load(Ordering::Relaxed) {
+                return Err(runtime(anyhow!("interrupted: no table from a partial run (test bed removed)")));
+            }
+            results[i].push(r);
         }
         bed.down()?;
     }

@@ -34,13 +34,8 @@ pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
         let extra = parse_cli_rules(&r.rules, set.default.clone())?;
         let mut rules = std::mem::take(&mut set.rules);
         rules.extend(extra.rules);
-        // Re-check the limits on the union (and keep priority order, file rules first on ties).
-        let mut text_free = RuleSet { rules, default: set.default.clone() };
-        text_free.rules.sort_by_key(|r| r.priority);
-        set = text_free;
-        if set.rules.len() > fastpath::rules::MAX_RULES {
-            return Err(usage(anyhow!("{} rules: a rule set holds at most {}", set.rules.len(), fastpath::rules::MAX_RULES)));
-        }
+        // Every limit again on the union (priority order kept, file rules first on ties).
+        set = fastpath::rules::finish(&source, rules, set.default.clone())?;
     }
     let c = compile(&source, &set)?;
     Ok((set, c, source))

@@ -25,6 +25,11 @@ use crate::error::{env, runtime, CliResult};
 
 const TAP: &str = "fpinj0";
 
+/// UDP sink result: offered pps, accepted pps, RcvbufErrors.
+type Sink = (f64, f64, u64);
+/// TCP result: bits/s, p50 us, p99 us, frames bridged.
+type Tcp = (f64, f64, f64, u64);
+
 struct Reaper(Child);
 
 impl Drop for Reaper {
@@ -58,9 +63,9 @@ fn snmp_udp(field: &str) -> u64 {
 }
 
 /// Part 1 for one backend: (offered pps, accepted-by-socket pps, RcvbufErrors).
-fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<(f64, f64, u64), String> {
+fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
     let ns = bed.ns_b().to_string();
-    spawn_in_netns(bed.ns_b(), move || -> Result<(f64, f64, u64), String> {
+    spawn_in_netns(bed.ns_b(), move || -> Result<Sink, String> {
         let mut port = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
         ip(&ns, &format!("addr add 10.99.7.1/24 dev {TAP}"))?;
         fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
@@ -106,7 +111,7 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<(f64, f64, u64), St
 }
 
 /// Part 2 for one backend: (iperf3 bits/s, sockperf p50 us, p99 us, bridged frames).
-fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<(f64, f64, f64, u64), String> {
+fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
     let (ns_a, ns_b, if_a, if_b) = (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
     let mac_a = bed.mac_a();
     let mac_b = bed.mac_b().iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
@@ -206,8 +211,8 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
     }
     let secs = a.duration;
-    let mut sink: [Vec<(f64, f64, u64)>; 2] = [Vec::new(), Vec::new()];
-    let mut tcp: [Vec<(f64, f64, f64, u64)>; 2] = [Vec::new(), Vec::new()];
+    let mut sink: [Vec<Sink>; 2] = [Vec::new(), Vec::new()];
+    let mut tcp: [Vec<Tcp>; 2] = [Vec::new(), Vec::new()];
     for run in 0..a.runs {
         for (i, uring) in [false, true].into_iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
@@ -235,8 +240,8 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let names = ["TAP readv/writev", "TAP io_uring"];
     let rows: Vec<serde_json::Value> = (0..2)
         .map(|i| {
-            let m = |f: &dyn Fn(&(f64, f64, u64)) -> f64| median(&sink[i].iter().map(f).collect::<Vec<_>>());
-            let t = |f: &dyn Fn(&(f64, f64, f64, u64)) -> f64| median(&tcp[i].iter().map(f).collect::<Vec<_>>());
+            let m = |f: &dyn Fn(&Sink) -> f64| median(&sink[i].iter().map(f).collect::<Vec<_>>());
+            let t = |f: &dyn Fn(&Tcp) -> f64| median(&tcp[i].iter().map(f).collect::<Vec<_>>());
             json!({"path": names[i], "udp_sink_accepted_pps": m(&|x| x.1), "udp_offered_pps": m(&|x| x.0),
                    "udp_rcvbuf_errors": m(&|x| x.2 as f64), "tcp_bps": t(&|x| x.0), "latency_p50_us": t(&|x| x.1), "latency_p99_us": t(&|x| x.2)})
         })

@@ -153,6 +153,9 @@ impl Classifier {
 
     /// Writes `c` as rule set `set` (not yet in use). `ifindex_of` resolves redirect interfaces.
     pub fn install(&self, set: u32, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<(), BpfError> {
+        // Whatever an earlier, interrupted install left in this set goes first: stale keys
+        // would otherwise match under the new tuple table.
+        self.clear(set)?;
         let m = &self.maps;
         assert!(c.actions.len() <= MAX_RULES && c.tuples.len() <= MAX_TUPLES);
         assert!(c.cpu_sets.len() <= MAX_CPU_SETS && c.redirect_ifaces.len() <= MAX_REDIRECT_PORTS);
@@ -238,7 +241,11 @@ impl Classifier {
     pub fn clear(&self, set: u32) -> Result<(), BpfError> {
         let stale: Vec<Vec<u8>> = self.maps.cls_rules.keys().filter(|k| k.get(32) == Some(&(set as u8))).collect();
         for k in stale {
-            let _ = self.maps.cls_rules.delete(&k);
+            if let Err(cause) = self.maps.cls_rules.delete(&k) {
+                if cause.kind() != libbpf_rs::ErrorKind::NotFound {
+                    return Err(BpfError::Map { map: "cls_rules", cause });
+                }
+            }
         }
         // Keep the generation so the next install goes above it; zero the rest.
         let old = self.maps.cls_config.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?.unwrap_or_default();

@@ -110,12 +110,13 @@ impl Port for AfXdpPort {
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {
         self.reap_completions();
         let fs = self.sock.config().frame_size as usize;
+        // Check every frame before reserving anything: nothing half-done on bad input.
+        if let Some(fr) = frames.iter().find(|f| f.is_empty() || f.len() > fs) {
+            return Err(PortError::Config { what: "frame length", value: fr.len().to_string(), accepted: format!("use 1 to {fs} bytes (the frame size)") });
+        }
         let want = frames.len().min(self.tx_free.len()) as u32;
         let (ti, got) = self.sock.tx.reserve_up_to(want);
         for (i, fr) in frames.iter().take(got as usize).enumerate() {
-            if fr.len() > fs {
-                return Err(PortError::Config { what: "frame length", value: fr.len().to_string(), accepted: format!("at most the frame size, {fs} bytes") });
-            }
             let a = self.tx_free.pop().expect("got <= free");
             self.sock.frame_mut(a, fr.len() as u32).copy_from_slice(fr);
             self.sock.tx.write(ti.wrapping_add(i as u32), XdpDesc { addr: a, len: fr.len() as u32, options: 0 });

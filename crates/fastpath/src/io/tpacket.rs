@@ -71,8 +71,9 @@ impl TpacketOptions {
         if self.block_count == 0 || self.block_count > 65536 {
             return Err(PortError::Config { what: "TPACKET block count", value: self.block_count.to_string(), accepted: "use 1..=65536".into() });
         }
-        if self.frame_size % 16 != 0 || self.frame_size < 128 || self.frame_size > self.block_size {
-            return Err(PortError::Config { what: "TPACKET frame size", value: self.frame_size.to_string(), accepted: format!("use a multiple of 16 from 128 to the block size ({})", self.block_size) });
+        // Frames must tile the block exactly: TX frames are then contiguous across blocks.
+        if self.frame_size % 16 != 0 || self.frame_size < 128 || self.frame_size > self.block_size || self.block_size % self.frame_size != 0 {
+            return Err(PortError::Config { what: "TPACKET frame size", value: self.frame_size.to_string(), accepted: format!("use a multiple of 16 from 128 that divides the block size ({})", self.block_size) });
         }
         Ok(())
     }

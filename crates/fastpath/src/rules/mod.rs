@@ -366,7 +366,9 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
     finish("--rule", out, default)
 }
 
-fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
+/// Sorts `rules` by priority (stable) and checks the rule-set limits (rules, CPU sets,
+/// redirect interfaces): what a merged set (file + `--rule`) must pass again.
+pub fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
     if rules.len() > MAX_RULES {
         return Err(RuleError {
             at: Location::At { source: source.to_string(), line: 1, col: 1 },
