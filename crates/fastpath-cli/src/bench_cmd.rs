@@ -298,6 +298,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let mut port = io::open(&a.xsk.iface, &spec).map_err(|e| match e {
         io::PortError::Config { .. } | io::PortError::UnknownPath(_) => usage(e),
+        io::PortError::Xsk(x) => crate::error::CliError::from(x),
         other => crate::error::kernel(other),
     })?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {

@@ -73,6 +73,9 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     assert_refused(&bed, &call(&base(&["--ring-size", "1000"])), 2, &["ring size 1000", "power of two"]);
     assert_refused(&bed, &call(&base(&["--cpu", "64"])), 2, &["--cpu 64"]);
     assert_refused(&bed, &["bench", "rxdrop", "--netns", "fpnosuchns", "-i", i, "--duration", "0"], 3, &["fpnosuchns"]);
+    // Port backends: a missing interface, a TAP name too long.
+    assert_refused(&bed, &["bench", "rxdrop", "--path", "tpacket", "--netns", ns, "-i", "nosuch1", "--duration", "0"], 2, &["\"nosuch1\"", "does not exist"]);
+    assert_refused(&bed, &["bench", "rxdrop", "--path", "tap", "--netns", ns, "-i", "averyveryverylongname", "--duration", "0"], 2, &["averyveryverylongname", "at most 15 bytes"]);
     // An unknown port backend.
     let o = run(&["bench", "rxdrop", "--path", "dpdk", "-i", i]);
     assert_eq!(o.status.code(), Some(2));
