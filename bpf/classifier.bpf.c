@@ -385,13 +385,13 @@ do_action:
 	case FP_ACT_CPU: {
 		__u32 si = set * FP_CLS_MAX_CPU_SETS + (act->arg & (FP_CLS_MAX_CPU_SETS - 1)), h, cpu;
 		struct fp_cpu_set *cs = bpf_map_lookup_elem(&cls_cpu_sets, &si);
-		__u32 s4, d4;
+		__u64 *sw = (__u64 *)p.src, *dw = (__u64 *)p.dst, a;
 		if (!cs || cs->n == 0 || cs->n > FP_CLS_MAX_CPUS)
 			return XDP_PASS;
-		__builtin_memcpy(&s4, p.src, 4);
-		__builtin_memcpy(&d4, p.dst, 4);
-		/* Flow hash: both directions of a flow land on the same CPU. */
-		h = (s4 ^ d4 ^ ((__u32)p.sport ^ p.dport) ^ p.proto16) * 2654435761u;
+		/* Flow hash over all 16 address bytes (IPv6 too) and the ports: symmetric, so both
+		 * directions of a flow land on the same CPU. */
+		a = sw[0] ^ sw[1] ^ dw[0] ^ dw[1];
+		h = ((__u32)a ^ (__u32)(a >> 32) ^ ((__u32)p.sport ^ p.dport) ^ p.proto16) * 2654435761u;
 		h = (h >> 16) % cs->n;
 		/* Hide the value from the compiler so the bound check below stays for the verifier. */
 		asm volatile("" : "+r"(h));

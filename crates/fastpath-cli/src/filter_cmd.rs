@@ -141,6 +141,8 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             // Everything that can be wrong with the rules fails here; the set in force stays.
             let (set, c, source) = compile_rules(rules)?;
             let cls = open_pinned(target)?;
+            // One reload at a time per interface: two would install into the same inactive set.
+            let _lock = fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock")).map_err(runtime)?;
             let new = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
             write_names(&target.iface, &set, &source);
             println!("reloaded {}: {} rules from {source} in force (rule set {new})", target.iface, set.rules.len());
@@ -163,6 +165,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             drop(cls);
             Classifier::unpin(&pin_dir(&target.iface)).map_err(runtime)?;
             let _ = std::fs::remove_file(names_file(&target.iface));
+            let _ = std::fs::remove_file(names_file(&target.iface).with_extension("lock"));
             println!("classifier removed from {}", target.iface);
             Ok(())
         }

@@ -256,8 +256,13 @@ impl Classifier {
         self.maps.cls_config.update(&set.to_ne_bytes(), &empty, MapFlags::ANY).map_err(map_err("cls_config"))
     }
 
-    /// Installs `c` into the inactive set, flips to it, clears the old one. Returns the new set.
-    /// On an error before the flip the set in use is untouched.
+    /// Installs `c` into the inactive set and flips to it. Returns the new set. On an error
+    /// before the flip the set in use is untouched.
+    ///
+    /// The old set is not cleared here: a packet that read the old index just before the flip
+    /// may still be walking it, and there is no RCU grace period to wait for from user space.
+    /// It is cleared by the next install into it (at the next reload), long after; its
+    /// counters stay readable until then.
     pub fn swap_in(&self, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<u32, BpfError> {
         let old = self.active()?;
         let new = old ^ 1;
@@ -266,7 +271,6 @@ impl Classifier {
             return Err(e);
         }
         self.activate(new)?;
-        self.clear(old)?;
         Ok(new)
     }
 

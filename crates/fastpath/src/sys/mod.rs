@@ -521,3 +521,19 @@ impl RecvMmsg {
         Ok(n as usize)
     }
 }
+
+/// Takes an exclusive advisory lock (`flock(LOCK_EX)`) on `path` (created if absent), held
+/// until the returned fd is dropped: serialises concurrent `fastpath filter reload`s.
+pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
+    if let Some(d) = path.parent() {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)
+        .map_err(|e| SysError { call: format!("open({})", path.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+    let fd: OwnedFd = f.into();
+    // SAFETY: fd is a valid open file.
+    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } < 0 {
+        return Err(SysError::last(format!("flock({}, LOCK_EX)", path.display())));
+    }
+    Ok(fd)
+}
