@@ -160,10 +160,11 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         FilterCmd::Unload { target } => {
             require_privileges("filter unload")?;
             enter_ns(&target.netns)?;
-            let cls = open_pinned(target)?;
-            cls.detach_pinned().map_err(kernel)?;
-            drop(cls);
-            Classifier::unpin(&pin_dir(&target.iface)).map_err(runtime)?;
+            let dir = pin_dir(&target.iface);
+            if !dir.join("link").exists() {
+                return Err(env(anyhow!("no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})", target.iface, dir.display())));
+            }
+            Classifier::unload_pinned(&dir).map_err(kernel)?;
             let _ = std::fs::remove_file(names_file(&target.iface));
             let _ = std::fs::remove_file(names_file(&target.iface).with_extension("lock"));
             println!("classifier removed from {}", target.iface);

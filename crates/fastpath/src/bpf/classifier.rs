@@ -368,6 +368,30 @@ impl Classifier {
         Ok(())
     }
 
+    /// Detaches the classifier pinned under `dir` and removes every pin there, without needing
+    /// the maps to open (a pin directory from another build still unloads).
+    pub fn unload_pinned(dir: &Path) -> Result<(), SysError> {
+        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };
+        if fd >= 0 {
+            // SAFETY: a fresh fd we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            // SAFETY: a valid link fd.
+            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
+            if rc < 0 && -rc != libc::ENOLINK {
+                return Err(SysError { call: format!("bpf_link_detach({})", dir.join("link").display()), errno: -rc });
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+        Ok(())
+    }
+
     /// Detaches a pinned link now (BPF_LINK_DETACH), if this object was opened from pins.
     pub fn detach_pinned(&self) -> Result<(), SysError> {
         if let Some(fd) = &self.link_fd_pinned {
