@@ -237,6 +237,32 @@ pub struct XskArgs {
     pub cpu: Option<usize>,
 }
 
+impl XskArgs {
+    /// The command line's defaults for `iface`, pinned to `cpu`: for commands that open a path
+    /// themselves (demo, compare).
+    pub fn defaults(iface: &str, cpu: Option<usize>) -> Self {
+        Self {
+            iface: iface.to_string(),
+            queue: 0,
+            netns: None,
+            xdp_mode: XdpModeArg::Auto,
+            copy_mode: CopyModeArg::Auto,
+            frame_size: 4096,
+            frame_count: 4096,
+            headroom: 0,
+            huge_pages: false,
+            ring_size: 2048,
+            batch_size: 64,
+            busy_poll: false,
+            no_need_wakeup: false,
+            poll: false,
+            tx_budget: None,
+            force: false,
+            cpu,
+        }
+    }
+}
+
 /// How long to run and how to report.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {

@@ -62,6 +62,23 @@ pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
     })
 }
 
+/// The test-bed generator frame: 64-byte UDP from `dev` (ns a, 10.99.0.1:9000) to the receiving
+/// veth (`dst_mac`, 10.99.0.2:9), checksums correct. Shared by demo, ddos and compare.
+pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::sys::SysError> {
+    let spec = UdpFrameSpec {
+        src_mac: dev.mac()?,
+        dst_mac,
+        src_ip: fastpath_testbed::IP4_A,
+        dst_ip: fastpath_testbed::IP4_B,
+        src_port: 9000,
+        dst_port: 9,
+        frame_len: 64,
+    };
+    let mut frame = vec![0u8; 64];
+    build_udp_frame(&spec, &mut frame);
+    Ok(frame)
+}
+
 fn loop_opts(x: &XskArgs) -> LoopOpts {
     LoopOpts { batch_size: x.batch_size, wait: if x.poll { Wait::Poll(100) } else { Wait::Spin } }
 }

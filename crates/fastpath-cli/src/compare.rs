@@ -14,7 +14,6 @@ use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::Port;
 use fastpath::netdev::NetDev;
-use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::rules::compile::compile;
 use fastpath::stats::{median, Counters, Ctr};
 use fastpath::xsk::{CopyMode, XskConfig};
@@ -137,25 +136,7 @@ fn receive(row: Row, ns: &str, iface: &str, pin: Pin, stop: &AtomicBool, ready: 
         Row::AfXdpClassifier => {
             let set = fastpath::rules::parse_toml("compare-100-rules", &rules_100()).map_err(|e| e.to_string())?;
             let c = compile("compare-100-rules", &set).map_err(|e| e.to_string())?;
-            let x = XskArgs {
-                iface: iface.to_string(),
-                queue: 0,
-                netns: None,
-                xdp_mode: XdpModeArg::Native,
-                copy_mode: CopyModeArg::Copy,
-                frame_size: 4096,
-                frame_count: 4096,
-                headroom: 0,
-                huge_pages: false,
-                ring_size: 2048,
-                batch_size: 64,
-                busy_poll: false,
-                no_need_wakeup: false,
-                poll: false,
-                tx_budget: None,
-                force: false,
-                cpu: Some(APP_CPU),
-            };
+            let x = XskArgs { xdp_mode: XdpModeArg::Native, copy_mode: CopyModeArg::Copy, ..XskArgs::defaults(iface, Some(APP_CPU)) };
             let mut sess = Session::open_with(&x, Role::Rx, Some(&c)).map_err(|e| format!("{:#}", e.err))?;
             let mut sock = sess.sock.take().ok_or("no socket")?;
             fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
@@ -201,9 +182,7 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
         let gen = spawn_in_netns(bed.ns_a(), move || -> Result<f64, String> {
             let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
-            let spec = UdpFrameSpec { src_mac: dev.mac().map_err(|e| e.to_string())?, dst_mac: mac_b, src_ip: fastpath_testbed::IP4_A, dst_ip: fastpath_testbed::IP4_B, src_port: 9000, dst_port: 9, frame_len: 64 };
-            let mut frame = vec![0u8; 64];
-            build_udp_frame(&spec, &mut frame);
+            let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let t0 = Instant::now();
             let live = LiveGen::start(gen, &frame, &[GEN_CPU], SendLimits::default(), 64, &[Arc::new(Counters::default())]).map_err(|e| e.to_string())?;

@@ -20,7 +20,6 @@ use anyhow::anyhow;
 use fastpath::bench::{self, SendLimits};
 use fastpath::bpf::{Classifier, XdpGen, XdpMode};
 use fastpath::netdev::NetDev;
-use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::rules::compile::compile;
 use fastpath::rules::{parse_cli_rules, Action};
 use fastpath::stats::{thousands, Counters};
@@ -141,17 +140,7 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
         let (iface, mac_b, d) = (bed.iface_a().to_string(), bed.mac_b(), done.clone());
         Some(spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64), String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
-            let spec = UdpFrameSpec {
-                src_mac: dev.mac().map_err(|e| e.to_string())?,
-                dst_mac: mac_b,
-                src_ip: fastpath_testbed::IP4_A,
-                dst_ip: fastpath_testbed::IP4_B,
-                src_port: 9000,
-                dst_port: 9,
-                frame_len: 64,
-            };
-            let mut frame = vec![0u8; 64];
-            build_udp_frame(&spec, &mut frame);
+            let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let t0 = std::time::Instant::now();
             // The attacker starts on CPU 0, away from the service's CPU 1.

@@ -12,14 +12,13 @@ use anyhow::anyhow;
 use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::netdev::{self, NetDev};
-use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::stats::{thousands, Counters};
 use fastpath::xsk::XskStats;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::args::{CopyModeArg, DemoArgs, XdpModeArg, XskArgs};
+use crate::args::{DemoArgs, XdpModeArg, XskArgs};
 use crate::error::{require_privileges, runtime, usage, CliError, CliResult};
 use crate::session::{PathInfo, Role, Session};
 
@@ -59,25 +58,7 @@ fn is_drop_counter(name: &str) -> bool {
 
 fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>) -> CliResult<Row> {
     let (ns_a, ns_b, if_a, if_b) = (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
-    let x = XskArgs {
-        iface: if_b.clone(),
-        queue: 0,
-        netns: None,
-        xdp_mode: XdpModeArg::Native,
-        copy_mode: CopyModeArg::Auto,
-        frame_size: 4096,
-        frame_count: 4096,
-        headroom: 0,
-        huge_pages: false,
-        ring_size: 2048,
-        batch_size: 64,
-        busy_poll: false,
-        no_need_wakeup: false,
-        poll: false,
-        tx_budget: None,
-        force: false,
-        cpu: Some(d.app_cpu),
-    };
+    let x = XskArgs { xdp_mode: XdpModeArg::Native, ..XskArgs::defaults(&if_b, Some(d.app_cpu)) };
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CliError>>();
     // Receiver, in ns b.
@@ -141,17 +122,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     let gstop = global_stop.clone();
     let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<GenOutcome> {
         let dev = NetDev::by_name(&if_a).map_err(runtime)?;
-        let spec = UdpFrameSpec {
-            src_mac: dev.mac().map_err(runtime)?,
-            dst_mac: mac_b,
-            src_ip: fastpath_testbed::IP4_A,
-            dst_ip: fastpath_testbed::IP4_B,
-            src_port: 9000,
-            dst_port: 9,
-            frame_len: 64,
-        };
-        let mut frame = vec![0u8; 64];
-        build_udp_frame(&spec, &mut frame);
+        let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(runtime)?;
         let gen = Arc::new(XdpGen::load(dev.ifindex)?);
         let eth0 = dev.ethtool_stats().unwrap_or_default();
         let sent0 = gen.total_sent()?;
