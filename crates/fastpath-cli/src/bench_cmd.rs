@@ -188,18 +188,10 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         _ => None,
     };
     let mon = Monitor {
-        prefix: format!("{}:q{}", a.xsk.iface, a.xsk.queue),
-        columns: columns(a.mode),
-        counters: vec![counters.clone()],
         xsk_fd: sess.stats_fd.as_ref(),
         drop: sess.drop_prog(),
-        gen: None,
         ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
-        duration: Duration::from_secs_f64(a.run.duration),
-        interval: Duration::from_secs_f64(a.run.interval),
-        json: a.run.json,
-        extended: a.run.extended,
-        print: true,
+        ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
     };
     let summary = mon.run(&stop, &done);
     stop.store(true, Ordering::Relaxed);
@@ -254,20 +246,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let never = AtomicBool::new(false);
     let done = live.as_ref().map(|l| l.done_flag()).unwrap_or(&never);
-    let mon = Monitor {
-        prefix: format!("{}:gen", g.xsk.iface),
-        columns: &[Ctr::TxPackets],
-        counters,
-        xsk_fd: None,
-        drop: None,
-        gen: Some(&gen),
-        ethtool_dev: Some(dev.clone()),
-        duration: Duration::from_secs_f64(g.run.duration),
-        interval: Duration::from_secs_f64(g.run.interval),
-        json: g.run.json,
-        extended: g.run.extended,
-        print: true,
-    };
+    let mon = Monitor { gen: Some(&gen), ethtool_dev: Some(dev.clone()), ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters, &g.run) };
     let summary = mon.run(&stop, done);
     if let Some(l) = live {
         l.stop().map_err(kernel)?;
@@ -378,20 +357,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             port.stats().map_err(|e| e.to_string())
         })
     });
-    let mon = Monitor {
-        prefix: format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
-        columns: columns(a.mode),
-        counters: vec![counters.clone()],
-        xsk_fd: None,
-        drop: None,
-        gen: None,
-        ethtool_dev: None,
-        duration: Duration::from_secs_f64(a.run.duration),
-        interval: Duration::from_secs_f64(a.run.interval),
-        json: a.run.json,
-        extended: a.run.extended,
-        print: true,
-    };
+    let mon = Monitor::for_run(format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")), columns(a.mode), vec![counters.clone()], &a.run);
     let summary = mon.run(&stop, &done);
     stop.store(true, Ordering::Relaxed);
     let mut extra = serde_json::Map::new();

@@ -30,8 +30,26 @@ pub struct Monitor<'a> {
     pub interval: Duration,
     pub json: bool,
     pub extended: bool,
-    /// Print interval lines (false: collect only, for the demo).
-    pub print: bool,
+}
+
+impl<'a> Monitor<'a> {
+    /// A monitor of `counters` for a run shaped by `run` (duration, interval, JSON, extended);
+    /// set the kernel sources (`xsk_fd`, `drop`, `gen`, `ethtool_dev`) on the result.
+    pub fn for_run(prefix: String, columns: &'a [Ctr], counters: Vec<Arc<Counters>>, run: &crate::args::RunArgs) -> Self {
+        Self {
+            prefix,
+            columns,
+            counters,
+            xsk_fd: None,
+            drop: None,
+            gen: None,
+            ethtool_dev: None,
+            duration: Duration::from_secs_f64(run.duration),
+            interval: Duration::from_secs_f64(run.interval),
+            json: run.json,
+            extended: run.extended,
+        }
+    }
 }
 
 /// Totals of one run.
@@ -95,9 +113,7 @@ impl Monitor<'_> {
             let cur = sum(&self.counters, self.drop, self.gen);
             let t = monotonic_ns();
             let xsk = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok());
-            if self.print {
-                self.line(&prev, &cur, t - prev_t, xsk.map(|x| x.delta(&prev_xsk)));
-            }
+            self.line(&prev, &cur, t - prev_t, xsk.map(|x| x.delta(&prev_xsk)));
             prev = cur;
             prev_t = t;
             if let Some(x) = xsk {

@@ -91,13 +91,7 @@ fn frame_base(addr: u64, frame_size: u32) -> u64 {
 
 /// Puts the first `n` frames of the UMEM on the FILL ring.
 fn prefill(sock: &mut XskSocket, n: u32) {
-    let n = n.min(sock.fill.size());
-    let idx = sock.fill.reserve(n).expect("an empty FILL ring has room");
-    for i in 0..n {
-        let a = sock.frame_addr(i);
-        sock.fill.write(idx.wrapping_add(i), a);
-    }
-    sock.fill.submit(n);
+    sock.fill_first_frames(n);
 }
 
 #[inline]

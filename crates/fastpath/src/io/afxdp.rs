@@ -42,13 +42,7 @@ impl AfXdpPort {
             prog.insert(queue, sock.as_raw_fd())?;
             // First half of the frames on FILL for RX, second half free for TX.
             let half = cfg.frame_count / 2;
-            let n = half.min(sock.fill.size());
-            let idx = sock.fill.reserve(n).expect("an empty FILL ring has room");
-            for i in 0..n {
-                let a = sock.frame_addr(i);
-                sock.fill.write(idx.wrapping_add(i), a);
-            }
-            sock.fill.submit(n);
+            sock.fill_first_frames(half);
             let tx_free = (half..cfg.frame_count).rev().map(|i| sock.frame_addr(i)).collect();
             return Ok(Self { sock, _prog: prog, tx_free, stats: PortStats::default() });
         }

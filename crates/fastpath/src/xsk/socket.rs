@@ -503,6 +503,19 @@ impl XskSocket {
         read_stats(self.fd.as_fd())
     }
 
+    /// Puts frames `0..n` of the UMEM on the FILL ring (at most the ring's size); returns how
+    /// many. For a fresh socket, before receiving.
+    pub fn fill_first_frames(&mut self, n: u32) -> u32 {
+        let n = n.min(self.fill.size());
+        let idx = self.fill.reserve(n).expect("an empty FILL ring has room");
+        for i in 0..n {
+            let a = self.frame_addr(i);
+            self.fill.write(idx.wrapping_add(i), a);
+        }
+        self.fill.submit(n);
+        n
+    }
+
     /// UMEM address of frame `i` (its first byte; headroom not included).
     #[inline]
     pub fn frame_addr(&self, i: u32) -> u64 {
