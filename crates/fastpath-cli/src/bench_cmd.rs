@@ -29,7 +29,10 @@ impl Drop for SetOnDrop {
 
 pub fn check_run(r: &RunArgs) -> CliResult<()> {
     if !(r.duration >= 0.0 && r.duration.is_finite()) {
-        return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)", r.duration)));
+        return Err(usage(anyhow!(
+            "--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)",
+            r.duration
+        )));
     }
     if !(r.interval > 0.0 && r.interval.is_finite()) {
         return Err(usage(anyhow!("--interval {} is not accepted: use seconds > 0", r.interval)));
@@ -118,7 +121,14 @@ fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
         println!("{}", json!({"type": "ready", "bench": kind, "path": path}));
     } else {
         let g = |k: &str| path.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
-        println!("fastpath {kind}: {} queue {} driver {} xdp {} {}", g("iface"), path.get("queue").and_then(|v| v.as_u64()).unwrap_or(0), g("driver"), g("xdp_mode"), g("copy_mode"));
+        println!(
+            "fastpath {kind}: {} queue {} driver {} xdp {} {}",
+            g("iface"),
+            path.get("queue").and_then(|v| v.as_u64()).unwrap_or(0),
+            g("driver"),
+            g("xdp_mode"),
+            g("copy_mode")
+        );
         for n in notes {
             println!("note: {n}");
         }
@@ -151,7 +161,9 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.xsk.netns)?;
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
-        Some(p) => Some(crate::filter_cmd::compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
+        Some(p) => {
+            Some(crate::filter_cmd::compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1)
+        }
         None => None,
     };
     let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
@@ -163,7 +175,13 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let worker = match sess.sock.take() {
         Some(mut sock) if a.run.duration > 0.0 => {
             let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
-            let (mode, opts, cpu, verify, limits) = (a.mode, loop_opts(&a.xsk), a.xsk.cpu, a.verify, SendLimits { count: a.frame.count, rate_pps: a.frame.rate });
+            let (mode, opts, cpu, verify, limits) = (
+                a.mode,
+                loop_opts(&a.xsk),
+                a.xsk.cpu,
+                a.verify,
+                SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
+            );
             Some(std::thread::spawn(move || -> Result<(), fastpath::sys::SysError> {
                 // Tell the monitor when this thread ends, however it ends (error, panic).
                 let _done = SetOnDrop(d.clone());
@@ -179,7 +197,9 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     }
                     BenchMode::Rxdrop => bench::rxdrop(&mut sock, opts, &c, &s, |_| {}),
                     BenchMode::L2fwd => bench::l2fwd(&mut sock, opts, &c, &s),
-                    BenchMode::Txonly => bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ()),
+                    BenchMode::Txonly => {
+                        bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ())
+                    }
                     BenchMode::Xdpdrop | BenchMode::Ddos => Ok(()),
                 };
                 r
@@ -211,7 +231,16 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 /// `fastpath gen`.
 pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.engine == Engine::Xsk {
-        let b = BenchArgs { mode: BenchMode::Txonly, xsk: g.xsk.clone(), run: g.run.clone(), frame: g.frame.clone(), verify: false, rules: None, flood_threads: 1, path: crate::args::PathArg::Afxdp };
+        let b = BenchArgs {
+            mode: BenchMode::Txonly,
+            xsk: g.xsk.clone(),
+            run: g.run.clone(),
+            frame: g.frame.clone(),
+            verify: false,
+            rules: None,
+            flood_threads: 1,
+            path: crate::args::PathArg::Afxdp,
+        };
         return bench(&b, stop);
     }
     check_run(&g.run)?;
@@ -240,13 +269,20 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let cpus: Vec<usize> = (0..g.threads as usize).map(|i| (first + i) % ncpu).collect();
     let limits = SendLimits { count: g.frame.count, rate_pps: g.frame.rate };
     let live = if g.run.duration > 0.0 {
-        Some(bench::LiveGen::start(gen.clone(), &frame, &cpus, limits, g.xsk.batch_size.min(256), &counters).map_err(runtime)?)
+        Some(
+            bench::LiveGen::start(gen.clone(), &frame, &cpus, limits, g.xsk.batch_size.min(256), &counters)
+                .map_err(runtime)?,
+        )
     } else {
         None
     };
     let never = AtomicBool::new(false);
     let done = live.as_ref().map(|l| l.done_flag()).unwrap_or(&never);
-    let mon = Monitor { gen: Some(&gen), ethtool_dev: Some(dev.clone()), ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters, &g.run) };
+    let mon = Monitor {
+        gen: Some(&gen),
+        ethtool_dev: Some(dev.clone()),
+        ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters, &g.run)
+    };
     let summary = mon.run(&stop, done);
     if let Some(l) = live {
         l.stop().map_err(kernel)?;
@@ -284,7 +320,15 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let frame = if a.mode == BenchMode::Txonly {
         let spec = frame_spec(&a.frame, &a.xsk.iface).or_else(|_| {
             // A TAP device does not exist before it is opened: use a local MAC then.
-            Ok::<_, crate::error::CliError>(UdpFrameSpec { src_mac: a.frame.src_mac.unwrap_or([2, 0, 0, 0, 0, 1]), dst_mac: a.frame.dst_mac, src_ip: a.frame.src_ip, dst_ip: a.frame.dst_ip, src_port: a.frame.src_port, dst_port: a.frame.dst_port, frame_len: a.frame.frame_len as usize })
+            Ok::<_, crate::error::CliError>(UdpFrameSpec {
+                src_mac: a.frame.src_mac.unwrap_or([2, 0, 0, 0, 0, 1]),
+                dst_mac: a.frame.dst_mac,
+                src_ip: a.frame.src_ip,
+                dst_ip: a.frame.dst_ip,
+                src_port: a.frame.src_port,
+                dst_port: a.frame.dst_port,
+                frame_len: a.frame.frame_len as usize,
+            })
         })?;
         let mut f = vec![0u8; spec.frame_len];
         build_udp_frame(&spec, &mut f);
@@ -307,7 +351,15 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let worker = (a.run.duration > 0.0).then(|| {
-        let (c, s, d, t, verify, cpu, limits) = (counters.clone(), stop.clone(), done.clone(), tracker.clone(), a.verify, a.xsk.cpu, SendLimits { count: a.frame.count, rate_pps: a.frame.rate });
+        let (c, s, d, t, verify, cpu, limits) = (
+            counters.clone(),
+            stop.clone(),
+            done.clone(),
+            tracker.clone(),
+            a.verify,
+            a.xsk.cpu,
+            SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
+        );
         let batch = a.xsk.batch_size as usize;
         std::thread::spawn(move || -> Result<fastpath::io::PortStats, String> {
             let _done = SetOnDrop(d);
@@ -350,9 +402,13 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                         }
                         let now = fastpath::sys::monotonic_ns();
                         for (i, fr) in frames.iter_mut().take(want as usize).enumerate() {
-                            fastpath::packet::stamp(fr, &fastpath::packet::Payload { stream: 0, seq: seq + 1 + i as u64, tstamp_ns: now });
+                            fastpath::packet::stamp(
+                                fr,
+                                &fastpath::packet::Payload { stream: 0, seq: seq + 1 + i as u64, tstamp_ns: now },
+                            );
                         }
-                        let refs: [&[u8]; 64] = std::array::from_fn(|i| frames.get(i).map_or(&[][..], |b| b.as_slice()));
+                        let refs: [&[u8]; 64] =
+                            std::array::from_fn(|i| frames.get(i).map_or(&[][..], |b| b.as_slice()));
                         let mut off = 0;
                         while off < want as usize && !s.load(Ordering::Relaxed) {
                             off += port.tx_burst(&refs[off..want as usize]).map_err(|e| e.to_string())?;
@@ -369,13 +425,22 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             port.stats().map_err(|e| e.to_string())
         })
     });
-    let mon = Monitor::for_run(format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")), columns(a.mode), vec![counters.clone()], &a.run);
+    let mon = Monitor::for_run(
+        format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
+        columns(a.mode),
+        vec![counters.clone()],
+        &a.run,
+    );
     let summary = mon.run(&stop, &done);
     stop.store(true, Ordering::Relaxed);
     let mut extra = serde_json::Map::new();
     if let Some(w) = worker {
-        let st = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(|e| runtime(anyhow!("{e}")))?;
-        extra.insert("kernel_drops".into(), json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()));
+        let st =
+            w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(|e| runtime(anyhow!("{e}")))?;
+        extra.insert(
+            "kernel_drops".into(),
+            json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()),
+        );
     }
     if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
         extra.insert("verify".into(), tracker_json(t));

@@ -38,7 +38,8 @@ enum Row {
     XdpDrop,
 }
 
-const ROWS: [Row; 7] = [Row::UdpSocket, Row::NftDrop, Row::Tpacket, Row::AfXdpSkb, Row::AfXdpNative, Row::AfXdpClassifier, Row::XdpDrop];
+const ROWS: [Row; 7] =
+    [Row::UdpSocket, Row::NftDrop, Row::Tpacket, Row::AfXdpSkb, Row::AfXdpNative, Row::AfXdpClassifier, Row::XdpDrop];
 
 impl Row {
     fn label(self) -> &'static str {
@@ -59,7 +60,12 @@ fn rules_100() -> String {
     let mut t = String::from("default = \"pass\"\n");
     for i in 0..99 {
         if i % 2 == 0 {
-            t.push_str(&format!("[[rule]]\nsrc = \"172.16.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n", i / 256, i % 256, 1000 + i));
+            t.push_str(&format!(
+                "[[rule]]\nsrc = \"172.16.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n",
+                i / 256,
+                i % 256,
+                1000 + i
+            ));
         } else {
             t.push_str(&format!("[[rule]]\ndst = \"192.168.{i}.0/24\"\naction = \"pass\"\n"));
         }
@@ -70,7 +76,13 @@ fn rules_100() -> String {
 
 fn nft(ns: &str, script: &str) -> Result<String, String> {
     use std::io::Write;
-    let mut c = ns_command(ns, "nft").args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| format!("nft (Debian package nftables): {e}"))?;
+    let mut c = ns_command(ns, "nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("nft (Debian package nftables): {e}"))?;
     c.stdin.take().expect("stdin").write_all(script.as_bytes()).map_err(|e| e.to_string())?;
     let o = c.wait_with_output().map_err(|e| e.to_string())?;
     if !o.status.success() {
@@ -83,11 +95,25 @@ fn nft_counter(ns: &str) -> u64 {
     let o = ns_command(ns, "nft").args(["-j", "list", "table", "inet", "fastpath_cmp"]).output();
     let Ok(o) = o else { return 0 };
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-    v["nftables"].as_array().into_iter().flatten().filter_map(|e| e["rule"]["expr"].as_array()).flatten().filter_map(|x| x["counter"]["packets"].as_u64()).sum()
+    v["nftables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["rule"]["expr"].as_array())
+        .flatten()
+        .filter_map(|x| x["counter"]["packets"].as_u64())
+        .sum()
 }
 
 /// Sets up `row` in ns b on `iface`, signals ready, counts until `stop`; returns the count.
-fn receive(row: Row, ns: &str, iface: &str, pin: Pin, stop: &AtomicBool, ready: mpsc::Sender<Result<(), String>>) -> Result<u64, String> {
+fn receive(
+    row: Row,
+    ns: &str,
+    iface: &str,
+    pin: Pin,
+    stop: &AtomicBool,
+    ready: mpsc::Sender<Result<(), String>>,
+) -> Result<u64, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
     let spin_port = |mut port: Box<dyn Port>, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
         fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
@@ -130,20 +156,37 @@ fn receive(row: Row, ns: &str, iface: &str, pin: Pin, stop: &AtomicBool, ready: 
             let _ = nft(ns, "delete table inet fastpath_cmp");
             Ok(n)
         }
-        Row::Tpacket => spin_port(Box::new(TpacketPort::open(iface, TpacketOptions { tx_frames: 0, ..Default::default() }).map_err(|e| e.to_string())?), ready),
-        Row::AfXdpSkb => spin_port(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?), ready),
-        Row::AfXdpNative => spin_port(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?), ready),
+        Row::Tpacket => spin_port(
+            Box::new(
+                TpacketPort::open(iface, TpacketOptions { tx_frames: 0, ..Default::default() })
+                    .map_err(|e| e.to_string())?,
+            ),
+            ready,
+        ),
+        Row::AfXdpSkb => spin_port(
+            Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?),
+            ready,
+        ),
+        Row::AfXdpNative => spin_port(
+            Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?),
+            ready,
+        ),
         Row::AfXdpClassifier => {
             let set = fastpath::rules::parse_toml("compare-100-rules", &rules_100()).map_err(|e| e.to_string())?;
             let c = compile("compare-100-rules", &set).map_err(|e| e.to_string())?;
-            let x = XskArgs { xdp_mode: XdpModeArg::Native, copy_mode: CopyModeArg::Copy, ..XskArgs::defaults(iface, Some(APP_CPU)) };
+            let x = XskArgs {
+                xdp_mode: XdpModeArg::Native,
+                copy_mode: CopyModeArg::Copy,
+                ..XskArgs::defaults(iface, Some(APP_CPU))
+            };
             let mut sess = Session::open_with(&x, Role::Rx, Some(&c)).map_err(|e| format!("{:#}", e.err))?;
             let mut sock = sess.sock.take().ok_or("no socket")?;
             fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
             let counters = Counters::default();
             let _ = ready.send(Ok(()));
             let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
-            bench::rxdrop(&mut sock, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {}).map_err(|e| e.to_string())?;
+            bench::rxdrop(&mut sock, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {})
+                .map_err(|e| e.to_string())?;
             Ok(counters.get(Ctr::RxPackets))
         }
         Row::XdpDrop => {
@@ -154,7 +197,6 @@ fn receive(row: Row, ns: &str, iface: &str, pin: Pin, stop: &AtomicBool, ready: 
         }
     }
 }
-
 
 /// One row once: receiver up, `secs` of traffic, receiver down; Mpps received.
 fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<AtomicBool>) -> CliResult<f64> {
@@ -185,7 +227,9 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
             let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let t0 = Instant::now();
-            let live = LiveGen::start(gen, &frame, &[GEN_CPU], SendLimits::default(), 64, &[Arc::new(Counters::default())]).map_err(|e| e.to_string())?;
+            let live =
+                LiveGen::start(gen, &frame, &[GEN_CPU], SendLimits::default(), 64, &[Arc::new(Counters::default())])
+                    .map_err(|e| e.to_string())?;
             while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -207,7 +251,11 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         std::thread::sleep(Duration::from_millis(200));
     }
     stop_receiver(&stop);
-    let n = recv.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(|e| runtime(anyhow!("{e:?}")))?.map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
+    let n = recv
+        .join()
+        .map_err(|_| runtime(anyhow!("receiver panicked")))?
+        .map_err(|e| runtime(anyhow!("{e:?}")))?
+        .map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
     Ok(if elapsed > 0.0 { n as f64 / elapsed / 1e6 } else { 0.0 })
 }
 
@@ -254,7 +302,12 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                    "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v})
         })
         .collect();
-    let cmd = format!("fastpath compare --runs {} --duration {} --pin {}", a.runs, a.duration, if a.pin == Pin::Same { "same" } else { "split" });
+    let cmd = format!(
+        "fastpath compare --runs {} --duration {} --pin {}",
+        a.runs,
+        a.duration,
+        if a.pin == Pin::Same { "same" } else { "split" }
+    );
     if let Some(p) = &a.svg {
         std::fs::write(p, svg(&rows, &cmd)).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
     }
@@ -285,12 +338,37 @@ fn svg(rows: &[serde_json::Value], cmd: &str) -> String {
     let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"13\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">Receive paths, Mpps (64-byte UDP), median of runs; whiskers min-max</text>\n");
     for (i, r) in rows.iter().enumerate() {
         let y = 40.0 + row_h * i as f64;
-        let (m, lo, hi) = (r["mpps_median"].as_f64().unwrap_or(0.0), r["mpps_min"].as_f64().unwrap_or(0.0), r["mpps_max"].as_f64().unwrap_or(0.0));
-        let color = if r["path"].as_str().unwrap_or("").contains("XDP_DROP") { "#555" } else if r["path"].as_str().unwrap_or("").contains("AF_XDP") { "#2a7ab9" } else { "#d9822b" };
+        let (m, lo, hi) = (
+            r["mpps_median"].as_f64().unwrap_or(0.0),
+            r["mpps_min"].as_f64().unwrap_or(0.0),
+            r["mpps_max"].as_f64().unwrap_or(0.0),
+        );
+        let color = if r["path"].as_str().unwrap_or("").contains("XDP_DROP") {
+            "#555"
+        } else if r["path"].as_str().unwrap_or("").contains("AF_XDP") {
+            "#2a7ab9"
+        } else {
+            "#d9822b"
+        };
         s += &format!("<text x=\"10\" y=\"{}\">{}</text>\n", y + 18.0, r["path"].as_str().unwrap_or(""));
-        s += &format!("<rect x=\"{bar_x}\" y=\"{}\" width=\"{:.1}\" height=\"22\" fill=\"{color}\"/>\n", y + 4.0, bar_w * m / max);
-        s += &format!("<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", bar_x + bar_w * lo / max, bar_x + bar_w * hi / max, y + 15.0, y + 15.0);
-        s += &format!("<text x=\"{:.1}\" y=\"{}\">{m:.2} ({:.0}%)</text>\n", bar_x + bar_w * hi.max(m) / max + 8.0, y + 19.0, r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0));
+        s += &format!(
+            "<rect x=\"{bar_x}\" y=\"{}\" width=\"{:.1}\" height=\"22\" fill=\"{color}\"/>\n",
+            y + 4.0,
+            bar_w * m / max
+        );
+        s += &format!(
+            "<line x1=\"{:.1}\" x2=\"{:.1}\" y1=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
+            bar_x + bar_w * lo / max,
+            bar_x + bar_w * hi / max,
+            y + 15.0,
+            y + 15.0
+        );
+        s += &format!(
+            "<text x=\"{:.1}\" y=\"{}\">{m:.2} ({:.0}%)</text>\n",
+            bar_x + bar_w * hi.max(m) / max + 8.0,
+            y + 19.0,
+            r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0)
+        );
     }
     s += &format!("<text x=\"10\" y=\"{}\" fill=\"#666\">{cmd}</text>\n</svg>\n", h - 10.0);
     s

@@ -95,7 +95,14 @@ fn parse_sockperf(out: &str) -> Option<(f64, f64, f64, f64, f64)> {
     Some((tps?, p50?, p99?, p999?, max?))
 }
 
-fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, stop: &Arc<AtomicBool>) -> CliResult<Phase> {
+fn phase(
+    bed: &Testbed,
+    name: &'static str,
+    fl: Flood,
+    filter: bool,
+    secs: f64,
+    stop: &Arc<AtomicBool>,
+) -> CliResult<Phase> {
     let (flood, threads, rate) = (fl.on, fl.threads, fl.rate);
     let done = Arc::new(AtomicBool::new(false));
     // The filter, held by a thread in ns b for the phase.
@@ -104,7 +111,8 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
         let (iface, d) = (bed.iface_b().to_string(), done.clone());
         Some(spawn_in_netns(bed.ns_b(), move || -> u64 {
             let r = (|| -> Result<Classifier, String> {
-                let set = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".to_string()], Action::Pass).map_err(|e| e.to_string())?;
+                let set = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".to_string()], Action::Pass)
+                    .map_err(|e| e.to_string())?;
                 let c = compile("--rule", &set).map_err(|e| e.to_string())?;
                 let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
                 let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
@@ -131,7 +139,9 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
         let _ = ready_tx.send(Ok(()));
         None
     };
-    if let Err(e) = ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("filter did not start".into())) {
+    if let Err(e) =
+        ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("filter did not start".into()))
+    {
         done.store(true, Ordering::Relaxed);
         return Err(crate::error::kernel(anyhow!("{e}")));
     }
@@ -147,7 +157,9 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
             let ncpu = fastpath::sys::online_cpus();
             let cpus: Vec<usize> = (0..threads as usize).map(|i| i % ncpu).collect();
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-            let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps: rate }, 64, &counters).map_err(|e| e.to_string())?;
+            let live =
+                bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps: rate }, 64, &counters)
+                    .map_err(|e| e.to_string())?;
             while !d.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -170,13 +182,29 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
     let t_acc = std::time::Instant::now();
     // The service's clients, from ns a.
     let out = ns_command(bed.ns_a(), "taskset")
-        .args(["-c", SERVICE_CPU, "sockperf", "ping-pong", "--tcp", "-i", "10.99.0.2", "-p", PORT, "-t", &format!("{}", secs.max(1.0).round() as u64)])
+        .args([
+            "-c",
+            SERVICE_CPU,
+            "sockperf",
+            "ping-pong",
+            "--tcp",
+            "-i",
+            "10.99.0.2",
+            "-p",
+            PORT,
+            "-t",
+            &format!("{}", secs.max(1.0).round() as u64),
+        ])
         .output();
     let reaching = accepted(bed).saturating_sub(acc0) as f64 / t_acc.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
     let dropped = filter_thread.map(|h| h.join().ok().and_then(|r| r.ok()).unwrap_or(0)).unwrap_or(0);
     let (sent, flood_secs) = match flood_thread {
-        Some(h) => h.join().map_err(|_| runtime(anyhow!("flood thread panicked")))?.map_err(|e| runtime(anyhow!("{e:?}")))?.map_err(|e| runtime(anyhow!("{e}")))?,
+        Some(h) => h
+            .join()
+            .map_err(|_| runtime(anyhow!("flood thread panicked")))?
+            .map_err(|e| runtime(anyhow!("{e:?}")))?
+            .map_err(|e| runtime(anyhow!("{e}")))?,
         None => (0, 1.0),
     };
     let out = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
@@ -184,7 +212,9 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
     if stop.load(Ordering::Relaxed) {
         return Err(runtime(anyhow!("interrupted")));
     }
-    let (tps, p50, p99, p999, max) = parse_sockperf(&text).ok_or_else(|| runtime(anyhow!("sockperf printed no statistics (phase {name}): {}", text.lines().last().unwrap_or(""))))?;
+    let (tps, p50, p99, p999, max) = parse_sockperf(&text).ok_or_else(|| {
+        runtime(anyhow!("sockperf printed no statistics (phase {name}): {}", text.lines().last().unwrap_or("")))
+    })?;
     Ok(Phase {
         phase: name,
         transactions_per_s: tps,
@@ -201,7 +231,10 @@ fn phase(bed: &Testbed, name: &'static str, fl: Flood, filter: bool, secs: f64, 
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let ncpu = fastpath::sys::online_cpus() as u32;
     if a.flood_threads == 0 || a.flood_threads > ncpu {
-        return Err(crate::error::usage(anyhow!("--flood-threads {} is not accepted: 1..={ncpu} (one per CPU)", a.flood_threads)));
+        return Err(crate::error::usage(anyhow!(
+            "--flood-threads {} is not accepted: 1..={ncpu} (one per CPU)",
+            a.flood_threads
+        )));
     }
     require_privileges("bench ddos")?;
     if Command::new("sockperf").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
@@ -228,14 +261,30 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Ok(());
     }
     let mut rows = Vec::new();
-    for (name, flood, filter) in [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)] {
+    for (name, flood, filter) in
+        [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)]
+    {
         let fl = Flood { on: flood, threads: a.flood_threads, rate: a.frame.rate };
         rows.push(phase(&bed, name, fl, filter, secs, &stop)?);
     }
     if a.run.json {
-        println!("{}", json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows}));
+        println!(
+            "{}",
+            json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows})
+        );
     } else {
-        println!("{:<26} {:>12} {:>8} {:>8} {:>9} {:>9} {:>13} {:>13} {:>14}", "phase", "TCP trans/s", "p50 us", "p99 us", "p99.9 us", "max us", "flood sent/s", "reached it/s", "rule dropped");
+        println!(
+            "{:<26} {:>12} {:>8} {:>8} {:>9} {:>9} {:>13} {:>13} {:>14}",
+            "phase",
+            "TCP trans/s",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "max us",
+            "flood sent/s",
+            "reached it/s",
+            "rule dropped"
+        );
         for r in &rows {
             println!(
                 "{:<26} {:>12} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>13} {:>13} {:>14}",
@@ -250,7 +299,10 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 thousands(r.flood_dropped_by_rule)
             );
         }
-        println!("(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2)", bed.ns_a());
+        println!(
+            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2)",
+            bed.ns_a()
+        );
     }
     Ok(())
 }

@@ -57,7 +57,8 @@ fn is_drop_counter(name: &str) -> bool {
 }
 
 fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>) -> CliResult<Row> {
-    let (ns_a, ns_b, if_a, if_b) = (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
+    let (ns_a, ns_b, if_a, if_b) =
+        (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
     let x = XskArgs { xdp_mode: XdpModeArg::Native, ..XskArgs::defaults(&if_b, Some(d.app_cpu)) };
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CliError>>();
@@ -83,8 +84,14 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
             fastpath::sys::pin_current_thread(x.cpu.unwrap_or(1)).map_err(runtime)?;
             // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
             // so the kernels send nothing of their own: every frame is the generator's.
-            bench::rxdrop(&mut sock, LoopOpts { batch_size: x.batch_size, wait: Wait::Spin }, &counters, &rx_stop, |_| {})
-                .map_err(runtime)?;
+            bench::rxdrop(
+                &mut sock,
+                LoopOpts { batch_size: x.batch_size, wait: Wait::Spin },
+                &counters,
+                &rx_stop,
+                |_| {},
+            )
+            .map_err(runtime)?;
             rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
             sess.sock = Some(sock);
         } else {
@@ -103,7 +110,8 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let eth1 = dev.ethtool_stats().unwrap_or_default();
         Ok(RxResult { info: sess.info.clone(), received, xsk, ethtool: netdev::stats_delta(&eth0, &eth1) })
     });
-    let ready = ready_rx.recv_timeout(Duration::from_secs(20)).map_err(|_| runtime(anyhow!("the receiver did not start")));
+    let ready =
+        ready_rx.recv_timeout(Duration::from_secs(20)).map_err(|_| runtime(anyhow!("the receiver did not start")));
     let ready = match ready {
         Ok(r) => r,
         Err(e) => {
@@ -130,7 +138,8 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
         let t0 = Instant::now();
-        let live = bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
+        let live =
+            bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
         while t0.elapsed() < dur && !gstop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -169,7 +178,11 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     }
     // rx_ring_full is also counted by the veth as rx_queue_N_drops: count each loss once.
     let named: u64 = drops.iter().filter(|(k, _)| !k.starts_with("xsk.")).map(|(_, v)| v).sum::<u64>()
-        + drops.iter().filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full")).map(|(_, v)| v).sum::<u64>();
+        + drops
+            .iter()
+            .filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full"))
+            .map(|(_, v)| v)
+            .sum::<u64>();
     let path = match role {
         Role::Drop => "XDP_DROP (in-kernel)".to_string(),
         _ => "AF_XDP rxdrop".to_string(),
@@ -200,7 +213,10 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
     }
     if d.threads as usize > ncpu {
-        return Err(usage(anyhow!("--threads {} is not accepted: at most one generator thread per CPU (1..={ncpu})", d.threads)));
+        return Err(usage(anyhow!(
+            "--threads {} is not accepted: at most one generator thread per CPU (1..={ncpu})",
+            d.threads
+        )));
     }
     require_privileges("demo")?;
     // No IPv6 on the demo's veth: the kernels then send nothing of their own across it, so every
@@ -263,7 +279,14 @@ fn print_table(rows: &[Row], pct: Option<f64>) {
         };
         println!(
             "{:<22} {:<12} {:>14} {:>14} {:>8.2} {:>9.2}  {:<10} {}",
-            r.path, mode, thousands(r.sent), thousands(r.received), r.received_mpps, r.sent_mpps, r.bound_by, drops
+            r.path,
+            mode,
+            thousands(r.sent),
+            thousands(r.received),
+            r.received_mpps,
+            r.sent_mpps,
+            r.bound_by,
+            drops
         );
         if r.unaccounted != 0 {
             println!("{:<22} {} packets sent but neither received nor counted by a drop counter", "", r.unaccounted);

@@ -63,7 +63,11 @@ impl From<fastpath::rules::RuleError> for CliError {
 
 impl From<fastpath_testbed::TestbedError> for CliError {
     fn from(e: fastpath_testbed::TestbedError) -> Self {
-        if e.needs_root() { env(e) } else { runtime(e) }
+        if e.needs_root() {
+            env(e)
+        } else {
+            runtime(e)
+        }
     }
 }
 
@@ -72,7 +76,5 @@ pub fn require_privileges(what: &str) -> CliResult<()> {
     if fastpath::bpf::have_privileges() {
         return Ok(());
     }
-    Err(env(anyhow::anyhow!(
-        "fastpath {what} needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW (try sudo)"
-    )))
+    Err(env(anyhow::anyhow!("fastpath {what} needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW (try sudo)")))
 }

@@ -24,10 +24,15 @@ use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
 pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
     let (mut set, source) = match &r.file {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|e| usage(anyhow!("cannot read rule file {}: {e}", p.display())))?;
+            let text =
+                std::fs::read_to_string(p).map_err(|e| usage(anyhow!("cannot read rule file {}: {e}", p.display())))?;
             (parse_toml(&p.display().to_string(), &text)?, p.display().to_string())
         }
-        None if r.rules.is_empty() => return Err(usage(anyhow!("no rules: give a rule file, or --rule 'k=v,...' (e.g. --rule 'proto=udp,dst_port=9,action=drop')"))),
+        None if r.rules.is_empty() => {
+            return Err(usage(anyhow!(
+                "no rules: give a rule file, or --rule 'k=v,...' (e.g. --rule 'proto=udp,dst_port=9,action=drop')"
+            )))
+        }
         None => (RuleSet { rules: vec![], default: Action::Pass }, "--rule".to_string()),
     };
     if !r.rules.is_empty() {
@@ -43,7 +48,8 @@ pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
 
 fn names_file(iface: &str) -> PathBuf {
     let d = pin_dir(iface);
-    PathBuf::from("/run/fastpath").join(format!("{}.json", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
+    PathBuf::from("/run/fastpath")
+        .join(format!("{}.json", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
 }
 
 fn write_names(iface: &str, set: &RuleSet, source: &str) {
@@ -62,7 +68,8 @@ fn read_names(iface: &str) -> Vec<String> {
 }
 
 fn ensure_bpffs() -> CliResult<()> {
-    fastpath::sys::ensure_bpffs(Path::new("/sys/fs/bpf")).map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
+    fastpath::sys::ensure_bpffs(Path::new("/sys/fs/bpf"))
+        .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
 fn modes(m: XdpModeArg) -> &'static [XdpMode] {
@@ -76,7 +83,11 @@ fn modes(m: XdpModeArg) -> &'static [XdpMode] {
 fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
     let dir = pin_dir(&t.iface);
     if !dir.join("link").exists() {
-        return Err(env(anyhow!("no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})", t.iface, dir.display())));
+        return Err(env(anyhow!(
+            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
+            t.iface,
+            dir.display()
+        )));
     }
     Classifier::open_pinned(&dir).map_err(kernel)
 }
@@ -86,9 +97,18 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         FilterCmd::Check { rules, json } => {
             let (set, c, source) = compile_rules(rules)?;
             if *json {
-                println!("{}", json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name()}));
+                println!(
+                    "{}",
+                    json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name()})
+                );
             } else {
-                println!("{source}: {} rules OK: {} tuples, {} classifier entries, default {}", set.rules.len(), c.tuples.len(), c.entries.len(), set.default.name());
+                println!(
+                    "{source}: {} rules OK: {} tuples, {} classifier entries, default {}",
+                    set.rules.len(),
+                    c.tuples.len(),
+                    c.entries.len(),
+                    set.default.name()
+                );
             }
             Ok(())
         }
@@ -97,11 +117,15 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             require_privileges("filter load")?;
             enter_ns(&target.netns)?;
             let (set, c, source) = compile_rules(rules)?;
-            let dev = NetDev::by_name(&target.iface).map_err(|_| XskError::NoSuchInterface { iface: target.iface.clone() })?;
+            let dev = NetDev::by_name(&target.iface)
+                .map_err(|_| XskError::NoSuchInterface { iface: target.iface.clone() })?;
             if *detach {
                 ensure_bpffs()?;
                 if pin_dir(&target.iface).join("link").exists() {
-                    return Err(env(anyhow!("a classifier is already pinned on {}: use `fastpath filter reload` or `unload`", target.iface)));
+                    return Err(env(anyhow!(
+                        "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
+                        target.iface
+                    )));
                 }
             }
             let mut cls = Classifier::load()?;
@@ -117,7 +141,11 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let mode = fastpath::bpf::query_xdp(dev.ifindex).ok().flatten().map(|p| p.mode).unwrap_or(attached.map(|m| m.name()).unwrap_or("?"));
+            let mode = fastpath::bpf::query_xdp(dev.ifindex)
+                .ok()
+                .flatten()
+                .map(|p| p.mode)
+                .unwrap_or(attached.map(|m| m.name()).unwrap_or("?"));
             if *detach {
                 let dir = pin_dir(&target.iface);
                 if let Err(e) = cls.pin(&dir) {
@@ -129,7 +157,11 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 return Ok(());
             }
             if !run.json {
-                println!("classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach", target.iface, set.rules.len());
+                println!(
+                    "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
+                    target.iface,
+                    set.rules.len()
+                );
             }
             let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
             watch(&cls, &target.iface, &names, run, &stop);
@@ -162,7 +194,11 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             enter_ns(&target.netns)?;
             let dir = pin_dir(&target.iface);
             if !dir.join("link").exists() {
-                return Err(env(anyhow!("no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})", target.iface, dir.display())));
+                return Err(env(anyhow!(
+                    "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
+                    target.iface,
+                    dir.display()
+                )));
             }
             Classifier::unload_pinned(&dir).map_err(kernel)?;
             let _ = std::fs::remove_file(names_file(&target.iface));
@@ -197,9 +233,14 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
         if let (Some((ps, p)), Some((cs, c))) = (&prev, &cur) {
             // After a reload the new set's counters start at zero.
             let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
-            let rates: Vec<(&str, f64)> = STAT_NAMES.iter().zip(c.iter().zip(base)).map(|(n, (c, b))| (*n, rate(c.saturating_sub(b), dt))).collect();
+            let rates: Vec<(&str, f64)> = STAT_NAMES
+                .iter()
+                .zip(c.iter().zip(base))
+                .map(|(n, (c, b))| (*n, rate(c.saturating_sub(b), dt)))
+                .collect();
             if run.json {
-                let o: serde_json::Map<String, serde_json::Value> = rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
+                let o: serde_json::Map<String, serde_json::Value> =
+                    rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
                 println!("{}", json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o}));
             } else {
                 let mut s = format!("{iface:<14}");
@@ -224,7 +265,8 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
         .map(|(i, c)| json!({"rule": i, "name": names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1)), "packets": c.0, "bytes": c.1}))
         .collect();
     if run.json {
-        let t: serde_json::Map<String, serde_json::Value> = totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
+        let t: serde_json::Map<String, serde_json::Value> =
+            totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
         println!("{}", json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules}));
         return;
     }
@@ -235,6 +277,10 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
         }
     }
     for r in &rules {
-        println!("  rule {:<24} {:>16} pkts", r["name"].as_str().unwrap_or(""), thousands(r["packets"].as_u64().unwrap_or(0)));
+        println!(
+            "  rule {:<24} {:>16} pkts",
+            r["name"].as_str().unwrap_or(""),
+            thousands(r["packets"].as_u64().unwrap_or(0))
+        );
     }
 }

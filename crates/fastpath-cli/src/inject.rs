@@ -59,7 +59,11 @@ fn snmp_udp(field: &str) -> u64 {
     let t = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
     let mut lines = t.lines().filter(|l| l.starts_with("Udp:"));
     let (Some(h), Some(v)) = (lines.next(), lines.next()) else { return 0 };
-    h.split_whitespace().zip(v.split_whitespace()).find(|(k, _)| *k == field).and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == field)
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Part 1 for one backend: (offered pps, accepted-by-socket pps, RcvbufErrors).
@@ -89,7 +93,15 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
             }
         });
         let _ = fastpath::sys::pin_current_thread(0);
-        let spec = UdpFrameSpec { src_mac: [2, 0, 0, 0, 0, 2], dst_mac: mac, src_ip: [10, 99, 7, 2].into(), dst_ip: [10, 99, 7, 1].into(), src_port: 7, dst_port: 9999, frame_len: 64 };
+        let spec = UdpFrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 2],
+            dst_mac: mac,
+            src_ip: [10, 99, 7, 2].into(),
+            dst_ip: [10, 99, 7, 1].into(),
+            src_port: 7,
+            dst_port: 9999,
+            frame_len: 64,
+        };
         let mut f = vec![0u8; 64];
         build_udp_frame(&spec, &mut f);
         let batch: Vec<&[u8]> = (0..64).map(|_| f.as_slice()).collect();
@@ -112,7 +124,8 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
 
 /// Part 2 for one backend: (iperf3 bits/s, sockperf p50 us, p99 us, bridged frames).
 fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
-    let (ns_a, ns_b, if_a, if_b) = (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
+    let (ns_a, ns_b, if_a, if_b) =
+        (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
     let mac_a = bed.mac_a();
     let mac_b = bed.mac_b().iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
     // The veth becomes a wire: no address on b, no offloads that make frames larger than a
@@ -134,9 +147,16 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
             let tap = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
             ip(&nb, &format!("link set dev {TAP} address {mac_b}"))?;
             ip(&nb, &format!("addr add 10.99.0.2/24 dev {TAP}"))?;
-            ip(&nb, &format!("neigh replace 10.99.0.1 lladdr {} dev {TAP} nud permanent", mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")))?;
+            ip(
+                &nb,
+                &format!(
+                    "neigh replace 10.99.0.1 lladdr {} dev {TAP} nud permanent",
+                    mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+                ),
+            )?;
             fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
-            let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() }).map_err(|e| e.to_string())?;
+            let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
+                .map_err(|e| e.to_string())?;
             Ok((tap, veth))
         })();
         let (mut tap, mut veth) = match r {
@@ -187,17 +207,55 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
     });
     let ready = ready_rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| Err("bridge did not start".into()));
     let result = ready.and_then(|()| {
-        let _iperf_srv = Reaper(ns_command(&ns_b, "iperf3").args(["-s", "-1", "-B", "10.99.0.2"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("iperf3 (Debian package iperf3): {e}"))?);
-        let _sp_srv = Reaper(ns_command(&ns_b, "sockperf").args(["server", "--tcp", "-i", "10.99.0.2", "-p", "11112"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().map_err(|e| format!("sockperf: {e}"))?);
+        let _iperf_srv = Reaper(
+            ns_command(&ns_b, "iperf3")
+                .args(["-s", "-1", "-B", "10.99.0.2"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("iperf3 (Debian package iperf3): {e}"))?,
+        );
+        let _sp_srv = Reaper(
+            ns_command(&ns_b, "sockperf")
+                .args(["server", "--tcp", "-i", "10.99.0.2", "-p", "11112"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("sockperf: {e}"))?,
+        );
         std::thread::sleep(Duration::from_millis(700));
-        let client = ns_command(&ns_a, "iperf3").args(["-c", "10.99.0.2", "-t", &format!("{}", secs.max(2.0).round() as u64), "-J"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+        let client = ns_command(&ns_a, "iperf3")
+            .args(["-c", "10.99.0.2", "-t", &format!("{}", secs.max(2.0).round() as u64), "-J"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
         std::thread::sleep(Duration::from_millis(500));
-        let sp = ns_command(&ns_a, "sockperf").args(["ping-pong", "--tcp", "-i", "10.99.0.2", "-p", "11112", "-t", &format!("{}", (secs.max(2.0) - 1.0).round() as u64)]).output().map_err(|e| e.to_string())?;
+        let sp = ns_command(&ns_a, "sockperf")
+            .args([
+                "ping-pong",
+                "--tcp",
+                "-i",
+                "10.99.0.2",
+                "-p",
+                "11112",
+                "-t",
+                &format!("{}", (secs.max(2.0) - 1.0).round() as u64),
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
         let out = client.wait_with_output().map_err(|e| e.to_string())?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 output: {e}"))?;
-        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().ok_or_else(|| format!("iperf3: {}", v["error"]))?;
+        let bps =
+            v["end"]["sum_received"]["bits_per_second"].as_f64().ok_or_else(|| format!("iperf3: {}", v["error"]))?;
         let text = String::from_utf8_lossy(&sp.stdout).into_owned() + &String::from_utf8_lossy(&sp.stderr);
-        let pct = |p: &str| text.lines().find(|l| l.contains(p)).and_then(|l| l.split('=').nth(1)).and_then(|s| s.trim().trim_matches(|c: char| !c.is_ascii_digit() && c != '.').parse::<f64>().ok()).unwrap_or(f64::NAN);
+        let pct = |p: &str| {
+            text.lines()
+                .find(|l| l.contains(p))
+                .and_then(|l| l.split('=').nth(1))
+                .and_then(|s| s.trim().trim_matches(|c: char| !c.is_ascii_digit() && c != '.').parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
         Ok((bps, pct("percentile 50.000"), pct("percentile 99.000")))
     });
     stop.store(true, Ordering::Relaxed);
@@ -208,7 +266,13 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
 
 pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     for tool in ["iperf3", "sockperf"] {
-        if std::process::Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        if std::process::Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
             return Err(env(anyhow!("compare --inject needs {tool} (apt-get install {tool})")));
         }
     }
@@ -222,14 +286,28 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
             let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
             if !a.json {
-                eprintln!("compare --inject: run {}/{} {} on test bed {} ...", run + 1, a.runs, if uring { "tap-uring" } else { "tap" }, bed.name());
+                eprintln!(
+                    "compare --inject: run {}/{} {} on test bed {} ...",
+                    run + 1,
+                    a.runs,
+                    if uring { "tap-uring" } else { "tap" },
+                    bed.name()
+                );
             }
             if secs > 0.0 {
-                sink[i].push(udp_sink(&bed, uring, secs).map_err(|e| runtime(anyhow!("UDP sink via {}: {e}", if uring { "tap-uring" } else { "tap" })))?);
+                sink[i].push(
+                    udp_sink(&bed, uring, secs).map_err(|e| {
+                        runtime(anyhow!("UDP sink via {}: {e}", if uring { "tap-uring" } else { "tap" }))
+                    })?,
+                );
             }
             let bed2 = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: true, ipv6: false })?;
             if secs > 0.0 {
-                tcp[i].push(bridge(&bed2, uring, secs).map_err(|e| runtime(anyhow!("TCP through {}: {e}", if uring { "tap-uring" } else { "tap" })))?);
+                tcp[i].push(
+                    bridge(&bed2, uring, secs).map_err(|e| {
+                        runtime(anyhow!("TCP through {}: {e}", if uring { "tap-uring" } else { "tap" }))
+                    })?,
+                );
             }
             bed2.down()?;
             bed.down()?;
@@ -253,10 +331,22 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         println!("{}", json!({"type": "compare-inject", "command": cmd, "rows": rows}));
         return Ok(());
     }
-    println!("{:<18} {:>14} {:>14} {:>12} {:>12} {:>10} {:>10}", "path", "UDP sink pps", "offered pps", "rcvbuf err", "TCP Gbit/s", "p50 us", "p99 us");
+    println!(
+        "{:<18} {:>14} {:>14} {:>12} {:>12} {:>10} {:>10}",
+        "path", "UDP sink pps", "offered pps", "rcvbuf err", "TCP Gbit/s", "p50 us", "p99 us"
+    );
     for r in &rows {
         let g = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
-        println!("{:<18} {:>14.0} {:>14.0} {:>12.0} {:>12.2} {:>10.1} {:>10.1}", r["path"].as_str().unwrap_or(""), g("udp_sink_accepted_pps"), g("udp_offered_pps"), g("udp_rcvbuf_errors"), g("tcp_bps") / 1e9, g("latency_p50_us"), g("latency_p99_us"));
+        println!(
+            "{:<18} {:>14.0} {:>14.0} {:>12.0} {:>12.2} {:>10.1} {:>10.1}",
+            r["path"].as_str().unwrap_or(""),
+            g("udp_sink_accepted_pps"),
+            g("udp_offered_pps"),
+            g("udp_rcvbuf_errors"),
+            g("tcp_bps") / 1e9,
+            g("latency_p50_us"),
+            g("latency_p99_us")
+        );
     }
     println!("({cmd}; medians; latency: sockperf ping-pong through the bridge while iperf3 runs, half round trips)");
     Ok(())

@@ -35,7 +35,12 @@ pub struct Monitor<'a> {
 impl<'a> Monitor<'a> {
     /// A monitor of `counters` for a run shaped by `run` (duration, interval, JSON, extended);
     /// set the kernel sources (`xsk_fd`, `drop`, `gen`, `ethtool_dev`) on the result.
-    pub fn for_run(prefix: String, columns: &'a [Ctr], counters: Vec<Arc<Counters>>, run: &crate::args::RunArgs) -> Self {
+    pub fn for_run(
+        prefix: String,
+        columns: &'a [Ctr],
+        counters: Vec<Arc<Counters>>,
+        run: &crate::args::RunArgs,
+    ) -> Self {
         Self {
             prefix,
             columns,
@@ -150,7 +155,11 @@ impl Monitor<'_> {
             o.insert("type".into(), json!("interval"));
             o.insert("prefix".into(), json!(self.prefix));
             o.insert("period_ns".into(), json!(dt_ns));
-            for &c in self.columns.iter().chain(if self.extended { &[Ctr::RxBytes, Ctr::TxBytes, Ctr::Wakeups][..] } else { &[] }) {
+            for &c in self.columns.iter().chain(if self.extended {
+                &[Ctr::RxBytes, Ctr::TxBytes, Ctr::Wakeups][..]
+            } else {
+                &[]
+            }) {
                 let name = COUNTERS[c as usize].name;
                 let key = name.strip_suffix("_packets").map(|n| format!("{n}_pps")).unwrap_or_else(|| {
                     name.strip_suffix("_bytes").map(|n| format!("{n}_bps")).unwrap_or_else(|| format!("{name}_per_s"))
@@ -171,7 +180,11 @@ impl Monitor<'_> {
         if self.extended {
             for c in [Ctr::RxBytes, Ctr::TxBytes] {
                 if self.columns.contains(&if c == Ctr::RxBytes { Ctr::RxPackets } else { Ctr::TxPackets }) {
-                    s += &format!(" {:>9.1} {:<7}", per_s(c) * 8.0 / 1e6, if c == Ctr::RxBytes { "rx_Mb/s" } else { "tx_Mb/s" });
+                    s += &format!(
+                        " {:>9.1} {:<7}",
+                        per_s(c) * 8.0 / 1e6,
+                        if c == Ctr::RxBytes { "rx_Mb/s" } else { "tx_Mb/s" }
+                    );
                 }
             }
             s += &format!(" {:>11} wake/s", thousands(per_s(Ctr::Wakeups).round() as u64));
@@ -201,10 +214,17 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
     println!("Summary  {kind}  {}", describe_path(path));
     for &c in columns {
         let d = COUNTERS[c as usize];
-        println!("  {:<16} {:>16}  {:>13} {}", d.name, thousands(s.total(c)), thousands(s.pps(c).round() as u64), d.rate_label);
+        println!(
+            "  {:<16} {:>16}  {:>13} {}",
+            d.name,
+            thousands(s.total(c)),
+            thousands(s.pps(c).round() as u64),
+            d.rate_label
+        );
     }
     if let Some(x) = s.xdp_statistics {
-        let nz: Vec<String> = x.fields().iter().filter(|(_, v)| *v != 0).map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
+        let nz: Vec<String> =
+            x.fields().iter().filter(|(_, v)| *v != 0).map(|(k, v)| format!("{k} {}", thousands(*v))).collect();
         println!("  XDP_STATISTICS   {}", if nz.is_empty() { "all six counters zero".into() } else { nz.join(", ") });
     }
     if !s.ethtool.is_empty() {
@@ -221,14 +241,18 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
 
 fn describe_path(p: &Value) -> String {
     let g = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
-    let mut s = format!("{}:q{}  driver {}", g("iface"), p.get("queue").and_then(|v| v.as_u64()).unwrap_or(0), g("driver"));
+    let mut s =
+        format!("{}:q{}  driver {}", g("iface"), p.get("queue").and_then(|v| v.as_u64()).unwrap_or(0), g("driver"));
     if p.get("xdp_mode").is_some_and(|v| !v.is_null()) {
         s += &format!("  xdp {}", g("xdp_mode"));
     }
     if p.get("copy_mode").is_some_and(|v| !v.is_null()) {
-        s += &format!("  {}  need_wakeup {}  busy_poll {}", g("copy_mode"),
+        s += &format!(
+            "  {}  need_wakeup {}  busy_poll {}",
+            g("copy_mode"),
             if p["need_wakeup"].as_bool() == Some(true) { "on" } else { "off" },
-            if p["busy_poll"].as_bool() == Some(true) { "on" } else { "off" });
+            if p["busy_poll"].as_bool() == Some(true) { "on" } else { "off" }
+        );
     }
     s
 }

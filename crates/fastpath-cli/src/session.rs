@@ -5,8 +5,8 @@ use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
 use fastpath::bpf::{query_xdp, BpfError, Classifier, XdpDrop, XdpMode, XskRedirect};
-use fastpath::rules::compile::Compiled;
 use fastpath::netdev::NetDev;
+use fastpath::rules::compile::Compiled;
 use fastpath::xsk::{BusyPoll, CopyMode, XskConfig, XskError, XskSocket};
 use serde::Serialize;
 

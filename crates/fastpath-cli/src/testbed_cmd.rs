@@ -13,7 +13,10 @@ pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
             if let Some(cpu) = napi_cpu {
                 let n = fastpath::sys::online_cpus();
                 if *cpu >= n {
-                    return Err(usage(anyhow!("--napi-cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
+                    return Err(usage(anyhow!(
+                        "--napi-cpu {cpu} is not accepted: this machine has CPUs 0..={}",
+                        n - 1
+                    )));
                 }
             }
             let cfg = TestbedConfig { name: name.clone(), queues: *queues, sender_qdisc: *sender_qdisc, ipv6: true };

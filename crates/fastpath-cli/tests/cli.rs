@@ -59,23 +59,44 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     let bed = bed();
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let base = |extra: &[&'static str]| -> Vec<String> {
-        let mut v: Vec<String> = ["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"].iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> =
+            ["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"].iter().map(|s| s.to_string()).collect();
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
     fn call(v: &[String]) -> Vec<&str> {
         v.iter().map(|s| s.as_str()).collect()
     }
-    assert_refused(&bed, &["bench", "rxdrop", "--netns", ns, "-i", "nosuch0", "--duration", "0"], 2, &["\"nosuch0\"", "does not exist"]);
+    assert_refused(
+        &bed,
+        &["bench", "rxdrop", "--netns", ns, "-i", "nosuch0", "--duration", "0"],
+        2,
+        &["\"nosuch0\"", "does not exist"],
+    );
     assert_refused(&bed, &call(&base(&["-q", "5"])), 2, &["queue id 5", "0..=0"]);
-    assert_refused(&bed, &call(&base(&["--frame-size", "3000"])), 2, &["frame size 3000", "power of two", "2048", "4096"]);
+    assert_refused(
+        &bed,
+        &call(&base(&["--frame-size", "3000"])),
+        2,
+        &["frame size 3000", "power of two", "2048", "4096"],
+    );
     assert_refused(&bed, &call(&base(&["--frame-size", "8192"])), 2, &["frame size 8192", "2048", "4096"]);
     assert_refused(&bed, &call(&base(&["--ring-size", "1000"])), 2, &["ring size 1000", "power of two"]);
     assert_refused(&bed, &call(&base(&["--cpu", "64"])), 2, &["--cpu 64"]);
     assert_refused(&bed, &["bench", "rxdrop", "--netns", "fpnosuchns", "-i", i, "--duration", "0"], 3, &["fpnosuchns"]);
     // Port backends: a missing interface, a TAP name too long.
-    assert_refused(&bed, &["bench", "rxdrop", "--path", "tpacket", "--netns", ns, "-i", "nosuch1", "--duration", "0"], 2, &["\"nosuch1\"", "does not exist"]);
-    assert_refused(&bed, &["bench", "rxdrop", "--path", "tap", "--netns", ns, "-i", "averyveryverylongname", "--duration", "0"], 2, &["averyveryverylongname", "at most 15 bytes"]);
+    assert_refused(
+        &bed,
+        &["bench", "rxdrop", "--path", "tpacket", "--netns", ns, "-i", "nosuch1", "--duration", "0"],
+        2,
+        &["\"nosuch1\"", "does not exist"],
+    );
+    assert_refused(
+        &bed,
+        &["bench", "rxdrop", "--path", "tap", "--netns", ns, "-i", "averyveryverylongname", "--duration", "0"],
+        2,
+        &["averyveryverylongname", "at most 15 bytes"],
+    );
     // An unknown port backend.
     let o = run(&["bench", "rxdrop", "--path", "dpdk", "-i", i]);
     assert_eq!(o.status.code(), Some(2));
@@ -98,7 +119,13 @@ fn missing_privileges_are_named() {
         vec!["testbed", "info"],
     ] {
         let o = std::process::Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", env!("CARGO_BIN_EXE_fastpath")])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                env!("CARGO_BIN_EXE_fastpath"),
+            ])
             .args(&args)
             .output()
             .expect("setpriv (util-linux)");
@@ -158,7 +185,18 @@ fn lifecycle_nothing_left_and_immediate_rebind() {
     }
     // SIGTERM while running, then bind again at once.
     for mode in ["rxdrop", "l2fwd", "xdpdrop"] {
-        let r = Running::start(&["bench", mode, "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "60", "--json", "--poll"]);
+        let r = Running::start(&[
+            "bench",
+            mode,
+            "--netns",
+            bed.ns_b(),
+            "-i",
+            bed.iface_b(),
+            "--duration",
+            "60",
+            "--json",
+            "--poll",
+        ]);
         assert!(attached(bed.ns_b(), bed.iface_b()).is_some(), "{mode} attached while running");
         let (summary, status) = r.terminate();
         assert!(status.success(), "{mode}: {status:?}");
@@ -168,13 +206,37 @@ fn lifecycle_nothing_left_and_immediate_rebind() {
         assert!(o.status.success(), "bind after SIGTERM: {}", stderr(&o));
     }
     // SIGKILL: the kernel closes the bpf_link fd and detaches for us.
-    let r = Running::start(&["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "60", "--json", "--poll"]);
+    let r = Running::start(&[
+        "bench",
+        "rxdrop",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--duration",
+        "60",
+        "--json",
+        "--poll",
+    ]);
     let mut child = r.child;
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "left attached after SIGKILL");
     // Error during set-up after the program was attached (zero-copy bind fails): nothing left.
-    let o = run(&["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--xdp-mode", "native", "--copy-mode", "zero-copy", "--duration", "0"]);
+    let o = run(&[
+        "bench",
+        "rxdrop",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--xdp-mode",
+        "native",
+        "--copy-mode",
+        "zero-copy",
+        "--duration",
+        "0",
+    ]);
     assert_eq!(o.status.code(), Some(4));
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none());
 }
@@ -193,23 +255,168 @@ fn smoke_every_subcommand_and_option() {
     let cases: Vec<Vec<&str>> = vec![
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--duration", "0"],
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "-q", "1", "--duration", "0", "--json"],
-        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--xdp-mode", "skb", "--copy-mode", "copy", "--duration", "0", "-e"],
-        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--xdp-mode", "native", "--copy-mode", "auto", "--duration", "0"],
-        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--xdp-mode", "auto", "--frame-size", "2048", "--frame-count", "8192", "--headroom", "256", "--duration", "0"],
-        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--ring-size", "512", "--batch-size", "32", "--busy-poll", "--no-need-wakeup", "--duration", "0"],
-        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--poll", "--cpu", "1", "--interval", "0.5", "--verify", "--duration", "0"],
+        vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--xdp-mode",
+            "skb",
+            "--copy-mode",
+            "copy",
+            "--duration",
+            "0",
+            "-e",
+        ],
+        vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--xdp-mode",
+            "native",
+            "--copy-mode",
+            "auto",
+            "--duration",
+            "0",
+        ],
+        vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--xdp-mode",
+            "auto",
+            "--frame-size",
+            "2048",
+            "--frame-count",
+            "8192",
+            "--headroom",
+            "256",
+            "--duration",
+            "0",
+        ],
+        vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--ring-size",
+            "512",
+            "--batch-size",
+            "32",
+            "--busy-poll",
+            "--no-need-wakeup",
+            "--duration",
+            "0",
+        ],
+        vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--poll",
+            "--cpu",
+            "1",
+            "--interval",
+            "0.5",
+            "--verify",
+            "--duration",
+            "0",
+        ],
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--duration", "0", "--tx-budget", "64"],
-        vec!["bench", "txonly", "--netns", na, "-i", ia, "--dst-mac", &mb, "--src-mac", "02:00:00:00:00:01", "--src-ip", "10.99.0.1", "--dst-ip", "10.99.0.2", "--src-port", "1000", "--dst-port", "2000", "--frame-len", "128", "--count", "10", "--rate", "1000", "--duration", "0"],
+        vec![
+            "bench",
+            "txonly",
+            "--netns",
+            na,
+            "-i",
+            ia,
+            "--dst-mac",
+            &mb,
+            "--src-mac",
+            "02:00:00:00:00:01",
+            "--src-ip",
+            "10.99.0.1",
+            "--dst-ip",
+            "10.99.0.2",
+            "--src-port",
+            "1000",
+            "--dst-port",
+            "2000",
+            "--frame-len",
+            "128",
+            "--count",
+            "10",
+            "--rate",
+            "1000",
+            "--duration",
+            "0",
+        ],
         vec!["bench", "xdpdrop", "--netns", nb, "-i", ib, "--duration", "0", "--json"],
         vec!["bench", "xdpdrop", "--netns", nb, "-i", ib, "--xdp-mode", "skb", "--force", "--duration", "0"],
-        vec!["gen", "--engine", "xdp-live", "--netns", na, "-i", ia, "--threads", "2", "--rate", "1000", "--count", "10", "--duration", "0"],
+        vec![
+            "gen",
+            "--engine",
+            "xdp-live",
+            "--netns",
+            na,
+            "-i",
+            ia,
+            "--threads",
+            "2",
+            "--rate",
+            "1000",
+            "--count",
+            "10",
+            "--duration",
+            "0",
+        ],
         vec!["gen", "--engine", "xsk", "--netns", na, "-i", ia, "--duration", "0", "--json"],
         vec!["testbed", "info"],
         vec!["testbed", "info", bed.name(), "--json"],
         vec!["demo", "--duration", "0", "--json", "--threads", "1", "--app-cpu", "1", "--gen-cpu", "0"],
         vec!["filter", "check", "--rule", "proto=udp,dst_port=9,action=drop", "--json"],
-        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=9,action=drop", "--rule", "tcp_flags=syn+!ack,action=pass", "--xdp-mode", "skb", "--duration", "0", "--json"],
-        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=5000-5999,action=xsk", "--duration", "0", "-e"],
+        vec![
+            "filter",
+            "load",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--rule",
+            "proto=udp,dst_port=9,action=drop",
+            "--rule",
+            "tcp_flags=syn+!ack,action=pass",
+            "--xdp-mode",
+            "skb",
+            "--duration",
+            "0",
+            "--json",
+        ],
+        vec![
+            "filter",
+            "load",
+            "--netns",
+            nb,
+            "-i",
+            ib,
+            "--rule",
+            "proto=udp,dst_port=5000-5999,action=xsk",
+            "--duration",
+            "0",
+            "-e",
+        ],
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0"],
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--rules", &rules, "--duration", "0", "--json"],
         vec!["bench", "ddos", "--duration", "0"],
@@ -218,7 +425,20 @@ fn smoke_every_subcommand_and_option() {
         vec!["bench", "rxdrop", "--path", "tpacket", "--netns", nb, "-i", ib, "--duration", "0"],
         vec!["bench", "txonly", "--path", "tpacket", "--netns", na, "-i", ia, "--duration", "0.2", "--count", "10"],
         vec!["bench", "rxdrop", "--path", "tap", "--netns", nb, "-i", "fpsmoketap", "--duration", "0", "--json"],
-        vec!["bench", "txonly", "--path", "tap-uring", "--netns", nb, "-i", "fpsmoketap", "--duration", "0.2", "--count", "10"],
+        vec![
+            "bench",
+            "txonly",
+            "--path",
+            "tap-uring",
+            "--netns",
+            nb,
+            "-i",
+            "fpsmoketap",
+            "--duration",
+            "0.2",
+            "--count",
+            "10",
+        ],
         vec!["compare", "--duration", "0", "--runs", "1", "--pin", "same", "--svg", "/dev/null"],
     ];
     for c in &cases {

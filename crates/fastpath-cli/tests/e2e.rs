@@ -26,16 +26,52 @@ fn n(v: &Value) -> u64 {
 fn exactly_once(xdp_mode: &str) {
     let bed = bed();
     let rx = Running::start(&[
-        "bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--xdp-mode", xdp_mode, "--copy-mode", "copy",
-        "--verify", "--json", "--duration", "120", "--interval", "100", "--poll",
+        "bench",
+        "rxdrop",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--xdp-mode",
+        xdp_mode,
+        "--copy-mode",
+        "copy",
+        "--verify",
+        "--json",
+        "--duration",
+        "120",
+        "--interval",
+        "100",
+        "--poll",
         // 80 ms of buffering at the paced rate: the receiver shares 2 CPUs with a parallel test.
-        "--ring-size", "8192", "--frame-count", "16384", "--frame-size", "2048",
+        "--ring-size",
+        "8192",
+        "--frame-count",
+        "16384",
+        "--frame-size",
+        "2048",
     ]);
     assert_eq!(rx.ready["path"]["xdp_mode"], xdp_mode, "mode read back after attach");
     assert_eq!(rx.ready["path"]["copy_mode"], "copy");
     let g = run(&[
-        "gen", "--engine", "xsk", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &mac(bed.mac_b()),
-        "--count", "100000", "--rate", "100000", "--json", "--duration", "60", "--cpu", "0",
+        "gen",
+        "--engine",
+        "xsk",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--count",
+        "100000",
+        "--rate",
+        "100000",
+        "--json",
+        "--duration",
+        "60",
+        "--cpu",
+        "0",
     ]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
     let gs = last_json(&g);
@@ -76,12 +112,41 @@ fn exactly_once_native_copy_mode() {
 fn full_rate_accounting(xdp_mode: &str) {
     let bed = bed();
     let rx = Running::start(&[
-        "bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--xdp-mode", xdp_mode, "--copy-mode", "copy",
-        "--verify", "--json", "--duration", "120", "--interval", "100", "--cpu", "0",
+        "bench",
+        "rxdrop",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--xdp-mode",
+        xdp_mode,
+        "--copy-mode",
+        "copy",
+        "--verify",
+        "--json",
+        "--duration",
+        "120",
+        "--interval",
+        "100",
+        "--cpu",
+        "0",
     ]);
     let g = run(&[
-        "gen", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &mac(bed.mac_b()), "--count", "2000000",
-        "--json", "--duration", "60", "--cpu", "0", "-e",
+        "gen",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--count",
+        "2000000",
+        "--json",
+        "--duration",
+        "60",
+        "--cpu",
+        "0",
+        "-e",
     ]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
     let gs = last_json(&g);
@@ -97,7 +162,9 @@ fn full_rate_accounting(xdp_mode: &str) {
     let x = &s["xdp_statistics"];
     let xsk_drops = n(&x["rx_dropped"]) + n(&x["rx_ring_full"]) + n(&x["rx_invalid_descs"]);
     let sum_matching = |obj: &Value, pat: &[&str]| -> u64 {
-        obj.as_object().map(|o| o.iter().filter(|(k, _)| pat.iter().any(|p| k.contains(p))).map(|(_, v)| n(v)).sum()).unwrap_or(0)
+        obj.as_object()
+            .map(|o| o.iter().filter(|(k, _)| pat.iter().any(|p| k.contains(p))).map(|(_, v)| n(v)).sum())
+            .unwrap_or(0)
     };
     let xmit_err = sum_matching(&gs["ethtool"], &["xmit_err"]);
     assert_eq!(n(&v["foreign"]), 0, "only our frames on the wire: {v}");
@@ -106,7 +173,8 @@ fn full_rate_accounting(xdp_mode: &str) {
         sent,
         received + named,
         "sent {sent} != received {received} + drops {named} (xsk {x}, sender {}, receiver {})",
-        gs["ethtool"], s["ethtool"]
+        gs["ethtool"],
+        s["ethtool"]
     );
     assert!(xsk_drops > 0 || received == sent, "the receiver was meant to be overrun");
 }
@@ -133,7 +201,19 @@ fn l2fwd_round_trip() {
     }
     let bed = bed();
     let (ns_a, if_a, mac_a, mac_b) = (bed.ns_a().to_string(), bed.iface_a().to_string(), bed.mac_a(), bed.mac_b());
-    let fwd = Running::start(&["bench", "l2fwd", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--json", "--duration", "120", "--cpu", "1"]);
+    let fwd = Running::start(&[
+        "bench",
+        "l2fwd",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--json",
+        "--duration",
+        "120",
+        "--cpu",
+        "1",
+    ]);
     // Receiver of the returning frames: an AF_XDP socket on the sender's own interface.
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -142,8 +222,10 @@ fn l2fwd_round_trip() {
     let back = fastpath_testbed::spawn_in_netns(&ns_a, move || {
         use fastpath::xsk::{CopyMode, XskConfig, XskSocket};
         let dev = fastpath::netdev::NetDev::by_name(&if_a2).unwrap();
-        let prog = fastpath::bpf::XskRedirect::attach(&if_a2, dev.ifindex, fastpath::bpf::XdpMode::Native, false).unwrap();
-        let mut sock = XskSocket::bind(&if_a2, 0, &XskConfig { copy_mode: CopyMode::Copy, ..Default::default() }).unwrap();
+        let prog =
+            fastpath::bpf::XskRedirect::attach(&if_a2, dev.ifindex, fastpath::bpf::XdpMode::Native, false).unwrap();
+        let mut sock =
+            XskSocket::bind(&if_a2, 0, &XskConfig { copy_mode: CopyMode::Copy, ..Default::default() }).unwrap();
         prog.insert(0, sock.as_raw_fd()).unwrap();
         ready_tx.send(()).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
@@ -158,7 +240,22 @@ fn l2fwd_round_trip() {
         frames
     });
     ready_rx.recv_timeout(Duration::from_secs(20)).expect("receiver ready");
-    let g = run(&["gen", "--netns", &ns_a, "-i", &if_a, "--dst-mac", &mac(mac_b), "--count", "20000", "--rate", "50000", "--json", "--duration", "60"]);
+    let g = run(&[
+        "gen",
+        "--netns",
+        &ns_a,
+        "-i",
+        &if_a,
+        "--dst-mac",
+        &mac(mac_b),
+        "--count",
+        "20000",
+        "--rate",
+        "50000",
+        "--json",
+        "--duration",
+        "60",
+    ]);
     assert!(g.status.success(), "gen: {}", stderr(&g));
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);

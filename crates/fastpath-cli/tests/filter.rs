@@ -55,11 +55,15 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
     let bed = quiet_bed();
     let mut a = String::from("default = \"pass\"\n");
     for i in 0..50 {
-        a.push_str(&format!("[[rule]]\nname = \"filler {i}\"\nproto = \"udp\"\ndst_port = {}\naction = \"pass\"\n", 20000 + i));
+        a.push_str(&format!(
+            "[[rule]]\nname = \"filler {i}\"\nproto = \"udp\"\ndst_port = {}\naction = \"pass\"\n",
+            20000 + i
+        ));
     }
     a.push_str("[[rule]]\nname = \"a\"\nsrc = \"10.99.0.0/24\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n");
     let b = "default = \"pass\"\n[[rule]]\nname = \"b\"\nproto = \"udp\"\ndst_port = \"1-100\"\naction = \"drop\"\n";
-    let sets = [compile("a", &parse_toml("a", &a).unwrap()).unwrap(), compile("b", &parse_toml("b", b).unwrap()).unwrap()];
+    let sets =
+        [compile("a", &parse_toml("a", &a).unwrap()).unwrap(), compile("b", &parse_toml("b", b).unwrap()).unwrap()];
     let (ns_b, if_b) = (bed.ns_b().to_string(), bed.iface_b().to_string());
     let running = Arc::new(AtomicBool::new(true));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -90,16 +94,36 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
         (counted, no_match, reloads)
     });
     rx.recv_timeout(Duration::from_secs(30)).expect("classifier attached");
-    let g = run(&["gen", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--count", "1000000", "--rate", "100000", "--json", "--duration", "60", "--cpu", "0"]);
+    let g = run(&[
+        "gen",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--count",
+        "1000000",
+        "--rate",
+        "100000",
+        "--json",
+        "--duration",
+        "60",
+        "--cpu",
+        "0",
+    ]);
     assert!(g.status.success(), "{}", stderr(&g));
     running.store(false, Ordering::Relaxed);
     let (counted, no_match, reloads) = reloader.join().unwrap().unwrap();
     let gs = last_json(&g);
     let sent = n(&gs["streams"][0]["frames"]);
-    let xmit_err: u64 = gs["ethtool"].as_object().unwrap().iter().filter(|(k, _)| k.contains("xmit_err")).map(|(_, v)| n(v)).sum();
+    let xmit_err: u64 =
+        gs["ethtool"].as_object().unwrap().iter().filter(|(k, _)| k.contains("xmit_err")).map(|(_, v)| n(v)).sum();
     assert!(reloads >= 100, "{reloads} reloads");
     assert_eq!(no_match, 0, "a packet fell through to the default: classified by a half-written set?");
-    assert_eq!(sent, counted + xmit_err, "sent {sent} = counted by a rule set {counted} + sender xdp_xmit_err {xmit_err}");
+    assert_eq!(
+        sent,
+        counted + xmit_err,
+        "sent {sent} = counted by a rule set {counted} + sender xdp_xmit_err {xmit_err}"
+    );
 }
 
 /// Selective bypass: UDP 5000-5999 reaches the AF_XDP socket and nothing else does; ping and a
@@ -111,10 +135,29 @@ fn selective_bypass_steers_only_the_chosen_flows() {
     }
     let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
     let dir = tempdir::Dir::new("bypass");
-    let rules = write(&dir, "bypass.toml", "default = \"pass\"\n[[rule]]\nname = \"app\"\nproto = \"udp\"\ndst_port = \"5000-5999\"\naction = \"xsk\"\n");
-    let rx = Running::start(&["bench", "rxdrop", "--rules", &rules, "--netns", bed.ns_b(), "-i", bed.iface_b(), "--verify", "--json", "--duration", "120", "--poll"]);
+    let rules = write(
+        &dir,
+        "bypass.toml",
+        "default = \"pass\"\n[[rule]]\nname = \"app\"\nproto = \"udp\"\ndst_port = \"5000-5999\"\naction = \"xsk\"\n",
+    );
+    let rx = Running::start(&[
+        "bench",
+        "rxdrop",
+        "--rules",
+        &rules,
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "--verify",
+        "--json",
+        "--duration",
+        "120",
+        "--poll",
+    ]);
     // A TCP service on the host side of ns b.
-    let listener = fastpath_testbed::run_in_netns(bed.ns_b(), || std::net::TcpListener::bind("10.99.0.2:8080").unwrap()).unwrap();
+    let listener =
+        fastpath_testbed::run_in_netns(bed.ns_b(), || std::net::TcpListener::bind("10.99.0.2:8080").unwrap()).unwrap();
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut buf = [0u8; 5];
@@ -122,13 +165,36 @@ fn selective_bypass_steers_only_the_chosen_flows() {
         s.write_all(&buf).unwrap();
     });
     for (port, count) in [("5500", "10000"), ("6000", "10000"), ("4999", "1000")] {
-        let g = run(&["gen", "--engine", "xsk", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &mac(bed.mac_b()), "--dst-port", port, "--count", count, "--rate", "50000", "--json", "--duration", "30"]);
+        let g = run(&[
+            "gen",
+            "--engine",
+            "xsk",
+            "--netns",
+            bed.ns_a(),
+            "-i",
+            bed.iface_a(),
+            "--dst-mac",
+            &mac(bed.mac_b()),
+            "--dst-port",
+            port,
+            "--count",
+            count,
+            "--rate",
+            "50000",
+            "--json",
+            "--duration",
+            "30",
+        ]);
         assert!(g.status.success(), "{}", stderr(&g));
     }
-    let ping = fastpath_testbed::ns_command(bed.ns_a(), "ping").args(["-c", "3", "-i", "0.2", "-W", "2", "10.99.0.2"]).output().expect("ping (iputils-ping)");
+    let ping = fastpath_testbed::ns_command(bed.ns_a(), "ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "2", "10.99.0.2"])
+        .output()
+        .expect("ping (iputils-ping)");
     assert!(ping.status.success(), "ping through the classifier: {}", String::from_utf8_lossy(&ping.stdout));
     let echoed = fastpath_testbed::run_in_netns(bed.ns_a(), || {
-        let mut c = std::net::TcpStream::connect_timeout(&"10.99.0.2:8080".parse().unwrap(), Duration::from_secs(5)).unwrap();
+        let mut c =
+            std::net::TcpStream::connect_timeout(&"10.99.0.2:8080".parse().unwrap(), Duration::from_secs(5)).unwrap();
         c.write_all(b"hello").unwrap();
         let mut buf = [0u8; 5];
         c.read_exact(&mut buf).unwrap();
@@ -155,7 +221,8 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     }
     let bed = quiet_bed();
     let dir = tempdir::Dir::new("badrules");
-    let good = write(&dir, "good.toml", "[[rule]]\nname = \"nine\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n");
+    let good =
+        write(&dir, "good.toml", "[[rule]]\nname = \"nine\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n");
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let o = run(&["filter", "load", &good, "--netns", ns, "-i", i, "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -167,10 +234,26 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     }
     let cases: Vec<(&str, String, Vec<&str>)> = vec![
         ("syntax.toml", "[[rule]\naction = \"drop\"\n".into(), vec!["syntax.toml:1:"]),
-        ("unknown.toml", "[[rule]]\naction = \"drop\"\ncolour = \"red\"\n".into(), vec!["unknown.toml:3:1:", "unknown field `colour`", "expected one of"]),
-        ("prefix.toml", "[[rule]]\nsrc = \"10.0.0.0/33\"\naction = \"drop\"\n".into(), vec!["prefix.toml:2:7:", "10.0.0.0/33", "IPv4 or IPv6 prefix"]),
-        ("range.toml", "[[rule]]\ndst_port = \"2000-1000\"\naction = \"drop\"\n".into(), vec!["range.toml:2:12:", "upside down"]),
-        ("redirect.toml", "[[rule]]\naction = \"redirect\"\niface = \"nosuch9\"\n".into(), vec!["redirect.toml:3:9:", "nosuch9", "no such interface"]),
+        (
+            "unknown.toml",
+            "[[rule]]\naction = \"drop\"\ncolour = \"red\"\n".into(),
+            vec!["unknown.toml:3:1:", "unknown field `colour`", "expected one of"],
+        ),
+        (
+            "prefix.toml",
+            "[[rule]]\nsrc = \"10.0.0.0/33\"\naction = \"drop\"\n".into(),
+            vec!["prefix.toml:2:7:", "10.0.0.0/33", "IPv4 or IPv6 prefix"],
+        ),
+        (
+            "range.toml",
+            "[[rule]]\ndst_port = \"2000-1000\"\naction = \"drop\"\n".into(),
+            vec!["range.toml:2:12:", "upside down"],
+        ),
+        (
+            "redirect.toml",
+            "[[rule]]\naction = \"redirect\"\niface = \"nosuch9\"\n".into(),
+            vec!["redirect.toml:3:9:", "nosuch9", "no such interface"],
+        ),
         ("many.toml", many, vec!["many.toml", "at most 131072"]),
     ];
     for (name, text, needles) in &cases {

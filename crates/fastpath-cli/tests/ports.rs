@@ -17,7 +17,16 @@ const N: u64 = 100_000;
 
 fn open(path: &str, iface: &str) -> Box<dyn Port> {
     match path {
-        "afxdp" => Box::new(AfXdpPort::open(iface, 0, &XskConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() }, None, false).unwrap_or_else(|e| panic!("{e}"))),
+        "afxdp" => Box::new(
+            AfXdpPort::open(
+                iface,
+                0,
+                &XskConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
+                None,
+                false,
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+        ),
         "tpacket" => Box::new(TpacketPort::open(iface, TpacketOptions::default()).unwrap_or_else(|e| panic!("{e}"))),
         other => panic!("no backend {other}"),
     }
@@ -41,12 +50,44 @@ fn receive(path: &'static str) {
         (t, port.stats().unwrap())
     });
     rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    let g = run(&["gen", "--engine", "xsk", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &mac(bed.mac_b()), "--count", &N.to_string(), "--rate", "100000", "--json", "--duration", "60"]);
+    let g = run(&[
+        "gen",
+        "--engine",
+        "xsk",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--count",
+        &N.to_string(),
+        "--rate",
+        "100000",
+        "--json",
+        "--duration",
+        "60",
+    ]);
     assert!(g.status.success(), "{}", stderr(&g));
     let (t, stats) = h.join().unwrap().unwrap();
-    let drops: u64 = stats.drops.iter().filter(|(k, _)| k != "tp_freeze_q_cnt" && k != "rx_fill_ring_empty_descs" && k.starts_with(if path == "afxdp" { "rx_" } else { "tp_" })).map(|(_, v)| v).sum();
+    let drops: u64 = stats
+        .drops
+        .iter()
+        .filter(|(k, _)| {
+            k != "tp_freeze_q_cnt"
+                && k != "rx_fill_ring_empty_descs"
+                && k.starts_with(if path == "afxdp" { "rx_" } else { "tp_" })
+        })
+        .map(|(_, v)| v)
+        .sum();
     assert_eq!((t.corrupt, t.duplicates, t.foreign), (0, 0, 0), "{path}: corrupt, duplicate, foreign frames");
-    assert_eq!(t.unique() + drops, N, "{path}: received {} + named drops {drops} ({:?}) = sent {N}", t.unique(), stats.drops);
+    assert_eq!(
+        t.unique() + drops,
+        N,
+        "{path}: received {} + named drops {drops} ({:?}) = sent {N}",
+        t.unique(),
+        stats.drops
+    );
     assert_eq!(drops, 0, "{path}: at 100 kpps nothing should drop: {:?}", stats.drops);
     assert_eq!(stats.rx_packets, N, "{path}: the port's own rx counter");
 }
@@ -55,11 +96,37 @@ fn receive(path: &'static str) {
 /// exactly once, intact.
 fn transmit(path: &'static str) {
     let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("bed");
-    let rx = Running::start(&["bench", "rxdrop", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--verify", "--json", "--duration", "120", "--poll", "--ring-size", "8192", "--frame-count", "16384", "--frame-size", "2048"]);
+    let rx = Running::start(&[
+        "bench",
+        "rxdrop",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--verify",
+        "--json",
+        "--duration",
+        "120",
+        "--poll",
+        "--ring-size",
+        "8192",
+        "--frame-count",
+        "16384",
+        "--frame-size",
+        "2048",
+    ]);
     let (ns_b, if_b, mac_a, mac_b) = (bed.ns_b().to_string(), bed.iface_b().to_string(), bed.mac_a(), bed.mac_b());
     let sent = fastpath_testbed::run_in_netns(&ns_b, move || {
         let mut port = open(path, &if_b);
-        let spec = UdpFrameSpec { src_mac: mac_b, dst_mac: mac_a, src_ip: fastpath_testbed::IP4_B, dst_ip: fastpath_testbed::IP4_A, src_port: 7, dst_port: 9, frame_len: 64 };
+        let spec = UdpFrameSpec {
+            src_mac: mac_b,
+            dst_mac: mac_a,
+            src_ip: fastpath_testbed::IP4_B,
+            dst_ip: fastpath_testbed::IP4_A,
+            src_port: 7,
+            dst_port: 9,
+            frame_len: 64,
+        };
         let mut frames = vec![vec![0u8; 64]; 64];
         for f in &mut frames {
             build_udp_frame(&spec, f);
@@ -167,10 +234,15 @@ fn open_in_env(path: &str, env: &Env) -> Box<dyn Port> {
     use fastpath::io::{self, tap::TapOptions, PortSpec};
     match path {
         "tap" | "tap-uring" => {
-            let spec = if path == "tap" { PortSpec::Tap(TapOptions::default()) } else { PortSpec::TapUring(TapOptions::default()) };
+            let spec = if path == "tap" {
+                PortSpec::Tap(TapOptions::default())
+            } else {
+                PortSpec::TapUring(TapOptions::default())
+            };
             let port = io::open(&env.iface, &spec).unwrap_or_else(|e| panic!("{e}"));
             let ip = |args: &str| {
-                let o = fastpath_testbed::ns_command(&env.port_ns, "ip").args(args.split_whitespace()).output().unwrap();
+                let o =
+                    fastpath_testbed::ns_command(&env.port_ns, "ip").args(args.split_whitespace()).output().unwrap();
                 assert!(o.status.success(), "ip {args}: {}", String::from_utf8_lossy(&o.stderr));
             };
             ip(&format!("addr add {}/24 dev {}", env.peer_ip, env.iface));
@@ -246,7 +318,14 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     let addr = format!("{}:9999", env.peer_ip);
     let sock = fastpath_testbed::run_in_netns(&env.peer_ns, move || {
         let s = std::net::UdpSocket::bind(&addr).unwrap();
-        fastpath::sys::setsockopt_int(&s, 1 /* SOL_SOCKET */, 8 /* SO_RCVBUF */, 8 << 20, "SOL_SOCKET, SO_RCVBUF").unwrap();
+        fastpath::sys::setsockopt_int(
+            &s,
+            1, /* SOL_SOCKET */
+            8, /* SO_RCVBUF */
+            8 << 20,
+            "SOL_SOCKET, SO_RCVBUF",
+        )
+        .unwrap();
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         s
     })
@@ -317,7 +396,12 @@ fn kernel_peer_rx(path: &'static str, env: &Env) {
     .unwrap();
     let (t, drops) = h.join().unwrap().unwrap();
     assert_eq!((t.corrupt, t.duplicates), (0, 0), "{path}: damaged or duplicated datagrams");
-    assert_eq!(t.unique() + drops, N, "{path}: every datagram the kernel sent reached rx_burst once ({}) or a named drop counter ({drops})", t.unique());
+    assert_eq!(
+        t.unique() + drops,
+        N,
+        "{path}: every datagram the kernel sent reached rx_burst once ({}) or a named drop counter ({drops})",
+        t.unique()
+    );
     // Exact accounting is the requirement; this only keeps the test from passing vacuously.
     assert!(drops <= N / 10, "{path}: at 100 kpps at most 10% may drop, {drops} did");
 }
@@ -325,10 +409,16 @@ fn kernel_peer_rx(path: &'static str, env: &Env) {
 /// Where a TAP's overflow is counted: the device's tx_dropped (a full ring) and its qdisc's
 /// drops (when the driver stops the queue). Read while the TAP still exists.
 fn tap_drops(env: &Env) -> u64 {
-    let o = fastpath_testbed::ns_command(&env.port_ns, "ip").args(["-j", "-s", "link", "show", "dev", &env.iface]).output().unwrap();
+    let o = fastpath_testbed::ns_command(&env.port_ns, "ip")
+        .args(["-j", "-s", "link", "show", "dev", &env.iface])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     let mut d = v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap_or(0);
-    let o = fastpath_testbed::ns_command(&env.port_ns, "tc").args(["-s", "-j", "qdisc", "show", "dev", &env.iface]).output().unwrap();
+    let o = fastpath_testbed::ns_command(&env.port_ns, "tc")
+        .args(["-s", "-j", "qdisc", "show", "dev", &env.iface])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
     d += v.as_array().into_iter().flatten().filter_map(|q| q["drops"].as_u64()).sum::<u64>();
     d
@@ -340,7 +430,10 @@ fn conformance(path: &'static str) {
     let env = if path.starts_with("tap") { tap_env(&bed) } else { veth_env(&bed) };
     if !env.tap {
         // Full UDP checksums from the peer's kernel (veth would leave them partial).
-        let st = fastpath_testbed::ns_command(bed.ns_a(), "ethtool").args(["-K", bed.iface_a(), "tx", "off"]).output().unwrap();
+        let st = fastpath_testbed::ns_command(bed.ns_a(), "ethtool")
+            .args(["-K", bed.iface_a(), "tx", "off"])
+            .output()
+            .unwrap();
         assert!(st.status.success(), "ethtool -K tx off");
     }
     kernel_peer_tx(path, &env);
@@ -390,7 +483,11 @@ fn tpacket_fanout_spreads_flows_over_workers() {
         .map(|_| {
             let (ns_b, if_b, tx, stop) = (bed.ns_b().to_string(), bed.iface_b().to_string(), tx.clone(), stop.clone());
             fastpath_testbed::spawn_in_netns(&ns_b, move || {
-                let mut port = TpacketPort::open(&if_b, TpacketOptions { fanout: Some((77, Fanout::Hash)), tx_frames: 0, ..Default::default() }).unwrap();
+                let mut port = TpacketPort::open(
+                    &if_b,
+                    TpacketOptions { fanout: Some((77, Fanout::Hash)), tx_frames: 0, ..Default::default() },
+                )
+                .unwrap();
                 tx.send(()).unwrap();
                 let mut t = SeqTracker::default();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -403,11 +500,13 @@ fn tpacket_fanout_spreads_flows_over_workers() {
     for _ in 0..2 {
         rx.recv_timeout(Duration::from_secs(20)).unwrap();
     }
-    let st = fastpath_testbed::ns_command(bed.ns_a(), "ethtool").args(["-K", bed.iface_a(), "tx", "off"]).output().unwrap();
+    let st =
+        fastpath_testbed::ns_command(bed.ns_a(), "ethtool").args(["-K", bed.iface_a(), "tx", "off"]).output().unwrap();
     assert!(st.status.success());
     const M: u64 = 20_000;
     fastpath_testbed::run_in_netns(bed.ns_a(), || {
-        let socks: Vec<_> = (0..16).map(|i| std::net::UdpSocket::bind(format!("10.99.0.1:{}", 7000 + i)).unwrap()).collect();
+        let socks: Vec<_> =
+            (0..16).map(|i| std::net::UdpSocket::bind(format!("10.99.0.1:{}", 7000 + i)).unwrap()).collect();
         let start = Instant::now();
         for seq in 1..=M {
             while ((start.elapsed().as_secs_f64() * 50_000.0) as u64) < seq {

@@ -55,12 +55,7 @@ pub struct TestbedConfig {
 
 impl Default for TestbedConfig {
     fn default() -> Self {
-        TestbedConfig {
-            name: None,
-            queues: 1,
-            sender_qdisc: false,
-            ipv6: true,
-        }
+        TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: true }
     }
 }
 
@@ -135,10 +130,7 @@ pub(crate) fn validate_name(name: &str) -> Result<(), TestbedError> {
     } else {
         return Ok(());
     };
-    Err(TestbedError::InvalidName {
-        name: name.to_owned(),
-        reason,
-    })
+    Err(TestbedError::InvalidName { name: name.to_owned(), reason })
 }
 
 fn base36(mut n: u64, min_width: usize) -> String {
@@ -157,11 +149,7 @@ fn base36(mut n: u64, min_width: usize) -> String {
 fn default_name() -> String {
     loop {
         let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!(
-            "fp{}{}",
-            base36(u64::from(std::process::id()), 5),
-            base36(u64::from(n), 1)
-        );
+        let name = format!("fp{}{}", base36(u64::from(std::process::id()), 5), base36(u64::from(n), 1));
         // A bed left behind by a crashed process that had our pid: skip its name.
         if !netns_exists(&format!("{name}-a")) && !netns_exists(&format!("{name}-b")) {
             return name;
@@ -170,10 +158,7 @@ fn default_name() -> String {
 }
 
 fn fmt_mac(mac: [u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
 
 fn parse_mac(s: &str) -> Option<[u8; 6]> {
@@ -201,29 +186,12 @@ fn link_facts(ns: &str, iface: &str) -> Result<LinkFacts, TestbedError> {
     let out = cmd::run("ip", &args)?;
     let cmd_line = format!("ip {}", args.join(" "));
     let tokens: Vec<&str> = out.split_whitespace().collect();
-    let after = |key: &str| {
-        tokens
-            .iter()
-            .position(|t| *t == key)
-            .and_then(|i| tokens.get(i + 1).copied())
-    };
-    let parse_err = |detail: String| TestbedError::Parse {
-        cmd: cmd_line.clone(),
-        detail,
-    };
-    let mac = after("link/ether")
-        .and_then(parse_mac)
-        .ok_or_else(|| parse_err("no `link/ether <mac>`".to_owned()))?;
-    let count = |key: &str| {
-        after(key)
-            .and_then(|v| v.parse::<u32>().ok())
-            .ok_or_else(|| parse_err(format!("no `{key} <n>`")))
-    };
-    Ok(LinkFacts {
-        mac,
-        tx_queues: count("numtxqueues")?,
-        rx_queues: count("numrxqueues")?,
-    })
+    let after = |key: &str| tokens.iter().position(|t| *t == key).and_then(|i| tokens.get(i + 1).copied());
+    let parse_err = |detail: String| TestbedError::Parse { cmd: cmd_line.clone(), detail };
+    let mac = after("link/ether").and_then(parse_mac).ok_or_else(|| parse_err("no `link/ether <mac>`".to_owned()))?;
+    let count =
+        |key: &str| after(key).and_then(|v| v.parse::<u32>().ok()).ok_or_else(|| parse_err(format!("no `{key} <n>`")));
+    Ok(LinkFacts { mac, tx_queues: count("numtxqueues")?, rx_queues: count("numrxqueues")? })
 }
 
 /// Deletes a namespace if it exists. `Ok` if it is gone afterwards.
@@ -251,9 +219,7 @@ impl Drop for Rollback {
 }
 
 fn netns_add(ns: &str) -> Result<(), TestbedError> {
-    let _guard = NETNS_ADD_LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _guard = NETNS_ADD_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     cmd::run("ip", &["netns", "add", ns]).map(drop)
 }
 
@@ -265,11 +231,7 @@ fn napi_threads(iface: &str) -> Vec<(i32, String)> {
     };
     let mut found = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
             continue;
         };
         let Ok(comm) = std::fs::read_to_string(entry.path().join("comm")) else {
@@ -299,10 +261,7 @@ impl Testbed {
     /// error is returned; namespaces that already existed are never touched.
     pub fn up(cfg: &TestbedConfig) -> Result<Testbed, TestbedError> {
         if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
-            return Err(TestbedError::InvalidQueues {
-                queues: cfg.queues,
-                max: MAX_QUEUES,
-            });
+            return Err(TestbedError::InvalidQueues { queues: cfg.queues, max: MAX_QUEUES });
         }
         let name = match &cfg.name {
             Some(n) => {
@@ -333,20 +292,13 @@ impl Testbed {
              type veth peer name {iface_b} netns {ns_b} numtxqueues {q} numrxqueues {q}"
         ))?;
 
-        let ends = [
-            (&ns_a, &iface_a, IP4_A, IP6_A),
-            (&ns_b, &iface_b, IP4_B, IP6_B),
-        ];
+        let ends = [(&ns_a, &iface_a, IP4_A, IP6_A), (&ns_b, &iface_b, IP4_B, IP6_B)];
         for (ns, iface, ip4, ip6) in ends {
             if !cfg.ipv6 {
                 cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/disable_ipv6"), "1")?;
             } else {
                 // No router solicitations from this end (fewer stray packets in tests).
-                cmd::write_in(
-                    ns,
-                    &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"),
-                    "0",
-                )?;
+                cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"), "0")?;
             }
             let a4 = format!("{ip4}/{PREFIX4}");
             cmd::run("ip", &["-n", ns, "addr", "add", &a4, "dev", iface])?;
@@ -371,9 +323,7 @@ impl Testbed {
         ];
         for (ns, iface, peer_mac, peers) in neighbours {
             for peer in peers.into_iter().filter(|p| cfg.ipv6 || p.is_ipv4()) {
-                cmd::ip(&format!(
-                    "-n {ns} neigh replace {peer} lladdr {peer_mac} dev {iface} nud permanent"
-                ))?;
+                cmd::ip(&format!("-n {ns} neigh replace {peer} lladdr {peer_mac} dev {iface} nud permanent"))?;
             }
         }
         if cfg.sender_qdisc {
@@ -414,10 +364,7 @@ impl Testbed {
         let ns_b = format!("{name}-b");
         for ns in [&ns_a, &ns_b] {
             if !netns_exists(ns) {
-                return Err(TestbedError::NotFound {
-                    name: name.to_owned(),
-                    missing: ns.clone(),
-                });
+                return Err(TestbedError::NotFound { name: name.to_owned(), missing: ns.clone() });
             }
         }
         let iface_a = format!("{name}a");
@@ -562,10 +509,7 @@ impl Testbed {
             std::thread::sleep(Duration::from_millis(10));
         };
         if threads.is_empty() {
-            return Err(TestbedError::NoNapiThreads {
-                ns: self.ns_b.clone(),
-                iface: self.iface_b.clone(),
-            });
+            return Err(TestbedError::NoNapiThreads { ns: self.ns_b.clone(), iface: self.iface_b.clone() });
         }
         for (pid, comm) in threads {
             match sched_setaffinity(Pid::from_raw(pid), &set) {
@@ -575,11 +519,7 @@ impl Testbed {
                         pid,
                         comm,
                         cpu,
-                        hint: if cause == nix::Error::EINVAL {
-                            " (CPU not online)"
-                        } else {
-                            ""
-                        },
+                        hint: if cause == nix::Error::EINVAL { " (CPU not online)" } else { "" },
                         cause,
                     })
                 }
@@ -626,10 +566,7 @@ impl Drop for Testbed {
             return;
         }
         if let Err(e) = self.teardown() {
-            eprintln!(
-                "fastpath-testbed: tearing down test bed `{}` failed: {e}",
-                self.name
-            );
+            eprintln!("fastpath-testbed: tearing down test bed `{}` failed: {e}", self.name);
         }
     }
 }
@@ -674,11 +611,7 @@ mod tests {
 
     #[test]
     fn bad_queue_count_is_rejected_before_anything_runs() {
-        let e = Testbed::up(&TestbedConfig {
-            queues: 0,
-            ..TestbedConfig::default()
-        })
-        .unwrap_err();
+        let e = Testbed::up(&TestbedConfig { queues: 0, ..TestbedConfig::default() }).unwrap_err();
         assert_eq!(e.to_string(), "invalid queue count 0: accepted 1 to 4096");
     }
 }

@@ -7,19 +7,17 @@ use crate::TestbedError;
 /// Runs `program args...` to completion and returns its standard output.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<String, TestbedError> {
     let cmd_line = command_line(program, args);
-    let output = Command::new(program)
-        .args(args)
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|cause| TestbedError::Spawn {
-            hint: match (cause.kind(), program) {
-                (std::io::ErrorKind::NotFound, "ip" | "tc") => " (install iproute2)",
-                (std::io::ErrorKind::NotFound, "ethtool") => " (install ethtool)",
-                _ => "",
-            },
-            cmd: cmd_line.clone(),
-            cause,
+    let output =
+        Command::new(program).args(args).env("LC_ALL", "C").stdin(Stdio::null()).output().map_err(|cause| {
+            TestbedError::Spawn {
+                hint: match (cause.kind(), program) {
+                    (std::io::ErrorKind::NotFound, "ip" | "tc") => " (install iproute2)",
+                    (std::io::ErrorKind::NotFound, "ethtool") => " (install ethtool)",
+                    _ => "",
+                },
+                cmd: cmd_line.clone(),
+                cause,
+            }
         })?;
     if output.status.success() {
         return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
@@ -37,17 +35,9 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<String, TestbedError> 
         stderr = "(no output)".to_owned();
     }
     if is_permission_message(&stderr) {
-        Err(TestbedError::NeedsRoot {
-            cmd: cmd_line,
-            status,
-            stderr,
-        })
+        Err(TestbedError::NeedsRoot { cmd: cmd_line, status, stderr })
     } else {
-        Err(TestbedError::Command {
-            cmd: cmd_line,
-            status,
-            stderr,
-        })
+        Err(TestbedError::Command { cmd: cmd_line, status, stderr })
     }
 }
 
@@ -69,12 +59,7 @@ pub(crate) fn run_in(ns: &str, program: &str, args: &[&str]) -> Result<String, T
 /// `/proc/sys/net` are the namespace's own).
 pub(crate) fn write_in(ns: &str, path: &str, value: &str) -> Result<(), TestbedError> {
     // Positional parameters, so nothing is interpreted by the shell.
-    run_in(
-        ns,
-        "sh",
-        &["-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", value, path],
-    )
-    .map(drop)
+    run_in(ns, "sh", &["-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", value, path]).map(drop)
 }
 
 fn command_line(program: &str, args: &[&str]) -> String {
@@ -94,11 +79,7 @@ fn command_line(program: &str, args: &[&str]) -> String {
 
 /// Folds multi-line output into one line: trimmed non-empty lines joined by "; ".
 pub(crate) fn one_line(s: &str) -> String {
-    s.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
+    s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
 }
 
 fn is_permission_message(s: &str) -> bool {
@@ -123,34 +104,21 @@ mod tests {
 
     #[test]
     fn command_line_quotes_only_when_needed() {
-        assert_eq!(
-            command_line("sh", &["-c", "echo 1 > x", ""]),
-            "sh -c 'echo 1 > x' ''"
-        );
-        assert_eq!(
-            command_line("ip", &["netns", "add", "fp1-a"]),
-            "ip netns add fp1-a"
-        );
+        assert_eq!(command_line("sh", &["-c", "echo 1 > x", ""]), "sh -c 'echo 1 > x' ''");
+        assert_eq!(command_line("ip", &["netns", "add", "fp1-a"]), "ip netns add fp1-a");
     }
 
     #[test]
     fn failing_command_is_one_line_with_status() {
         let err = run("sh", &["-c", "echo first >&2; echo second >&2; exit 3"]).unwrap_err();
         let msg = err.to_string();
-        assert_eq!(
-            msg,
-            "command `sh -c 'echo first >&2; echo second >&2; exit 3'` failed (exit 3): first; second"
-        );
+        assert_eq!(msg, "command `sh -c 'echo first >&2; echo second >&2; exit 3'` failed (exit 3): first; second");
         assert!(!msg.contains('\n'));
     }
 
     #[test]
     fn permission_message_becomes_needs_root() {
-        let err = run(
-            "sh",
-            &["-c", "echo 'mount: Operation not permitted' >&2; exit 1"],
-        )
-        .unwrap_err();
+        let err = run("sh", &["-c", "echo 'mount: Operation not permitted' >&2; exit 1"]).unwrap_err();
         assert!(err.needs_root(), "{err}");
         assert!(err.to_string().contains("root"), "{err}");
     }

@@ -37,7 +37,9 @@ pub enum TestbedError {
     },
 
     /// An external command failed because the caller lacks privileges.
-    #[error("command `{cmd}` failed ({status}): {stderr}; network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN)")]
+    #[error(
+        "command `{cmd}` failed ({status}): {stderr}; network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+    )]
     NeedsRoot {
         /// The command line as run.
         cmd: String,

@@ -41,24 +41,14 @@ pub fn enter_netns(name: &str) -> Result<(), TestbedError> {
     let file = File::open(&path).map_err(|e| TestbedError::Netns {
         ns: name.to_owned(),
         op: format!("open {}", path.display()),
-        cause: e
-            .raw_os_error()
-            .map_or(nix::Error::EIO, nix::Error::from_raw),
-        hint: if e.kind() == std::io::ErrorKind::NotFound {
-            " (no such namespace; see `ip netns list`)"
-        } else {
-            ""
-        },
+        cause: e.raw_os_error().map_or(nix::Error::EIO, nix::Error::from_raw),
+        hint: if e.kind() == std::io::ErrorKind::NotFound { " (no such namespace; see `ip netns list`)" } else { "" },
     })?;
     setns(&file, CloneFlags::CLONE_NEWNET).map_err(|cause| TestbedError::Netns {
         ns: name.to_owned(),
         op: "setns(CLONE_NEWNET)".to_owned(),
         cause,
-        hint: if cause == nix::Error::EPERM {
-            " (needs root / CAP_SYS_ADMIN)"
-        } else {
-            ""
-        },
+        hint: if cause == nix::Error::EPERM { " (needs root / CAP_SYS_ADMIN)" } else { "" },
     })
 }
 
@@ -67,10 +57,7 @@ pub fn enter_netns(name: &str) -> Result<(), TestbedError> {
 ///
 /// A panic in `f` is propagated to the caller (re-raised with the original payload).
 /// Returns an error, without running `f`, if the namespace cannot be entered.
-pub fn run_in_netns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, TestbedError> {
+pub fn run_in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, TestbedError> {
     match spawn_in_netns(ns, f).join() {
         Ok(result) => result,
         Err(payload) => std::panic::resume_unwind(payload),
@@ -99,11 +86,7 @@ pub fn spawn_in_netns<T: Send + 'static>(
 /// All network namespace names from `ip netns list`.
 pub(crate) fn all_netns() -> Result<BTreeSet<String>, TestbedError> {
     let out = cmd::run("ip", &["netns", "list"])?;
-    Ok(out
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect())
+    Ok(out.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_owned).collect())
 }
 
 /// Names of the test beds present: every `<name>` for which both namespaces `<name>-a` and

@@ -7,8 +7,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use fastpath_testbed::{
-    enter_netns, list, ns_command, run_in_netns, spawn_in_netns, Testbed, TestbedConfig,
-    TestbedError,
+    enter_netns, list, ns_command, run_in_netns, spawn_in_netns, Testbed, TestbedConfig, TestbedError,
 };
 
 fn require_root() -> bool {
@@ -46,17 +45,12 @@ fn ns_exists(ns: &str) -> bool {
 /// Runs a command in a namespace, asserts success, returns stdout.
 fn ns_output(ns: &str, program: &str, args: &[&str]) -> String {
     let out = ns_command(ns, program).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{program} {args:?} in {ns} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{program} {args:?} in {ns} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn has_program(p: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
 }
 
 /// Sends a datagram from ns a to ns b and gets it echoed back; returns the echoed payload
@@ -72,9 +66,7 @@ fn udp_echo(bed: &Testbed, src: IpAddr, dst: IpAddr) -> (Vec<u8>, SocketAddr) {
         sock.send_to(&buf[..n], from).unwrap();
         from
     });
-    let server_addr = rx
-        .recv_timeout(Duration::from_secs(5))
-        .expect("server thread did not start in ns b");
+    let server_addr = rx.recv_timeout(Duration::from_secs(5)).expect("server thread did not start in ns b");
     let payload = b"fastpath-testbed echo".to_vec();
     let sent = payload.clone();
     let reply = run_in_netns(bed.ns_a(), move || {
@@ -94,14 +86,8 @@ fn udp_echo(bed: &Testbed, src: IpAddr, dst: IpAddr) -> (Vec<u8>, SocketAddr) {
 
 fn count_queues(ns: &str, iface: &str) -> (usize, usize) {
     let out = ns_output(ns, "ls", &[&format!("/sys/class/net/{iface}/queues")]);
-    let rx = out
-        .split_whitespace()
-        .filter(|q| q.starts_with("rx-"))
-        .count();
-    let tx = out
-        .split_whitespace()
-        .filter(|q| q.starts_with("tx-"))
-        .count();
+    let rx = out.split_whitespace().filter(|q| q.starts_with("rx-")).count();
+    let tx = out.split_whitespace().filter(|q| q.starts_with("tx-")).count();
     (rx, tx)
 }
 
@@ -110,11 +96,7 @@ fn up_two_queues_connects_and_drop_removes_everything() {
     if !require_root() {
         return;
     }
-    let bed = Testbed::up(&TestbedConfig {
-        queues: 2,
-        ..TestbedConfig::default()
-    })
-    .unwrap();
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ..TestbedConfig::default() }).unwrap();
     let (ns_a, ns_b) = (bed.ns_a().to_owned(), bed.ns_b().to_owned());
     assert_eq!(ns_a, format!("{}-a", bed.name()));
     assert_eq!(ns_b, format!("{}-b", bed.name()));
@@ -162,14 +144,8 @@ fn up_two_queues_connects_and_drop_removes_everything() {
 
     // Threads that entered a namespace see its interfaces, not the other side's.
     let (ia, ib) = (bed.iface_a().to_owned(), bed.iface_b().to_owned());
-    let dev = run_in_netns(&ns_a, || {
-        std::fs::read_to_string("/proc/thread-self/net/dev").unwrap()
-    })
-    .unwrap();
-    assert!(
-        dev.contains(&format!("{ia}:")) && !dev.contains(&format!("{ib}:")),
-        "{dev}"
-    );
+    let dev = run_in_netns(&ns_a, || std::fs::read_to_string("/proc/thread-self/net/dev").unwrap()).unwrap();
+    assert!(dev.contains(&format!("{ia}:")) && !dev.contains(&format!("{ib}:")), "{dev}");
 
     // Nothing of ours in the caller's namespace.
     let here = std::fs::read_to_string("/proc/thread-self/net/dev").unwrap();
@@ -178,10 +154,7 @@ fn up_two_queues_connects_and_drop_removes_everything() {
     // veth statistics are readable.
     let stats = Testbed::ethtool_stats(&ns_b, bed.iface_b()).unwrap();
     assert!(stats.iter().any(|(k, _)| k == "peer_ifindex"), "{stats:?}");
-    assert!(
-        stats.iter().any(|(k, _)| k == "rx_queue_1_xdp_drops"),
-        "{stats:?}"
-    );
+    assert!(stats.iter().any(|(k, _)| k == "rx_queue_1_xdp_drops"), "{stats:?}");
 
     drop(bed);
     assert!(!ns_exists(&ns_a), "{ns_a} left behind");
@@ -215,20 +188,14 @@ fn parallel_default_beds_do_not_collide() {
 fn invalid_names_are_rejected_naming_the_value() {
     // No privileges needed: validation happens before any command runs.
     for bad in ["bad-name!", "", "thirteenchars", "with space"] {
-        let cfg = TestbedConfig {
-            name: Some(bad.to_owned()),
-            ..TestbedConfig::default()
-        };
+        let cfg = TestbedConfig { name: Some(bad.to_owned()), ..TestbedConfig::default() };
         let err = Testbed::up(&cfg).unwrap_err();
         assert!(matches!(err, TestbedError::InvalidName { .. }), "{err}");
         let msg = err.to_string();
         assert!(msg.contains(&format!("`{bad}`")), "{msg}");
         assert!(msg.contains("1 to 12 ASCII letters or digits"), "{msg}");
         assert!(!msg.contains('\n'));
-        assert!(matches!(
-            Testbed::open(bad),
-            Err(TestbedError::InvalidName { .. })
-        ));
+        assert!(matches!(Testbed::open(bad), Err(TestbedError::InvalidName { .. })));
     }
 }
 
@@ -253,12 +220,7 @@ fn napi_threads(iface: &str) -> Vec<(i32, String)> {
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
         if comm.trim_end().starts_with(&prefix) {
-            let cpus = status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .unwrap()
-                .trim()
-                .to_owned();
+            let cpus = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_owned();
             v.push((pid, cpus));
         }
     }
@@ -272,20 +234,12 @@ fn rx_napi_can_be_pinned_and_released() {
     }
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cpu = if ncpu >= 2 { 1 } else { 0 };
-    let bed = Testbed::up(&TestbedConfig {
-        queues: 2,
-        ..TestbedConfig::default()
-    })
-    .unwrap();
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ..TestbedConfig::default() }).unwrap();
     let threaded = format!("/sys/class/net/{}/threaded", bed.iface_b());
     bed.set_rx_napi_cpu(Some(cpu)).unwrap();
     assert_eq!(ns_output(bed.ns_b(), "cat", &[&threaded]).trim(), "1");
     let threads = napi_threads(bed.iface_b());
-    assert_eq!(
-        threads.len(),
-        2,
-        "one NAPI thread per rx queue: {threads:?}"
-    );
+    assert_eq!(threads.len(), 2, "one NAPI thread per rx queue: {threads:?}");
     for (pid, cpus) in &threads {
         assert_eq!(cpus, &cpu.to_string(), "napi thread {pid} not pinned");
     }
@@ -315,30 +269,16 @@ fn failure_half_way_leaves_nothing_behind() {
     let name = format!("fc{:x}", std::process::id());
     let ns_a = format!("{name}-a");
     let ns_b = format!("{name}-b");
-    assert!(Command::new("ip")
-        .args(["netns", "add", &ns_b])
-        .status()
-        .unwrap()
-        .success());
+    assert!(Command::new("ip").args(["netns", "add", &ns_b]).status().unwrap().success());
     let hand_made = HandMade(ns_b.clone());
 
-    let err = Testbed::up(&TestbedConfig {
-        name: Some(name.clone()),
-        ..TestbedConfig::default()
-    })
-    .unwrap_err();
+    let err = Testbed::up(&TestbedConfig { name: Some(name.clone()), ..TestbedConfig::default() }).unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, TestbedError::Command { .. }), "{msg}");
-    assert!(
-        msg.contains(&format!("ip netns add {ns_b}")) && msg.contains("exists"),
-        "{msg}"
-    );
+    assert!(msg.contains(&format!("ip netns add {ns_b}")) && msg.contains("exists"), "{msg}");
     assert!(!msg.contains('\n'));
     assert!(!ns_exists(&ns_a), "{ns_a} left behind after a failed up()");
-    assert!(
-        ns_exists(&ns_b),
-        "up() must not delete a namespace it did not create"
-    );
+    assert!(ns_exists(&ns_b), "up() must not delete a namespace it did not create");
     drop(hand_made);
     assert!(!ns_exists(&ns_b));
 }
@@ -348,28 +288,17 @@ fn open_adopts_without_owning_and_down_is_idempotent() {
     if !require_root() {
         return;
     }
-    let bed = Testbed::up(&TestbedConfig {
-        queues: 3,
-        sender_qdisc: true,
-        ..TestbedConfig::default()
-    })
-    .unwrap();
+    let bed = Testbed::up(&TestbedConfig { queues: 3, sender_qdisc: true, ..TestbedConfig::default() }).unwrap();
     let name = bed.name().to_owned();
     let qdisc = ns_output(bed.ns_a(), "tc", &["qdisc", "show", "dev", bed.iface_a()]);
-    assert!(
-        qdisc.contains("pfifo") && qdisc.contains("limit 1000"),
-        "{qdisc}"
-    );
+    assert!(qdisc.contains("pfifo") && qdisc.contains("limit 1000"), "{qdisc}");
     assert!(list().unwrap().contains(&name));
 
     let adopted = Testbed::open(&name).unwrap();
     assert!(!adopted.is_owned());
     assert_eq!(adopted.info(), bed.info());
     drop(adopted);
-    assert!(
-        ns_exists(bed.ns_a()) && ns_exists(bed.ns_b()),
-        "dropping an adopted bed tore it down"
-    );
+    assert!(ns_exists(bed.ns_a()) && ns_exists(bed.ns_b()), "dropping an adopted bed tore it down");
 
     // Explicit down() tears down even an adopted bed; a second down() is fine.
     Testbed::open(&name).unwrap().down().unwrap();

@@ -454,7 +454,9 @@ impl LiveGen {
         }
         let mut total = 0;
         for w in self.workers {
-            total += w.join().map_err(|_| SysError { call: "xdp-live generator thread panicked".into(), errno: libc::EIO })??;
+            total += w
+                .join()
+                .map_err(|_| SysError { call: "xdp-live generator thread panicked".into(), errno: libc::EIO })??;
         }
         Ok(total)
     }

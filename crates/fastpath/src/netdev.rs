@@ -94,7 +94,7 @@ impl NetDev {
         let mut sset = [0u32; 5];
         sset[0] = ETHTOOL_GSSET_INFO;
         sset[2] = 1 << ETH_SS_STATS; // low half of the u64 mask (little-endian)
-        // SAFETY: sset is large enough for the header plus one data word.
+                                     // SAFETY: sset is large enough for the header plus one data word.
         unsafe { sys::ethtool_ioctl(&self.name, sset.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
         let n = if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] as usize } else { 0 };
         if n == 0 {
@@ -119,7 +119,10 @@ impl NetDev {
         let n_strings = u32::from_ne_bytes(strings[8..12].try_into().expect("4 bytes")) as usize;
         let n_stats = (stats[0] >> 32) as usize;
         if n_strings.max(n_stats) > room {
-            return Err(SysError { call: format!("ethtool stats of {}: count changed from {n} to {n_stats}", self.name), errno: libc::EAGAIN });
+            return Err(SysError {
+                call: format!("ethtool stats of {}: count changed from {n} to {n_stats}", self.name),
+                errno: libc::EAGAIN,
+            });
         }
         let n = n.min(n_strings).min(n_stats);
         Ok((0..n)

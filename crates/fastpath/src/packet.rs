@@ -103,7 +103,11 @@ fn udp_checksum(frame: &[u8]) -> u16 {
     acc = sum16(&frame[34..40], acc);
     acc = sum16(&frame[42..end], acc);
     let c = !fold(acc);
-    if c == 0 { 0xffff } else { c }
+    if c == 0 {
+        0xffff
+    } else {
+        c
+    }
 }
 
 /// Writes the template frame for `spec` into `out[..spec.frame_len]`: payload with stream 0,
@@ -254,7 +258,13 @@ impl SeqTracker {
             .iter()
             .map(|(s, v)| {
                 let n = v.iter().map(|w| w.count_ones() as u64).sum();
-                let max = v.iter().enumerate().rev().find(|(_, w)| **w != 0).map(|(i, w)| i as u64 * 64 + 63 - w.leading_zeros() as u64).unwrap_or(0);
+                let max = v
+                    .iter()
+                    .enumerate()
+                    .rev()
+                    .find(|(_, w)| **w != 0)
+                    .map(|(i, w)| i as u64 * 64 + 63 - w.leading_zeros() as u64)
+                    .unwrap_or(0);
                 (*s, n, max)
             })
             .collect()

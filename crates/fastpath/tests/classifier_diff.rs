@@ -18,7 +18,10 @@ fn xdp_code(a: &Action) -> u32 {
 }
 
 fn hexdump(f: &[u8]) -> String {
-    f.chunks(16).map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+    f.chunks(16)
+        .map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// No root needed: compile + table lookup agree with the linear reference.
@@ -47,7 +50,11 @@ fn compiled_tables_agree_with_reference() {
 #[test]
 fn bpf_agrees_with_reference() {
     if fastpath::sys::geteuid() != 0 {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "bpf_agrees_with_reference needs root and CI forbids skipping");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "bpf_agrees_with_reference needs root and CI forbids skipping"
+        );
         eprintln!("SKIPPED bpf_agrees_with_reference: needs root");
         return;
     }
@@ -84,7 +91,13 @@ fn bpf_agrees_with_reference() {
                 }
             };
             let got = cls.test_run(&f).unwrap();
-            assert_eq!(got, want, "seed {seed} round {round}: {v:?}\nrules:\n{text}\nframe ({} bytes):\n{}", f.len(), hexdump(&f));
+            assert_eq!(
+                got,
+                want,
+                "seed {seed} round {round}: {v:?}\nrules:\n{text}\nframe ({} bytes):\n{}",
+                f.len(),
+                hexdump(&f)
+            );
         }
         let counters = cls.rule_counters(active, set.rules.len()).unwrap();
         let got: Vec<u64> = counters.iter().map(|c| c.0).collect();
@@ -96,5 +109,8 @@ fn bpf_agrees_with_reference() {
         seen.1 += no_match;
         seen.2 += per_rule.iter().sum::<u64>();
     }
-    assert!(seen.0 > 5_000 && seen.1 > 1_000 && seen.2 > 10_000, "the random frames exercise every outcome (malformed, no match, matched): {seen:?}");
+    assert!(
+        seen.0 > 5_000 && seen.1 > 1_000 && seen.2 > 10_000,
+        "the random frames exercise every outcome (malformed, no match, matched): {seen:?}"
+    );
 }

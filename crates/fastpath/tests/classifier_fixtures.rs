@@ -118,30 +118,131 @@ action = "drop"
 fn fixtures() -> Vec<F> {
     let u4 = |src, dport| cat(eth(&[], 0x0800), ipv4(src, [10, 99, 0, 2], 17, 0, 0, &udp(1, dport)));
     let mut v = vec![
-        F { name: "vlan 802.1Q id 100", frame: cat(eth(&[(0x8100, 100)], 0x0800), ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2))), action: XDP_DROP, counted: "rule 0" },
-        F { name: "QinQ outer 802.1ad id 100", frame: cat(eth(&[(0x88a8, 100), (0x8100, 7)], 0x0800), ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2))), action: XDP_DROP, counted: "rule 0" },
-        F { name: "QinQ outer id 7 (inner 100 does not count)", frame: cat(eth(&[(0x88a8, 7), (0x8100, 100)], 0x0800), ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2))), action: XDP_PASS, counted: "no_match" },
+        F {
+            name: "vlan 802.1Q id 100",
+            frame: cat(eth(&[(0x8100, 100)], 0x0800), ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2))),
+            action: XDP_DROP,
+            counted: "rule 0",
+        },
+        F {
+            name: "QinQ outer 802.1ad id 100",
+            frame: cat(
+                eth(&[(0x88a8, 100), (0x8100, 7)], 0x0800),
+                ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2)),
+            ),
+            action: XDP_DROP,
+            counted: "rule 0",
+        },
+        F {
+            name: "QinQ outer id 7 (inner 100 does not count)",
+            frame: cat(
+                eth(&[(0x88a8, 7), (0x8100, 100)], 0x0800),
+                ipv4([1, 1, 1, 1], [2, 2, 2, 2], 17, 0, 0, &udp(1, 2)),
+            ),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
         F { name: "arp", frame: cat(eth(&[], 0x0806), vec![0; 28]), action: XDP_TX, counted: "rule 1" },
-        F { name: "udp to xsk range, src in prefix (no socket: XDP_PASS fallback)", frame: u4([10, 1, 9, 9], 5500), action: XDP_PASS, counted: "rule 2" },
-        F { name: "udp just above the xsk range", frame: u4([10, 1, 9, 9], 6000), action: XDP_PASS, counted: "no_match" },
+        F {
+            name: "udp to xsk range, src in prefix (no socket: XDP_PASS fallback)",
+            frame: u4([10, 1, 9, 9], 5500),
+            action: XDP_PASS,
+            counted: "rule 2",
+        },
+        F {
+            name: "udp just above the xsk range",
+            frame: u4([10, 1, 9, 9], 6000),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
         F { name: "udp src outside prefix", frame: u4([10, 2, 9, 9], 5500), action: XDP_PASS, counted: "no_match" },
-        F { name: "ipv4 with options, udp to xsk range", frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 8, 0, &udp(1, 5000))), action: XDP_PASS, counted: "rule 2" },
-        F { name: "ipv6 tcp syn to fd00:2::/32", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02))), action: XDP_DROP, counted: "rule 3" },
-        F { name: "ipv6 tcp syn+ack (flags do not match)", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x12))), action: XDP_PASS, counted: "no_match" },
-        F { name: "ipv6 hop-by-hop + dest opts + tcp syn", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 0, &[60, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0], &tcp(1, 80, 0x02))), action: XDP_DROP, counted: "rule 3" },
-        F { name: "ipv6 fragment header, first fragment, tcp syn", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 1, 0, 0, 0, 1], &tcp(1, 80, 0x02))), action: XDP_DROP, counted: "rule 3" },
-        F { name: "ipv6 later fragment (no L4: frag rule)", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 0x10, 0, 0, 0, 1], &[0; 8])), action: XDP_DROP, counted: "rule 6" },
-        F { name: "udp from port 53 to cpu", frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 17, 0, 0, &udp(53, 1))), action: XDP_REDIRECT, counted: "rule 4" },
-        F { name: "icmp to redirect", frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 1, 0, 0, &[8, 0, 0, 0, 0, 0, 0, 0])), action: XDP_REDIRECT, counted: "rule 5" },
-        F { name: "ipv4 first fragment of udp to xsk range", frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 0, 0x2000, &udp(1, 5000))), action: XDP_PASS, counted: "rule 2" },
-        F { name: "ipv4 later fragment: port rule must not match", frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 0, 0x0003, &udp(1, 5000))), action: XDP_DROP, counted: "rule 6" },
-        F { name: "gre (proto 47)", frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 47, 0, 0, &[0; 8])), action: XDP_DROP, counted: "rule 8" },
-        F { name: "length 1200", frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 17, 0, 0, &cat(udp(9, 9), vec![0; 1158]))), action: XDP_TX, counted: "rule 7" },
-        F { name: "unknown ethertype", frame: cat(eth(&[], 0x88cc), vec![0; 46]), action: XDP_PASS, counted: "no_match" },
+        F {
+            name: "ipv4 with options, udp to xsk range",
+            frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 8, 0, &udp(1, 5000))),
+            action: XDP_PASS,
+            counted: "rule 2",
+        },
+        F {
+            name: "ipv6 tcp syn to fd00:2::/32",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02))),
+            action: XDP_DROP,
+            counted: "rule 3",
+        },
+        F {
+            name: "ipv6 tcp syn+ack (flags do not match)",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x12))),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
+        F {
+            name: "ipv6 hop-by-hop + dest opts + tcp syn",
+            frame: cat(
+                eth(&[], 0x86dd),
+                ipv6(V6A, V6B, 0, &[60, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0], &tcp(1, 80, 0x02)),
+            ),
+            action: XDP_DROP,
+            counted: "rule 3",
+        },
+        F {
+            name: "ipv6 fragment header, first fragment, tcp syn",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 1, 0, 0, 0, 1], &tcp(1, 80, 0x02))),
+            action: XDP_DROP,
+            counted: "rule 3",
+        },
+        F {
+            name: "ipv6 later fragment (no L4: frag rule)",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 0x10, 0, 0, 0, 1], &[0; 8])),
+            action: XDP_DROP,
+            counted: "rule 6",
+        },
+        F {
+            name: "udp from port 53 to cpu",
+            frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 17, 0, 0, &udp(53, 1))),
+            action: XDP_REDIRECT,
+            counted: "rule 4",
+        },
+        F {
+            name: "icmp to redirect",
+            frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 1, 0, 0, &[8, 0, 0, 0, 0, 0, 0, 0])),
+            action: XDP_REDIRECT,
+            counted: "rule 5",
+        },
+        F {
+            name: "ipv4 first fragment of udp to xsk range",
+            frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 0, 0x2000, &udp(1, 5000))),
+            action: XDP_PASS,
+            counted: "rule 2",
+        },
+        F {
+            name: "ipv4 later fragment: port rule must not match",
+            frame: cat(eth(&[], 0x0800), ipv4([10, 1, 0, 1], [10, 99, 0, 2], 17, 0, 0x0003, &udp(1, 5000))),
+            action: XDP_DROP,
+            counted: "rule 6",
+        },
+        F {
+            name: "gre (proto 47)",
+            frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 47, 0, 0, &[0; 8])),
+            action: XDP_DROP,
+            counted: "rule 8",
+        },
+        F {
+            name: "length 1200",
+            frame: cat(eth(&[], 0x0800), ipv4([3, 3, 3, 3], [4, 4, 4, 4], 17, 0, 0, &cat(udp(9, 9), vec![0; 1158]))),
+            action: XDP_TX,
+            counted: "rule 7",
+        },
+        F {
+            name: "unknown ethertype",
+            frame: cat(eth(&[], 0x88cc), vec![0; 46]),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
     ];
     // Malformed: every header boundary, and the length fields that lie.
     let good4 = u4([10, 1, 9, 9], 5500);
-    for (name, cut) in [("truncated in ethernet", 13), ("truncated in ipv4 header", 20), ("truncated in udp header", 40)] {
+    for (name, cut) in
+        [("truncated in ethernet", 13), ("truncated in ipv4 header", 20), ("truncated in udp header", 40)]
+    {
         v.push(F { name, frame: good4[..cut.max(14)].to_vec(), action: XDP_PASS, counted: "malformed" });
     }
     let mut ihl4 = good4.clone();
@@ -157,14 +258,32 @@ fn fixtures() -> Vec<F> {
     v.push(F { name: "truncated in ipv6 header", frame: v6cut[..40].to_vec(), action: XDP_PASS, counted: "malformed" });
     let mut v6tcp = cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02)[..12]));
     v6tcp[18..20].copy_from_slice(&12u16.to_be_bytes());
-    v.push(F { name: "tcp header cut short inside the ipv6 payload", frame: v6tcp, action: XDP_PASS, counted: "malformed" });
-    v.push(F { name: "truncated in vlan tag", frame: eth(&[(0x8100, 100)], 0x0800)[..16].to_vec(), action: XDP_PASS, counted: "malformed" });
-    v.push(F { name: "ipv6 extension header longer than the packet", frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 0, &[6, 4, 0, 0, 0, 0, 0, 0], &[])), action: XDP_PASS, counted: "malformed" });
+    v.push(F {
+        name: "tcp header cut short inside the ipv6 payload",
+        frame: v6tcp,
+        action: XDP_PASS,
+        counted: "malformed",
+    });
+    v.push(F {
+        name: "truncated in vlan tag",
+        frame: eth(&[(0x8100, 100)], 0x0800)[..16].to_vec(),
+        action: XDP_PASS,
+        counted: "malformed",
+    });
+    v.push(F {
+        name: "ipv6 extension header longer than the packet",
+        frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 0, &[6, 4, 0, 0, 0, 0, 0, 0], &[])),
+        action: XDP_PASS,
+        counted: "malformed",
+    });
     v
 }
 
 fn hexdump(f: &[u8]) -> String {
-    f.chunks(16).map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n")
+    f.chunks(16)
+        .map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" "))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[test]
@@ -195,8 +314,16 @@ fn every_branch_gives_its_action_and_counter() {
             .enumerate()
             .filter(|(_, c)| c.0 > 0)
             .map(|(i, c)| format!("rule {i}={}", c.0))
-            .chain(["no_match", "malformed"].iter().filter(|n| t.packets(n) > 0).map(|n| format!("{n}={}", t.packets(n))))
+            .chain(
+                ["no_match", "malformed"].iter().filter(|n| t.packets(n) > 0).map(|n| format!("{n}={}", t.packets(n))),
+            )
             .collect();
-        assert_eq!(counted, vec![format!("{}=1", f.counted)], "counters of fixture {:?}\n{}", f.name, hexdump(&f.frame));
+        assert_eq!(
+            counted,
+            vec![format!("{}=1", f.counted)],
+            "counters of fixture {:?}\n{}",
+            f.name,
+            hexdump(&f.frame)
+        );
     }
 }

@@ -26,7 +26,8 @@ fn loads_and_runs() {
         ("[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n", 1, 2),
     ] {
         let set = fastpath::rules::parse_toml("t", rules).unwrap();
-        c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i))
+            .unwrap();
         for _ in 0..2 {
             f[37] = 9;
             assert_eq!(c.test_run(&f).unwrap(), port9, "port 9 after reload to {rules:?}");
@@ -47,7 +48,9 @@ fn rate_limit_per_source() {
     }
     let c = fastpath::bpf::Classifier::load().unwrap();
     let set = fastpath::rules::parse_toml("t", "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate=1000\n").unwrap();
-    let active = c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+    let active = c
+        .swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i))
+        .unwrap();
     let mut f = vec![0u8; 64];
     f[12..14].copy_from_slice(&[0x08, 0x00]);
     f[14] = 0x45;

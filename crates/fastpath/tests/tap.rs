@@ -49,7 +49,12 @@ trait Backend: Port + Sized + std::fmt::Debug {
     fn open_tap(name: &str, opts: TapOptions) -> Result<Self, PortError>;
     fn mac(&self) -> [u8; 6];
     fn tx_csum(&mut self, frame: &[u8], csum_start: u16, csum_offset: u16) -> Result<bool, PortError>;
-    fn rx_hdr(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&VirtioNetHdr, &[u8])) -> Result<usize, PortError>;
+    fn rx_hdr(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        f: &mut dyn FnMut(&VirtioNetHdr, &[u8]),
+    ) -> Result<usize, PortError>;
 }
 
 impl Backend for TapPort {
@@ -144,7 +149,11 @@ impl Netns {
 
     /// True while `fptap0` exists in the namespace.
     fn has_iface(&self) -> bool {
-        Command::new("ip").args(["-n", &self.name, "link", "show", IFACE]).output().map(|o| o.status.success()).unwrap_or(false)
+        Command::new("ip")
+            .args(["-n", &self.name, "link", "show", IFACE])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
     }
 
     /// Runs `f` on a thread that entered the namespace (threads it spawns inherit it).
@@ -251,7 +260,15 @@ fn seq_of(udp_payload: &[u8]) -> Option<u64> {
 }
 
 fn spec(dst_mac: [u8; 6], dst: Ipv4Addr, dst_port: u16) -> UdpFrameSpec {
-    UdpFrameSpec { src_mac: PEER_MAC, dst_mac, src_ip: PEER, dst_ip: dst, src_port: 5555, dst_port, frame_len: FRAME_LEN }
+    UdpFrameSpec {
+        src_mac: PEER_MAC,
+        dst_mac,
+        src_ip: PEER,
+        dst_ip: dst,
+        src_port: 5555,
+        dst_port,
+        frame_len: FRAME_LEN,
+    }
 }
 
 fn rate(n: u64, d: Duration) -> String {
@@ -637,7 +654,10 @@ fn csum_conformance<P: Backend>(tag: &str) {
         assert_ne!(u16::from_be_bytes([back[40], back[41]]), partial, "the checksum field was filled in");
         let p = packet::verify(&back).unwrap_or_else(|e| panic!("forwarded frame: {e}: {back:02x?}"));
         assert_eq!(p.seq, 4);
-        eprintln!("[{tag}] checksum offload: partial {partial:#06x} -> kernel-computed {:#06x}", u16::from_be_bytes([back[40], back[41]]));
+        eprintln!(
+            "[{tag}] checksum offload: partial {partial:#06x} -> kernel-computed {:#06x}",
+            u16::from_be_bytes([back[40], back[41]])
+        );
     });
 }
 
@@ -701,7 +721,10 @@ fn tap_uring_offload_hands_over_partial_checksums() {
 #[test]
 fn too_long_name_is_refused_naming_it() {
     let name = "fptap-name-too-long";
-    for r in [TapPort::open(name, TapOptions::default()).map(|_| ()), TapUringPort::open(name, TapOptions::default()).map(|_| ())] {
+    for r in [
+        TapPort::open(name, TapOptions::default()).map(|_| ()),
+        TapUringPort::open(name, TapOptions::default()).map(|_| ()),
+    ] {
         let e = r.expect_err("a 19-byte name").to_string();
         assert!(e.contains(name) && e.contains("15 bytes"), "{e}");
     }
@@ -709,7 +732,8 @@ fn too_long_name_is_refused_naming_it() {
 
 #[test]
 fn offload_without_vnet_hdr_is_refused() {
-    let e = TapPort::open("fptapx", TapOptions { offload: true, ..Default::default() }).expect_err("refused").to_string();
+    let e =
+        TapPort::open("fptapx", TapOptions { offload: true, ..Default::default() }).expect_err("refused").to_string();
     assert!(e.contains("offload") && e.contains("vnet_hdr"), "{e}");
 }
 

@@ -38,7 +38,10 @@ pub fn stderr(o: &Output) -> String {
 /// The last JSON object line of stdout.
 pub fn last_json(o: &Output) -> Value {
     let s = String::from_utf8_lossy(&o.stdout);
-    s.lines().rev().find_map(|l| serde_json::from_str(l).ok()).unwrap_or_else(|| panic!("no JSON in output: {s}\nstderr: {}", stderr(o)))
+    s.lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON in output: {s}\nstderr: {}", stderr(o)))
 }
 
 /// A fastpath process started with --json, past its `{"type":"ready"}` line.
@@ -52,7 +55,8 @@ impl Running {
     // The child is waited for on the error path and by `terminate`/`finish` otherwise.
     #[allow(clippy::zombie_processes)]
     pub fn start(args: &[&str]) -> Running {
-        let mut child = fastpath().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fastpath");
+        let mut child =
+            fastpath().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fastpath");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -22,7 +22,8 @@ use crate::sys::SysError;
 
 const STAT_COUNT: u32 = 9;
 /// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h).
-pub const STAT_NAMES: [&str; 9] = ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
+pub const STAT_NAMES: [&str; 9] =
+    ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
 
 macro_rules! cls_maps {
     ($($name:ident),*) => {
@@ -46,7 +47,23 @@ macro_rules! cls_maps {
     };
 }
 
-cls_maps!(cls_active, cls_config, cls_tuples, cls_rules, cls_actions, cls_port_class, cls_len_class, cls_rule_stats, cls_stats, cls_cache, cls_cpu_sets, cls_rate, xsks, cpu_map, tx_ports);
+cls_maps!(
+    cls_active,
+    cls_config,
+    cls_tuples,
+    cls_rules,
+    cls_actions,
+    cls_port_class,
+    cls_len_class,
+    cls_rule_stats,
+    cls_stats,
+    cls_cache,
+    cls_cpu_sets,
+    cls_rate,
+    xsks,
+    cpu_map,
+    tx_ports
+);
 
 /// Per-set totals.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -114,8 +131,14 @@ fn write_array(map: &MapHandle, name: &'static str, first: u32, values: &[u8], v
     for start in (0..n).step_by(CHUNK) {
         let end = (start + CHUNK).min(n);
         let keys: Vec<u8> = (start..end).flat_map(|i| (first + i as u32).to_ne_bytes()).collect();
-        map.update_batch(&keys, &values[start * vsize..end * vsize], (end - start) as u32, MapFlags::ANY, MapFlags::ANY)
-            .map_err(map_err(name))?;
+        map.update_batch(
+            &keys,
+            &values[start * vsize..end * vsize],
+            (end - start) as u32,
+            MapFlags::ANY,
+            MapFlags::ANY,
+        )
+        .map_err(map_err(name))?;
     }
     Ok(())
 }
@@ -128,7 +151,12 @@ impl Classifier {
             .open(&mut storage)
             .map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
         let s = open.load().map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
-        let prog = s.progs.classifier.as_fd().try_clone_to_owned().map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
+        let prog = s
+            .progs
+            .classifier
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
         let maps = ClsMaps::from_skel(&s)?;
         Ok(Self { maps, prog: Some(prog), link: None, link_fd_pinned: None })
     }
@@ -147,12 +175,22 @@ impl Classifier {
 
     /// The rule set in use (0 or 1).
     pub fn active(&self) -> Result<u32, BpfError> {
-        let v = self.maps.cls_active.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_active"))?.unwrap_or_default();
+        let v = self
+            .maps
+            .cls_active
+            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("cls_active"))?
+            .unwrap_or_default();
         Ok(v.get(..4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) & 1)
     }
 
     /// Writes `c` as rule set `set` (not yet in use). `ifindex_of` resolves redirect interfaces.
-    pub fn install(&self, set: u32, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<(), BpfError> {
+    pub fn install(
+        &self,
+        set: u32,
+        c: &Compiled,
+        ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>,
+    ) -> Result<(), BpfError> {
         // Whatever an earlier, interrupted install left in this set goes first: stale keys
         // would otherwise match under the new tuple table.
         self.clear(set)?;
@@ -178,19 +216,25 @@ impl Classifier {
                 val[0..4].copy_from_slice(&2048u32.to_ne_bytes());
                 m.cpu_map.update(&cpu.to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("cpu_map"))?;
             }
-            m.cls_cpu_sets.update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY).map_err(map_err("cls_cpu_sets"))?;
+            m.cls_cpu_sets
+                .update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY)
+                .map_err(map_err("cls_cpu_sets"))?;
         }
         for (i, iface) in c.redirect_ifaces.iter().enumerate() {
             let mut val = [0u8; 8];
             val[0..4].copy_from_slice(&ifindex_of(iface)?.to_ne_bytes());
-            m.tx_ports.update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("tx_ports"))?;
+            m.tx_ports
+                .update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), &val, MapFlags::ANY)
+                .map_err(map_err("tx_ports"))?;
         }
         // Hash entries.
         const CHUNK: usize = 8192;
         for chunk in c.entries.chunks(CHUNK) {
             let keys: Vec<u8> = chunk.iter().flat_map(|(k, _)| key_bytes(set as u8, k)).collect();
             let vals: Vec<u8> = chunk.iter().flat_map(|(_, r)| r.to_ne_bytes()).collect();
-            m.cls_rules.update_batch(&keys, &vals, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY).map_err(map_err("cls_rules"))?;
+            m.cls_rules
+                .update_batch(&keys, &vals, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
+                .map_err(map_err("cls_rules"))?;
         }
         // Tuples.
         for (i, (t, best)) in c.tuples.iter().zip(&c.tuple_best).enumerate() {
@@ -200,7 +244,9 @@ impl Classifier {
             v[8] = t.flags_mask;
             v[16..32].copy_from_slice(&mask16(t.src_plen));
             v[32..48].copy_from_slice(&mask16(t.dst_plen));
-            m.cls_tuples.update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY).map_err(map_err("cls_tuples"))?;
+            m.cls_tuples
+                .update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY)
+                .map_err(map_err("cls_tuples"))?;
         }
         // Zero the new set's counters, then its config last.
         let zero_rules = vec![0u8; 64 * c.actions.len().max(1)];
@@ -214,12 +260,20 @@ impl Classifier {
         let _ = zero_rules;
         for i in 0..STAT_COUNT {
             let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
-            m.cls_stats.update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY).map_err(map_err("cls_stats"))?;
+            m.cls_stats
+                .update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY)
+                .map_err(map_err("cls_stats"))?;
         }
         let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
         // A generation no flow-cache entry carries yet: one above both sets' (never 0).
         let gen_of = |s: u32| -> u32 {
-            self.maps.cls_config.lookup(&s.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| v.get(12..16).map(|b| u32::from_ne_bytes(b.try_into().expect("4")))).unwrap_or(0)
+            self.maps
+                .cls_config
+                .lookup(&s.to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .and_then(|v| v.get(12..16).map(|b| u32::from_ne_bytes(b.try_into().expect("4"))))
+                .unwrap_or(0)
         };
         let gen = gen_of(0).max(gen_of(1)).wrapping_add(1).max(1);
         let mut cfg = [0u8; 32];
@@ -234,7 +288,10 @@ impl Classifier {
 
     /// Makes `set` the one in use: one map update.
     pub fn activate(&self, set: u32) -> Result<(), BpfError> {
-        self.maps.cls_active.update(&0u32.to_ne_bytes(), &(set & 1).to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_active"))
+        self.maps
+            .cls_active
+            .update(&0u32.to_ne_bytes(), &(set & 1).to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("cls_active"))
     }
 
     /// Removes rule set `set`'s hash entries (after it stopped being active).
@@ -248,7 +305,12 @@ impl Classifier {
             }
         }
         // Keep the generation so the next install goes above it; zero the rest.
-        let old = self.maps.cls_config.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?.unwrap_or_default();
+        let old = self
+            .maps
+            .cls_config
+            .lookup(&set.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("cls_config"))?
+            .unwrap_or_default();
         let mut empty = [0u8; 32];
         if let Some(g) = old.get(12..16) {
             empty[12..16].copy_from_slice(g);
@@ -286,19 +348,29 @@ impl Classifier {
 
     /// (packets, bytes) of rules `0..n` of `set`, summed over CPUs.
     pub fn rule_counters(&self, set: u32, n: usize) -> Result<Vec<(u64, u64)>, BpfError> {
-        (0..n as u32).map(|i| self.sum_percpu(&self.maps.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32 + i)).collect()
+        (0..n as u32)
+            .map(|i| self.sum_percpu(&self.maps.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32 + i))
+            .collect()
     }
 
     /// Number of rules in `set` (from its config).
     pub fn rule_count(&self, set: u32) -> Result<usize, BpfError> {
-        let v = self.maps.cls_config.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?.unwrap_or_default();
+        let v = self
+            .maps
+            .cls_config
+            .lookup(&set.to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("cls_config"))?
+            .unwrap_or_default();
         Ok(v.get(4..8).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) as usize)
     }
 
     fn sum_percpu(&self, map: &MapHandle, name: &'static str, key: u32) -> Result<(u64, u64), BpfError> {
         let v = map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).map_err(map_err(name))?.unwrap_or_default();
         Ok(v.iter().fold((0, 0), |(p, b), c| {
-            (p + u64::from_ne_bytes(c[0..8].try_into().expect("8")), b + u64::from_ne_bytes(c[8..16].try_into().expect("8")))
+            (
+                p + u64::from_ne_bytes(c[0..8].try_into().expect("8")),
+                b + u64::from_ne_bytes(c[8..16].try_into().expect("8")),
+            )
         }))
     }
 
@@ -322,14 +394,19 @@ impl Classifier {
 
     /// Pins the maps and the link under `dir` (bpffs) so the classifier outlives this process.
     pub fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
-        std::fs::create_dir_all(dir).map_err(|e| SysError { call: format!("mkdir({})", dir.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+        std::fs::create_dir_all(dir).map_err(|e| SysError {
+            call: format!("mkdir({})", dir.display()),
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
         self.maps.pin(dir)?;
         let link = self.link.as_ref().expect("attached");
         let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
         // SAFETY: a valid link fd and a NUL-terminated path.
         let rc = unsafe { libbpf_sys::bpf_obj_pin(link.fd().as_raw_fd(), p.as_ptr()) };
         if rc < 0 {
-            return Err(SysError { call: format!("bpf_obj_pin(link, {})", dir.join("link").display()), errno: -rc }.into());
+            return Err(
+                SysError { call: format!("bpf_obj_pin(link, {})", dir.join("link").display()), errno: -rc }.into()
+            );
         }
         Ok(())
     }
@@ -337,7 +414,10 @@ impl Classifier {
     /// Puts the AF_XDP socket `xsk_fd` into the program's XSKMAP slot `queue_id` (for rules
     /// with `action = "xsk"`).
     pub fn insert_xsk(&self, queue_id: u32, xsk_fd: std::os::fd::RawFd) -> Result<(), BpfError> {
-        self.maps.xsks.update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY).map_err(map_err("xsks"))
+        self.maps
+            .xsks
+            .update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(map_err("xsks"))
     }
 
     /// Opens a classifier pinned by [`Classifier::pin`] under `dir`.
@@ -361,7 +441,10 @@ impl Classifier {
         for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
             let p = dir.join(name);
             if p.exists() {
-                std::fs::remove_file(&p).map_err(|e| SysError { call: format!("unlink({})", p.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+                std::fs::remove_file(&p).map_err(|e| SysError {
+                    call: format!("unlink({})", p.display()),
+                    errno: e.raw_os_error().unwrap_or(0),
+                })?;
             }
         }
         let _ = std::fs::remove_dir(dir);

@@ -45,7 +45,9 @@ pub enum BpfError {
         cause: libbpf_rs::Error,
     },
     /// Someone else's XDP program is on the interface.
-    #[error("{iface} already has XDP program id {id} ({mode}) that fastpath did not attach; pass --force to replace it")]
+    #[error(
+        "{iface} already has XDP program id {id} ({mode}) that fastpath did not attach; pass --force to replace it"
+    )]
     Occupied {
         /// Interface.
         iface: String,
@@ -304,7 +306,8 @@ impl XdpDrop {
     pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
         let (prog, stats) = load_skel!(skel::xdp_drop::XdpDropSkelBuilder, "xdp_drop", |open| {}, |s| {
             let prog = owned_prog_fd(s.progs.xdp_drop.as_fd())?;
-            let stats = MapHandle::try_from(&s.maps.drop_stats).map_err(|cause| BpfError::Map { map: "drop_stats", cause })?;
+            let stats =
+                MapHandle::try_from(&s.maps.drop_stats).map_err(|cause| BpfError::Map { map: "drop_stats", cause })?;
             (prog, stats)
         });
         let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
@@ -343,15 +346,21 @@ impl XdpGen {
     /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
     /// interface every frame is sent out of.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
-        let (prog, seq) = load_skel!(skel::xdp_gen::XdpGenSkelBuilder, "xdp_gen", |open| {
-            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-                ro.out_ifindex = out_ifindex;
+        let (prog, seq) = load_skel!(
+            skel::xdp_gen::XdpGenSkelBuilder,
+            "xdp_gen",
+            |open| {
+                if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                    ro.out_ifindex = out_ifindex;
+                }
+            },
+            |s| {
+                let prog = owned_prog_fd(s.progs.xdp_gen.as_fd())?;
+                let seq =
+                    MapHandle::try_from(&s.maps.gen_seq).map_err(|cause| BpfError::Map { map: "gen_seq", cause })?;
+                (prog, seq)
             }
-        }, |s| {
-            let prog = owned_prog_fd(s.progs.xdp_gen.as_fd())?;
-            let seq = MapHandle::try_from(&s.maps.gen_seq).map_err(|cause| BpfError::Map { map: "gen_seq", cause })?;
-            (prog, seq)
-        });
+        );
         Ok(Self { prog, seq })
     }
 

@@ -21,7 +21,13 @@ pub struct AfXdpPort {
 impl AfXdpPort {
     /// Attaches `xsk_redirect` to `iface` (native, or skb when `xdp_mode` is `None` and the
     /// driver refuses native) and binds a socket to `queue` with `cfg`.
-    pub fn open(iface: &str, queue: u32, cfg: &XskConfig, xdp_mode: Option<XdpMode>, force: bool) -> Result<Self, PortError> {
+    pub fn open(
+        iface: &str,
+        queue: u32,
+        cfg: &XskConfig,
+        xdp_mode: Option<XdpMode>,
+        force: bool,
+    ) -> Result<Self, PortError> {
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         let modes: &[XdpMode] = match xdp_mode {
             Some(XdpMode::Native) => &[XdpMode::Native],
@@ -106,7 +112,11 @@ impl Port for AfXdpPort {
         let fs = self.sock.config().frame_size as usize;
         // Check every frame before reserving anything: nothing half-done on bad input.
         if let Some(fr) = frames.iter().find(|f| f.is_empty() || f.len() > fs) {
-            return Err(PortError::Config { what: "frame length", value: fr.len().to_string(), accepted: format!("use 1 to {fs} bytes (the frame size)") });
+            return Err(PortError::Config {
+                what: "frame length",
+                value: fr.len().to_string(),
+                accepted: format!("use 1 to {fs} bytes (the frame size)"),
+            });
         }
         let want = frames.len().min(self.tx_free.len()) as u32;
         let (ti, got) = self.sock.tx.reserve_up_to(want);

@@ -63,7 +63,9 @@ pub(crate) fn open_tap_fd(name: &str, opts: TapOptions) -> Result<(OwnedFd, Stri
         return Err(PortError::Config {
             what: "tap option",
             value: "offload without vnet_hdr".into(),
-            accepted: "offload only together with vnet_hdr (the virtio_net_hdr says which frames carry a partial checksum)".into(),
+            accepted:
+                "offload only together with vnet_hdr (the virtio_net_hdr says which frames carry a partial checksum)"
+                    .into(),
         });
     }
     let fd = tun::open_tun(true)?;
@@ -163,7 +165,12 @@ impl TapPort {
     /// frame's L4 checksum field holds only the pseudo-header sum: the checksum over
     /// `csum_start..` still has to be computed; `gso_type != 0` marks a super-frame of segments
     /// of `gso_size` payload bytes.
-    pub fn rx_burst_hdr(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&VirtioNetHdr, &[u8])) -> Result<usize, PortError> {
+    pub fn rx_burst_hdr(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        f: &mut dyn FnMut(&VirtioNetHdr, &[u8]),
+    ) -> Result<usize, PortError> {
         let fd = self.fd.as_raw_fd();
         let vnet = self.opts.vnet_hdr;
         let mut count = 0;

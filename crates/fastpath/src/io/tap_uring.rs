@@ -195,7 +195,10 @@ impl TapUringPort {
             } else {
                 ""
             };
-            uring_err(format!("io_uring_register(IORING_REGISTER_BUFFERS, nr={count}, size={}){hint}", uopts.buf_size), e)
+            uring_err(
+                format!("io_uring_register(IORING_REGISTER_BUFFERS, nr={count}, size={}){hint}", uopts.buf_size),
+                e,
+            )
         })?;
         Ok(TapUringPort {
             ring,
@@ -294,14 +297,26 @@ impl TapUringPort {
         };
         match r {
             Ok(_) => Ok(()),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::EAGAIN)
+                ) =>
+            {
+                Ok(())
+            }
             Err(e) => Err(uring_err(format!("io_uring_enter(tap, want={want}, timeout={timeout_ms})"), e).into()),
         }
     }
 
     /// Like [`Port::rx_burst`], also handing over each packet's virtio header (all zero
     /// without `vnet_hdr`); see [`super::tap::TapPort::rx_burst_hdr`] for its meaning.
-    pub fn rx_burst_hdr(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&VirtioNetHdr, &[u8])) -> Result<usize, PortError> {
+    pub fn rx_burst_hdr(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        f: &mut dyn FnMut(&VirtioNetHdr, &[u8]),
+    ) -> Result<usize, PortError> {
         if max == 0 {
             return Ok(0);
         }
@@ -334,7 +349,11 @@ impl TapUringPort {
                 // kernel no longer touches it, and it is not queued again before `f` returns;
                 // n < buf_size, so the slice is inside the buffer.
                 let data = unsafe { std::slice::from_raw_parts(self.buf_ptr(idx as usize), n) };
-                let h = if hdr_len > 0 { VirtioNetHdr::from_bytes(data).unwrap_or_default() } else { VirtioNetHdr::default() };
+                let h = if hdr_len > 0 {
+                    VirtioNetHdr::from_bytes(data).unwrap_or_default()
+                } else {
+                    VirtioNetHdr::default()
+                };
                 let frame = &data[hdr_len..];
                 f(&h, frame);
                 self.stats.rx_packets += 1;
@@ -352,7 +371,9 @@ impl TapUringPort {
         }
         if let Some(errno) = self.rx_error.take() {
             if count == 0 {
-                return Err(SysError { call: format!("io_uring READ_FIXED(tap {}, len={cap})", self.ifname), errno }.into());
+                return Err(
+                    SysError { call: format!("io_uring READ_FIXED(tap {}, len={cap})", self.ifname), errno }.into()
+                );
             }
             self.rx_error = Some(errno);
         }
@@ -380,7 +401,10 @@ impl TapUringPort {
                 first_err = Some(PortError::Config {
                     what: "frame length",
                     value: frame.len().to_string(),
-                    accepted: format!("at most {room} bytes (the io_uring buffer size {} minus the virtio header)", self.uopts.buf_size),
+                    accepted: format!(
+                        "at most {room} bytes (the io_uring buffer size {} minus the virtio header)",
+                        self.uopts.buf_size
+                    ),
                 });
                 break;
             }
@@ -396,7 +420,8 @@ impl TapUringPort {
                 std::ptr::copy_nonoverlapping(frame.as_ptr(), ptr.add(hdr_len), frame.len());
             }
             let len = (hdr_len + frame.len()) as u32;
-            let mut e = opcode::WriteFixed::new(fd, ptr, len, idx as u16).offset(0).build().user_data(TX_BIT | idx as u64);
+            let mut e =
+                opcode::WriteFixed::new(fd, ptr, len, idx as u16).offset(0).build().user_data(TX_BIT | idx as u64);
             if queued + 1 < planned {
                 e = e.flags(squeue::Flags::IO_LINK);
             }
@@ -435,8 +460,14 @@ impl TapUringPort {
             self.stats.tx_bytes += frame.len() as u64;
         }
         match self.tx_failed.take() {
-            Some(errno) if done == 0 && !matches!(errno, libc::EAGAIN | libc::ENOBUFS | libc::EINTR | libc::ECANCELED) => {
-                Err(SysError { call: format!("io_uring WRITE_FIXED(tap {}, len={})", self.ifname, frames[0].len() + hdr_len), errno }.into())
+            Some(errno)
+                if done == 0 && !matches!(errno, libc::EAGAIN | libc::ENOBUFS | libc::EINTR | libc::ECANCELED) =>
+            {
+                Err(SysError {
+                    call: format!("io_uring WRITE_FIXED(tap {}, len={})", self.ifname, frames[0].len() + hdr_len),
+                    errno,
+                }
+                .into())
             }
             _ => Ok(done),
         }

@@ -58,7 +58,15 @@ pub struct TpacketOptions {
 
 impl Default for TpacketOptions {
     fn default() -> Self {
-        Self { block_size: 1 << 18, block_count: 64, frame_size: 2048, block_timeout_ms: 10, tx_frames: 1024, fanout: None, qdisc_bypass: false }
+        Self {
+            block_size: 1 << 18,
+            block_count: 64,
+            frame_size: 2048,
+            block_timeout_ms: 10,
+            tx_frames: 1024,
+            fanout: None,
+            qdisc_bypass: false,
+        }
     }
 }
 
@@ -66,14 +74,30 @@ impl TpacketOptions {
     /// Checks every value before anything is created.
     pub fn validate(&self) -> Result<(), PortError> {
         if self.block_size == 0 || self.block_size % PAGE != 0 {
-            return Err(PortError::Config { what: "TPACKET block size", value: self.block_size.to_string(), accepted: format!("use a multiple of the page size ({PAGE} bytes)") });
+            return Err(PortError::Config {
+                what: "TPACKET block size",
+                value: self.block_size.to_string(),
+                accepted: format!("use a multiple of the page size ({PAGE} bytes)"),
+            });
         }
         if self.block_count == 0 || self.block_count > 65536 {
-            return Err(PortError::Config { what: "TPACKET block count", value: self.block_count.to_string(), accepted: "use 1..=65536".into() });
+            return Err(PortError::Config {
+                what: "TPACKET block count",
+                value: self.block_count.to_string(),
+                accepted: "use 1..=65536".into(),
+            });
         }
         // Frames must tile the block exactly: TX frames are then contiguous across blocks.
-        if self.frame_size % 16 != 0 || self.frame_size < 128 || self.frame_size > self.block_size || self.block_size % self.frame_size != 0 {
-            return Err(PortError::Config { what: "TPACKET frame size", value: self.frame_size.to_string(), accepted: format!("use a multiple of 16 from 128 that divides the block size ({})", self.block_size) });
+        if self.frame_size % 16 != 0
+            || self.frame_size < 128
+            || self.frame_size > self.block_size
+            || self.block_size % self.frame_size != 0
+        {
+            return Err(PortError::Config {
+                what: "TPACKET frame size",
+                value: self.frame_size.to_string(),
+                accepted: format!("use a multiple of 16 from 128 that divides the block size ({})", self.block_size),
+            });
         }
         Ok(())
     }
@@ -142,7 +166,13 @@ impl TpacketPort {
                 Fanout::Hash => PACKET_FANOUT_HASH,
                 Fanout::Cpu => PACKET_FANOUT_CPU,
             };
-            sys::setsockopt_int(&fd, SOL_PACKET, PACKET_FANOUT, (id as u32 | (t << 16)) as i32, "SOL_PACKET, PACKET_FANOUT")?;
+            sys::setsockopt_int(
+                &fd,
+                SOL_PACKET,
+                PACKET_FANOUT,
+                (id as u32 | (t << 16)) as i32,
+                "SOL_PACKET, PACKET_FANOUT",
+            )?;
         }
         let tx_count = if opts.tx_frames > 0 { (tx_len / opts.frame_size as usize) as u32 } else { 0 };
         Ok(Self {
@@ -241,13 +271,21 @@ impl Port for TpacketPort {
 
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {
         if self.tx_count == 0 {
-            return Err(PortError::Config { what: "TX on a port opened with tx_frames", value: "0".into(), accepted: "tx_frames >= 1".into() });
+            return Err(PortError::Config {
+                what: "TX on a port opened with tx_frames",
+                value: "0".into(),
+                accepted: "tx_frames >= 1".into(),
+            });
         }
         let fsz = self.opts.frame_size as usize;
         let mut sent = 0;
         for fr in frames {
             if fr.len() > fsz - TX_DATA_OFF {
-                return Err(PortError::Config { what: "frame length", value: fr.len().to_string(), accepted: format!("at most {} bytes", fsz - TX_DATA_OFF) });
+                return Err(PortError::Config {
+                    what: "frame length",
+                    value: fr.len().to_string(),
+                    accepted: format!("at most {} bytes", fsz - TX_DATA_OFF),
+                });
             }
             let off = self.rx_len + self.tx_cur as usize * fsz;
             let st = self.status(off + H_STATUS).load(Ordering::Acquire);
@@ -277,7 +315,8 @@ impl Port for TpacketPort {
 
     fn stats(&mut self) -> Result<PortStats, PortError> {
         // PACKET_STATISTICS resets the kernel's counters on every read: accumulate.
-        let (s, _): (TpacketStatsV3, usize) = sys::getsockopt(&self.fd, SOL_PACKET, PACKET_STATISTICS, "SOL_PACKET, PACKET_STATISTICS")?;
+        let (s, _): (TpacketStatsV3, usize) =
+            sys::getsockopt(&self.fd, SOL_PACKET, PACKET_STATISTICS, "SOL_PACKET, PACKET_STATISTICS")?;
         self.kernel_packets += s.tp_packets as u64;
         self.kernel_drops += s.tp_drops as u64;
         self.kernel_freezes += s.tp_freeze_q_cnt as u64;

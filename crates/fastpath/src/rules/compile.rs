@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::reference::NO_VLAN;
-use super::{Action, Frag, RuleError, RuleSet, Location};
+use super::{Action, Frag, Location, RuleError, RuleSet};
 
 /// Most tuples (distinct field combinations) one rule set may use.
 pub const MAX_TUPLES: usize = 32;
@@ -295,11 +295,15 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
         if ti >= MAX_TUPLES {
             return Err(RuleError {
                 at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
-                msg: format!("this rule needs a {}th distinct field combination; the classifier holds {MAX_TUPLES}", ti + 1),
+                msg: format!(
+                    "this rule needs a {}th distinct field combination; the classifier holds {MAX_TUPLES}",
+                    ti + 1
+                ),
             });
         }
         let one = |v: Vec<u32>| if v.is_empty() { vec![0] } else { v };
-        let count = protos.len().max(1) * frags.len().max(1) * sports.len().max(1) * dports.len().max(1) * lens.len().max(1);
+        let count =
+            protos.len().max(1) * frags.len().max(1) * sports.len().max(1) * dports.len().max(1) * lens.len().max(1);
         if entries.len() + count > MAX_ENTRIES {
             return Err(RuleError {
                 at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
@@ -307,14 +311,22 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
             });
         }
         base.tuple = ti as u8;
-        let protos16: Vec<u32> = if protos.is_empty() { vec![0] } else { protos.iter().map(|p| 0x100 | *p as u32).collect() };
+        let protos16: Vec<u32> =
+            if protos.is_empty() { vec![0] } else { protos.iter().map(|p| 0x100 | *p as u32).collect() };
         let frags: Vec<u32> = one(frags.iter().map(|f| *f as u32).collect());
         for &p in &protos16 {
             for &f in &frags {
                 for &sp in &one(sports.clone()) {
                     for &dp in &one(dports.clone()) {
                         for &l in &one(lens.clone()) {
-                            let k = Key { proto16: p as u16, frag: f as u8, sport_class: sp, dport_class: dp, len_class: l, ..base };
+                            let k = Key {
+                                proto16: p as u16,
+                                frag: f as u8,
+                                sport_class: sp,
+                                dport_class: dp,
+                                len_class: l,
+                                ..base
+                            };
                             entries.entry(k).or_insert(ri as u32);
                         }
                     }
@@ -336,10 +348,13 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
     }
     c.tuple_best = tuples.iter().map(|(_, i)| best[*i]).collect();
     c.tuples = tuples.into_iter().map(|(t, _)| t).collect();
-    c.entries = entries.into_iter().map(|(mut k, ri)| {
-        k.tuple = remap[k.tuple as usize];
-        (k, ri)
-    }).collect();
+    c.entries = entries
+        .into_iter()
+        .map(|(mut k, ri)| {
+            k.tuple = remap[k.tuple as usize];
+            (k, ri)
+        })
+        .collect();
     c.entries.sort_by_key(|(k, r)| (*r, k.tuple));
     let _ = NO_VLAN;
     Ok(c)
@@ -371,8 +386,16 @@ pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Pa
             sport_class: if f & field::SPORT != 0 { sp } else { 0 },
             dport_class: if f & field::DPORT != 0 { dp } else { 0 },
             len_class: if f & field::LEN != 0 { c.len.class(p.len) } else { 0 },
-            src: if f & field::SRC != 0 { super::mask_bits(&p.src.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.src_plen) } else { [0; 16] },
-            dst: if f & field::DST != 0 { super::mask_bits(&p.dst.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.dst_plen) } else { [0; 16] },
+            src: if f & field::SRC != 0 {
+                super::mask_bits(&p.src.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.src_plen)
+            } else {
+                [0; 16]
+            },
+            dst: if f & field::DST != 0 {
+                super::mask_bits(&p.dst.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.dst_plen)
+            } else {
+                [0; 16]
+            },
         };
         if let Some(&ri) = map.get(&k) {
             if best.is_none_or(|b| ri < b) {

@@ -141,8 +141,16 @@ pub enum Frag {
 }
 
 /// TCP flag bits (RFC 9293 order in the flags byte).
-pub const TCP_FLAGS: [(&str, u8); 8] =
-    [("fin", 0x01), ("syn", 0x02), ("rst", 0x04), ("psh", 0x08), ("ack", 0x10), ("urg", 0x20), ("ece", 0x40), ("cwr", 0x80)];
+pub const TCP_FLAGS: [(&str, u8); 8] = [
+    ("fin", 0x01),
+    ("syn", 0x02),
+    ("rst", 0x04),
+    ("psh", 0x08),
+    ("ack", 0x10),
+    ("urg", 0x20),
+    ("ece", 0x40),
+    ("cwr", 0x80),
+];
 
 /// What a rule matches; `None` = anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -317,7 +325,9 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
             "pass" => Action::Pass,
             "xsk" => Action::Xsk,
             "tx" => Action::Tx,
-            other => return Err(ctx.at(d.span(), format!("default {other:?} is not accepted: use drop, pass, xsk or tx"))),
+            other => {
+                return Err(ctx.at(d.span(), format!("default {other:?} is not accepted: use drop, pass, xsk or tx")))
+            }
         },
     };
     let mut rules = Vec::with_capacity(raw.rule.len());
@@ -354,7 +364,11 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
             // Lines of the generated TOML are key=value pairs: point at the pair instead.
             if let Location::At { line, .. } = e.at {
                 let kv = r.split(',').filter(|s| !s.trim().is_empty()).nth(line.saturating_sub(2));
-                e.at = Location::At { source: source.clone(), line: 1, col: kv.and_then(|kv| r.find(kv)).unwrap_or(0) + 1 };
+                e.at = Location::At {
+                    source: source.clone(),
+                    line: 1,
+                    col: kv.and_then(|kv| r.find(kv)).unwrap_or(0) + 1,
+                };
             }
             e
         })?;
@@ -420,7 +434,14 @@ fn range(ctx: &Ctx<'_>, what: &str, v: &toml::Spanned<IntOrStr>, max: u32) -> Re
 
 fn prefix(ctx: &Ctx<'_>, what: &str, v: &toml::Spanned<String>) -> Result<Prefix, RuleError> {
     let s = v.get_ref().trim();
-    let bad = || ctx.at(v.span(), format!("{what} {s:?} is not accepted: use an IPv4 or IPv6 prefix like 10.0.0.0/8 or fd99::/64, or one address"));
+    let bad = || {
+        ctx.at(
+            v.span(),
+            format!(
+                "{what} {s:?} is not accepted: use an IPv4 or IPv6 prefix like 10.0.0.0/8 or fd99::/64, or one address"
+            ),
+        )
+    };
     let (a, l) = match s.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (s, None),
@@ -462,7 +483,12 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             IntOrStr::Str(s) => s.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()),
             IntOrStr::Int(i) => u16::try_from(*i).ok(),
         };
-        m.eth_type = Some(t.ok_or_else(|| ctx.at(v.span(), format!("eth_type {} is not accepted: use ipv4, ipv6, arp or a number like 0x88cc", v.get_ref())))?);
+        m.eth_type = Some(t.ok_or_else(|| {
+            ctx.at(
+                v.span(),
+                format!("eth_type {} is not accepted: use ipv4, ipv6, arp or a number like 0x88cc", v.get_ref()),
+            )
+        })?);
     }
     if let Some(v) = &r.src {
         m.src = Some(prefix(ctx, "src", v)?);
@@ -472,7 +498,10 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
     }
     if let (Some(s), Some(d), Some(dv)) = (m.src, m.dst, &r.dst) {
         if s.is_v4() != d.is_v4() {
-            return Err(ctx.at(dv.span(), format!("src {s} and dst {d} are of different IP versions: a packet cannot match both")));
+            return Err(ctx.at(
+                dv.span(),
+                format!("src {s} and dst {d} are of different IP versions: a packet cannot match both"),
+            ));
         }
     }
     if let Some(p) = m.src.or(m.dst) {
@@ -480,7 +509,10 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
         match m.eth_type {
             Some(t) if t != want => {
                 let span = r.eth_type.as_ref().map(|v| v.span()).unwrap_or(0..0);
-                return Err(ctx.at(span, format!("eth_type {t:#06x} contradicts the {} prefix {p}", if p.is_v4() { "IPv4" } else { "IPv6" })));
+                return Err(ctx.at(
+                    span,
+                    format!("eth_type {t:#06x} contradicts the {} prefix {p}", if p.is_v4() { "IPv4" } else { "IPv6" }),
+                ));
             }
             _ => m.eth_type = Some(want),
         }
@@ -494,7 +526,9 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             IntOrStr::Int(i) => u8::try_from(*i).ok(),
             IntOrStr::Str(_) => None,
         };
-        m.proto = Some(p.ok_or_else(|| ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref())))?);
+        m.proto = Some(p.ok_or_else(|| {
+            ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref()))
+        })?);
     }
     if let Some(v) = &r.src_port {
         m.src_port = Some(range(ctx, "src_port", v, 65535)?);
@@ -551,7 +585,10 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
         "xsk" => Action::Xsk,
         "tx" => Action::Tx,
         "cpu" => {
-            let c = r.cpus.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"cpu\" needs cpus = [..], e.g. cpus = [0, 1]"))?;
+            let c = r
+                .cpus
+                .as_ref()
+                .ok_or_else(|| ctx.at(a.span(), "action \"cpu\" needs cpus = [..], e.g. cpus = [0, 1]"))?;
             let n = crate::sys::online_cpus() as i64;
             if c.get_ref().is_empty() || c.get_ref().len() > MAX_CPUS_PER_SET {
                 return Err(ctx.at(c.span(), format!("cpus: give 1 to {MAX_CPUS_PER_SET} CPUs")));
@@ -559,7 +596,9 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             let mut cpus = Vec::new();
             for &cpu in c.get_ref() {
                 if !(0..n).contains(&cpu) {
-                    return Err(ctx.at(c.span(), format!("cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
+                    return Err(
+                        ctx.at(c.span(), format!("cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1))
+                    );
                 }
                 cpus.push(cpu as u32);
             }
@@ -568,11 +607,18 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
         "redirect" => {
             let i = r.iface.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"redirect\" needs iface = \"NAME\""))?;
             if crate::sys::if_nametoindex(i.get_ref()).is_err() {
-                return Err(ctx.at(i.span(), format!("redirect to {:?}: no such interface in this network namespace", i.get_ref())));
+                return Err(ctx.at(
+                    i.span(),
+                    format!("redirect to {:?}: no such interface in this network namespace", i.get_ref()),
+                ));
             }
             Action::Redirect(i.get_ref().clone())
         }
-        other => return Err(ctx.at(a.span(), format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx or redirect"))),
+        other => {
+            return Err(
+                ctx.at(a.span(), format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx or redirect"))
+            )
+        }
     };
     if let (Some(c), false) = (&r.cpus, matches!(action, Action::Cpu(_))) {
         return Err(ctx.at(c.span(), "cpus is only for action \"cpu\""));
@@ -583,7 +629,10 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
     let rate_pps = match &r.rate {
         None => None,
         Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Some(*v.get_ref() as u64),
-        Some(v) => return Err(ctx.at(v.span(), format!("rate {} is not accepted: use packets per second 1..=1000000000", v.get_ref()))),
+        Some(v) => {
+            return Err(ctx
+                .at(v.span(), format!("rate {} is not accepted: use packets per second 1..=1000000000", v.get_ref())))
+        }
     };
     Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps })
 }

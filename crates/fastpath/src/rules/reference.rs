@@ -59,7 +59,17 @@ pub fn parse(f: &[u8]) -> Option<Packet> {
         eth_type = be16(f, off + 2)?;
         off += 4;
     }
-    let mut p = Packet { vlan, eth_type, src: None, dst: None, proto: None, frag: Frag::None, ports: None, tcp_flags: None, len };
+    let mut p = Packet {
+        vlan,
+        eth_type,
+        src: None,
+        dst: None,
+        proto: None,
+        frag: Frag::None,
+        ports: None,
+        tcp_flags: None,
+        len,
+    };
     let (l4_off, l4_end, proto) = match eth_type {
         0x0800 => {
             let h = f.get(off..off + 20)?;

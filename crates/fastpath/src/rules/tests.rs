@@ -79,7 +79,11 @@ fn errors_name_file_line_column_and_what_is_accepted() {
 
 #[test]
 fn cli_rules_parse_like_toml() {
-    let s = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".into(), "tcp_flags=syn+!ack,action=pass".into()], Action::Pass).unwrap();
+    let s = parse_cli_rules(
+        &["proto=udp,dst_port=9,action=drop".into(), "tcp_flags=syn+!ack,action=pass".into()],
+        Action::Pass,
+    )
+    .unwrap();
     assert_eq!(s.rules[0].m.proto, Some(17));
     assert_eq!(s.rules[0].m.dst_port, Some((9, 9)));
     assert_eq!(s.rules[1].m.tcp_flags, Some((0x12, 0x02)));

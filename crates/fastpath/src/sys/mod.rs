@@ -52,7 +52,11 @@ pub fn errno_text(errno: i32) -> String {
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();
     let text = text.split(" (os error").next().unwrap_or("").to_string();
-    if name.is_empty() { text } else { format!("{name} ({text})") }
+    if name.is_empty() {
+        text
+    } else {
+        format!("{name} ({text})")
+    }
 }
 
 /// `socket(AF_XDP, SOCK_RAW | SOCK_CLOEXEC, 0)`. Needs CAP_NET_RAW. Kernel >= 4.18.
@@ -71,9 +75,8 @@ pub fn socket_xdp() -> Result<OwnedFd, SysError> {
 pub fn setsockopt<T>(fd: &impl AsRawFd, level: i32, name: i32, value: &T, label: &str) -> Result<(), SysError> {
     let len = std::mem::size_of::<T>();
     // SAFETY: value points to a live T of len bytes; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (value as *const T).cast(), len as libc::socklen_t)
-    };
+    let rc =
+        unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (value as *const T).cast(), len as libc::socklen_t) };
     if rc < 0 {
         return Err(SysError::last(format!("setsockopt({label}, len={len})")));
     }
@@ -83,9 +86,7 @@ pub fn setsockopt<T>(fd: &impl AsRawFd, level: i32, name: i32, value: &T, label:
 /// `setsockopt` of an `int` value; errors read `setsockopt(SOL_SOCKET, SO_BUSY_POLL, 20)`.
 pub fn setsockopt_int(fd: &impl AsRawFd, level: i32, name: i32, value: i32, label: &str) -> Result<(), SysError> {
     // SAFETY: value is a live c_int; the kernel only reads it.
-    let rc = unsafe {
-        libc::setsockopt(fd.as_raw_fd(), level, name, (&value as *const i32).cast(), 4)
-    };
+    let rc = unsafe { libc::setsockopt(fd.as_raw_fd(), level, name, (&value as *const i32).cast(), 4) };
     if rc < 0 {
         return Err(SysError::last(format!("setsockopt({label}, {value})")));
     }
@@ -283,7 +284,8 @@ impl Drop for Mmap {
 
 /// `if_nametoindex(name)` in the calling thread's network namespace.
 pub fn if_nametoindex(name: &str) -> Result<u32, SysError> {
-    let c = CString::new(name).map_err(|_| SysError { call: format!("if_nametoindex({name:?})"), errno: libc::EINVAL })?;
+    let c =
+        CString::new(name).map_err(|_| SysError { call: format!("if_nametoindex({name:?})"), errno: libc::EINVAL })?;
     // SAFETY: c is a valid NUL-terminated string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if idx == 0 {
@@ -353,7 +355,12 @@ pub fn raise_memlock_limit() -> Result<(), SysError> {
 /// `ioctl(request)` with an `ifreq` naming `iface` (and `data` in its union, if given), on a
 /// throwaway AF_INET datagram socket in the calling thread's netns; returns the ifreq the kernel
 /// filled. `label` names the call in errors.
-fn ifreq_ioctl(iface: &str, request: libc::Ioctl, data: Option<*mut libc::c_void>, label: &str) -> Result<libc::ifreq, SysError> {
+fn ifreq_ioctl(
+    iface: &str,
+    request: libc::Ioctl,
+    data: Option<*mut libc::c_void>,
+    label: &str,
+) -> Result<libc::ifreq, SysError> {
     let call = || format!("ioctl({label}, {iface:?})");
     // SAFETY: ifreq is plain data.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -461,7 +468,8 @@ pub fn ensure_bpffs(path: &std::path::Path) -> Result<(), SysError> {
     }) {
         return Ok(());
     }
-    let target = CString::new(p.as_bytes()).map_err(|_| SysError { call: format!("mount({p:?})"), errno: libc::EINVAL })?;
+    let target =
+        CString::new(p.as_bytes()).map_err(|_| SysError { call: format!("mount({p:?})"), errno: libc::EINVAL })?;
     let fstype = CString::new("bpf").expect("no NUL");
     // SAFETY: valid NUL-terminated strings; no data argument.
     let rc = unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
@@ -509,7 +517,13 @@ impl RecvMmsg {
         // SAFETY: hdrs/iovs/bufs are live and consistent; the kernel writes into bufs and the
         // msg_len fields only.
         let n = unsafe {
-            libc::recvmmsg(fd.as_raw_fd(), self.hdrs.as_mut_ptr(), self.hdrs.len() as u32, libc::MSG_DONTWAIT, std::ptr::null_mut())
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                self.hdrs.len() as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
         };
         if n < 0 {
             let e = SysError::last("recvmmsg(udp, MSG_DONTWAIT)");
@@ -528,8 +542,11 @@ pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
     if let Some(d) = path.parent() {
         let _ = std::fs::create_dir_all(d);
     }
-    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path)
-        .map_err(|e| SysError { call: format!("open({})", path.display()), errno: e.raw_os_error().unwrap_or(0) })?;
+    let f =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(|e| SysError {
+            call: format!("open({})", path.display()),
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
     let fd: OwnedFd = f.into();
     // SAFETY: fd is a valid open file.
     if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } < 0 {

@@ -78,7 +78,9 @@ unsafe impl Pod for TpacketStatsV3 {}
 /// `socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL))`.
 pub fn socket_packet() -> Result<OwnedFd, SysError> {
     // SAFETY: plain syscall; checked.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ALL as u16).to_be() as i32) };
+    let fd = unsafe {
+        libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, (libc::ETH_P_ALL as u16).to_be() as i32)
+    };
     if fd < 0 {
         return Err(SysError::last("socket(AF_PACKET, SOCK_RAW, ETH_P_ALL)"));
     }
@@ -95,7 +97,11 @@ pub fn bind_ll(fd: &impl AsRawFd, ifindex: u32) -> Result<(), SysError> {
     sa.sll_ifindex = ifindex as i32;
     // SAFETY: sa is a valid sockaddr_ll of the given length.
     let rc = unsafe {
-        libc::bind(fd.as_raw_fd(), (&sa as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sa as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
     };
     if rc < 0 {
         return Err(SysError::last(format!("bind(AF_PACKET, ifindex={ifindex})")));

@@ -170,7 +170,11 @@ fn tun_f_text(flags: u32) -> String {
         (libc::TUN_F_UFO, "TUN_F_UFO"),
     ];
     let parts: Vec<&str> = names.iter().filter(|(f, _)| flags & f != 0).map(|(_, n)| *n).collect();
-    if parts.is_empty() { "0".into() } else { parts.join("|") }
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        parts.join("|")
+    }
 }
 
 /// `ioctl(fd, TUNSETOFFLOAD, flags)`: tells the kernel which offloads the *reader* of this tap

@@ -108,8 +108,16 @@ impl<T: Copy> ProdRing<T> {
     pub unsafe fn new(raw: RawRing<T>) -> Self {
         debug_assert!(raw.size.is_power_of_two());
         // SAFETY: the caller guarantees the pointers are valid.
-        let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Relaxed), (*raw.consumer).load(Ordering::Acquire)) };
-        Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons.wrapping_add(raw.size), published: prod, _t: PhantomData }
+        let (prod, cons) =
+            unsafe { ((*raw.producer).load(Ordering::Relaxed), (*raw.consumer).load(Ordering::Acquire)) };
+        Self {
+            raw,
+            mask: raw.size - 1,
+            cached_prod: prod,
+            cached_cons: cons.wrapping_add(raw.size),
+            published: prod,
+            _t: PhantomData,
+        }
     }
 
     fn consumer(&self) -> &AtomicU32 {
@@ -211,7 +219,8 @@ impl<T: Copy> ConsRing<T> {
     pub unsafe fn new(raw: RawRing<T>) -> Self {
         debug_assert!(raw.size.is_power_of_two());
         // SAFETY: the caller guarantees the pointers are valid.
-        let (prod, cons) = unsafe { ((*raw.producer).load(Ordering::Acquire), (*raw.consumer).load(Ordering::Relaxed)) };
+        let (prod, cons) =
+            unsafe { ((*raw.producer).load(Ordering::Acquire), (*raw.consumer).load(Ordering::Relaxed)) };
         Self { raw, mask: raw.size - 1, cached_prod: prod, cached_cons: cons, released: cons, _t: PhantomData }
     }
 

@@ -314,9 +314,14 @@ impl XskSocket {
                     s.notes.splice(0..0, notes);
                     return Ok(s);
                 }
-                Err(XskError::Sys(e)) if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) => {
+                Err(XskError::Sys(e))
+                    if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) =>
+                {
                     let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
-                    notes.push(format!("zero-copy refused by driver {driver} ({}); falling back to copy mode", sys::errno_text(e.errno)));
+                    notes.push(format!(
+                        "zero-copy refused by driver {driver} ({}); falling back to copy mode",
+                        sys::errno_text(e.errno)
+                    ));
                     last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
                 }
                 Err(e) => return Err(e),
@@ -344,7 +349,13 @@ impl XskSocket {
         };
         sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_UMEM_FILL_RING, config.fill_size as i32, "SOL_XDP, XDP_UMEM_FILL_RING")?;
-        sys::setsockopt_int(&fd, SOL_XDP, XDP_UMEM_COMPLETION_RING, config.fill_size as i32, "SOL_XDP, XDP_UMEM_COMPLETION_RING")?;
+        sys::setsockopt_int(
+            &fd,
+            SOL_XDP,
+            XDP_UMEM_COMPLETION_RING,
+            config.fill_size as i32,
+            "SOL_XDP, XDP_UMEM_COMPLETION_RING",
+        )?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_RX_RING, config.ring_size as i32, "SOL_XDP, XDP_RX_RING")?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_TX_RING, config.ring_size as i32, "SOL_XDP, XDP_TX_RING")?;
         let (off, off_len): (libc::xdp_mmap_offsets, usize) =
@@ -358,10 +369,30 @@ impl XskSocket {
         }
 
         let desc_sz = std::mem::size_of::<XdpDesc>();
-        let rx_map = Mmap::ring(&fd, off.rx.desc as usize + config.ring_size as usize * desc_sz, libc::XDP_PGOFF_RX_RING as u64, "XDP_PGOFF_RX_RING")?;
-        let tx_map = Mmap::ring(&fd, off.tx.desc as usize + config.ring_size as usize * desc_sz, libc::XDP_PGOFF_TX_RING as u32 as u64, "XDP_PGOFF_TX_RING")?;
-        let fill_map = Mmap::ring(&fd, off.fr.desc as usize + config.fill_size as usize * 8, libc::XDP_UMEM_PGOFF_FILL_RING, "XDP_UMEM_PGOFF_FILL_RING")?;
-        let comp_map = Mmap::ring(&fd, off.cr.desc as usize + config.fill_size as usize * 8, libc::XDP_UMEM_PGOFF_COMPLETION_RING, "XDP_UMEM_PGOFF_COMPLETION_RING")?;
+        let rx_map = Mmap::ring(
+            &fd,
+            off.rx.desc as usize + config.ring_size as usize * desc_sz,
+            libc::XDP_PGOFF_RX_RING as u64,
+            "XDP_PGOFF_RX_RING",
+        )?;
+        let tx_map = Mmap::ring(
+            &fd,
+            off.tx.desc as usize + config.ring_size as usize * desc_sz,
+            libc::XDP_PGOFF_TX_RING as u32 as u64,
+            "XDP_PGOFF_TX_RING",
+        )?;
+        let fill_map = Mmap::ring(
+            &fd,
+            off.fr.desc as usize + config.fill_size as usize * 8,
+            libc::XDP_UMEM_PGOFF_FILL_RING,
+            "XDP_UMEM_PGOFF_FILL_RING",
+        )?;
+        let comp_map = Mmap::ring(
+            &fd,
+            off.cr.desc as usize + config.fill_size as usize * 8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+            "XDP_UMEM_PGOFF_COMPLETION_RING",
+        )?;
 
         fn raw<T>(map: &Mmap, o: &libc::xdp_ring_offset, size: u32) -> RawRing<T> {
             let base = map.as_ptr();
@@ -389,13 +420,21 @@ impl XskSocket {
         if let Some(bp) = config.busy_poll {
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1, "SOL_SOCKET, SO_PREFER_BUSY_POLL")?;
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_BUSY_POLL, bp.timeout_us as i32, "SOL_SOCKET, SO_BUSY_POLL")?;
-            sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_BUSY_POLL_BUDGET, bp.budget as i32, "SOL_SOCKET, SO_BUSY_POLL_BUDGET")?;
+            sys::setsockopt_int(
+                &fd,
+                libc::SOL_SOCKET,
+                SO_BUSY_POLL_BUDGET,
+                bp.budget as i32,
+                "SOL_SOCKET, SO_BUSY_POLL_BUDGET",
+            )?;
         }
         let mut tx_skb_budget = None;
         if let Some(b) = config.tx_skb_budget {
             match sys::setsockopt_int(&fd, SOL_XDP, XDP_MAX_TX_SKB_BUDGET, b as i32, "SOL_XDP, XDP_MAX_TX_SKB_BUDGET") {
                 Ok(()) => tx_skb_budget = Some(b),
-                Err(e) => notes.push(format!("{e}: copy-mode TX keeps the kernel's budget of 32 (XDP_MAX_TX_SKB_BUDGET needs kernel >= 6.17)")),
+                Err(e) => notes.push(format!(
+                    "{e}: copy-mode TX keeps the kernel's budget of 32 (XDP_MAX_TX_SKB_BUDGET needs kernel >= 6.17)"
+                )),
             }
         }
 
@@ -460,7 +499,11 @@ impl XskSocket {
 
     /// "zero-copy" or "copy", as read back from XDP_OPTIONS.
     pub fn copy_mode_name(&self) -> &'static str {
-        if self.zero_copy { "zero-copy" } else { "copy" }
+        if self.zero_copy {
+            "zero-copy"
+        } else {
+            "copy"
+        }
     }
 
     /// Notes from set-up: fallbacks taken and optional features the kernel refused.
