@@ -16,9 +16,12 @@
  * A reload writes the inactive set in full, then flips the index with one map update, so no
  * packet is classified by a half-written set (rules/compile.rs, bpf/classifier.rs).
  *
- * Malformed frames (truncated at a header boundary, IPv4 IHL < 5, total length beyond the frame,
- * IPv6 payload length beyond the frame...) get the default action and the `malformed` counter,
- * exactly as rules/reference.rs decides.
+ * A frame that cannot be classified with certainty (truncated at a header boundary, IPv4 IHL < 5,
+ * lengths beyond the frame, more than two VLAN tags, an IPv6 extension chain longer than
+ * FP_MAX_IPV6_EXT) is counted `malformed` and gets the rule set's `malformed` action (drop or
+ * pass), never a rule's verdict or the default by accident. Tiny and overlapping fragments
+ * (RFC 1858, RFC 3128, RFC 7112) are counted `bad_fragment` and always dropped. The decisions
+ * are written out in rules/reference.rs, which this program must agree with on every frame.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -50,6 +53,7 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 2 * FP_STA
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_CLS_CACHE_SLOTS); __type(key, __u32); __type(value, struct fp_cache_slot); } cls_cache SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_CPU_SETS); __type(key, __u32); __type(value, struct fp_cpu_set); } cls_cpu_sets SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, FP_CLS_RATE_BUCKETS); __type(key, struct fp_rate_key); __type(value, struct fp_rate_bucket); } cls_rate SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_rate_total); } cls_rate_total SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_XSKMAP); __uint(max_entries, FP_MAX_QUEUES); __type(key, __u32); __type(value, __u32); } xsks SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_CPUMAP); __uint(max_entries, 256); __type(key, __u32); __type(value, struct bpf_cpumap_val); } cpu_map SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP); __uint(max_entries, 2 * FP_CLS_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } tx_ports SEC(".maps");
@@ -74,20 +78,38 @@ struct vlan_hdr {
 	__be16 encap_proto;
 };
 
-/* Returns 0, or -1 for a malformed frame. Mirrors rules/reference.rs::parse. */
+/* What parse() found wrong with a frame. */
+#define PARSE_OK        0
+#define PARSE_MALFORMED 1  /* cannot be classified: the rule set's `malformed` policy applies */
+#define PARSE_BAD_FRAG  2  /* tiny or overlapping fragment: always dropped */
+
+static __always_inline int is_ipv6_ext(__u8 nh)
+{
+	/* The kernel's ipv6_ext_hdr() list, less NEXTHDR_NONE (59), which ends the chain. */
+	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60;
+}
+
+/* Fills *p. Mirrors rules/reference.rs::parse, which documents the policy:
+ *  - more than two VLAN tags, or a chain of more than FP_MAX_IPV6_EXT IPv6 extension headers:
+ *    PARSE_MALFORMED (the kernel could still deliver it; we cannot say where);
+ *  - an IPv4 or IPv6 first fragment without the whole TCP (20 bytes) or UDP (8 bytes) header,
+ *    or an IPv6 first fragment whose extension-header chain does not fit (RFC 7112), and a
+ *    later TCP fragment whose offset lands inside the minimal TCP header (offset 8 or 16 bytes,
+ *    RFC 1858 and RFC 3128): PARSE_BAD_FRAG;
+ *  - a later fragment carries no L4 header: no ports, no flags (iptables and OVS do the same). */
 static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__u64 flen = end - data;
-	__u32 off = 14, l4, l4end;
+	__u32 off = 14, l4, l4end, fo_bytes = 0;
 	__u16 et;
 	__u8 proto;
 
 	p->len = flen > 0xffff ? 0xffff : flen;
 	p->vlan = FP_NO_VLAN;
 	if (data + 14 > end)
-		return -1;
+		return PARSE_MALFORMED;
 	et = ((struct ethhdr *)data)->h_proto;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
@@ -96,27 +118,30 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 			break;
 		vh = data + off;
 		if ((void *)(vh + 1) > end)
-			return -1;
+			return PARSE_MALFORMED;
 		if (p->vlan == FP_NO_VLAN)
 			p->vlan = bpf_ntohs(vh->tci) & 0x0fff;
 		et = vh->encap_proto;
 		off += 4;
 	}
+	if (et == bpf_htons(0x8100) || et == bpf_htons(0x88a8))
+		return PARSE_MALFORMED;
 	p->eth_type = bpf_ntohs(et);
 	if (et == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = data + off;
 		__u32 ihl, total;
 		__u16 fo;
 		if ((void *)(ip + 1) > end)
-			return -1;
+			return PARSE_MALFORMED;
 		ihl = ip->ihl * 4;
 		if (ip->version != 4 || ihl < 20)
-			return -1;
+			return PARSE_MALFORMED;
 		total = bpf_ntohs(ip->tot_len);
 		if (total < ihl || data + off + total > end)
-			return -1;
+			return PARSE_MALFORMED;
 		fo = bpf_ntohs(ip->frag_off);
 		p->frag = (fo & 0x1fff) ? 2 : (fo & 0x2000) ? 1 : 0;
+		fo_bytes = (__u32)(fo & 0x1fff) * 8;
 		__builtin_memcpy(p->src, &ip->saddr, 4);
 		__builtin_memcpy(p->dst, &ip->daddr, 4);
 		proto = ip->protocol;
@@ -127,28 +152,27 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 		__u32 o;
 		__u8 nh;
 		if ((void *)(ip6 + 1) > end)
-			return -1;
+			return PARSE_MALFORMED;
 		if (ip6->version != 6)
-			return -1;
+			return PARSE_MALFORMED;
 		l4end = off + 40 + bpf_ntohs(ip6->payload_len);
 		if (data + l4end > end)
-			return -1;
+			return PARSE_MALFORMED;
 		__builtin_memcpy(p->src, &ip6->saddr, 16);
 		__builtin_memcpy(p->dst, &ip6->daddr, 16);
 		nh = ip6->nexthdr;
 		o = off + 40;
-#pragma unroll
 		for (int i = 0; i < FP_MAX_IPV6_EXT; i++) {
 			__u8 *h;
 			__u32 hlen;
-			if (nh != 0 && nh != 43 && nh != 60 && nh != 51 && nh != 44)
+			if (!is_ipv6_ext(nh) || p->frag == 2)
 				break;
-			if (o > 4096)
-				return -1;
+			/* o <= 54 + 8 * 2048 bytes: keep the verifier's view of it bounded. */
+			o &= 0x7fff;
 			h = data + o;
 			if ((void *)(h + 8) > end) {
 				/* Every extension header is at least 8 bytes; it must also fit. */
-				return -1;
+				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 			}
 			if (nh == 44)
 				hlen = 8;
@@ -157,42 +181,53 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 			else
 				hlen = ((__u32)h[1] + 1) * 8;
 			if (o + hlen > l4end)
-				return -1;
+				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 			if (nh == 44) {
 				__u16 fo = ((__u16)h[2] << 8) | h[3];
 				p->frag = (fo & 0xfff8) ? 2 : (fo & 1) ? 1 : 0;
+				fo_bytes = fo & 0xfff8;
 			}
 			nh = h[0];
 			o += hlen;
 		}
+		/* A later fragment's payload is data, not headers: its protocol is the fragment
+		 * header's next header. Otherwise the chain must have ended within the bound. */
+		if (p->frag != 2 && is_ipv6_ext(nh))
+			return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 		proto = nh;
 		l4 = o;
 	} else {
-		return 0;
+		return PARSE_OK;
 	}
 	p->proto16 = 0x100 | proto;
-	if (p->frag == 2)
-		return 0;
+	if (p->frag == 2) {
+		/* RFC 1858 / 3128: a later fragment that lands inside the minimal TCP header would
+		 * overwrite ports or flags of the first one. */
+		if (proto == IPPROTO_TCP && fo_bytes < 20)
+			return PARSE_BAD_FRAG;
+		return PARSE_OK;
+	}
 	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
 		__u32 need = proto == IPPROTO_TCP ? 20 : 8;
+		int short_hdr = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 		__u8 *l;
-		if (l4 + need > l4end || l4 > 8192)
-			return -1;
+		if (l4 + need > l4end || l4 > 0x7fff)
+			return short_hdr;
 		l = data + l4;
 		if ((void *)(l + 20) > end && proto == IPPROTO_TCP)
-			return -1;
+			return short_hdr;
 		if ((void *)(l + 8) > end)
-			return -1;
+			return short_hdr;
 		p->sport = ((__u16)l[0] << 8) | l[1];
 		p->dport = ((__u16)l[2] << 8) | l[3];
 		p->has_ports = 1;
 		if (proto == IPPROTO_TCP) {
 			if ((void *)(l + 14) > end)
-				return -1;
+				return short_hdr;
 			p->flags = l[13];
 		}
 	}
-	return 0;
+	return PARSE_OK;
 }
 
 static __always_inline void count(void *map, __u32 idx, __u64 bytes)
@@ -210,35 +245,68 @@ static __always_inline __u32 class_of(void *map, __u32 idx)
 	return c ? *c : 0;
 }
 
-/* Token bucket per (rule, source address): rate packets/s, burst one second. Approximate under
- * concurrent updates from several CPUs (no lock): good enough to cut a flood to its rate. */
-static __always_inline int rate_allows(__u32 set, __u32 rule, struct pkt *p, __u64 rate)
+/* Token-bucket arithmetic in 1/1e9 packets: refill `rate` per second for the time since
+ * last_ns (at most one second), capped at one second's worth (the burst). */
+static __always_inline __u64 refill(__u64 tokens, __u64 last_ns, __u64 now, __u64 rate)
+{
+	__u64 cap = rate * 1000000000ull, el = now - last_ns;
+
+	if (last_ns == 0 || el > 1000000000ull)
+		el = 1000000000ull;
+	tokens += el * rate;
+	return tokens > cap ? cap : tokens;
+}
+
+/* The rule's aggregate bucket (all sources, all CPUs), under its spin lock. */
+static __always_inline int total_allows(__u32 ai, __u64 rate, __u64 now)
+{
+	struct fp_rate_total *t = bpf_map_lookup_elem(&cls_rate_total, &ai);
+	__u64 tokens;
+	int ok;
+
+	if (!t)
+		return 1;
+	bpf_spin_lock(&t->lock);
+	tokens = refill(t->tokens, t->last_ns, now, rate);
+	t->last_ns = now;
+	ok = tokens >= 1000000000ull;
+	t->tokens = ok ? tokens - 1000000000ull : tokens;
+	bpf_spin_unlock(&t->lock);
+	return ok;
+}
+
+/* Rate limits of a rule: a token bucket per (rule, source address) of rate_pps (LRU, burst one
+ * second), then the rule's aggregate bucket of rate_total_pps. A packet must pass both. A source
+ * without a bucket gets one only if the aggregate admits the packet, so a flood from spoofed
+ * addresses neither passes more than rate_total_pps nor churns the LRU. Per-source buckets are
+ * updated without a lock (approximate under concurrent CPUs); the aggregate one is exact. */
+static __always_inline int rate_allows(__u32 set, __u32 rule, __u32 ai, struct pkt *p, struct fp_cls_action *act)
 {
 	struct fp_rate_key k = {};
-	struct fp_rate_bucket *b, nb;
-	__u64 now = bpf_ktime_get_ns(), el, tokens, cap = rate * 1000000000ull;
+	struct fp_rate_bucket *b = 0, nb;
+	__u64 now = bpf_ktime_get_ns(), tokens = 0;
 
-	k.set_rule = (set << 31) | rule;
-	__builtin_memcpy(k.src, p->src, 16);
-	b = bpf_map_lookup_elem(&cls_rate, &k);
-	if (!b) {
-		nb.tokens = cap - 1000000000ull;
+	if (act->rate_pps) {
+		k.set_rule = (set << 31) | rule;
+		__builtin_memcpy(k.src, p->src, 16);
+		b = bpf_map_lookup_elem(&cls_rate, &k);
+		if (b) {
+			tokens = refill(b->tokens, b->last_ns, now, act->rate_pps);
+			b->last_ns = now;
+			if (tokens < 1000000000ull) {
+				b->tokens = tokens;
+				return 0;
+			}
+			b->tokens = tokens - 1000000000ull;
+		}
+	}
+	if (act->rate_total_pps && !total_allows(ai, act->rate_total_pps, now))
+		return 0;
+	if (act->rate_pps && !b) {
+		nb.tokens = act->rate_pps * 1000000000ull - 1000000000ull;
 		nb.last_ns = now;
 		bpf_map_update_elem(&cls_rate, &k, &nb, BPF_ANY);
-		return 1;
 	}
-	el = now - b->last_ns;
-	if (el > 1000000000ull)
-		el = 1000000000ull;
-	tokens = b->tokens + el * rate;
-	if (tokens > cap)
-		tokens = cap;
-	b->last_ns = now;
-	if (tokens < 1000000000ull) {
-		b->tokens = tokens;
-		return 0;
-	}
-	b->tokens = tokens - 1000000000ull;
 	return 1;
 }
 
@@ -262,10 +330,23 @@ int classifier(struct xdp_md *ctx)
 		return XDP_PASS;
 
 	bad = parse(ctx, &p);
+	if (bad == PARSE_BAD_FRAG) {
+		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_BAD_FRAG, bytes);
+		count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_DROP, bytes);
+		return XDP_DROP;
+	}
 	if (bad) {
 		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_MALFORMED, bytes);
-		act = &cfg->dflt;
-		goto do_action;
+		if (cfg->malformed == FP_MALFORMED_DEFAULT) {
+			act = &cfg->dflt;
+			goto do_action;
+		}
+		if (cfg->malformed == FP_ACT_PASS) {
+			count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_PASS, bytes);
+			return XDP_PASS;
+		}
+		count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_DROP, bytes);
+		return XDP_DROP;
 	}
 	if (cfg->uses & FP_F_LEN)
 		len_c = class_of(&cls_len_class, set * 65536 + p.len);
@@ -366,7 +447,7 @@ decided:
 		act = bpf_map_lookup_elem(&cls_actions, &ai);
 		if (!act)
 			return XDP_PASS;
-		if (act->rate_pps && !rate_allows(set, best, &p, act->rate_pps)) {
+		if ((act->rate_pps || act->rate_total_pps) && !rate_allows(set, best, ai, &p, act)) {
 			count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_RATE_DROPPED, bytes);
 			count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_DROP, bytes);
 			return XDP_DROP;

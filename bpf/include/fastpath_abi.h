@@ -10,6 +10,7 @@
 #define FASTPATH_ABI_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>   /* struct bpf_spin_lock */
 
 /* Number of XSKMAP entries: one per queue id. */
 #define FP_MAX_QUEUES 64
@@ -54,7 +55,11 @@ struct fp_payload {
 #define FP_CLS_MAX_PORTS     64
 #define FP_CLS_RATE_BUCKETS  65536
 #define FP_NO_VLAN           0xffff
-#define FP_MAX_IPV6_EXT      4
+/* IPv6 extension headers walked before the chain is declared too long (malformed). The kernel
+ * walks any number; a longer chain is counted `malformed`, never `no_match`. */
+#define FP_MAX_IPV6_EXT      8
+/* A rule with `rate` and no `rate_total` gets rate_total = rate * this many sources. */
+#define FP_RATE_TOTAL_SOURCES 64
 
 /* Field bits of struct fp_cls_tuple.fields. */
 #define FP_F_VLAN     (1 << 0)
@@ -76,12 +81,14 @@ struct fp_payload {
 #define FP_ACT_TX       4
 #define FP_ACT_REDIRECT 5
 #define FP_ACT_COUNT    6
+#define FP_MALFORMED_DEFAULT 0xff
 
 /* Indexes of fp_cls_stats after the FP_ACT_* totals. */
 #define FP_STAT_NO_MATCH     6
-#define FP_STAT_MALFORMED    7
+#define FP_STAT_MALFORMED    7   /* cannot be classified: the `malformed` policy applies */
 #define FP_STAT_RATE_DROPPED 8
-#define FP_STAT_COUNT        9
+#define FP_STAT_BAD_FRAG     9   /* tiny/overlapping fragment (RFC 1858, 3128, 7112): always dropped */
+#define FP_STAT_COUNT        10
 
 /* Exact-match key of one tuple (56 bytes); unconstrained fields are 0. */
 struct fp_cls_key {
@@ -112,8 +119,9 @@ struct fp_cls_tuple {
 struct fp_cls_action {
 	__u8  code;
 	__u8  _pad[3];
-	__u32 arg;        /* cpu set index or DEVMAP slot */
-	__u64 rate_pps;   /* 0 = no rate limit */
+	__u32 arg;            /* cpu set index or DEVMAP slot */
+	__u64 rate_pps;       /* per source address; 0 = no per-source limit */
+	__u64 rate_total_pps; /* per rule, all sources together; 0 = no aggregate limit */
 };
 
 /* Per rule set. */
@@ -123,6 +131,9 @@ struct fp_cls_config {
 	__u32 uses;       /* OR of all tuple fields */
 	__u32 gen;        /* generation: unique per install, never 0; tags flow-cache entries */
 	struct fp_cls_action dflt;
+	__u32 malformed;  /* FP_ACT_DROP, FP_ACT_PASS or FP_MALFORMED_DEFAULT (the dflt action):
+	                   * what a frame that cannot be classified gets */
+	__u32 _pad;
 };
 
 /* Flow cache (per CPU, direct-mapped, FP_CLS_CACHE_SLOTS): the packet fields every tuple may
@@ -159,6 +170,15 @@ struct fp_rate_key {
 };
 
 struct fp_rate_bucket {
+	__u64 tokens;     /* in 1/1e9 packets */
+	__u64 last_ns;
+};
+
+/* Aggregate token bucket of one rule (all sources), shared by all CPUs under its lock.
+ * last_ns == 0: never used (full bucket). */
+struct fp_rate_total {
+	struct bpf_spin_lock lock;
+	__u32 _pad;
 	__u64 tokens;     /* in 1/1e9 packets */
 	__u64 last_ns;
 };

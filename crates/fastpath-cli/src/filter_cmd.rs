@@ -33,14 +33,16 @@ pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
                 "no rules: give a rule file, or --rule 'k=v,...' (e.g. --rule 'proto=udp,dst_port=9,action=drop')"
             )))
         }
-        None => (RuleSet { rules: vec![], default: Action::Pass }, "--rule".to_string()),
+        None => (RuleSet { rules: vec![], default: Action::Pass, malformed: None }, "--rule".to_string()),
     };
     if !r.rules.is_empty() {
         let extra = parse_cli_rules(&r.rules, set.default.clone())?;
         let mut rules = std::mem::take(&mut set.rules);
         rules.extend(extra.rules);
         // Every limit again on the union (priority order kept, file rules first on ties).
+        let malformed = set.malformed.take();
         set = fastpath::rules::finish(&source, rules, set.default.clone())?;
+        set.malformed = malformed;
     }
     let c = compile(&source, &set)?;
     Ok((set, c, source))

@@ -4,6 +4,7 @@
 use fastpath::bpf::Classifier;
 use fastpath::rules::compile::compile;
 use fastpath::rules::parse_toml;
+use fastpath::rules::reference::Verdict;
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
@@ -191,7 +192,7 @@ fn fixtures() -> Vec<F> {
         },
         F {
             name: "ipv6 later fragment (no L4: frag rule)",
-            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 0x10, 0, 0, 0, 1], &[0; 8])),
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 0x40, 0, 0, 0, 1], &[0; 8])),
             action: XDP_DROP,
             counted: "rule 6",
         },
@@ -238,42 +239,43 @@ fn fixtures() -> Vec<F> {
             counted: "no_match",
         },
     ];
-    // Malformed: every header boundary, and the length fields that lie.
+    // Malformed: every header boundary, and the length fields that lie. The rule set looks at
+    // proto and ports, so `malformed` defaults to drop.
     let good4 = u4([10, 1, 9, 9], 5500);
     for (name, cut) in
         [("truncated in ethernet", 13), ("truncated in ipv4 header", 20), ("truncated in udp header", 40)]
     {
-        v.push(F { name, frame: good4[..cut.max(14)].to_vec(), action: XDP_PASS, counted: "malformed" });
+        v.push(F { name, frame: good4[..cut.max(14)].to_vec(), action: XDP_DROP, counted: "malformed" });
     }
     let mut ihl4 = good4.clone();
     ihl4[14] = 0x44;
-    v.push(F { name: "ipv4 IHL 4", frame: ihl4, action: XDP_PASS, counted: "malformed" });
+    v.push(F { name: "ipv4 IHL 4", frame: ihl4, action: XDP_DROP, counted: "malformed" });
     let mut long = good4.clone();
     long[16..18].copy_from_slice(&200u16.to_be_bytes());
-    v.push(F { name: "ipv4 total length beyond frame", frame: long, action: XDP_PASS, counted: "malformed" });
+    v.push(F { name: "ipv4 total length beyond frame", frame: long, action: XDP_DROP, counted: "malformed" });
     let mut v6lie = cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02)));
     v6lie[18..20].copy_from_slice(&500u16.to_be_bytes());
-    v.push(F { name: "ipv6 payload length lies", frame: v6lie, action: XDP_PASS, counted: "malformed" });
+    v.push(F { name: "ipv6 payload length lies", frame: v6lie, action: XDP_DROP, counted: "malformed" });
     let v6cut = cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02)));
-    v.push(F { name: "truncated in ipv6 header", frame: v6cut[..40].to_vec(), action: XDP_PASS, counted: "malformed" });
+    v.push(F { name: "truncated in ipv6 header", frame: v6cut[..40].to_vec(), action: XDP_DROP, counted: "malformed" });
     let mut v6tcp = cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 6, &[], &tcp(1, 80, 0x02)[..12]));
     v6tcp[18..20].copy_from_slice(&12u16.to_be_bytes());
     v.push(F {
         name: "tcp header cut short inside the ipv6 payload",
         frame: v6tcp,
-        action: XDP_PASS,
+        action: XDP_DROP,
         counted: "malformed",
     });
     v.push(F {
         name: "truncated in vlan tag",
         frame: eth(&[(0x8100, 100)], 0x0800)[..16].to_vec(),
-        action: XDP_PASS,
+        action: XDP_DROP,
         counted: "malformed",
     });
     v.push(F {
         name: "ipv6 extension header longer than the packet",
         frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 0, &[6, 4, 0, 0, 0, 0, 0, 0], &[])),
-        action: XDP_PASS,
+        action: XDP_DROP,
         counted: "malformed",
     });
     v
@@ -286,23 +288,20 @@ fn hexdump(f: &[u8]) -> String {
         .join("\n")
 }
 
-#[test]
-fn every_branch_gives_its_action_and_counter() {
-    if fastpath::sys::geteuid() != 0 {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root and CI forbids skipping");
-        eprintln!("SKIPPED every_branch_gives_its_action_and_counter: needs root");
-        return;
-    }
-    let set = parse_toml("fixtures.toml", RULES).unwrap();
+/// Runs `fixtures` through the program loaded with `rules`: the reference, the action and
+/// exactly one counter must agree with each fixture's expectation.
+fn check(rules: &str, fixtures: Vec<F>) {
+    let set = parse_toml("fixtures.toml", rules).unwrap();
     let c = compile("fixtures.toml", &set).unwrap();
     let cls = Classifier::load().unwrap();
-    for f in fixtures() {
+    for f in fixtures {
         let active = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).unwrap();
         // The reference agrees with the expectation, too.
         let reference = match fastpath::rules::reference::classify(&set, &f.frame) {
-            fastpath::rules::reference::Verdict::Rule(i) => format!("rule {i}"),
-            fastpath::rules::reference::Verdict::NoMatch => "no_match".into(),
-            fastpath::rules::reference::Verdict::Malformed => "malformed".into(),
+            Verdict::Rule(i) => format!("rule {i}"),
+            Verdict::NoMatch => "no_match".into(),
+            Verdict::Malformed => "malformed".into(),
+            Verdict::BadFragment => "bad_fragment".into(),
         };
         assert_eq!(reference, f.counted, "reference on fixture {:?}\n{}", f.name, hexdump(&f.frame));
         let got = cls.test_run(&f.frame).unwrap();
@@ -315,7 +314,10 @@ fn every_branch_gives_its_action_and_counter() {
             .filter(|(_, c)| c.0 > 0)
             .map(|(i, c)| format!("rule {i}={}", c.0))
             .chain(
-                ["no_match", "malformed"].iter().filter(|n| t.packets(n) > 0).map(|n| format!("{n}={}", t.packets(n))),
+                ["no_match", "malformed", "bad_fragment"]
+                    .iter()
+                    .filter(|n| t.packets(n) > 0)
+                    .map(|n| format!("{n}={}", t.packets(n))),
             )
             .collect();
         assert_eq!(
@@ -325,5 +327,189 @@ fn every_branch_gives_its_action_and_counter() {
             f.name,
             hexdump(&f.frame)
         );
+        let actions: u64 = ["pass", "drop", "xsk", "cpu", "tx", "redirect"].iter().map(|n| t.packets(n)).sum();
+        assert_eq!(actions, 1, "exactly one action counted for fixture {:?}: {t:?}", f.name);
     }
+}
+
+fn root_or_skip(name: &str) -> bool {
+    if fastpath::sys::geteuid() != 0 {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{name} needs root and CI forbids skipping");
+        eprintln!("SKIPPED {name}: needs root");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn every_branch_gives_its_action_and_counter() {
+    if root_or_skip("every_branch_gives_its_action_and_counter") {
+        check(RULES, fixtures());
+    }
+}
+
+/// `proto = "tcp", dst_port = 22, action = "drop"` must stop everything the kernel would hand to
+/// TCP port 22: the bypasses found by attacking the first release, each as a fixture.
+const SSH_RULES: &str = r#"
+default = "pass"
+[[rule]]   # 0
+proto = "tcp"
+dst_port = 22
+action = "drop"
+"#;
+
+/// IPv4 with a raw fragment field (flags + offset in 8-byte units) and an L4 payload as given.
+fn frag4(proto: u8, frag: u16, l4: &[u8]) -> Vec<u8> {
+    cat(eth(&[], 0x0800), ipv4([10, 99, 0, 1], [10, 99, 0, 2], proto, 0, frag, l4))
+}
+
+/// `n` Destination Options headers (8 bytes each, PadN) chained before `last`.
+fn dest_opts(n: usize, last: u8) -> Vec<u8> {
+    let mut ext = Vec::new();
+    for i in 0..n {
+        ext.extend_from_slice(&[if i + 1 == n { last } else { 60 }, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    ext
+}
+
+fn ssh_fixtures() -> Vec<F> {
+    let syn22 = tcp(40000, 22, 0x02);
+    let mut v = vec![
+        F { name: "tcp syn to 22, whole", frame: frag4(6, 0, &syn22), action: XDP_DROP, counted: "rule 0" },
+        F {
+            name: "ipv4 first fragment with the whole tcp header, to 22",
+            frame: frag4(6, 0x2000, &syn22),
+            action: XDP_DROP,
+            counted: "rule 0",
+        },
+        F {
+            name: "RFC 1858 tiny first fragment: 8 bytes of tcp (ports only)",
+            frame: frag4(6, 0x2000, &syn22[..8]),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "tiny first fragment: 16 bytes of tcp (flags in the next one)",
+            frame: frag4(6, 0x2000, &syn22[..16]),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "RFC 3128 overlapping fragment: tcp at offset 8 bytes",
+            frame: frag4(6, 0x2001, &syn22[8..]),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "tcp later fragment at offset 16 bytes (inside the tcp header)",
+            frame: frag4(6, 0x0002, &[0; 8]),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "tcp later fragment at offset 24 bytes: no ports, no match (the first one is judged)",
+            frame: frag4(6, 0x0003, &[0; 8]),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
+        F {
+            name: "udp later fragment at offset 8 bytes is past the udp header",
+            frame: frag4(17, 0x0001, &[0; 8]),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
+        F {
+            name: "tiny first fragment of udp (4 bytes)",
+            frame: frag4(17, 0x2000, &udp(1, 22)[..4]),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "three vlan tags (the parser reads two): malformed",
+            frame: cat(
+                eth(&[(0x88a8, 1), (0x8100, 2), (0x8100, 3)], 0x0800),
+                ipv4([10, 99, 0, 1], [10, 99, 0, 2], 6, 0, 0, &syn22),
+            ),
+            action: XDP_DROP,
+            counted: "malformed",
+        },
+        F {
+            name: "ipv6 first fragment without the tcp header (RFC 7112)",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 1, 0, 0, 0, 1], &syn22[..8])),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "ipv6 first fragment whose chain goes on past it (RFC 7112)",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[60, 0, 0, 1, 0, 0, 0, 1], &[6, 1, 0, 0, 0, 0, 0, 0])),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "ipv6 later fragment: its payload is data, not a header chain",
+            frame: cat(
+                eth(&[], 0x86dd),
+                ipv6(V6A, V6B, 44, &[60, 0, 0, 0x18, 0, 0, 0, 1], &[6, 200, 0, 0, 0, 0, 0, 0]),
+            ),
+            action: XDP_PASS,
+            counted: "no_match",
+        },
+        F {
+            name: "ipv6 tcp later fragment at offset 8 bytes",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[6, 0, 0, 0x08, 0, 0, 0, 1], &[0; 8])),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+    ];
+    // Chains of 1..=10 Destination Options headers before tcp/22: up to the bound the rule sees
+    // port 22; past it the protocol is unknown, which is malformed (dropped), never no_match.
+    for n in 1..=10usize {
+        let name: &'static str = Box::leak(format!("ipv6 {n} destination options headers, tcp to 22").into_boxed_str());
+        let within = n <= fastpath::rules::reference::MAX_IPV6_EXT;
+        v.push(F {
+            name,
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 60, &dest_opts(n, 6), &syn22)),
+            action: XDP_DROP,
+            counted: if within { "rule 0" } else { "malformed" },
+        });
+    }
+    v
+}
+
+#[test]
+fn no_crafted_tcp_frame_slips_past_a_port_drop_rule() {
+    if root_or_skip("no_crafted_tcp_frame_slips_past_a_port_drop_rule") {
+        check(SSH_RULES, ssh_fixtures());
+    }
+}
+
+/// `malformed = "pass"` is honoured (and counted); a set with no proto/port/flag/frag rule gives
+/// malformed frames its default action.
+#[test]
+fn malformed_policy_is_what_the_rule_set_says() {
+    if !root_or_skip("malformed_policy_is_what_the_rule_set_says") {
+        return;
+    }
+    let chain9 = cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 60, &dest_opts(9, 6), &tcp(1, 22, 2)));
+    let cut = frag4(6, 0, &tcp(1, 22, 2)[..10]);
+    let tiny = frag4(6, 0x2000, &tcp(1, 22, 2)[..8]);
+    let pass = format!("malformed = \"pass\"\n{SSH_RULES}");
+    let fx = |action| {
+        vec![
+            F { name: "9-header chain", frame: chain9.clone(), action, counted: "malformed" },
+            F { name: "tcp header cut", frame: cut.clone(), action, counted: "malformed" },
+            F {
+                name: "tiny fragment is dropped whatever the policy",
+                frame: tiny.clone(),
+                action: XDP_DROP,
+                counted: "bad_fragment",
+            },
+        ]
+    };
+    check(&pass, fx(XDP_PASS));
+    // Addresses only: malformed frames get the default (tx here, to tell it apart).
+    let shallow = "default = \"tx\"\n[[rule]]\nsrc = \"10.1.0.0/16\"\naction = \"drop\"\n";
+    check(shallow, fx(XDP_TX));
+    let explicit_drop = format!("malformed = \"drop\"\n{shallow}");
+    check(&explicit_drop, fx(XDP_DROP));
 }

@@ -20,10 +20,19 @@ use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES};
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
 
-const STAT_COUNT: u32 = 9;
-/// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h).
-pub const STAT_NAMES: [&str; 9] =
-    ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped"];
+const STAT_COUNT: u32 = 10;
+/// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h): packets per
+/// action taken, then `no_match` (default action), `malformed` (the `malformed` action),
+/// `rate_dropped` (over a rate limit; also in `drop`) and `bad_fragment` (tiny or overlapping
+/// fragments, always dropped; also in `drop`).
+pub const STAT_NAMES: [&str; 10] =
+    ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped", "bad_fragment"];
+/// Size of struct fp_cls_action.
+const ACTION_SIZE: usize = 24;
+/// Size of struct fp_cls_config.
+const CONFIG_SIZE: usize = 48;
+/// Size of struct fp_rate_total.
+const RATE_TOTAL_SIZE: usize = 24;
 
 macro_rules! cls_maps {
     ($($name:ident),*) => {
@@ -60,6 +69,7 @@ cls_maps!(
     cls_cache,
     cls_cpu_sets,
     cls_rate,
+    cls_rate_total,
     xsks,
     cpu_map,
     tx_ports
@@ -112,11 +122,13 @@ fn key_bytes(set: u8, k: &Key) -> [u8; 56] {
     b
 }
 
-fn action_bytes(a: &ActionEntry) -> [u8; 16] {
-    let mut b = [0u8; 16];
+/// struct fp_cls_action (fastpath_abi.h): code, pad, arg, rate_pps, rate_total_pps.
+fn action_bytes(a: &ActionEntry) -> [u8; ACTION_SIZE] {
+    let mut b = [0u8; ACTION_SIZE];
     b[0] = a.code;
     b[4..8].copy_from_slice(&a.arg.to_ne_bytes());
     b[8..16].copy_from_slice(&a.rate_pps.to_ne_bytes());
+    b[16..24].copy_from_slice(&a.rate_total_pps.to_ne_bytes());
     b
 }
 
@@ -200,7 +212,15 @@ impl Classifier {
         // Actions, classes, CPU sets, redirect ports: arrays indexed by set.
         let acts: Vec<u8> = c.actions.iter().flat_map(action_bytes).collect();
         if !acts.is_empty() {
-            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts, 16)?;
+            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts, ACTION_SIZE)?;
+        }
+        // Full aggregate buckets for the rules that have one (last_ns 0 = never used).
+        for (i, a) in c.actions.iter().enumerate() {
+            if a.rate_total_pps != 0 {
+                m.cls_rate_total
+                    .update(&(set * MAX_RULES as u32 + i as u32).to_ne_bytes(), &[0u8; RATE_TOTAL_SIZE], MapFlags::ANY)
+                    .map_err(map_err("cls_rate_total"))?;
+            }
         }
         let classes = |t: Vec<u32>| -> Vec<u8> { t.into_iter().flat_map(u32::to_ne_bytes).collect() };
         write_array(&m.cls_port_class, "cls_port_class", set * 131072, &classes(c.sport.table()), 4)?;
@@ -276,12 +296,14 @@ impl Classifier {
                 .unwrap_or(0)
         };
         let gen = gen_of(0).max(gen_of(1)).wrapping_add(1).max(1);
-        let mut cfg = [0u8; 32];
+        // struct fp_cls_config: n_tuples, n_rules, uses, gen, dflt, malformed, pad.
+        let mut cfg = [0u8; CONFIG_SIZE];
         cfg[0..4].copy_from_slice(&(c.tuples.len() as u32).to_ne_bytes());
         cfg[4..8].copy_from_slice(&(c.actions.len() as u32).to_ne_bytes());
         cfg[8..12].copy_from_slice(&uses.to_ne_bytes());
         cfg[12..16].copy_from_slice(&gen.to_ne_bytes());
-        cfg[16..32].copy_from_slice(&action_bytes(&c.default));
+        cfg[16..40].copy_from_slice(&action_bytes(&c.default));
+        cfg[40..44].copy_from_slice(&u32::from(c.malformed).to_ne_bytes());
         m.cls_config.update(&set.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("cls_config"))?;
         Ok(())
     }
@@ -311,7 +333,7 @@ impl Classifier {
             .lookup(&set.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("cls_config"))?
             .unwrap_or_default();
-        let mut empty = [0u8; 32];
+        let mut empty = [0u8; CONFIG_SIZE];
         if let Some(g) = old.get(12..16) {
             empty[12..16].copy_from_slice(g);
         }

@@ -59,6 +59,8 @@ pub mod action {
     pub const TX: u8 = 4;
     /// DEVMAP.
     pub const REDIRECT: u8 = 5;
+    /// In [`super::Compiled::malformed`] only: the default action applies.
+    pub const MALFORMED_DEFAULT: u8 = 0xff;
 }
 
 /// One tuple: which fields its rules constrain, and how.
@@ -110,6 +112,8 @@ pub struct ActionEntry {
     pub arg: u32,
     /// Token-bucket rate in packets/s per source address; 0 = none.
     pub rate_pps: u64,
+    /// Token-bucket rate in packets/s for the rule, all sources together; 0 = none.
+    pub rate_total_pps: u64,
 }
 
 /// Range boundaries of one field: class of value v = number of boundaries <= v
@@ -165,8 +169,11 @@ pub struct Compiled {
     pub entries: Vec<(Key, u32)>,
     /// Per-rule action, by rule index.
     pub actions: Vec<ActionEntry>,
-    /// Default action (no match, malformed).
+    /// Default action (no match).
     pub default: ActionEntry,
+    /// [`action`] code for frames that cannot be classified: DROP, PASS or MALFORMED_DEFAULT
+    /// ([`RuleSet::malformed_action`]).
+    pub malformed: u8,
     /// Source-port classes.
     pub sport: Classes,
     /// Destination-port classes.
@@ -201,7 +208,7 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
     };
     let mut cpu_index: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut port_index: HashMap<String, u32> = HashMap::new();
-    let mut action_entry = |a: &Action, rate: Option<u64>, c: &mut Compiled| -> ActionEntry {
+    let mut action_entry = |a: &Action, rate: Option<u64>, rate_total: Option<u64>, c: &mut Compiled| -> ActionEntry {
         let (code, arg) = match a {
             Action::Drop => (action::DROP, 0),
             Action::Pass => (action::PASS, 0),
@@ -224,13 +231,20 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
                 (action::REDIRECT, i)
             }
         };
-        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0) }
+        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0), rate_total_pps: rate_total.unwrap_or(0) }
     };
-    c.default = action_entry(&set.default, None, &mut c);
+    c.default = action_entry(&set.default, None, None, &mut c);
+    // malformed_action() is drop, pass, or the default action (any other action: the program
+    // applies the default).
+    c.malformed = match set.malformed_action() {
+        Action::Drop => action::DROP,
+        Action::Pass => action::PASS,
+        _ => action::MALFORMED_DEFAULT,
+    };
     let mut tuple_index: HashMap<Tuple, usize> = HashMap::new();
     let mut entries: HashMap<Key, u32> = HashMap::new();
     for (ri, r) in set.rules.iter().enumerate() {
-        let e = action_entry(&r.action, r.rate_pps, &mut c);
+        let e = action_entry(&r.action, r.rate_pps, r.rate_total_pps, &mut c);
         c.actions.push(e);
         let m = &r.m;
         let mut t = Tuple { fields: 0, src_plen: 0, dst_plen: 0, flags_mask: 0 };

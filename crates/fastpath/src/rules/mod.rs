@@ -3,7 +3,8 @@
 //! classifier ([`reference`]) that the BPF program is tested against.
 //!
 //! ```toml
-//! default = "pass"            # action for packets no rule matches (and malformed ones)
+//! default = "pass"            # action for packets no rule matches
+//! malformed = "drop"          # drop | pass: frames that cannot be classified (see below)
 //!
 //! [[rule]]
 //! name = "ssh"                # optional; errors name it
@@ -22,6 +23,7 @@
 //! tcp_flags = "syn,!ack"      # fin syn rst psh ack urg ece cwr, ! = must be clear
 //! action = "drop"
 //! rate = 1000                 # packets/s per source address; excess dropped
+//! rate_total = 20000          # packets/s for the rule, all sources together (default 64 * rate)
 //!
 //! [[rule]]
 //! vlan = 100                  # outermost tag id (802.1Q or 802.1ad)
@@ -39,6 +41,27 @@
 //!
 //! An absent field matches anything. A port or TCP-flag rule matches only packets that carry
 //! ports (TCP/UDP, not a later fragment) or TCP flags.
+//!
+//! ## Frames that cannot be classified, and fragments
+//!
+//! The policy is written out in [`reference::parse`]; in short:
+//!
+//! - A frame whose headers cannot be read with certainty (truncated, lengths that lie, more than
+//!   two VLAN tags, an IPv6 extension chain longer than [`reference::MAX_IPV6_EXT`]) is counted
+//!   `malformed` and gets the `malformed` action, never a rule's verdict or the default by
+//!   accident. `malformed` is `drop` or `pass`; when absent it is **drop** if any rule looks at
+//!   `proto`, `src_port`, `dst_port`, `tcp_flags` or `frag` (fields a crafted header chain could
+//!   hide), otherwise the `default` action.
+//! - Tiny and overlapping fragments are counted `bad_fragment` and always dropped, as routers
+//!   and Open vSwitch do: a first fragment without its whole TCP/UDP header (RFC 3128) or, for
+//!   IPv6, without its whole extension chain (RFC 7112), and a later TCP fragment at offset 8
+//!   or 16 bytes, inside the minimal TCP header (RFC 1858, RFC 3128).
+//! - Later fragments (offset > 0) carry no ports or flags, so port and flag rules never match
+//!   them (iptables without conntrack and OVS's `frag=normal` do the same). They get what rules
+//!   on L3 fields, a `frag = "later"` rule, or the default decide. This is safe for a drop
+//!   rule: the first fragment carries the whole L4 header and is judged by the port rule, and
+//!   without it the receiver cannot reassemble the datagram (the later fragments expire in its
+//!   reassembly queue). Add `frag = "later", action = "drop"` to drop all later fragments.
 
 pub mod compile;
 pub mod reference;
@@ -190,15 +213,49 @@ pub struct Rule {
     pub action: Action,
     /// Packets per second per source address (token bucket of one second); excess dropped.
     pub rate_pps: Option<u64>,
+    /// Packets per second for the rule, all sources together (one token bucket of one second,
+    /// shared by all CPUs); excess dropped. With `rate_pps` and no explicit value it is
+    /// [`RATE_TOTAL_SOURCES`] times `rate_pps`, so a flood from spoofed sources stays bounded.
+    pub rate_total_pps: Option<u64>,
 }
+
+/// With a per-source `rate` and no `rate_total`, the aggregate limit is this many sources' worth
+/// (`FP_RATE_TOTAL_SOURCES` in bpf/include/fastpath_abi.h).
+pub const RATE_TOTAL_SOURCES: u64 = 64;
 
 /// A validated rule set: rules in evaluation order (sorted by priority, file order for ties).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSet {
     /// Rules, first match wins.
     pub rules: Vec<Rule>,
-    /// Action for packets no rule matches, and for malformed packets.
+    /// Action for packets no rule matches.
     pub default: Action,
+    /// The `malformed` action as written (drop or pass); `None`: chosen by
+    /// [`RuleSet::malformed_action`].
+    pub malformed: Option<Action>,
+}
+
+impl RuleSet {
+    /// What a frame that cannot be classified gets: the `malformed` setting if given, else
+    /// [`Action::Drop`] if any rule looks at a field a crafted header chain could hide (proto,
+    /// ports, TCP flags, fragment state), else the default action.
+    pub fn malformed_action(&self) -> Action {
+        if let Some(a) = &self.malformed {
+            return a.clone();
+        }
+        let deep = self.rules.iter().any(|r| {
+            r.m.proto.is_some()
+                || r.m.src_port.is_some()
+                || r.m.dst_port.is_some()
+                || r.m.tcp_flags.is_some()
+                || r.m.frag.is_some()
+        });
+        if deep {
+            Action::Drop
+        } else {
+            self.default.clone()
+        }
+    }
 }
 
 /// Where in the input an error is.
@@ -247,6 +304,7 @@ pub struct RuleError {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     default: Option<toml::Spanned<String>>,
+    malformed: Option<toml::Spanned<String>>,
     #[serde(default)]
     rule: Vec<toml::Spanned<RawRule>>,
 }
@@ -288,6 +346,7 @@ struct RawRule {
     cpus: S<Vec<i64>>,
     iface: S<String>,
     rate: S<i64>,
+    rate_total: S<i64>,
 }
 
 /// Byte offset -> (line, column), 1-based.
@@ -330,11 +389,21 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
             }
         },
     };
+    let malformed = match &raw.malformed {
+        None => None,
+        Some(m) => Some(match m.get_ref().as_str() {
+            "drop" => Action::Drop,
+            "pass" => Action::Pass,
+            other => return Err(ctx.at(m.span(), format!("malformed {other:?} is not accepted: use drop or pass"))),
+        }),
+    };
     let mut rules = Vec::with_capacity(raw.rule.len());
     for (i, r) in raw.rule.iter().enumerate() {
         rules.push(rule_from_raw(&ctx, i, r.get_ref())?);
     }
-    finish(source, rules, default)
+    let mut set = finish(source, rules, default)?;
+    set.malformed = malformed;
+    Ok(set)
 }
 
 /// Parses one-off rules given as `k=v,k=v` (e.g. `proto=udp,dst_port=9,action=drop`), each a
@@ -381,7 +450,8 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
 }
 
 /// Sorts `rules` by priority (stable) and checks the rule-set limits (rules, CPU sets,
-/// redirect interfaces): what a merged set (file + `--rule`) must pass again.
+/// redirect interfaces): what a merged set (file + `--rule`) must pass again. The result has no
+/// explicit `malformed` setting; set [`RuleSet::malformed`] afterwards to keep one.
 pub fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
     if rules.len() > MAX_RULES {
         return Err(RuleError {
@@ -391,7 +461,7 @@ pub fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<Rul
     }
     // Stable: ties keep file order.
     rules.sort_by_key(|r| r.priority);
-    let set = RuleSet { rules, default };
+    let set = RuleSet { rules, default, malformed: None };
     let cpu_sets: std::collections::HashSet<&Vec<u32>> =
         set.rules.iter().filter_map(|r| if let Action::Cpu(c) = &r.action { Some(c) } else { None }).collect();
     if cpu_sets.len() > MAX_CPU_SETS {
@@ -626,15 +696,31 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
     if let (Some(i), false) = (&r.iface, matches!(action, Action::Redirect(_))) {
         return Err(ctx.at(i.span(), "iface is only for action \"redirect\""));
     }
-    let rate_pps = match &r.rate {
-        None => None,
-        Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Some(*v.get_ref() as u64),
-        Some(v) => {
-            return Err(ctx
-                .at(v.span(), format!("rate {} is not accepted: use packets per second 1..=1000000000", v.get_ref())))
+    let pps = |what: &str, v: &S<i64>| -> Result<Option<u64>, RuleError> {
+        match v {
+            None => Ok(None),
+            Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Ok(Some(*v.get_ref() as u64)),
+            Some(v) => Err(ctx.at(
+                v.span(),
+                format!("{what} {} is not accepted: use packets per second 1..=1000000000", v.get_ref()),
+            )),
         }
     };
-    Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps })
+    let rate_pps = pps("rate", &r.rate)?;
+    let rate_total_pps = match (pps("rate_total", &r.rate_total)?, rate_pps) {
+        (Some(t), _) => Some(t),
+        (None, Some(r)) => Some((r * RATE_TOTAL_SOURCES).min(1_000_000_000)),
+        (None, None) => None,
+    };
+    if let (Some(t), Some(r), Some(v)) = (rate_total_pps, rate_pps, &r.rate_total) {
+        if t < r {
+            return Err(ctx.at(
+                v.span(),
+                format!("rate_total {t} is below rate {r}: the aggregate limit must be >= the per-source one"),
+            ));
+        }
+    }
+    Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps, rate_total_pps })
 }
 
 #[cfg(test)]

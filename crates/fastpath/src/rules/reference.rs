@@ -8,8 +8,19 @@ use super::{Frag, Match, RuleSet};
 
 /// Outer VLAN id of an untagged frame.
 pub const NO_VLAN: u16 = 0xffff;
-/// Extension headers the parser walks before giving up on finding the L4 header.
-pub const MAX_IPV6_EXT: usize = 4;
+/// IPv6 extension headers the parser walks (`FP_MAX_IPV6_EXT`). A chain still going after this
+/// many is [`Reject::Malformed`]: the kernel walks any number, so its protocol is unknown here.
+pub const MAX_IPV6_EXT: usize = 8;
+
+/// Why a frame cannot be classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reject {
+    /// Its headers cannot be read with certainty: the rule set's `malformed` action applies.
+    Malformed,
+    /// A tiny or overlapping fragment (RFC 1858, RFC 3128) or an IPv6 first fragment without
+    /// its whole header chain (RFC 7112): always dropped.
+    BadFragment,
+}
 
 /// The fields of a frame the rules can match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,26 +49,52 @@ fn be16(b: &[u8], o: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(o)?, *b.get(o + 1)?]))
 }
 
-/// Parses a frame. `None` = malformed: truncated at a header boundary, IPv4 IHL < 5 or version
-/// != 4, IPv4 total length below its header or beyond the frame, IPv6 version != 6 or payload
-/// length beyond the frame, an extension header or TCP (20 bytes) / UDP (8 bytes) header that
-/// does not fit in the IP packet.
-pub fn parse(f: &[u8]) -> Option<Packet> {
+/// Extension headers of the kernel's `ipv6_ext_hdr()` (include/net/ipv6.h), less NEXTHDR_NONE.
+fn is_ipv6_ext(nh: u8) -> bool {
+    matches!(nh, 0 | 43 | 44 | 51 | 60)
+}
+
+/// Smallest TCP header: a later fragment that starts inside it overlaps ports or flags.
+const TCP_MIN: usize = 20;
+/// UDP header.
+const UDP_LEN: usize = 8;
+
+/// Parses a frame, deciding what the classifier may know about it. The policy:
+///
+/// - **Malformed** ([`Reject::Malformed`]): truncated at a header boundary; IPv4 version != 4,
+///   IHL < 5, total length below its header or beyond the frame; IPv6 version != 6 or payload
+///   length beyond the frame; an extension header or TCP (20 bytes) / UDP (8 bytes) header that
+///   does not fit in the IP packet; more than two VLAN tags; an IPv6 chain of more than
+///   [`MAX_IPV6_EXT`] extension headers.
+/// - **Bad fragment** ([`Reject::BadFragment`]): a first fragment (offset 0, more fragments)
+///   whose TCP or UDP header is not all there, or (IPv6) whose extension chain does not end
+///   inside it (RFC 7112); a later TCP fragment whose offset is 8 or 16 bytes, i.e. inside the
+///   minimal TCP header (RFC 1858 "tiny fragment", RFC 3128 "overlapping fragment").
+/// - **Later fragments** (offset > 0) carry no L4 header: no ports, no TCP flags; an IPv6
+///   later fragment's protocol is its fragment header's next header (the rest is data).
+///   Port and flag rules therefore never match them, as in iptables and Open vSwitch; the
+///   first fragment, which must carry the whole L4 header, is the one the rules judge, and
+///   without it the datagram cannot be reassembled.
+pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
+    use Reject::{BadFragment, Malformed};
     let len = u16::try_from(f.len()).unwrap_or(u16::MAX);
     let mut off = 12;
-    let mut eth_type = be16(f, off)?;
+    let mut eth_type = be16(f, off).ok_or(Malformed)?;
     off += 2;
     let mut vlan = NO_VLAN;
     for _ in 0..2 {
         if eth_type != 0x8100 && eth_type != 0x88a8 {
             break;
         }
-        let tci = be16(f, off)?;
+        let tci = be16(f, off).ok_or(Malformed)?;
         if vlan == NO_VLAN {
             vlan = tci & 0x0fff;
         }
-        eth_type = be16(f, off + 2)?;
+        eth_type = be16(f, off + 2).ok_or(Malformed)?;
         off += 4;
+    }
+    if eth_type == 0x8100 || eth_type == 0x88a8 {
+        return Err(Malformed);
     }
     let mut p = Packet {
         vlan,
@@ -70,16 +107,17 @@ pub fn parse(f: &[u8]) -> Option<Packet> {
         tcp_flags: None,
         len,
     };
+    let mut frag_off_bytes = 0usize;
     let (l4_off, l4_end, proto) = match eth_type {
         0x0800 => {
-            let h = f.get(off..off + 20)?;
+            let h = f.get(off..off + 20).ok_or(Malformed)?;
             let ihl = (h[0] & 0x0f) as usize * 4;
             if h[0] >> 4 != 4 || ihl < 20 {
-                return None;
+                return Err(Malformed);
             }
             let total = u16::from_be_bytes([h[2], h[3]]) as usize;
             if f.len() < off + ihl || total < ihl || off + total > f.len() {
-                return None;
+                return Err(Malformed);
             }
             let fo = u16::from_be_bytes([h[6], h[7]]);
             p.frag = if fo & 0x1fff != 0 {
@@ -89,38 +127,46 @@ pub fn parse(f: &[u8]) -> Option<Packet> {
             } else {
                 Frag::None
             };
+            frag_off_bytes = (fo & 0x1fff) as usize * 8;
             p.src = Some(IpAddr::from([h[12], h[13], h[14], h[15]]));
             p.dst = Some(IpAddr::from([h[16], h[17], h[18], h[19]]));
             p.proto = Some(h[9]);
             (off + ihl, off + total, h[9])
         }
         0x86dd => {
-            let h = f.get(off..off + 40)?;
+            let h = f.get(off..off + 40).ok_or(Malformed)?;
             if h[0] >> 4 != 6 {
-                return None;
+                return Err(Malformed);
             }
             let end = off + 40 + u16::from_be_bytes([h[4], h[5]]) as usize;
             if end > f.len() {
-                return None;
+                return Err(Malformed);
             }
-            let a: [u8; 16] = h[8..24].try_into().ok()?;
-            let b: [u8; 16] = h[24..40].try_into().ok()?;
+            let a: [u8; 16] = h[8..24].try_into().map_err(|_| Malformed)?;
+            let b: [u8; 16] = h[24..40].try_into().map_err(|_| Malformed)?;
             p.src = Some(IpAddr::from(a));
             p.dst = Some(IpAddr::from(b));
             let mut nh = h[6];
             let mut o = off + 40;
             for _ in 0..MAX_IPV6_EXT {
+                if !is_ipv6_ext(nh) || p.frag == Frag::Later {
+                    break;
+                }
+                // What a header that does not fit is: part of a first fragment's chain, or not.
+                let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
+                if o + 8 > f.len() {
+                    return Err(cut);
+                }
                 let hlen = match nh {
-                    0 | 43 | 60 => (*f.get(o + 1)? as usize + 1) * 8,
-                    51 => (*f.get(o + 1)? as usize + 2) * 4,
                     44 => 8,
-                    _ => break,
+                    51 => (f[o + 1] as usize + 2) * 4,
+                    _ => (f[o + 1] as usize + 1) * 8,
                 };
                 if o + hlen > end {
-                    return None;
+                    return Err(cut);
                 }
                 if nh == 44 {
-                    let fo = be16(f, o + 2)?;
+                    let fo = u16::from_be_bytes([f[o + 2], f[o + 3]]);
                     p.frag = if fo & 0xfff8 != 0 {
                         Frag::Later
                     } else if fo & 1 != 0 {
@@ -128,35 +174,44 @@ pub fn parse(f: &[u8]) -> Option<Packet> {
                     } else {
                         Frag::None
                     };
+                    frag_off_bytes = (fo & 0xfff8) as usize;
                 }
                 nh = f[o];
                 o += hlen;
             }
+            if p.frag != Frag::Later && is_ipv6_ext(nh) {
+                // The chain goes on past the bound: its protocol is unknown.
+                return Err(if p.frag == Frag::First { BadFragment } else { Malformed });
+            }
             p.proto = Some(nh);
             (o, end, nh)
         }
-        _ => return Some(p),
+        _ => return Ok(p),
     };
     if p.frag == Frag::Later {
-        return Some(p);
+        if proto == 6 && frag_off_bytes < TCP_MIN {
+            return Err(BadFragment);
+        }
+        return Ok(p);
     }
+    let short = if p.frag == Frag::First { BadFragment } else { Malformed };
     match proto {
         6 => {
-            if l4_off + 20 > l4_end {
-                return None;
+            if l4_off + TCP_MIN > l4_end {
+                return Err(short);
             }
-            p.ports = Some((be16(f, l4_off)?, be16(f, l4_off + 2)?));
+            p.ports = Some((be16(f, l4_off).ok_or(short)?, be16(f, l4_off + 2).ok_or(short)?));
             p.tcp_flags = Some(f[l4_off + 13]);
         }
         17 => {
-            if l4_off + 8 > l4_end {
-                return None;
+            if l4_off + UDP_LEN > l4_end {
+                return Err(short);
             }
-            p.ports = Some((be16(f, l4_off)?, be16(f, l4_off + 2)?));
+            p.ports = Some((be16(f, l4_off).ok_or(short)?, be16(f, l4_off + 2).ok_or(short)?));
         }
         _ => {}
     }
-    Some(p)
+    Ok(p)
 }
 
 fn in_range(v: u16, r: Option<(u16, u16)>) -> bool {
@@ -205,14 +260,17 @@ pub enum Verdict {
     Rule(usize),
     /// Well-formed, no rule matched: the default action.
     NoMatch,
-    /// Malformed: the default action and the `malformed` counter.
+    /// Cannot be classified: the rule set's `malformed` action and the `malformed` counter.
     Malformed,
+    /// A tiny or overlapping fragment: dropped, the `bad_fragment` counter.
+    BadFragment,
 }
 
 /// First-match classification of a raw frame.
 pub fn classify(set: &RuleSet, frame: &[u8]) -> Verdict {
     match parse(frame) {
-        None => Verdict::Malformed,
-        Some(p) => set.rules.iter().position(|r| matches(&r.m, &p)).map_or(Verdict::NoMatch, Verdict::Rule),
+        Err(Reject::Malformed) => Verdict::Malformed,
+        Err(Reject::BadFragment) => Verdict::BadFragment,
+        Ok(p) => set.rules.iter().position(|r| matches(&r.m, &p)).map_or(Verdict::NoMatch, Verdict::Rule),
     }
 }
