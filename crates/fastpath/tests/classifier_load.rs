@@ -66,3 +66,54 @@ fn rate_limit_per_source() {
     f[26..30].copy_from_slice(&[10, 0, 0, 2]);
     assert_eq!(c.test_run(&f).unwrap(), 2, "another source has a full bucket");
 }
+
+/// A flood from spoofed sources: `rate = 10` per source would admit 10 from every new address,
+/// so the rule's aggregate bucket (`rate_total = 200`) must bound the whole flood, and once it
+/// is empty a brand-new source is not admitted.
+#[test]
+fn rate_limit_holds_under_spoofed_sources() {
+    if fastpath::sys::geteuid() != 0 {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root");
+        eprintln!("SKIPPED: needs root");
+        return;
+    }
+    let c = fastpath::bpf::Classifier::load().unwrap();
+    for (rules, total) in [
+        ("[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate=10\nrate_total=200\n", 200usize),
+        // No rate_total: 64 sources' worth of the per-source rate.
+        ("[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate=5\n", 5 * fastpath::rules::RATE_TOTAL_SOURCES as usize),
+    ] {
+        let set = fastpath::rules::parse_toml("t", rules).unwrap();
+        let active = c
+            .swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i))
+            .unwrap();
+        let mut f = vec![0u8; 64];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&50u16.to_be_bytes());
+        f[23] = 17;
+        let n = 20_000u32;
+        let t0 = std::time::Instant::now();
+        let passed = (0..n)
+            .filter(|i| {
+                // Every frame from a new source address.
+                f[26..30].copy_from_slice(&(0x0a00_0000 + i).to_be_bytes());
+                c.test_run(&f).unwrap() == 2
+            })
+            .count();
+        let refill = (t0.elapsed().as_secs_f64() * total as f64).ceil() as usize;
+        eprintln!(
+            "{rules:?}: {passed} of {n} frames from {n} sources passed in {:.3} s (aggregate {total}/s)",
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(
+            (total..=total + refill + 1).contains(&passed),
+            "{rules:?}: {passed} of {n} spoofed frames passed; the aggregate admits {total} + refill {refill}"
+        );
+        let t = c.totals(active).unwrap();
+        assert_eq!(t.packets("rate_dropped") as usize, n as usize - passed, "every refused frame is counted");
+        f[26..30].copy_from_slice(&[192, 0, 2, 1]);
+        let fresh = (0..total).filter(|_| c.test_run(&f).unwrap() == 2).count();
+        assert!(fresh < total / 2, "{rules:?}: a new source after the flood got {fresh} frames through");
+    }
+}

@@ -173,3 +173,58 @@ action = "xsk"
         }
     }
 }
+
+#[test]
+fn malformed_policy_defaults_to_drop_when_rules_look_past_l3() {
+    let deep = set("[[rule]]\nproto = \"tcp\"\ndst_port = 22\naction = \"drop\"\n");
+    assert_eq!(deep.malformed, None);
+    assert_eq!(deep.malformed_action(), Action::Drop, "port rules: malformed frames are dropped");
+    for field in ["proto = \"udp\"", "src_port = 53", "tcp_flags = \"syn\"", "frag = \"first\""] {
+        let s = set(&format!("default = \"pass\"\n[[rule]]\n{field}\naction = \"pass\"\n"));
+        assert_eq!(s.malformed_action(), Action::Drop, "{field}");
+    }
+    let shallow = set("default = \"tx\"\n[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"drop\"\n");
+    assert_eq!(shallow.malformed_action(), Action::Tx, "addresses only: the default action");
+    let explicit = set("malformed = \"pass\"\n[[rule]]\nproto = \"tcp\"\ndst_port = 22\naction = \"drop\"\n");
+    assert_eq!(explicit.malformed_action(), Action::Pass);
+    let e = err("malformed = \"tx\"\n[[rule]]\naction = \"drop\"\n");
+    assert!(e.starts_with("t.toml:1:13: malformed \"tx\" is not accepted: use drop or pass"), "{e}");
+}
+
+#[test]
+fn rate_total_defaults_and_bounds() {
+    let s = set("[[rule]]\naction = \"pass\"\nrate = 100\n");
+    assert_eq!(s.rules[0].rate_total_pps, Some(100 * RATE_TOTAL_SOURCES));
+    let s = set("[[rule]]\naction = \"pass\"\nrate_total = 5000\n");
+    assert_eq!((s.rules[0].rate_pps, s.rules[0].rate_total_pps), (None, Some(5000)));
+    let e = err("[[rule]]\naction = \"pass\"\nrate = 100\nrate_total = 50\n");
+    assert!(e.contains("rate_total 50 is below rate 100"), "{e}");
+    let e = err("[[rule]]\naction = \"pass\"\nrate_total = 0\n");
+    assert!(e.contains("rate_total 0 is not accepted: use packets per second 1..=1000000000"), "{e}");
+}
+
+/// The bypasses of the first release, at the parser: what each crafted frame is.
+#[test]
+fn crafted_fragments_and_chains_are_rejected_not_unmatched() {
+    fn v4(frag: u16, l4: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f.extend_from_slice(&((20 + l4.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+        f.extend_from_slice(&frag.to_be_bytes());
+        f.extend_from_slice(&[64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(l4);
+        f
+    }
+    let mut tcp22 = vec![0x9c, 0x40, 0, 22];
+    tcp22.extend_from_slice(&[0; 8]);
+    tcp22.extend_from_slice(&[0x50, 0x02, 0, 0, 0, 0, 0, 0]);
+    use super::reference::Reject;
+    assert_eq!(parse(&v4(0x2000, &tcp22[..8])), Err(Reject::BadFragment), "tiny first fragment");
+    assert_eq!(parse(&v4(0x2001, &tcp22[8..])), Err(Reject::BadFragment), "offset 8 overlaps tcp");
+    assert_eq!(parse(&v4(0x2000, &tcp22)).map(|p| p.ports), Ok(Some((40000, 22))));
+    assert_eq!(parse(&v4(0x0003, &[0; 8])).map(|p| p.ports), Ok(None), "later fragment: no ports");
+    assert_eq!(parse(&v4(0, &tcp22[..10])), Err(Reject::Malformed), "cut tcp header, not a fragment");
+    let s = set("[[rule]]\nproto = \"tcp\"\ndst_port = 22\naction = \"drop\"\n");
+    assert_eq!(classify(&s, &v4(0x2000, &tcp22[..8])), Verdict::BadFragment);
+}

@@ -32,12 +32,18 @@ const PORTS: &[&str] = &["53", "80", "\"1000-2000\"", "\"1500-1600\"", "\"5000-5
 const FLAGS: &[&str] = &["syn", "syn,!ack", "!syn", "ack", "fin,!rst", "rst"];
 const LENS: &[&str] = &["\"60-64\"", "\"64-128\"", "\"100-1500\"", "64"];
 
-/// A random, valid rule set of 1..=max_rules rules with actions drop/pass/tx (distinct XDP
-/// return codes) and default drop/pass/tx.
+/// A random, valid rule set of 1..=max_rules rules with every action (drop, pass, tx, xsk,
+/// cpu on CPU 0, redirect to `lo`), some with rate limits too high to bite, a random default
+/// and a random (or absent) `malformed` setting.
 pub fn rule_set(r: &mut Rng, max_rules: u64) -> (String, RuleSet) {
     loop {
         let n = 1 + r.below(max_rules);
-        let mut t = format!("default = \"{}\"\n", r.pick(&["drop", "pass", "tx"]));
+        let mut t = format!("default = \"{}\"\n", r.pick(&["drop", "pass", "tx", "xsk"]));
+        match r.below(3) {
+            0 => t.push_str("malformed = \"drop\"\n"),
+            1 => t.push_str("malformed = \"pass\"\n"),
+            _ => {}
+        }
         for _ in 0..n {
             t.push_str("[[rule]]\n");
             if r.chance(30) {
@@ -86,7 +92,18 @@ pub fn rule_set(r: &mut Rng, max_rules: u64) -> (String, RuleSet) {
                 let f = if has_l4 { *r.pick(&["none", "first"]) } else { *r.pick(&["none", "first", "later"]) };
                 t.push_str(&format!("frag = \"{f}\"\n"));
             }
-            t.push_str(&format!("action = \"{}\"\n", r.pick(&["drop", "pass", "tx"])));
+            match *r.pick(&["drop", "pass", "tx", "xsk", "cpu", "redirect"]) {
+                "cpu" => t.push_str("action = \"cpu\"\ncpus = [0]\n"),
+                "redirect" => t.push_str("action = \"redirect\"\niface = \"lo\"\n"),
+                a => t.push_str(&format!("action = \"{a}\"\n")),
+            }
+            // Rate limits exercise the program's buckets without ever biting in a test run.
+            if r.chance(10) {
+                t.push_str("rate = 1000000000\n");
+            }
+            if r.chance(10) {
+                t.push_str("rate_total = 1000000000\n");
+            }
         }
         // Retry sets the compiler refuses (more distinct field combinations than it holds).
         if let Ok(set) = parse_toml("random", &t) {
@@ -132,7 +149,8 @@ fn port(r: &mut Rng) -> u16 {
 /// TCP/UDP/ICMP/other, and ~30% of them damaged (truncated anywhere, bad IHL, lengths that lie).
 pub fn frame(r: &mut Rng) -> Vec<u8> {
     let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
-    for _ in 0..r.below(3) {
+    // Up to three VLAN tags (the parser reads two; a third is malformed).
+    for _ in 0..r.below(4).saturating_sub(u64::from(r.chance(50))) {
         let tpid: u16 = if r.chance(50) { 0x8100 } else { 0x88a8 };
         f.extend_from_slice(&tpid.to_be_bytes());
         let id = *r.pick(&[10u16, 20, 30]);
@@ -158,6 +176,11 @@ pub fn frame(r: &mut Rng) -> Vec<u8> {
         _ => l4.extend_from_slice(&[8, 0, 0, 0, 0, 0, 0, 0]),
     }
     l4.extend(std::iter::repeat_n(0u8, r.below(40) as usize));
+    // Tiny L4 headers in well-formed IP packets (a first fragment of one is a bad fragment).
+    if r.chance(10) {
+        let keep = r.below(l4.len() as u64) as usize;
+        l4.truncate(keep);
+    }
     if kind < 6 {
         f.extend_from_slice(&0x0800u16.to_be_bytes());
         let opts = if r.chance(20) { 4 * (1 + r.below(3) as usize) } else { 0 };
@@ -186,7 +209,9 @@ pub fn frame(r: &mut Rng) -> Vec<u8> {
         f.extend_from_slice(&0x86ddu16.to_be_bytes());
         let mut ext = Vec::new();
         let mut nh_chain = Vec::new();
-        for _ in 0..r.below(6) {
+        // Chains of 0..=10 extension headers: the parser walks 8.
+        let n_ext = if r.chance(30) { 5 + r.below(6) } else { r.below(5) };
+        for _ in 0..n_ext {
             let h = *r.pick(&[0u8, 43, 60, 44, 51]);
             nh_chain.push(h);
         }
