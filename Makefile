@@ -22,7 +22,9 @@ test: build
 bench: build
 	scripts/bench.py
 
+# rustfmt (rustfmt.toml) and clippy with every warning an error; CI runs it before the tests.
 lint: deps
+	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
 
 clean:

@@ -29,6 +29,24 @@ if ! command -v cargo >/dev/null 2>&1; then
   fi
 fi
 
+# make lint needs rustfmt and clippy: rustup components, or Debian's packages.
+export PATH="$HOME/.cargo/bin:$PATH"
+if command -v cargo >/dev/null 2>&1; then
+  for tool in fmt clippy; do
+    if ! cargo "$tool" --version >/dev/null 2>&1; then
+      comp=$([ "$tool" = fmt ] && echo rustfmt || echo clippy)
+      if command -v rustup >/dev/null 2>&1; then
+        echo "deps: rustup component add $comp"
+        rustup component add "$comp"
+      else
+        pkg=$([ "$tool" = fmt ] && echo rustfmt || echo rust-clippy)
+        echo "deps: installing $pkg"
+        apt-get install -y -qq "$pkg" >/dev/null
+      fi
+    fi
+  done
+fi
+
 # bpffs: needed for pinning (later issues); harmless to have.
 if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null && echo "deps: mounted bpffs on /sys/fs/bpf" || echo "deps: could not mount bpffs (not needed for issue-2 features)"

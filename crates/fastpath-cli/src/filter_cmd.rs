@@ -101,15 +101,16 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             if *json {
                 println!(
                     "{}",
-                    json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name()})
+                    json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name(), "malformed": set.malformed_action().name()})
                 );
             } else {
                 println!(
-                    "{source}: {} rules OK: {} tuples, {} classifier entries, default {}",
+                    "{source}: {} rules OK: {} tuples, {} classifier entries, default {}, malformed {}",
                     set.rules.len(),
                     c.tuples.len(),
                     c.entries.len(),
-                    set.default.name()
+                    set.default.name(),
+                    set.malformed_action().name()
                 );
             }
             Ok(())

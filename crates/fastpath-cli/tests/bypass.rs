@@ -230,3 +230,15 @@ fn crafted_syns_to_a_dropped_port_never_reach_the_kernel() {
     assert_eq!(totals.packets("malformed"), 1, "{totals:?}");
     assert_eq!(totals.packets("drop"), 3 + 4 + 1, "{totals:?}");
 }
+
+/// `filter check` says what a frame that cannot be classified will get.
+#[test]
+fn filter_check_names_the_malformed_policy() {
+    let o = run(&["filter", "check", "--json", "--rule", "proto=tcp,dst_port=22,action=drop"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["malformed"].as_str().expect("key malformed"), "drop");
+    let o = run(&["filter", "check", "--rule", "src=10.0.0.0/8,action=drop"]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.contains("default pass, malformed pass"), "{text}");
+}
