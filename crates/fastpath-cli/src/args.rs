@@ -1,4 +1,4 @@
-//! Command-line arguments: one spelling per concept across every subcommand (DESIGN.md §7).
+//! Command-line arguments: one spelling per concept across every subcommand (docs/ARCHITECTURE.md §7).
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;

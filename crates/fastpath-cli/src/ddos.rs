@@ -240,7 +240,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if Command::new("sockperf").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
     }
-    // A qdisc on the sender so a full veth ring queues TCP instead of stalling it (DESIGN §11).
+    // A qdisc on the sender so a full veth ring queues TCP instead of stalling it (docs/ARCHITECTURE.md §11).
     let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: true, ipv6: false })?;
     // The victim's CPU: the receive NAPI of the veth (so the flood's processing), the service and
     // its clients all run on CPU 1; the generator (the attacker) on CPU 0.

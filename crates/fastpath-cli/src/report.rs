@@ -1,4 +1,4 @@
-//! Interval lines in the xdp-bench style and the summary, as text or JSON (DESIGN.md §6).
+//! Interval lines in the xdp-bench style and the summary, as text or JSON (docs/ARCHITECTURE.md §6).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
