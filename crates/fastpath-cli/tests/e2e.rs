@@ -79,6 +79,7 @@ fn exactly_once(xdp_mode: &str) {
     let gs = last_json(&g);
     assert_eq!(n(&gs["totals"]["tx_packets"]), 100_000);
     assert_eq!(n(&gs["totals"]["tx_completed"]), 100_000, "every TX frame completed");
+    assert_eq!(n(&gs["delivered"]), 100_000, "the receiving veth accepted every frame (refused: {})", gs["refused"]);
     std::thread::sleep(Duration::from_millis(500));
     let (s, status) = rx.terminate();
     assert!(status.success(), "rxdrop exit {status:?}");
