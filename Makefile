@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test bench lint clean
+.PHONY: deps build demo test bench figures lint clean
 
 deps:
 	@scripts/deps.sh
@@ -21,6 +21,12 @@ test: build
 
 bench: build
 	scripts/bench.py
+
+# Every figure of the README in one sitting (docs/figures.md + docs/figures.json); resumable:
+# run it again after an interruption. FIGURES_ARGS="--quick" for a smoke run.
+FIGURES_ARGS ?= --runs 5 --duration 5
+figures: build
+	scripts/figures.py $(FIGURES_ARGS)
 
 # rustfmt (rustfmt.toml) and clippy with every warning an error; CI runs it before the tests.
 lint: deps

@@ -26,7 +26,8 @@ def measure(bed, name, rx_args, tx_args, rate_from):
     rxs = finish(rx) if rx else None
     pkts, secs = rate_from(rxs, tx)
     cmd = " | ".join(" ".join(["fastpath"] + a) for a in ([rx_args] if rx_args else []) + [tx_args])
-    return {"name": name, "mpps": pkts / secs / 1e6, "cmd": cmd, "rx": rxs, "tx": tx}
+    return {"name": name, "mpps": pkts / secs / 1e6, "cmd": cmd, "rx": rxs, "tx": tx,
+            "refused": tx["refused"]}
 
 
 def recv_total(key):
@@ -34,7 +35,9 @@ def recv_total(key):
 
 
 def sent_total(rxs, tx):
-    return (tx["totals"]["tx_packets"], tx["duration_s"])
+    """A sender's figure: frames its veth delivered to the peer (not descriptors submitted, not
+    frames the peer refused: those are `refused`)."""
+    return (tx["delivered"], tx["duration_s"])
 
 
 def one_run(d):

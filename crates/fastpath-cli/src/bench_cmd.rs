@@ -172,7 +172,16 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let counters = Arc::new(Counters::default());
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
-    let worker = match sess.sock.take() {
+    let sock = sess.sock.take();
+    let mon = Monitor {
+        xsk_fd: sess.stats_fd.as_ref(),
+        drop: sess.drop_prog(),
+        ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
+        ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
+    };
+    // Baselines first, then the worker: nothing it moves may fall before them.
+    let watch = mon.start();
+    let worker = match sock {
         Some(mut sock) if a.run.duration > 0.0 => {
             let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
             let (mode, opts, cpu, verify, limits) = (
@@ -207,20 +216,19 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         _ => None,
     };
-    let mon = Monitor {
-        xsk_fd: sess.stats_fd.as_ref(),
-        drop: sess.drop_prog(),
-        ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
-        ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
-    };
-    let summary = mon.run(&stop, &done);
+    mon.watch(&watch, &stop, &done);
     stop.store(true, Ordering::Relaxed);
     if let Some(w) = worker {
         w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(runtime)?;
     }
+    // After the join: the worker's last completions are in the totals.
+    let summary = mon.finish(watch);
     let mut extra = serde_json::Map::new();
     if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
         extra.insert("verify".into(), tracker_json(t));
+    }
+    if a.mode == BenchMode::Txonly {
+        crate::report::insert_delivery(&mut extra, &summary);
     }
     let path = serde_json::to_value(&sess.info).unwrap_or(Value::Null);
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
@@ -268,6 +276,13 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let counters: Vec<Arc<Counters>> = (0..g.threads).map(|_| Arc::new(Counters::default())).collect();
     let cpus: Vec<usize> = (0..g.threads as usize).map(|i| (first + i) % ncpu).collect();
     let limits = SendLimits { count: g.frame.count, rate_pps: g.frame.rate };
+    let mon = Monitor {
+        gen: Some(&gen),
+        ethtool_dev: Some(dev.clone()),
+        ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters.clone(), &g.run)
+    };
+    // Baselines before the first frame, the summary after the threads are joined.
+    let watch = mon.start();
     let live = if g.run.duration > 0.0 {
         Some(
             bench::LiveGen::start(gen.clone(), &frame, &cpus, limits, g.xsk.batch_size.min(256), &counters)
@@ -278,15 +293,11 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let never = AtomicBool::new(false);
     let done = live.as_ref().map(|l| l.done_flag()).unwrap_or(&never);
-    let mon = Monitor {
-        gen: Some(&gen),
-        ethtool_dev: Some(dev.clone()),
-        ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters, &g.run)
-    };
-    let summary = mon.run(&stop, done);
+    mon.watch(&watch, &stop, done);
     if let Some(l) = live {
         l.stop().map_err(kernel)?;
     }
+    let summary = mon.finish(watch);
     let seq1 = gen.per_cpu_seq().map_err(kernel)?;
     let per_cpu: Vec<Value> = seq1
         .iter()
@@ -297,6 +308,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         .collect();
     let mut extra = serde_json::Map::new();
     extra.insert("streams".into(), Value::Array(per_cpu));
+    crate::report::insert_delivery(&mut extra, &summary);
     print_summary("gen", &path, &summary, &[Ctr::TxPackets], g.run.json, Value::Object(extra));
     Ok(())
 }

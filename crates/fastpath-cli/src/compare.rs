@@ -198,8 +198,28 @@ fn receive(
     }
 }
 
-/// One row once: receiver up, `secs` of traffic, receiver down; Mpps received.
-fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<AtomicBool>) -> CliResult<f64> {
+/// Counts of one row's run: frames the generator made, frames the sending veth refused (its
+/// peer's ring was full: `xdp_xmit_errors`), frames the receiver counted, and seconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    sent: u64,
+    refused: u64,
+    received: u64,
+    secs: f64,
+}
+
+impl Counts {
+    fn mpps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.received as f64 / self.secs / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One row once: receiver up, `secs` of traffic, receiver down; what was sent and received.
+fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<AtomicBool>) -> CliResult<Counts> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let (ns, iface, s2) = (bed.ns_b().to_string(), bed.iface_b().to_string(), stop.clone());
@@ -216,32 +236,48 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         let _ = recv.join();
         return Err(runtime(anyhow!("{}: {e}", row.label())));
     }
-    let mut elapsed = 0.0;
+    let (mut elapsed, mut sent, mut refused) = (0.0, 0, 0);
     // On any error from here on, stop and join the receiver before returning, so its program
     // or nft table is gone before the test bed is.
     let stop_receiver = |stop: &AtomicBool| stop.store(true, Ordering::Relaxed);
     if secs > 0.0 {
         let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
-        let gen = spawn_in_netns(bed.ns_a(), move || -> Result<f64, String> {
+        let gen = spawn_in_netns(bed.ns_a(), move || -> Result<(f64, u64, u64), String> {
             let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
             let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
+            let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
+            let sent0 = gen.total_sent().map_err(|e| e.to_string())?;
             let t0 = Instant::now();
-            let live =
-                LiveGen::start(gen, &frame, &[GEN_CPU], SendLimits::default(), 64, &[Arc::new(Counters::default())])
-                    .map_err(|e| e.to_string())?;
+            let live = LiveGen::start(
+                gen.clone(),
+                &frame,
+                &[GEN_CPU],
+                SendLimits::default(),
+                64,
+                &[Arc::new(Counters::default())],
+            )
+            .map_err(|e| e.to_string())?;
             while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
             live.stop().map_err(|e| e.to_string())?;
-            Ok(t0.elapsed().as_secs_f64())
+            let el = t0.elapsed().as_secs_f64();
+            let sent = gen.total_sent().map_err(|e| e.to_string())? - sent0;
+            let eth1 = dev.ethtool_stats().map_err(|e| e.to_string())?;
+            let refused = fastpath::netdev::stats_delta(&eth0, &eth1)
+                .iter()
+                .filter(|(k, _)| k.contains("xdp_xmit_err"))
+                .map(|(_, v)| v)
+                .sum();
+            Ok((el, sent, refused))
         })
         .join()
         .map_err(|_| "generator panicked".to_string())
         .and_then(|r| r.map_err(|e| format!("{e:?}")))
         .and_then(|r| r.map_err(|e| format!("generator: {e}")));
         match gen {
-            Ok(e) => elapsed = e,
+            Ok((e, s, r)) => (elapsed, sent, refused) = (e, s, r),
             Err(e) => {
                 stop_receiver(&stop);
                 let _ = recv.join();
@@ -256,7 +292,7 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         .map_err(|_| runtime(anyhow!("receiver panicked")))?
         .map_err(|e| runtime(anyhow!("{e:?}")))?
         .map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
-    Ok(if elapsed > 0.0 { n as f64 / elapsed / 1e6 } else { 0.0 })
+    Ok(Counts { sent, refused, received: n, secs: elapsed })
 }
 
 pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
@@ -271,6 +307,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return crate::inject::run(a, stop);
     }
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
+    let mut counts: Vec<Vec<Counts>> = vec![Vec::new(); ROWS.len()];
     for run in 0..a.runs {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -287,7 +324,8 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             if stop.load(Ordering::Relaxed) {
                 return Err(runtime(anyhow!("interrupted: no table from a partial run (test bed removed)")));
             }
-            results[i].push(r);
+            results[i].push(r.mpps());
+            counts[i].push(r);
         }
         bed.down()?;
     }
@@ -299,7 +337,10 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let v = &results[i];
             let pct: Vec<f64> = v.iter().zip(&results[xdp]).map(|(a, b)| if *b > 0.0 { 100.0 * a / b } else { 0.0 }).collect();
             json!({"path": r.label(), "mpps_median": median(v), "mpps_min": v.iter().cloned().fold(f64::INFINITY, f64::min),
-                   "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v})
+                   "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v,
+                   "sent": counts[i].iter().map(|c| c.sent).collect::<Vec<_>>(),
+                   "refused": counts[i].iter().map(|c| c.refused).collect::<Vec<_>>(),
+                   "received": counts[i].iter().map(|c| c.received).collect::<Vec<_>>()})
         })
         .collect();
     let cmd = format!(

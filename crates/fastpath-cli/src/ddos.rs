@@ -57,6 +57,15 @@ pub struct Phase {
     /// generator's rate, is the load the victim's CPU saw.
     pub reaching_victim_pps: f64,
     pub flood_dropped_by_rule: u64,
+    /// Flood frames generated over the whole flood (not only the sockperf window).
+    pub flood_sent: u64,
+    /// Of those, frames the receiving veth accepted (the sender's `tx_queue_*_xdp_xmit`: only
+    /// XDP-redirected frames, so the service's TCP is not in it) ...
+    pub flood_accepted: u64,
+    /// ... and frames it refused (`tx_queue_*_xdp_xmit_errors`: its 256-slot ring was full).
+    /// flood_sent = flood_accepted + flood_refused; with the filter, every accepted flood frame
+    /// is counted by the rule.
+    pub flood_refused: u64,
 }
 
 /// Kills the child (a process we started) on drop.
@@ -105,10 +114,12 @@ fn phase(
 ) -> CliResult<Phase> {
     let (flood, threads, rate) = (fl.on, fl.threads, fl.rate);
     let done = Arc::new(AtomicBool::new(false));
+    // Set once the flood has stopped, so the rule's counter is read after its last frame.
+    let filter_done = Arc::new(AtomicBool::new(false));
     // The filter, held by a thread in ns b for the phase.
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let filter_thread = if filter {
-        let (iface, d) = (bed.iface_b().to_string(), done.clone());
+        let (iface, d) = (bed.iface_b().to_string(), filter_done.clone());
         Some(spawn_in_netns(bed.ns_b(), move || -> u64 {
             let r = (|| -> Result<Classifier, String> {
                 let set = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".to_string()], Action::Pass)
@@ -143,13 +154,15 @@ fn phase(
         ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("filter did not start".into()))
     {
         done.store(true, Ordering::Relaxed);
+        filter_done.store(true, Ordering::Relaxed);
         return Err(crate::error::kernel(anyhow!("{e}")));
     }
     // The flood, from ns a.
     let flood_thread = if flood {
         let (iface, mac_b, d) = (bed.iface_a().to_string(), bed.mac_b(), done.clone());
-        Some(spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64), String> {
+        Some(spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64, (u64, u64)), String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+            let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
             let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let t0 = std::time::Instant::now();
@@ -164,7 +177,14 @@ fn phase(
                 std::thread::sleep(Duration::from_millis(10));
             }
             let sent = live.stop().map_err(|e| e.to_string())?;
-            Ok((sent, t0.elapsed().as_secs_f64()))
+            let secs = t0.elapsed().as_secs_f64();
+            // Let the frames still in the veth ring land before reading what it took.
+            std::thread::sleep(Duration::from_millis(100));
+            let eth = fastpath::netdev::stats_delta(&eth0, &dev.ethtool_stats().map_err(|e| e.to_string())?);
+            let sum = |err: bool| -> u64 {
+                eth.iter().filter(|(k, _)| k.contains("xdp_xmit") && k.contains("err") == err).map(|(_, v)| v).sum()
+            };
+            Ok((sent, secs, (sum(false), sum(true))))
         }))
     } else {
         None
@@ -198,14 +218,17 @@ fn phase(
         .output();
     let reaching = accepted(bed).saturating_sub(acc0) as f64 / t_acc.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
+    let flood_result = flood_thread.map(|h| {
+        h.join()
+            .map_err(|_| runtime(anyhow!("flood thread panicked")))
+            .and_then(|r| r.map_err(|e| runtime(anyhow!("{e:?}"))))
+            .and_then(|r| r.map_err(|e| runtime(anyhow!("{e}"))))
+    });
+    filter_done.store(true, Ordering::Relaxed);
     let dropped = filter_thread.map(|h| h.join().ok().and_then(|r| r.ok()).unwrap_or(0)).unwrap_or(0);
-    let (sent, flood_secs) = match flood_thread {
-        Some(h) => h
-            .join()
-            .map_err(|_| runtime(anyhow!("flood thread panicked")))?
-            .map_err(|e| runtime(anyhow!("{e:?}")))?
-            .map_err(|e| runtime(anyhow!("{e}")))?,
-        None => (0, 1.0),
+    let (sent, flood_secs, link) = match flood_result {
+        Some(r) => r?,
+        None => (0, 1.0, Default::default()),
     };
     let out = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -225,6 +248,9 @@ fn phase(
         flood_sent_pps: sent as f64 / flood_secs,
         reaching_victim_pps: if flood { reaching } else { 0.0 },
         flood_dropped_by_rule: dropped,
+        flood_sent: sent,
+        flood_accepted: link.0,
+        flood_refused: link.1,
     })
 }
 

@@ -38,12 +38,65 @@ pub struct Row {
     pub drop_counters: BTreeMap<String, u64>,
     /// sent - received - named drops: packets nobody accounted for.
     pub unaccounted: i64,
-    /// "receiver" if the receiver dropped (it was saturated), "generator" if it took everything.
+    /// Who limited the figure, derived from the counters and CPU use of this phase (see
+    /// [`bound_by`]): "receiver", "generator" or "unclear".
     pub bound_by: &'static str,
+    /// Why, in words, with the numbers it was decided on.
+    pub bound_reason: String,
+    /// Frames the receiving side dropped (XDP_STATISTICS, the receiving veth's drop counters).
+    pub receiver_drops: u64,
+    /// Frames the sending veth refused (`xdp_xmit_errors`: its peer's 256-slot ring was full).
+    pub refused: u64,
+    /// Busy share of the generator's CPU(s) over the phase (the busiest one), percent.
+    pub gen_cpu_busy_pct: Option<f64>,
+    /// Busy share of the application's CPU over the phase, percent.
+    pub app_cpu_busy_pct: Option<f64>,
 }
 
-/// What the generator reports: frames sent, seconds, the sending veth's ethtool deltas.
-type GenOutcome = (u64, f64, Vec<(String, u64)>);
+/// A CPU at or above this busy share is saturated.
+const SATURATED: f64 = 0.90;
+
+/// Who limited a figure. The receiver, when it dropped (its rings overflowed: it could not keep
+/// up). Otherwise the generator, when its CPU was saturated or the sending veth refused frames
+/// (on veth the receive softirq, and so an XDP program's work, runs on the generator's CPU: the
+/// generator and the in-kernel receive path share that CPU). Otherwise nobody visibly:
+/// "unclear" (e.g. the machine was shared and no CPU was ours).
+pub fn bound_by(
+    receiver_drops: u64,
+    refused: u64,
+    gen_busy: Option<f64>,
+    app_busy: Option<f64>,
+) -> (&'static str, String) {
+    let pct = |b: Option<f64>| b.map_or("?".to_string(), |b| format!("{:.0}%", b * 100.0));
+    if receiver_drops > 0 {
+        return (
+            "receiver",
+            format!(
+                "the receiver dropped {} frames (app CPU {} busy, generator CPU {})",
+                thousands(receiver_drops),
+                pct(app_busy),
+                pct(gen_busy)
+            ),
+        );
+    }
+    let gen_saturated = gen_busy.is_some_and(|b| b >= SATURATED);
+    if gen_saturated || refused > 0 {
+        let mut why = format!("no receiver drops; generator CPU {} busy", pct(gen_busy));
+        if refused > 0 {
+            why += &format!(", {} frames refused by the sending veth (ring full)", thousands(refused));
+        }
+        why += &format!(", app CPU {} busy", pct(app_busy));
+        return ("generator", why);
+    }
+    (
+        "unclear",
+        format!("no drops, no refusals and no saturated CPU (generator {}, app {})", pct(gen_busy), pct(app_busy)),
+    )
+}
+
+/// What the generator reports: frames sent, seconds, the sending veth's ethtool deltas, the busy
+/// share of its busiest CPU and of the application's CPU over the phase.
+type GenOutcome = (u64, f64, Vec<(String, u64)>, Option<f64>, Option<f64>);
 
 struct RxResult {
     info: PathInfo,
@@ -125,7 +178,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         return Err(e);
     }
     // Generator, in ns a.
-    let (threads, gen_cpu, dur) = (d.threads, d.gen_cpu, Duration::from_secs_f64(d.duration));
+    let (threads, gen_cpu, app_cpu, dur) = (d.threads, d.gen_cpu, d.app_cpu, Duration::from_secs_f64(d.duration));
     let mac_b = bed.mac_b();
     let gstop = global_stop.clone();
     let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<GenOutcome> {
@@ -137,6 +190,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let ncpu = fastpath::sys::online_cpus();
         let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+        let cpu0 = fastpath::stats::CpuTimes::read().ok();
         let t0 = Instant::now();
         let live =
             bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
@@ -147,7 +201,14 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let elapsed = t0.elapsed().as_secs_f64();
         let sent = gen.total_sent()? - sent0;
         let eth1 = dev.ethtool_stats().unwrap_or_default();
-        Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1)))
+        let cpu1 = fastpath::stats::CpuTimes::read().ok();
+        let busy = |c: usize| match (&cpu0, &cpu1) {
+            (Some(a), Some(b)) => b.busy_since(a, c),
+            _ => None,
+        };
+        let gen_busy = cpus.iter().filter_map(|&c| busy(c)).reduce(f64::max);
+        let app_busy = busy(app_cpu);
+        Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1), gen_busy, app_busy))
     })
     .join()
     .map_err(|_| runtime(anyhow!("generator panicked")));
@@ -155,7 +216,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::Relaxed);
     let rx = receiver.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(CliError::from)??;
-    let (sent, secs, gen_eth) = gen_result?.map_err(CliError::from)??;
+    let (sent, secs, gen_eth, gen_busy, app_busy) = gen_result?.map_err(CliError::from)??;
 
     let mut drops = BTreeMap::new();
     if let Some(x) = rx.xsk {
@@ -183,6 +244,10 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
             .filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full"))
             .map(|(_, v)| v)
             .sum::<u64>();
+    let refused: u64 =
+        drops.iter().filter(|(k, _)| k.starts_with(&format!("{}.", bed.iface_a()))).map(|(_, v)| v).sum();
+    let receiver_drops = named - refused;
+    let (bound, bound_reason) = bound_by(receiver_drops, refused, gen_busy, app_busy);
     let path = match role {
         Role::Drop => "XDP_DROP (in-kernel)".to_string(),
         _ => "AF_XDP rxdrop".to_string(),
@@ -197,7 +262,12 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         received_mpps: rx.received as f64 / secs / 1e6,
         sent_mpps: sent as f64 / secs / 1e6,
         unaccounted: sent as i64 - rx.received as i64 - named as i64,
-        bound_by: if named == 0 { "generator" } else { "receiver" },
+        bound_by: bound,
+        bound_reason,
+        receiver_drops,
+        refused,
+        gen_cpu_busy_pct: gen_busy.map(|b| b * 100.0),
+        app_cpu_busy_pct: app_busy.map(|b| b * 100.0),
         drop_counters: drops,
     })
 }
@@ -244,7 +314,8 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let out = json!({
         "testbed": bed.name(), "frame_len": 64, "gen_threads": d.threads, "gen_cpu": d.gen_cpu, "app_cpu": d.app_cpu,
-        "duration_s": d.duration, "rows": rows, "rxdrop_pct_of_xdp_drop": pct, "interrupted": interrupted,
+        "duration_s": d.duration, "rows": rows, "rxdrop_pct_of_xdp_drop": pct,
+        "ratio_note": ratio_note(&rows), "interrupted": interrupted,
     });
     if let Some(p) = &d.output {
         std::fs::write(p, format!("{out}\n")).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
@@ -259,6 +330,22 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Err(runtime(anyhow!("interrupted; test bed removed")));
     }
     Ok(())
+}
+
+/// What the ratio of the two figures means, given who bound each one.
+fn ratio_note(rows: &[Row]) -> Option<String> {
+    let rx = rows.iter().find(|r| r.path.starts_with("AF_XDP"))?;
+    let xdp = rows.iter().find(|r| r.path.starts_with("XDP_DROP"))?;
+    Some(match (rx.bound_by, xdp.bound_by) {
+        ("receiver", "receiver") => "both figures are receiver limits: the ratio compares the two receive paths".into(),
+        (_, "generator") if rx.bound_by == "receiver" => format!(
+            "XDP_DROP took everything the generator made ({}): its capacity is higher than {:.2} Mpps, so the ratio is an upper bound of AF_XDP rxdrop's share",
+            xdp.bound_reason, xdp.received_mpps
+        ),
+        ("generator", "generator") => "both figures are the generator's limit: the ratio compares the generator in two set-ups, not the receive paths (try --threads 2)"
+            .into(),
+        (a, b) => format!("AF_XDP rxdrop bound by {a}, XDP_DROP bound by {b}: read the ratio with that in mind"),
+    })
 }
 
 fn print_table(rows: &[Row], pct: Option<f64>) {
@@ -295,18 +382,35 @@ fn print_table(rows: &[Row], pct: Option<f64>) {
     if let Some(p) = pct {
         println!("AF_XDP rxdrop = {p:.1}% of in-kernel XDP_DROP (same test bed, same run)");
     }
-    for r in rows.iter().filter(|r| r.bound_by == "generator") {
-        if r.path.starts_with("XDP_DROP") {
-            println!(
-                "note: {}: on veth the receiving XDP program runs in the sender's softirq, on the generator's CPU, so no drop \
-                 counter can move: {:.2} Mpps is the generator and XDP_DROP together on one CPU (--threads 2 uses both CPUs)",
-                r.path, r.received_mpps
-            );
-        } else {
-            println!(
-                "note: {}: the generator could not saturate the receiver (no drops): its limit is above {:.2} Mpps; try --threads 2",
-                r.path, r.received_mpps
-            );
-        }
+    let cpu = |b: Option<f64>| b.map_or("?".to_string(), |b| format!("{b:.0}%"));
+    for r in rows {
+        println!(
+            "cpu busy: {}: generator {}, app {} (from /proc/stat over the phase; other load on the machine counts too)",
+            r.path,
+            cpu(r.gen_cpu_busy_pct),
+            cpu(r.app_cpu_busy_pct)
+        );
+    }
+    for r in rows {
+        println!("bound by {}: {}: {}", r.bound_by, r.path, r.bound_reason);
+    }
+    if let Some(n) = ratio_note(rows) {
+        println!("note: {n}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bound_by_follows_the_counters() {
+        assert_eq!(bound_by(10, 0, Some(1.0), Some(1.0)).0, "receiver");
+        assert_eq!(bound_by(10, 5, Some(0.2), Some(0.3)).0, "receiver", "receiver drops decide first");
+        assert_eq!(bound_by(0, 0, Some(0.99), Some(0.1)).0, "generator");
+        assert_eq!(bound_by(0, 7, Some(0.5), Some(0.1)).0, "generator", "refusals at the sender");
+        assert_eq!(bound_by(0, 0, Some(0.5), Some(0.5)).0, "unclear");
+        assert_eq!(bound_by(0, 0, None, None).0, "unclear");
+        assert!(bound_by(0, 3, Some(0.95), None).1.contains("3 frames refused"));
     }
 }

@@ -25,8 +25,8 @@ use crate::error::{env, runtime, CliResult};
 
 const TAP: &str = "fpinj0";
 
-/// UDP sink result: offered pps, accepted pps, RcvbufErrors.
-type Sink = (f64, f64, u64);
+/// UDP sink result: offered pps, accepted pps, RcvbufErrors, frames offered, datagrams accepted.
+type Sink = (f64, f64, u64, u64, u64);
 /// TCP result: bits/s, p50 us, p99 us, frames bridged.
 type Tcp = (f64, f64, f64, u64);
 
@@ -83,10 +83,15 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
         let reader = std::thread::spawn(move || {
             let _ = fastpath::sys::pin_current_thread(1);
             let mut rm = fastpath::sys::RecvMmsg::new(64);
-            while !s2.load(Ordering::Relaxed) {
+            // After stop, drain what the socket still holds: every datagram accepted is counted.
+            loop {
+                let stopping = s2.load(Ordering::Relaxed);
                 let n = rm.recv(&sock).unwrap_or(0);
                 g2.fetch_add(n as u64, Ordering::Relaxed);
                 if n == 0 {
+                    if stopping {
+                        break;
+                    }
                     use std::os::fd::AsRawFd;
                     let _ = fastpath::sys::poll_readable(sock.as_raw_fd(), 10);
                 }
@@ -115,7 +120,8 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
         std::thread::sleep(Duration::from_millis(300));
         stop.store(true, Ordering::Relaxed);
         let _ = reader.join();
-        Ok((offered as f64 / el, got.load(Ordering::Relaxed) as f64 / el, snmp_udp("RcvbufErrors") - err0))
+        let accepted = got.load(Ordering::Relaxed);
+        Ok((offered as f64 / el, accepted as f64 / el, snmp_udp("RcvbufErrors") - err0, offered, accepted))
     })
     .join()
     .map_err(|_| "panicked".to_string())?
@@ -323,7 +329,10 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let m = |f: &dyn Fn(&Sink) -> f64| median(&sink[i].iter().map(f).collect::<Vec<_>>());
             let t = |f: &dyn Fn(&Tcp) -> f64| median(&tcp[i].iter().map(f).collect::<Vec<_>>());
             json!({"path": names[i], "udp_sink_accepted_pps": m(&|x| x.1), "udp_offered_pps": m(&|x| x.0),
-                   "udp_rcvbuf_errors": m(&|x| x.2 as f64), "tcp_bps": t(&|x| x.0), "latency_p50_us": t(&|x| x.1), "latency_p99_us": t(&|x| x.2)})
+                   "udp_rcvbuf_errors": m(&|x| x.2 as f64),
+                   "udp_offered_frames": sink[i].iter().map(|x| x.3).sum::<u64>(),
+                   "udp_accepted_datagrams": sink[i].iter().map(|x| x.4).sum::<u64>(),
+                   "udp_rcvbuf_errors_total": sink[i].iter().map(|x| x.2).sum::<u64>(), "tcp_bps": t(&|x| x.0), "latency_p50_us": t(&|x| x.1), "latency_p99_us": t(&|x| x.2)})
         })
         .collect();
     let cmd = format!("fastpath compare --inject --runs {} --duration {}", a.runs, a.duration);

@@ -66,6 +66,8 @@ pub struct Summary {
     pub xdp_statistics: Option<XskStats>,
     /// Non-zero ethtool -S deltas of the interface over the run.
     pub ethtool: BTreeMap<String, u64>,
+    /// The interface's own packet counters over the run (/proc/net/dev of its namespace).
+    pub link: Option<netdev::LinkStats>,
 }
 
 impl Summary {
@@ -93,16 +95,40 @@ fn sum(counters: &[Arc<Counters>], drop: Option<&XdpDrop>, gen: Option<&fastpath
     t
 }
 
+/// The state of a run taken before its first packet: counter, XDP_STATISTICS and ethtool
+/// baselines and the start time. Take it BEFORE the worker starts, so no frame the worker moves
+/// falls before the baseline (a paced `gen --count N` once reported ~100 frames short when the
+/// worker beat the monitor to it).
+pub struct Watch {
+    eth0: Vec<(String, u64)>,
+    link0: Option<netdev::LinkStats>,
+    xsk0: XskStats,
+    base: [u64; 7],
+    t0: u64,
+}
+
 impl Monitor<'_> {
     /// Prints interval lines until the duration passes, `stop` is set (signal) or `done` is set
     /// (the worker finished); returns the summary over the whole measured period.
     pub fn run(&self, stop: &AtomicBool, done: &AtomicBool) -> Summary {
+        let w = self.start();
+        self.watch(&w, stop, done);
+        self.finish(w)
+    }
+
+    /// Takes the baselines. Call before starting the worker.
+    pub fn start(&self) -> Watch {
         let eth0 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
+        let link0 = self.ethtool_dev.as_ref().and_then(|d| d.link_stats().ok());
         let xsk0 = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).unwrap_or_default();
         let base = sum(&self.counters, self.drop, self.gen);
-        let t0 = monotonic_ns();
-        let start = Instant::now();
-        let (mut prev, mut prev_t, mut prev_xsk) = (base, t0, xsk0);
+        Watch { eth0, link0, xsk0, base, t0: monotonic_ns() }
+    }
+
+    /// Prints interval lines until the duration (from `w`'s start) passes, `stop` or `done`.
+    pub fn watch(&self, w: &Watch, stop: &AtomicBool, done: &AtomicBool) {
+        let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(w.t0));
+        let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0);
         let mut next = start + self.interval;
         loop {
             let finished = stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed);
@@ -125,26 +151,36 @@ impl Monitor<'_> {
                 prev_xsk = x;
             }
         }
+    }
+
+    /// The summary from `w`'s baselines to now. Call after the worker has ended (joined), so
+    /// its last counts (final completions) are in.
+    pub fn finish(&self, w: Watch) -> Summary {
         let end = sum(&self.counters, self.drop, self.gen);
         let t1 = monotonic_ns();
-        let elapsed = t1 - t0;
+        let elapsed = t1 - w.t0;
         let mut totals = BTreeMap::new();
         let mut rates = BTreeMap::new();
         for (i, d) in COUNTERS.iter().enumerate() {
-            let v = end[i].saturating_sub(base[i]);
+            let v = end[i].saturating_sub(w.base[i]);
             totals.insert(d.name, v);
             if let Some(n) = d.name.strip_suffix("_packets") {
                 rates.insert(format!("{n}_pps"), rate(v, elapsed));
             }
         }
-        let xdp_statistics = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).map(|x| x.delta(&xsk0));
+        let xdp_statistics = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).map(|x| x.delta(&w.xsk0));
         let eth1 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
+        let link = match (w.link0, self.ethtool_dev.as_ref().and_then(|d| d.link_stats().ok())) {
+            (Some(a), Some(b)) => Some(b.delta(&a)),
+            _ => None,
+        };
         Summary {
             duration_s: elapsed as f64 / 1e9,
             totals,
             rates_pps: rates,
             xdp_statistics,
-            ethtool: netdev::stats_delta(&eth0, &eth1).into_iter().collect(),
+            ethtool: netdev::stats_delta(&w.eth0, &eth1).into_iter().collect(),
+            link,
         }
     }
 
@@ -200,11 +236,29 @@ impl Monitor<'_> {
     }
 }
 
+/// Frames the peer accepted and frames it refused over the run, from the sending interface's
+/// own counters (on a veth: `tx_packets` counts what the peer took, `tx_dropped` what it refused;
+/// `xdp_xmit_errors` of ethtool -S are the XDP-redirected share of the refusals).
+pub fn delivery(s: &Summary) -> Option<(u64, u64)> {
+    let l = s.link?;
+    let xmit_err: u64 = s.ethtool.iter().filter(|(k, _)| k.contains("xdp_xmit_err")).map(|(_, v)| *v).sum();
+    Some((l.tx_packets, l.tx_dropped.max(xmit_err)))
+}
+
+/// Adds `delivered`, `refused` and `delivered_pps` (see [`delivery`]) to a sender's summary.
+pub fn insert_delivery(extra: &mut serde_json::Map<String, Value>, s: &Summary) {
+    if let Some((delivered, refused)) = delivery(s) {
+        extra.insert("delivered".into(), json!(delivered));
+        extra.insert("refused".into(), json!(refused));
+        extra.insert("delivered_pps".into(), json!(rate(delivered, (s.duration_s * 1e9) as u64).round() as u64));
+    }
+}
+
 /// Prints the summary block (text) or object (JSON).
 pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], json_out: bool, extra: Value) {
     if json_out {
         let mut o = json!({"type": "summary", "bench": kind, "path": path, "duration_s": s.duration_s,
-            "totals": s.totals, "rates_pps": s.rates_pps, "xdp_statistics": s.xdp_statistics, "ethtool": s.ethtool});
+            "totals": s.totals, "rates_pps": s.rates_pps, "xdp_statistics": s.xdp_statistics, "ethtool": s.ethtool, "link": s.link});
         if let (Value::Object(o), Value::Object(e)) = (&mut o, extra) {
             o.extend(e);
         }
@@ -233,7 +287,10 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
     }
     if let Value::Object(e) = extra {
         for (k, v) in e {
-            println!("  {k:<16} {v}");
+            match v.as_u64() {
+                Some(n) => println!("  {k:<16} {:>16}", thousands(n)),
+                None => println!("  {k:<16} {v}"),
+            }
         }
     }
     println!("  duration         {:.2} s", s.duration_s);

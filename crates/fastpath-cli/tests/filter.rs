@@ -18,8 +18,10 @@ fn quiet_bed() -> Testbed {
     Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
 }
 
+/// A count from JSON output: a missing key or a non-number FAILS the test (it never reads as 0).
+#[track_caller]
 fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+    v.as_u64().unwrap_or_else(|| panic!("expected a count in the JSON output, found {v}"))
 }
 
 fn write(dir: &tempdir::Dir, name: &str, text: &str) -> String {

@@ -413,13 +413,15 @@ fn tap_drops(env: &Env) -> u64 {
         .args(["-j", "-s", "link", "show", "dev", &env.iface])
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
-    let mut d = v[0]["stats64"]["tx"]["dropped"].as_u64().unwrap_or(0);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("ip -j -s link prints JSON");
+    let mut d = v[0]["stats64"]["tx"]["dropped"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no stats64.tx.dropped in `ip -j -s link` output: {v}"));
     let o = fastpath_testbed::ns_command(&env.port_ns, "tc")
         .args(["-s", "-j", "qdisc", "show", "dev", &env.iface])
         .output()
         .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("tc -s -j qdisc prints JSON");
     d += v.as_array().into_iter().flatten().filter_map(|q| q["drops"].as_u64()).sum::<u64>();
     d
 }

@@ -164,7 +164,8 @@ fn drain_completions(sock: &mut XskSocket, free: &mut Vec<u64>, batch: u32) -> u
 
 /// txonly: sends `spec` frames, each stamped with `stream`, the next sequence number (from 1)
 /// and the send time; drains completions. Stops at `limits.count`, or `stop`; then waits up to
-/// 1 s for outstanding completions. Returns the number of packets sent.
+/// 5 s for outstanding completions (with a count reached, missing completions are an error: `--count N`
+/// means N frames submitted AND completed). Returns the number of packets sent.
 pub fn txonly(
     sock: &mut XskSocket,
     spec: &UdpFrameSpec,
@@ -233,7 +234,9 @@ pub fn txonly(
             }
         }
     }
-    let deadline = Instant::now() + Duration::from_secs(1);
+    // Every descriptor submitted must come back on the COMPLETION ring before the count is
+    // reported: the summary is taken after this thread ends, so `tx_completed` is final.
+    let deadline = Instant::now() + Duration::from_secs(5);
     while outstanding > 0 && Instant::now() < deadline {
         sock.kick_tx()?;
         let done = drain_completions(sock, &mut free, 4096);
@@ -242,6 +245,12 @@ pub fn txonly(
         if done == 0 {
             std::thread::sleep(Duration::from_micros(100));
         }
+    }
+    if outstanding > 0 && pacer.done() {
+        return Err(SysError {
+            call: format!("txonly: {outstanding} of {seq} TX frames not completed by the kernel within 5 s"),
+            errno: libc::ETIMEDOUT,
+        });
     }
     Ok(seq)
 }

@@ -169,6 +169,49 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// Busy and total jiffies of each CPU, from `/proc/stat` (busy = everything but idle and
+/// iowait). Two snapshots give each CPU's busy share over a period: how the figures say which
+/// side (generator or receiver) was the limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuTimes(pub Vec<(u64, u64)>);
+
+impl CpuTimes {
+    /// Reads `/proc/stat` now.
+    pub fn read() -> std::io::Result<CpuTimes> {
+        Ok(Self::parse(&std::fs::read_to_string("/proc/stat")?))
+    }
+
+    /// Parses the `cpuN` lines of a `/proc/stat` text.
+    pub fn parse(text: &str) -> CpuTimes {
+        let mut v = Vec::new();
+        for l in text.lines() {
+            let mut it = l.split_whitespace();
+            let Some(name) = it.next() else { continue };
+            let Some(idx) = name.strip_prefix("cpu").and_then(|n| n.parse::<usize>().ok()) else { continue };
+            let f: Vec<u64> = it.filter_map(|x| x.parse().ok()).collect();
+            if f.len() < 4 {
+                continue;
+            }
+            // user nice system idle iowait irq softirq steal (guest time is inside user)
+            let total: u64 = f.iter().take(8).sum();
+            let idle = f[3] + f.get(4).copied().unwrap_or(0);
+            if v.len() <= idx {
+                v.resize(idx + 1, (0, 0));
+            }
+            v[idx] = (total - idle, total);
+        }
+        CpuTimes(v)
+    }
+
+    /// Busy share (0..=1) of `cpu` between `before` and `self`; None if unknown or no time passed.
+    pub fn busy_since(&self, before: &CpuTimes, cpu: usize) -> Option<f64> {
+        let (b1, t1) = *self.0.get(cpu)?;
+        let (b0, t0) = *before.0.get(cpu)?;
+        let dt = t1.checked_sub(t0)?;
+        (dt > 0).then(|| b1.saturating_sub(b0) as f64 / dt as f64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +242,17 @@ mod tests {
         c.add(Ctr::RxPackets, 3);
         c.add(Ctr::RxPackets, 4);
         assert_eq!(c.get(Ctr::RxPackets), 7);
+    }
+
+    #[test]
+    fn cpu_busy_share_from_proc_stat() {
+        let a = CpuTimes::parse(
+            "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 100 0 0 900 0 0 0 0 0 0\ncpu1 0 0 0 1000 0 0 0 0 0 0\nintr 1\n",
+        );
+        let b =
+            CpuTimes::parse("cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 150 0 40 900 0 0 10 0 0 0\ncpu1 0 0 0 1100 0 0 0 0 0 0\n");
+        assert_eq!(b.busy_since(&a, 0), Some(1.0));
+        assert_eq!(b.busy_since(&a, 1), Some(0.0));
+        assert_eq!(b.busy_since(&a, 2), None);
     }
 }

@@ -1,0 +1,136 @@
+//! The composite commands with real traffic (short runs): non-zero rates, and every frame sent
+//! is received or counted by a named counter, exactly where the path allows it.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// A count from JSON output: a missing key or a non-number FAILS the test (it never reads as 0).
+#[track_caller]
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("expected a count in the JSON output, found {v}"))
+}
+
+/// A rate from JSON output: missing FAILS.
+#[track_caller]
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("expected a number in the JSON output, found {v}"))
+}
+
+#[track_caller]
+fn ok_json(args: &[&str]) -> Value {
+    let o = run(args);
+    assert!(o.status.success(), "fastpath {args:?} failed: {}", stderr(&o));
+    last_json(&o)
+}
+
+/// `fastpath demo`: both rows move frames; each row's frames are received or named by a drop
+/// counter (exactly: `unaccounted` is 0); bound-by is derived (never empty) and explained.
+#[test]
+fn demo_accounts_for_every_frame() {
+    if !privileged("demo_accounts_for_every_frame") {
+        return;
+    }
+    let v = ok_json(&["demo", "--duration", "1", "--json"]);
+    let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
+    assert_eq!(rows.len(), 2, "{v}");
+    for r in rows {
+        let (sent, received) = (n(&r["sent"]), n(&r["received"]));
+        assert!(sent > 0 && received > 0, "no traffic: {r}");
+        assert!(f(&r["received_mpps"]) > 0.0, "{r}");
+        let named: u64 = r["drop_counters"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no drop_counters: {r}"))
+            .iter()
+            .filter(|(k, _)| !k.ends_with("xsk.rx_ring_full")) // the veth's rx_queue_N_drops counts the same loss
+            .map(|(_, c)| n(c))
+            .sum();
+        assert_eq!(r["unaccounted"].as_i64(), Some(0), "frames neither received nor named: {r}");
+        assert_eq!(sent, received + named, "sent = received + named drops: {r}");
+        assert_eq!(n(&r["receiver_drops"]) + n(&r["refused"]), named, "{r}");
+        let b = r["bound_by"].as_str().unwrap_or_else(|| panic!("no bound_by: {r}"));
+        assert!(["receiver", "generator", "unclear"].contains(&b), "{r}");
+        assert_eq!(b == "receiver", n(&r["receiver_drops"]) > 0, "receiver-bound exactly when it dropped: {r}");
+        assert!(!r["bound_reason"].as_str().unwrap_or("").is_empty(), "{r}");
+    }
+    assert!(f(&v["rxdrop_pct_of_xdp_drop"]) > 0.0, "{v}");
+    assert!(v["ratio_note"].is_string(), "{v}");
+}
+
+/// `fastpath compare`: every path receives; the XDP_DROP and nftables rows count every frame
+/// the veth accepted (generated - refused), exactly; no row receives more than was sent.
+#[test]
+fn compare_accounts_for_every_frame() {
+    if !privileged("compare_accounts_for_every_frame") {
+        return;
+    }
+    let v = ok_json(&["compare", "--runs", "1", "--duration", "1", "--json"]);
+    let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
+    assert_eq!(rows.len(), 7, "{v}");
+    for r in rows {
+        let path = r["path"].as_str().unwrap_or_else(|| panic!("no path: {r}"));
+        assert!(f(&r["mpps_median"]) > 0.0, "{path}: no traffic received: {r}");
+        let (sent, refused, received) = (n(&r["sent"][0]), n(&r["refused"][0]), n(&r["received"][0]));
+        assert!(sent > 0, "{path}: {r}");
+        // The other paths drop in places with no per-frame counter of ours (socket buffers,
+        // AF_XDP rings, backlog): there only received + refused <= sent holds.
+        assert!(received + refused <= sent, "{path}: more received than sent: {r}");
+        if path.contains("XDP_DROP") || path.contains("nftables") {
+            assert_eq!(sent, received + refused, "{path}: sent = dropped + refused by the veth: {r}");
+        }
+        assert!(f(&r["pct_of_xdp_drop"]) > 0.0, "{path}: {r}");
+    }
+}
+
+/// `fastpath compare --inject`: both TAP backends carry UDP and TCP; every frame written to the
+/// TAP is accepted by the UDP socket or counted as a receive-buffer error, exactly (a TAP write
+/// runs the receive path inside the call, so nothing waits in a backlog).
+#[test]
+fn compare_inject_accounts_for_every_frame() {
+    if !privileged("compare_inject_accounts_for_every_frame") {
+        return;
+    }
+    let v = ok_json(&["compare", "--inject", "--runs", "1", "--duration", "1", "--json"]);
+    let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
+    assert_eq!(rows.len(), 2, "{v}");
+    for r in rows {
+        assert!(f(&r["udp_sink_accepted_pps"]) > 0.0, "{r}");
+        assert!(f(&r["tcp_bps"]) > 0.0, "{r}");
+        assert!(f(&r["latency_p50_us"]) > 0.0, "{r}");
+        let offered = n(&r["udp_offered_frames"]);
+        assert!(offered > 0, "{r}");
+        assert_eq!(
+            offered,
+            n(&r["udp_accepted_datagrams"]) + n(&r["udp_rcvbuf_errors_total"]),
+            "offered = accepted + rcvbuf errors: {r}"
+        );
+    }
+}
+
+/// `fastpath bench ddos`: the service answers in every phase; each flood frame was accepted or
+/// refused by the veth, exactly; with the rule, every accepted flood frame is dropped by it.
+#[test]
+fn ddos_accounts_for_every_flood_frame() {
+    if !privileged("ddos_accounts_for_every_flood_frame") {
+        return;
+    }
+    let v = ok_json(&["bench", "ddos", "--duration", "1", "--json"]);
+    let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
+    assert_eq!(phases.len(), 3, "{v}");
+    for p in phases {
+        assert!(f(&p["transactions_per_s"]) > 0.0, "the service answered: {p}");
+        let (sent, accepted, refused) = (n(&p["flood_sent"]), n(&p["flood_accepted"]), n(&p["flood_refused"]));
+        assert_eq!(sent, accepted + refused, "flood sent = accepted + refused: {p}");
+        if p["phase"] == "no flood" {
+            assert_eq!(sent, 0, "{p}");
+            continue;
+        }
+        assert!(sent > 0 && f(&p["flood_sent_pps"]) > 0.0 && f(&p["reaching_victim_pps"]) > 0.0, "{p}");
+        if p["phase"].as_str().is_some_and(|s| s.contains("drop")) {
+            assert_eq!(n(&p["flood_dropped_by_rule"]), accepted, "every accepted flood frame hit the rule: {p}");
+        } else {
+            assert_eq!(n(&p["flood_dropped_by_rule"]), 0, "{p}");
+        }
+    }
+}
