@@ -207,16 +207,30 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         _ => None,
     };
+    let dev = NetDev::by_name(&a.xsk.iface).ok();
     let mon = Monitor {
         xsk_fd: sess.stats_fd.as_ref(),
         drop: sess.drop_prog(),
-        ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
+        ethtool_dev: dev.clone(),
+        watch_link: dev.clone(),
         ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
     };
     let summary = mon.run(&stop, &done);
     stop.store(true, Ordering::Relaxed);
+    let mut lost = mon.link_lost();
     if let Some(w) = worker {
-        w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(runtime)?;
+        let r = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?;
+        if r.is_err() && lost.is_none() {
+            // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
+            lost = dev.as_ref().and_then(|d| d.link_event());
+        }
+        if lost.is_none() {
+            r.map_err(runtime)?;
+        }
+    }
+    if let Some(ev) = lost {
+        drop(sess); // detaches the XDP program (if the interface still exists)
+        return Err(link_lost_error(&a.xsk.iface, ev));
     }
     let mut extra = serde_json::Map::new();
     if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
@@ -226,6 +240,11 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     drop(sess); // detaches the XDP program
     Ok(())
+}
+
+/// The error of a run whose interface went away: one line, exit 3 (environment).
+pub fn link_lost_error(iface: &str, ev: fastpath::netdev::LinkEvent) -> crate::error::CliError {
+    crate::error::env(anyhow!("interface {iface} {ev} while running; stopped, nothing of ours is left on it"))
 }
 
 /// `fastpath gen`.

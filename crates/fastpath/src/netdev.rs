@@ -44,6 +44,63 @@ struct EthtoolDrvinfo {
     regdump_len: u32,
 }
 
+/// What became of an interface since it was resolved ([`NetDev::link_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// No interface of that name any more.
+    Deleted,
+    /// Deleted, and an interface of the same name made again (another ifindex).
+    Recreated {
+        /// The new interface's index.
+        ifindex: u32,
+    },
+    /// Administratively down (IFF_UP clear).
+    Down,
+}
+
+impl std::fmt::Display for LinkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkEvent::Deleted => write!(f, "was deleted"),
+            LinkEvent::Recreated { ifindex } => write!(f, "was deleted and recreated (now ifindex {ifindex})"),
+            LinkEvent::Down => write!(f, "was set down"),
+        }
+    }
+}
+
+/// IFNAMSIZ: an interface name is at most 15 bytes plus the NUL.
+pub const IFNAMSIZ: usize = 16;
+
+/// Checks an interface name the way the kernel does (net/core/dev.c `dev_valid_name`):
+/// non-empty, shorter than IFNAMSIZ (at most 15 bytes), not "." or "..", and no '/', ':' or
+/// whitespace. Names become parts of paths (pin directories) and ioctl requests, so this runs
+/// before either. The error says what is wrong and what is accepted.
+pub fn validate_ifname(name: &str) -> Result<(), String> {
+    let why = if name.is_empty() {
+        "it is empty"
+    } else if name.len() >= IFNAMSIZ {
+        "it is longer than 15 bytes"
+    } else if name == "." || name == ".." {
+        "it is \".\" or \"..\""
+    } else if name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0) {
+        "it contains '/', ':', a NUL or whitespace"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "interface name {name:?} is not accepted ({why}): use 1 to 15 bytes (at most 15 bytes, IFNAMSIZ-1), not \".\" or \"..\", without '/', ':' or whitespace"
+    ))
+}
+
+/// Checks whether a name still resolves to `ifindex`, in the calling thread's netns.
+pub fn check_name(name: &str, ifindex: u32) -> Option<LinkEvent> {
+    match sys::if_nametoindex(name) {
+        Err(_) => Some(LinkEvent::Deleted),
+        Ok(i) if i != ifindex => Some(LinkEvent::Recreated { ifindex: i }),
+        Ok(_) => None,
+    }
+}
+
 /// A network interface, resolved by name in the current network namespace.
 #[derive(Debug, Clone)]
 pub struct NetDev {
@@ -57,6 +114,20 @@ impl NetDev {
     /// Resolves `name`. Error: the interface does not exist in this network namespace.
     pub fn by_name(name: &str) -> Result<Self, SysError> {
         Ok(Self { name: name.to_string(), ifindex: sys::if_nametoindex(name)? })
+    }
+
+    /// `None` while the interface is still there (same ifindex) and up; otherwise what
+    /// happened to it. Two system calls (if_nametoindex, SIOCGIFFLAGS): cheap enough to poll
+    /// several times a second from a monitoring loop.
+    pub fn link_event(&self) -> Option<LinkEvent> {
+        if let Some(e) = check_name(&self.name, self.ifindex) {
+            return Some(e);
+        }
+        match sys::if_flags(&self.name) {
+            Ok(f) if f & libc::IFF_UP as u32 == 0 => Some(LinkEvent::Down),
+            Ok(_) => None,
+            Err(_) => check_name(&self.name, self.ifindex),
+        }
     }
 
     /// Number of receive queues (rx + combined channels from ETHTOOL_GCHANNELS); queue ids
@@ -131,6 +202,22 @@ impl NetDev {
                 (cstr(s), stats[1 + i])
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interface_names_are_checked_like_the_kernel() {
+        for ok in ["eth0", "veth-a", "a", "abcdefghijklmno", "fp1b", "v.10", "x..y"] {
+            assert_eq!(validate_ifname(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "a:b", "a b", "a\tb", "abcdefghijklmnop", "é12345678901234"] {
+            let e = validate_ifname(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")) && e.contains("1 to 15 bytes"), "{bad:?}: {e}");
+        }
     }
 }
 

@@ -48,6 +48,9 @@ pub fn errno_text(errno: i32) -> String {
         libc::EACCES => "EACCES",
         libc::E2BIG => "E2BIG",
         libc::EFAULT => "EFAULT",
+        libc::ERANGE => "ERANGE",
+        libc::ENOLINK => "ENOLINK",
+        libc::ELOOP => "ELOOP",
         _ => "",
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();
@@ -406,6 +409,32 @@ pub fn set_link_up(iface: &str) -> Result<(), SysError> {
         return Err(SysError::last(format!("ioctl(SIOCSIFFLAGS, {iface:?}, IFF_UP)")));
     }
     Ok(())
+}
+
+/// The interface's MTU (`ioctl(SIOCGIFMTU)`), in the calling thread's netns.
+pub fn if_mtu(iface: &str) -> Result<u32, SysError> {
+    let ifr = ifreq_ioctl(iface, libc::SIOCGIFMTU, None, "SIOCGIFMTU")?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The interface's flags (`ioctl(SIOCGIFFLAGS)`: IFF_UP, IFF_RUNNING, ...), in the calling
+/// thread's netns.
+pub fn if_flags(iface: &str) -> Result<u32, SysError> {
+    let ifr = ifreq_ioctl(iface, libc::SIOCGIFFLAGS, None, "SIOCGIFFLAGS")?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_flags } as u16 as u32)
+}
+
+/// The page size (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
 }
 
 /// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
