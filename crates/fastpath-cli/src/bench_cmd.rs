@@ -108,7 +108,7 @@ fn mode_name(m: BenchMode) -> &'static str {
 fn tracker_json(t: &SeqTracker) -> Value {
     json!({
         "frames": t.frames, "unique": t.unique(), "duplicates": t.duplicates, "corrupt": t.corrupt,
-        "foreign": t.foreign,
+        "foreign": t.foreign, "out_of_window": t.out_of_window,
         "streams": t.per_stream().iter().map(|(s, n, max)| json!({"stream": s, "unique": n, "max_seq": max, "missing": t.missing(*s, *max)})).collect::<Vec<_>>(),
     })
 }
