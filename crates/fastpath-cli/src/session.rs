@@ -145,7 +145,8 @@ impl Session {
         };
         match role {
             Role::Drop => {
-                let (p, m, notes) = attach_first(&x.iface, modes, |m| XdpDrop::attach(&x.iface, dev.ifindex, m, x.force))?;
+                let (p, m, notes) =
+                    attach_first(&x.iface, modes, |m| XdpDrop::attach(&x.iface, dev.ifindex, m, x.force))?;
                 info.notes.extend(notes);
                 info.xdp_mode = Some(actual_mode(dev.ifindex, m));
                 Ok(Session { prog: Prog::Drop(p), sock: None, stats_fd: None, info })

@@ -383,8 +383,11 @@ fn reload_refuses_a_classifier_no_longer_attached() {
                 holder = Some((done_tx, h));
             }
             _ => {
-                for args in [vec!["-n", ns, "link", "del", "dev", i], vec!["-n", ns, "link", "add", i, "type", "dummy"]]
-                {
+                let peer = format!("{i}x");
+                for args in [
+                    vec!["-n", ns, "link", "del", "dev", i],
+                    vec!["-n", ns, "link", "add", i, "type", "veth", "peer", "name", &peer],
+                ] {
                     let o = std::process::Command::new("ip").args(&args).output().unwrap();
                     assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
                 }

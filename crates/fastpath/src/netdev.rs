@@ -182,7 +182,10 @@ impl NetDev {
                 return Ok(names.zip(values.iter().copied()).collect());
             };
         }
-        Err(SysError { call: format!("ethtool stats of {}: the counter count keeps changing", self.name), errno: libc::EAGAIN })
+        Err(SysError {
+            call: format!("ethtool stats of {}: the counter count keeps changing", self.name),
+            errno: libc::EAGAIN,
+        })
     }
 
     fn sset_count(&self) -> Result<u32, SysError> {
@@ -190,7 +193,7 @@ impl NetDev {
         let mut sset = [0u32; 5];
         sset[0] = ETHTOOL_GSSET_INFO;
         sset[2] = 1 << ETH_SS_STATS; // low half of the u64 mask (little-endian)
-        // SAFETY: sset is large enough for the header plus one data word.
+                                     // SAFETY: sset is large enough for the header plus one data word.
         unsafe { sys::ethtool_ioctl(&self.name, sset.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
         Ok(if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] } else { 0 })
     }

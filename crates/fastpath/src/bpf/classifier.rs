@@ -619,8 +619,11 @@ fn make_trusted_dir(p: &Path) -> Result<(), BpfError> {
     if std::fs::symlink_metadata(p).is_err() {
         if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(p) {
             if e.kind() != std::io::ErrorKind::AlreadyExists {
-                return Err(SysError { call: format!("mkdir({}, 0700)", p.display()), errno: e.raw_os_error().unwrap_or(0) }
-                    .into());
+                return Err(SysError {
+                    call: format!("mkdir({}, 0700)", p.display()),
+                    errno: e.raw_os_error().unwrap_or(0),
+                }
+                .into());
             }
         }
     }

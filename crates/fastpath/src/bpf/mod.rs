@@ -112,7 +112,9 @@ pub enum BpfError {
         what: String,
     },
     /// A pin directory that a non-root user could have planted or changed.
-    #[error("refusing pin directory {path}: {reason} (it must be a real directory owned by root, not group/world writable)")]
+    #[error(
+        "refusing pin directory {path}: {reason} (it must be a real directory owned by root, not group/world writable)"
+    )]
     UntrustedPinDir {
         /// The path.
         path: String,
