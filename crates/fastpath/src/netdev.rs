@@ -253,6 +253,25 @@ impl GstringsReq {
     }
 }
 
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// Differences `after - before` of two `ethtool_stats` snapshots, keeping the non-zero ones
+/// and dropping gauges that are not counters (`peer_ifindex`).
+pub fn stats_delta(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
+    after
+        .iter()
+        .filter(|(k, _)| k != "peer_ifindex")
+        .filter_map(|(k, v)| {
+            let b = before.iter().find(|(bk, _)| bk == k).map(|(_, bv)| *bv).unwrap_or(0);
+            let d = v.wrapping_sub(b);
+            (d != 0).then(|| (k.clone(), d))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,23 +307,4 @@ mod tests {
             assert!(e.contains(&format!("{bad:?}")) && e.contains("1 to 15 bytes"), "{bad:?}: {e}");
         }
     }
-}
-
-fn cstr(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
-}
-
-/// Differences `after - before` of two `ethtool_stats` snapshots, keeping the non-zero ones
-/// and dropping gauges that are not counters (`peer_ifindex`).
-pub fn stats_delta(before: &[(String, u64)], after: &[(String, u64)]) -> Vec<(String, u64)> {
-    after
-        .iter()
-        .filter(|(k, _)| k != "peer_ifindex")
-        .filter_map(|(k, v)| {
-            let b = before.iter().find(|(bk, _)| bk == k).map(|(_, bv)| *bv).unwrap_or(0);
-            let d = v.wrapping_sub(b);
-            (d != 0).then(|| (k.clone(), d))
-        })
-        .collect()
 }
