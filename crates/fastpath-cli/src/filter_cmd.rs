@@ -258,10 +258,16 @@ fn watch(
     let mut prev_t = Instant::now();
     let mut next = start + interval;
     let mut lost = None;
+    // Down already at load time is the user's choice; going down later, or being deleted, ends it.
+    let down_at_start = dev.and_then(|d| d.link_event()) == Some(fastpath::netdev::LinkEvent::Down);
     while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
-        if let Some(ev) = dev.and_then(|d| d.link_event()) {
-            lost = Some(ev);
-            break;
+        match dev.and_then(|d| d.link_event()) {
+            None => {}
+            Some(fastpath::netdev::LinkEvent::Down) if down_at_start => {}
+            Some(ev) => {
+                lost = Some(ev);
+                break;
+            }
         }
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));

@@ -23,7 +23,10 @@ use args::{Cli, Cmd};
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        // --help, --version, and the help shown when a subcommand is missing.
+        Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            e.exit()
+        }
         Err(e) => {
             // One line (DESIGN.md §5): clap's message without its usage and "--help" lines.
             let text = e.render().to_string();
