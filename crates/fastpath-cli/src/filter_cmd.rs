@@ -192,7 +192,8 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let (set, c, source) = compile_rules(rules)?;
             let cls = open_pinned(target)?;
             // One reload at a time per interface: two would install into the same inactive set.
-            let _lock = fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock")).map_err(runtime)?;
+            let _lock =
+                fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
             // Nothing is written into the maps of a classifier that no longer runs here.
             cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)).map_err(pinned_err)?;
             let new = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;

@@ -479,3 +479,53 @@ fn untrusted_pin_directories_are_refused() {
     assert!(attached(ns, i).is_none());
     let _ = std::fs::remove_dir_all(&bait);
 }
+
+/// A `filter reload` waiting for another reload's lock stops at Ctrl-C (every wait loop checks
+/// the stop flag) instead of blocking in flock() until the other one is done.
+#[test]
+fn reload_waiting_for_the_lock_stops_on_sigint() {
+    if !privileged("reload_waiting_for_the_lock_stops_on_sigint") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let iface = i.to_string();
+    let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+    let lock = format!("/run/fastpath/{}.lock", dir.file_name().unwrap().to_string_lossy());
+    // Another holder of the lock: one process this test starts and ends by its pid (the shell
+    // takes the lock on fd 9, then becomes `sleep`, which keeps it).
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", &format!("exec 9>{lock}; flock 9; exec sleep 60")])
+        .spawn()
+        .expect("sh + flock (util-linux)");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut reload = fastpath()
+        .args(["filter", "reload", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=10,action=drop"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(reload.try_wait().unwrap().is_none(), "reload waits for the lock");
+    let t = std::time::Instant::now();
+    let _ = std::process::Command::new("kill").args(["-INT", &reload.id().to_string()]).status();
+    let st = loop {
+        if let Some(st) = reload.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(5) {
+            let _ = reload.kill();
+            let _ = holder.kill();
+            let _ = holder.wait();
+            panic!("reload still waiting for the lock 5 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert!(st.code().is_some() && !st.success(), "a clean failure, not killed by the signal: {st:?}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -566,8 +566,10 @@ impl RecvMmsg {
 }
 
 /// Takes an exclusive advisory lock (`flock(LOCK_EX)`) on `path` (created if absent), held
-/// until the returned fd is dropped: serialises concurrent `fastpath filter reload`s.
-pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
+/// until the returned fd is dropped: serialises concurrent `fastpath filter reload`s. Waits
+/// for another holder with `LOCK_NB` retries every 20 ms, giving up with EINTR once `stop` is
+/// set (a signal), so a blocked wait never outlives Ctrl-C.
+pub fn lock_file(path: &std::path::Path, stop: &std::sync::atomic::AtomicBool) -> Result<OwnedFd, SysError> {
     if let Some(d) = path.parent() {
         let _ = std::fs::create_dir_all(d);
     }
@@ -577,9 +579,18 @@ pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
             errno: e.raw_os_error().unwrap_or(0),
         })?;
     let fd: OwnedFd = f.into();
-    // SAFETY: fd is a valid open file.
-    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } < 0 {
-        return Err(SysError::last(format!("flock({}, LOCK_EX)", path.display())));
+    loop {
+        // SAFETY: fd is a valid open file.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(fd);
+        }
+        let e = SysError::last(format!("flock({}, LOCK_EX)", path.display()));
+        if e.errno != libc::EWOULDBLOCK && e.errno != libc::EINTR {
+            return Err(e);
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(SysError { call: format!("flock({}, LOCK_EX)", path.display()), errno: libc::EINTR });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Ok(fd)
 }
