@@ -18,8 +18,10 @@ fn quiet_bed() -> Testbed {
     Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
 }
 
+/// A counter from the JSON output; a missing key FAILS the test (it must never read as 0).
+#[track_caller]
 fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
+    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
 }
 
 fn write(dir: &tempdir::Dir, name: &str, text: &str) -> String {
