@@ -509,10 +509,12 @@ impl Classifier {
     }
 
     /// Removes the pins under `dir` (maps and link). With the link's pin gone and no process
-    /// holding its fd, the kernel detaches the program.
+    /// holding its fd, the kernel detaches the program. Touches nothing unless `dir` and its
+    /// parent pass [`check_trusted_dir`].
     pub fn unpin(dir: &Path) -> Result<(), SysError> {
-        // symlink_metadata: a symlink planted here is removed itself, never followed.
-        if std::fs::symlink_metadata(dir).map(|m| !m.is_dir()).unwrap_or(true) {
+        // Only inside trusted directories (a symlinked root would lead elsewhere); an entry
+        // that is a symlink is removed itself (unlink), never followed.
+        if dir.parent().is_some_and(|r| check_trusted_dir(r).is_err()) || check_trusted_dir(dir).is_err() {
             return Ok(());
         }
         for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
