@@ -259,16 +259,11 @@ fn watch(
     let mut prev_t = Instant::now();
     let mut next = start + interval;
     let mut lost = None;
-    // Down already at load time is the user's choice; going down later, or being deleted, ends it.
-    let down_at_start = dev.and_then(|d| d.link_event()) == Some(fastpath::netdev::LinkEvent::Down);
+    let mut link = dev.cloned().map(fastpath::netdev::LinkWatch::new);
     while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
-        match dev.and_then(|d| d.link_event()) {
-            None => {}
-            Some(fastpath::netdev::LinkEvent::Down) if down_at_start => {}
-            Some(ev) => {
-                lost = Some(ev);
-                break;
-            }
+        if let Some(ev) = link.as_mut().and_then(|w| w.poll()) {
+            lost = Some(ev);
+            break;
         }
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));

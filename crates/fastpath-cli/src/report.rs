@@ -115,18 +115,12 @@ impl Monitor<'_> {
         let start = Instant::now();
         let (mut prev, mut prev_t, mut prev_xsk) = (base, t0, xsk0);
         let mut next = start + self.interval;
-        // A link already down at the start is the user's choice; going down later, or being
-        // deleted, ends the run.
-        let down_at_start = self.watch_link.as_ref().and_then(|d| d.link_event()) == Some(netdev::LinkEvent::Down);
+        let mut watch = self.watch_link.clone().map(netdev::LinkWatch::new);
         loop {
             let finished = stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed);
-            match self.watch_link.as_ref().and_then(|d| d.link_event()) {
-                None => {}
-                Some(netdev::LinkEvent::Down) if down_at_start => {}
-                Some(ev) => {
-                    self.link_lost.set(Some(ev));
-                    break;
-                }
+            if let Some(ev) = watch.as_mut().and_then(|w| w.poll()) {
+                self.link_lost.set(Some(ev));
+                break;
             }
             let now = Instant::now();
             if finished || now >= start + self.duration {

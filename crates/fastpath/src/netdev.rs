@@ -68,6 +68,34 @@ impl std::fmt::Display for LinkEvent {
     }
 }
 
+/// Polls an interface for loss: deleted (or recreated) at any time, or set down once it has
+/// been seen up (an interface down from the start is the user's choice, not a loss).
+#[derive(Debug, Clone)]
+pub struct LinkWatch {
+    dev: NetDev,
+    seen_up: bool,
+}
+
+impl LinkWatch {
+    /// Starts watching `dev` (resolved earlier; its ifindex is the one that must stay).
+    pub fn new(dev: NetDev) -> Self {
+        let seen_up = dev.link_event().is_none();
+        Self { dev, seen_up }
+    }
+
+    /// What happened since the last call, if the interface is lost.
+    pub fn poll(&mut self) -> Option<LinkEvent> {
+        match self.dev.link_event() {
+            None => {
+                self.seen_up = true;
+                None
+            }
+            Some(LinkEvent::Down) if !self.seen_up => None,
+            e => e,
+        }
+    }
+}
+
 /// IFNAMSIZ: an interface name is at most 15 bytes plus the NUL.
 pub const IFNAMSIZ: usize = 16;
 

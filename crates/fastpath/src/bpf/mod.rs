@@ -165,7 +165,7 @@ pub fn attach_first<T>(
     for &m in modes {
         match attach(m) {
             Ok(t) => {
-                let notes = errors.iter().map(|e| format!("{e}; fell back to the next mode")).collect();
+                let notes = errors.iter().map(|e| format!("{e}; fell back to {} mode", m.name())).collect();
                 return Ok((t, m, notes));
             }
             Err(e) if modes.len() > 1 && e.is_mode_refusal() => errors.push(format!("{}: {e}", m.name())),
