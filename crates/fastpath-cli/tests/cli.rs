@@ -606,55 +606,65 @@ fn runs_stop_when_their_interface_is_deleted_or_down() {
     if !privileged("runs_stop_when_their_interface_is_deleted_or_down") {
         return;
     }
-    for kind in ["rxdrop", "l2fwd", "txonly", "filter"] {
-        for event in ["down", "deleted"] {
-            let bed = bed();
-            let (ns, i) = (bed.ns_b(), bed.iface_b());
-            let mut args = match kind {
-                "filter" => vec!["filter", "load", "--rule", "proto=udp,dst_port=9,action=drop"],
-                m => vec!["bench", m],
-            };
-            args.extend(["--netns", ns, "-i", i, "--duration", "60", "--json"]);
-            let child = if kind == "filter" {
-                let c = fastpath()
-                    .args(&args)
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .expect("spawn");
-                let t = std::time::Instant::now();
-                while attached(ns, i).is_none() {
-                    assert!(t.elapsed() < std::time::Duration::from_secs(20), "filter load never attached");
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+    let cases = ["rxdrop", "l2fwd", "txonly", "filter"]
+        .into_iter()
+        .flat_map(|k| [(k, "down"), (k, "deleted")])
+        .chain([("rxdrop", "down-up-down"), ("filter", "down-up-down")]);
+    for (kind, event) in cases {
+        let bed = bed();
+        let (ns, i) = (bed.ns_b(), bed.iface_b());
+        if event == "down-up-down" {
+            // Down at the start is the user's choice and no loss; going down later is.
+            ip(&["-n", ns, "link", "set", "dev", i, "down"]);
+        }
+        let mut args = match kind {
+            "filter" => vec!["filter", "load", "--rule", "proto=udp,dst_port=9,action=drop"],
+            m => vec!["bench", m],
+        };
+        args.extend(["--netns", ns, "-i", i, "--duration", "60", "--json"]);
+        let child = if kind == "filter" {
+            let c = fastpath()
+                .args(&args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let t = std::time::Instant::now();
+            while attached(ns, i).is_none() {
+                assert!(t.elapsed() < std::time::Duration::from_secs(20), "filter load never attached");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            c
+        } else {
+            let mut r = Running::start(&args);
+            // Keep reading stdout so the process never blocks on a full pipe.
+            let mut out = r.child.stdout.take();
+            std::thread::spawn(move || {
+                if let Some(o) = out.as_mut() {
+                    let _ = std::io::copy(o, &mut std::io::sink());
                 }
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                c
-            } else {
-                let mut r = Running::start(&args);
-                // Keep reading stdout so the process never blocks on a full pipe.
-                let mut out = r.child.stdout.take();
-                std::thread::spawn(move || {
-                    if let Some(o) = out.as_mut() {
-                        let _ = std::io::copy(o, &mut std::io::sink());
-                    }
-                });
-                r.child
-            };
-            let t_event = std::time::Instant::now();
-            match event {
-                "down" => ip(&["-n", ns, "link", "set", "dev", i, "down"]),
-                _ => ip(&["-n", ns, "link", "del", "dev", i]),
-            }
-            let (code, err, end) = wait_exit(child, std::time::Duration::from_secs(10));
-            let took = end - t_event;
-            assert!(took < std::time::Duration::from_secs(3), "{kind}/{event}: exited {took:?} after the event");
-            assert_eq!(code, Some(3), "{kind}/{event}: {err}");
-            assert_eq!(err.trim_end().lines().count(), 1, "{kind}/{event}: one line: {err}");
-            let what = if event == "down" { "down" } else { "deleted" };
-            assert!(err.contains(i) && err.contains(what), "{kind}/{event}: {err}");
-            if event == "down" {
-                assert!(attached(ns, i).is_none(), "{kind}/{event}: left an XDP program");
-            }
+            });
+            r.child
+        };
+        if event == "down-up-down" {
+            ip(&["-n", ns, "link", "set", "dev", i, "up"]);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let t_event = std::time::Instant::now();
+        match event {
+            "deleted" => ip(&["-n", ns, "link", "del", "dev", i]),
+            _ => ip(&["-n", ns, "link", "set", "dev", i, "down"]),
+        }
+        let (code, err, end) = wait_exit(child, std::time::Duration::from_secs(10));
+        let took = end - t_event;
+        assert!(took < std::time::Duration::from_secs(3), "{kind}/{event}: exited {took:?} after the event");
+        assert_eq!(code, Some(3), "{kind}/{event}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{kind}/{event}: one line: {err}");
+        let what = if event == "deleted" { "deleted" } else { "down" };
+        assert!(err.contains(i) && err.contains(what), "{kind}/{event}: {err}");
+        if event != "deleted" {
+            assert!(attached(ns, i).is_none(), "{kind}/{event}: left an XDP program");
         }
     }
 }
