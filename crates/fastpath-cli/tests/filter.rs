@@ -24,6 +24,16 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
 }
 
+/// Unloads the classifier pinned on `iface` in `ns` when dropped (declare it after the test
+/// bed, so it drops first): a failing test leaves no pins in /sys/fs/bpf/fastpath.
+struct Pinned<'a>(&'a str, &'a str);
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        let _ = run(&["filter", "unload", "--netns", self.0, "-i", self.1]);
+    }
+}
+
 fn write(dir: &tempdir::Dir, name: &str, text: &str) -> String {
     let p = dir.0.join(name);
     std::fs::write(&p, text).unwrap();
@@ -228,6 +238,7 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let o = run(&["filter", "load", &good, "--netns", ns, "-i", i, "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
     let stats = || last_json(&run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json", "-e"]));
     let before = stats();
     let mut many = String::new();
@@ -305,6 +316,7 @@ fn stats_json_lists_every_rule_with_its_counters() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let o = run(&["filter", "load", &rules, "--netns", ns, "-i", i, "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
     let stats = || {
         let o = run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json"]);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -365,6 +377,7 @@ fn reload_refuses_a_classifier_no_longer_attached() {
         let (ns, i) = (bed.ns_b(), bed.iface_b());
         let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--detach"]);
         assert!(o.status.success(), "{}", stderr(&o));
+        let _pins = Pinned(ns, i);
         let stats = || run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json"]);
         let before = last_json(&stats());
         let mut holder = None;
@@ -493,6 +506,7 @@ fn reload_waiting_for_the_lock_stops_on_sigint() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
     let iface = i.to_string();
     let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
     let lock = format!("/run/fastpath/{}.lock", dir.file_name().unwrap().to_string_lossy());
