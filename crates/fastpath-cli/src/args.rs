@@ -44,8 +44,8 @@ pub struct RulesArgs {
 /// The interface a filter is on.
 #[derive(Debug, Clone, Args)]
 pub struct FilterTarget {
-    /// Interface.
-    #[arg(short = 'i', long)]
+    /// Interface (1 to 15 bytes, no '/', ':' or whitespace, not "." or "..").
+    #[arg(short = 'i', long, value_parser = parse_iface)]
     pub iface: String,
     /// Network namespace of the interface (/var/run/netns/NAME).
     #[arg(long)]
@@ -82,14 +82,17 @@ pub enum FilterCmd {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Swap a new rule set in atomically on a classifier left by `load --detach`.
+    /// Swap a new rule set in atomically on a classifier left by `load --detach`. Refused
+    /// (exit 3, nothing written) if that classifier is no longer attached to the interface.
     Reload {
         #[command(flatten)]
         rules: RulesArgs,
         #[command(flatten)]
         target: FilterTarget,
     },
-    /// Live counters of a classifier left by `load --detach`.
+    /// Live counters of a classifier left by `load --detach`. If that classifier is no
+    /// longer attached (the interface was deleted or recreated, or another program replaced
+    /// it), the counters it kept are printed once and the command fails (exit 3) saying so.
     Stats {
         #[command(flatten)]
         target: FilterTarget,
@@ -183,8 +186,9 @@ pub enum CopyModeArg {
 /// Where and how to open the AF_XDP socket and attach the XDP program.
 #[derive(Debug, Clone, Args)]
 pub struct XskArgs {
-    /// Interface (not used by `bench ddos`, which builds its own test bed).
-    #[arg(short = 'i', long, default_value = "")]
+    /// Interface (1 to 15 bytes, no '/', ':' or whitespace, not "." or ".."; not used by
+    /// `bench ddos`, which builds its own test bed).
+    #[arg(short = 'i', long, default_value = "", value_parser = parse_iface_or_none)]
     pub iface: String,
     /// Queue id.
     #[arg(short = 'q', long, default_value_t = 0)]
@@ -266,11 +270,11 @@ impl XskArgs {
 /// How long to run and how to report.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Seconds to run; 0 = set up, attach, detach, exit.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds to run, 0..=31536000 (a year); 0 = set up, attach, detach, exit.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
     pub duration: f64,
-    /// Seconds between interval lines.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between interval lines, 0.1..=3600.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
     pub interval: f64,
     /// One JSON object per interval and one for the summary.
     #[arg(long)]
@@ -365,8 +369,8 @@ pub struct GenArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct DemoArgs {
-    /// Seconds per phase.
-    #[arg(long, default_value_t = 10.0)]
+    /// Seconds per phase, 0..=31536000.
+    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
     pub duration: f64,
     /// Print the table as one JSON object.
     #[arg(long)]
@@ -384,6 +388,44 @@ pub struct DemoArgs {
     /// Also write the JSON object to this file.
     #[arg(long)]
     pub output: Option<PathBuf>,
+}
+
+/// Longest accepted `--duration`: a year, in seconds.
+pub const MAX_DURATION_S: f64 = 31_536_000.0;
+/// Accepted `--interval` range, seconds: shorter would be a busy loop of printing.
+pub const INTERVAL_RANGE_S: (f64, f64) = (0.1, 3600.0);
+
+fn parse_seconds(s: &str, what: &str, lo: f64, hi: f64) -> Result<f64, String> {
+    let bad = || format!("{what} {s:?} is not accepted: use seconds in {lo}..={hi}");
+    let v: f64 = s.trim().parse().map_err(|_| bad())?;
+    if !(v.is_finite() && (lo..=hi).contains(&v)) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
+/// `--duration`: seconds in 0..=31536000 (finite; `Duration::from_secs_f64` never panics).
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    parse_seconds(s, "--duration", 0.0, MAX_DURATION_S)
+}
+
+/// `--interval`: seconds in 0.1..=3600.
+pub fn parse_interval(s: &str) -> Result<f64, String> {
+    parse_seconds(s, "--interval", INTERVAL_RANGE_S.0, INTERVAL_RANGE_S.1)
+}
+
+/// `-i/--iface`: a valid interface name (the kernel's dev_valid_name rules).
+pub fn parse_iface(s: &str) -> Result<String, String> {
+    fastpath::netdev::validate_ifname(s)?;
+    Ok(s.to_string())
+}
+
+/// `-i/--iface` where it may be left out (its default is empty; commands that need it say so).
+pub fn parse_iface_or_none(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Ok(String::new());
+    }
+    parse_iface(s)
 }
 
 /// `aa:bb:cc:dd:ee:ff`.
@@ -416,8 +458,8 @@ pub struct CompareArgs {
     /// Runs; each row reports the median, min and max.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
-    /// Seconds of traffic per row and run; 0 = set every row up and tear it down.
-    #[arg(long, default_value_t = 5.0)]
+    /// Seconds of traffic per row and run, 0..=31536000; 0 = set every row up and tear it down.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_duration)]
     pub duration: f64,
     /// Where the application runs relative to the receive softirq.
     #[arg(long, value_enum, default_value_t = Pin::Split)]
@@ -432,4 +474,24 @@ pub struct CompareArgs {
     /// (UDP sink packets/s; TCP throughput and latency through a user-space veth<->TAP bridge).
     #[arg(long)]
     pub inject: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(parse_duration("0"), Ok(0.0));
+        assert_eq!(parse_duration("31536000"), Ok(MAX_DURATION_S));
+        assert_eq!(parse_interval("0.1"), Ok(0.1));
+        for bad in ["1e20", "-1", "nan", "inf", "31536001", "x"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("0..=31536000"), "{e}");
+        }
+        for bad in ["1e19", "1e-9", "0", "3601", "nan"] {
+            let e = parse_interval(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("0.1..=3600"), "{e}");
+        }
+    }
 }

@@ -108,7 +108,7 @@ fn mode_name(m: BenchMode) -> &'static str {
 fn tracker_json(t: &SeqTracker) -> Value {
     json!({
         "frames": t.frames, "unique": t.unique(), "duplicates": t.duplicates, "corrupt": t.corrupt,
-        "foreign": t.foreign,
+        "foreign": t.foreign, "out_of_window": t.out_of_window,
         "streams": t.per_stream().iter().map(|(s, n, max)| json!({"stream": s, "unique": n, "max_seq": max, "missing": t.missing(*s, *max)})).collect::<Vec<_>>(),
     })
 }
@@ -173,10 +173,12 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let sock = sess.sock.take();
+    let dev = NetDev::by_name(&a.xsk.iface).ok();
     let mon = Monitor {
         xsk_fd: sess.stats_fd.as_ref(),
         drop: sess.drop_prog(),
-        ethtool_dev: NetDev::by_name(&a.xsk.iface).ok(),
+        ethtool_dev: dev.clone(),
+        watch_link: dev.clone(),
         ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
     };
     // Baselines first, then the worker: nothing it moves may fall before them.
@@ -218,8 +220,20 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     mon.watch(&watch, &stop, &done);
     stop.store(true, Ordering::Relaxed);
+    let mut lost = mon.link_lost();
     if let Some(w) = worker {
-        w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(runtime)?;
+        let r = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?;
+        if r.is_err() && lost.is_none() {
+            // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
+            lost = dev.as_ref().and_then(|d| d.link_event());
+        }
+        if lost.is_none() {
+            r.map_err(runtime)?;
+        }
+    }
+    if let Some(ev) = lost {
+        drop(sess); // detaches the XDP program (if the interface still exists)
+        return Err(link_lost_error(&a.xsk.iface, ev));
     }
     // After the join: the worker's last completions are in the totals.
     let summary = mon.finish(watch);
@@ -234,6 +248,11 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     drop(sess); // detaches the XDP program
     Ok(())
+}
+
+/// The error of a run whose interface went away: one line, exit 3 (environment).
+pub fn link_lost_error(iface: &str, ev: fastpath::netdev::LinkEvent) -> crate::error::CliError {
+    crate::error::env(anyhow!("interface {iface} {ev} while running; stopped, nothing of ours is left on it"))
 }
 
 /// `fastpath gen`.

@@ -49,7 +49,7 @@ impl From<XskError> for CliError {
 impl From<BpfError> for CliError {
     fn from(e: BpfError) -> Self {
         match e {
-            BpfError::Occupied { .. } => env(e),
+            BpfError::Occupied { .. } | BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } => env(e),
             _ => kernel(e),
         }
     }

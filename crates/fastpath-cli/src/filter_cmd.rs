@@ -54,19 +54,41 @@ fn names_file(iface: &str) -> PathBuf {
         .join(format!("{}.json", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
 }
 
-fn write_names(iface: &str, set: &RuleSet, source: &str) {
+fn write_names(iface: &str, ifindex: u32, set: &RuleSet, source: &str) {
     let p = names_file(iface);
     let _ = std::fs::create_dir_all(p.parent().expect("has parent"));
     let names: Vec<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
-    let _ = std::fs::write(&p, json!({"source": source, "rules": names}).to_string());
+    let _ = std::fs::write(&p, json!({"source": source, "rules": names, "ifindex": ifindex}).to_string());
 }
 
-fn read_names(iface: &str) -> Vec<String> {
+fn read_names_file(iface: &str) -> serde_json::Value {
     std::fs::read_to_string(names_file(iface))
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["rules"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()))
         .unwrap_or_default()
+}
+
+fn read_names(iface: &str) -> Vec<String> {
+    read_names_file(iface)["rules"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// The ifindex the interface had when `load --detach` pinned the classifier.
+fn pinned_ifindex(iface: &str) -> Option<u32> {
+    read_names_file(iface)["ifindex"].as_u64().map(|i| i as u32)
+}
+
+fn pinned_err(e: BpfError) -> crate::error::CliError {
+    match e {
+        BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } => env(e),
+        _ => kernel(e),
+    }
+}
+
+fn is_pinned(iface: &str) -> CliResult<bool> {
+    Classifier::is_pinned(&pin_dir(iface)).map_err(pinned_err)
 }
 
 fn ensure_bpffs() -> CliResult<()> {
@@ -84,14 +106,14 @@ fn modes(m: XdpModeArg) -> &'static [XdpMode] {
 
 fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
     let dir = pin_dir(&t.iface);
-    if !dir.join("link").exists() {
+    if !is_pinned(&t.iface)? {
         return Err(env(anyhow!(
             "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
             t.iface,
             dir.display()
         )));
     }
-    Classifier::open_pinned(&dir).map_err(kernel)
+    Classifier::open_pinned(&dir).map_err(pinned_err)
 }
 
 pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
@@ -124,7 +146,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 .map_err(|_| XskError::NoSuchInterface { iface: target.iface.clone() })?;
             if *detach {
                 ensure_bpffs()?;
-                if pin_dir(&target.iface).join("link").exists() {
+                if is_pinned(&target.iface)? {
                     return Err(env(anyhow!(
                         "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
                         target.iface
@@ -133,29 +155,22 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
             let mut cls = Classifier::load()?;
             cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
-            let mut attached = None;
-            for &m in modes(*xdp_mode) {
-                match cls.attach(&target.iface, dev.ifindex, m, *force) {
-                    Ok(()) => {
-                        attached = Some(m);
-                        break;
-                    }
-                    Err(BpfError::ModeUnsupported { .. }) if *xdp_mode == XdpModeArg::Auto => continue,
-                    Err(e) => return Err(e.into()),
-                }
+            // Success only with a program attached: each mode's error is kept, and the kernel is
+            // asked afterwards (XdpLink::attach checks that it reports our program).
+            let ((), m, notes) = fastpath::bpf::attach_first(&target.iface, modes(*xdp_mode), |m| {
+                cls.attach(&target.iface, dev.ifindex, m, *force)
+            })?;
+            let mode = fastpath::bpf::query_xdp(dev.ifindex).ok().flatten().map(|p| p.mode).unwrap_or(m.name());
+            for n in &notes {
+                eprintln!("note: {n}");
             }
-            let mode = fastpath::bpf::query_xdp(dev.ifindex)
-                .ok()
-                .flatten()
-                .map(|p| p.mode)
-                .unwrap_or(attached.map(|m| m.name()).unwrap_or("?"));
             if *detach {
                 let dir = pin_dir(&target.iface);
                 if let Err(e) = cls.pin(&dir) {
                     let _ = Classifier::unpin(&dir);
-                    return Err(kernel(e)); // dropping `cls` detaches: nothing is left
+                    return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
                 }
-                write_names(&target.iface, &set, &source);
+                write_names(&target.iface, dev.ifindex, &set, &source);
                 println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
                 return Ok(());
             }
@@ -167,7 +182,10 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 );
             }
             let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
-            watch(&cls, &target.iface, &names, run, &stop);
+            if let Some(ev) = watch(&cls, Some(&dev), &target.iface, &names, run, &stop) {
+                drop(cls); // detaches, if the interface is still there
+                return Err(crate::bench_cmd::link_lost_error(&target.iface, ev));
+            }
             Ok(())
         }
         FilterCmd::Reload { rules, target } => {
@@ -177,9 +195,13 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let (set, c, source) = compile_rules(rules)?;
             let cls = open_pinned(target)?;
             // One reload at a time per interface: two would install into the same inactive set.
-            let _lock = fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock")).map_err(runtime)?;
+            let _lock =
+                fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
+            // Nothing is written into the maps of a classifier that no longer runs here.
+            cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)).map_err(pinned_err)?;
             let new = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
-            write_names(&target.iface, &set, &source);
+            let ifindex = cls.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).unwrap_or(0);
+            write_names(&target.iface, ifindex, &set, &source);
             println!("reloaded {}: {} rules from {source} in force (rule set {new})", target.iface, set.rules.len());
             Ok(())
         }
@@ -189,21 +211,27 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             enter_ns(&target.netns)?;
             let cls = open_pinned(target)?;
             let names = read_names(&target.iface);
-            watch(&cls, &target.iface, &names, run, &stop);
+            if let Err(e) = cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)) {
+                // The counters it kept are still worth seeing: print them once, then fail.
+                let once = RunArgs { duration: 0.0, ..run.clone() };
+                watch(&cls, None, &target.iface, &names, &once, &stop);
+                return Err(pinned_err(e));
+            }
+            watch(&cls, None, &target.iface, &names, run, &stop);
             Ok(())
         }
         FilterCmd::Unload { target } => {
             require_privileges("filter unload")?;
             enter_ns(&target.netns)?;
             let dir = pin_dir(&target.iface);
-            if !dir.join("link").exists() {
+            if !is_pinned(&target.iface)? {
                 return Err(env(anyhow!(
                     "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
                     target.iface,
                     dir.display()
                 )));
             }
-            Classifier::unload_pinned(&dir).map_err(kernel)?;
+            Classifier::unload_pinned(&dir).map_err(pinned_err)?;
             let _ = std::fs::remove_file(names_file(&target.iface));
             let _ = std::fs::remove_file(names_file(&target.iface).with_extension("lock"));
             println!("classifier removed from {}", target.iface);
@@ -212,8 +240,17 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
 }
 
-/// Interval lines of per-action rates and a summary with per-rule counters.
-fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &AtomicBool) {
+/// Interval lines of per-action rates and a summary with per-rule counters (every rule in
+/// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
+/// interface is deleted or set down, and returns what happened.
+fn watch(
+    cls: &Classifier,
+    dev: Option<&NetDev>,
+    iface: &str,
+    names: &[String],
+    run: &RunArgs,
+    stop: &AtomicBool,
+) -> Option<fastpath::netdev::LinkEvent> {
     let snap = || -> Option<(u32, Vec<u64>)> {
         let set = cls.active().ok()?;
         Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
@@ -224,7 +261,13 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
     let mut prev = snap();
     let mut prev_t = Instant::now();
     let mut next = start + interval;
+    let mut lost = None;
+    let mut link = dev.cloned().map(fastpath::netdev::LinkWatch::new);
     while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
+        if let Some(ev) = link.as_mut().and_then(|w| w.poll()) {
+            lost = Some(ev);
+            break;
+        }
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -257,21 +300,20 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
         }
         prev = cur;
     }
-    let Ok(set) = cls.active() else { return };
+    let Ok(set) = cls.active() else { return lost };
     let totals = cls.totals(set).unwrap_or_default();
     let n = cls.rule_count(set).unwrap_or(0);
     let per_rule = cls.rule_counters(set, n).unwrap_or_default();
     let rules: Vec<serde_json::Value> = per_rule
         .iter()
         .enumerate()
-        .filter(|(_, c)| c.0 > 0 || run.extended)
         .map(|(i, c)| json!({"rule": i, "name": names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1)), "packets": c.0, "bytes": c.1}))
         .collect();
     if run.json {
         let t: serde_json::Map<String, serde_json::Value> =
             totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
         println!("{}", json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules}));
-        return;
+        return lost;
     }
     println!("Summary  {iface}  rule set {set}, {n} rules");
     for (name, p, b) in &totals.counters {
@@ -279,11 +321,12 @@ fn watch(cls: &Classifier, iface: &str, names: &[String], run: &RunArgs, stop: &
             println!("  {name:<14} {:>16} pkts {:>18} bytes", thousands(*p), thousands(*b));
         }
     }
-    for r in &rules {
+    for r in rules.iter().filter(|r| r["packets"].as_u64().unwrap_or(0) > 0 || run.extended) {
         println!(
             "  rule {:<24} {:>16} pkts",
             r["name"].as_str().unwrap_or(""),
             thousands(r["packets"].as_u64().unwrap_or(0))
         );
     }
+    lost
 }

@@ -21,12 +21,34 @@ use clap::Parser;
 use args::{Cli, Cmd};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        // --help, --version, and the help shown when a subcommand is missing.
+        Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            e.exit()
+        }
+        Err(e) => {
+            // One line (DESIGN.md §5): clap's message without its usage and "--help" lines.
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .collect();
+            eprintln!("fastpath: {}", line.join(" "));
+            std::process::exit(error::EXIT_USAGE);
+        }
+    };
     let stop = Arc::new(AtomicBool::new(false));
-    // SIGINT/SIGTERM ask every loop to stop; the process then removes what it made (test beds,
-    // XDP programs) on its normal path. Every wait loop checks the flag. (SIGKILL still detaches
-    // our programs: the kernel closes the bpf_link fds.)
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    // SIGINT/SIGTERM/SIGHUP/SIGQUIT ask every loop to stop; the process then removes what it
+    // made (test beds, XDP programs) on its normal path. Every wait loop checks the flag.
+    // (SIGKILL still detaches our programs: the kernel closes the bpf_link fds.)
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGQUIT,
+    ] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     let _ = fastpath::sys::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice

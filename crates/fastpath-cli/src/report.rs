@@ -30,6 +30,10 @@ pub struct Monitor<'a> {
     pub interval: Duration,
     pub json: bool,
     pub extended: bool,
+    /// The interface the run depends on: checked every 50 ms; if it is deleted or set down the
+    /// run ends and [`Monitor::link_lost`] says what happened.
+    pub watch_link: Option<NetDev>,
+    pub(crate) link_lost: std::cell::Cell<Option<netdev::LinkEvent>>,
 }
 
 impl<'a> Monitor<'a> {
@@ -53,7 +57,14 @@ impl<'a> Monitor<'a> {
             interval: Duration::from_secs_f64(run.interval),
             json: run.json,
             extended: run.extended,
+            watch_link: None,
+            link_lost: std::cell::Cell::new(None),
         }
+    }
+
+    /// What happened to [`Monitor::watch_link`], if the run ended because of it.
+    pub fn link_lost(&self) -> Option<netdev::LinkEvent> {
+        self.link_lost.get()
     }
 }
 
@@ -130,8 +141,13 @@ impl Monitor<'_> {
         let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(w.t0));
         let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0);
         let mut next = start + self.interval;
+        let mut watch = self.watch_link.clone().map(netdev::LinkWatch::new);
         loop {
             let finished = stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed);
+            if let Some(ev) = watch.as_mut().and_then(|w| w.poll()) {
+                self.link_lost.set(Some(ev));
+                break;
+            }
             let now = Instant::now();
             if finished || now >= start + self.duration {
                 break;

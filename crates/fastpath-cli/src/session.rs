@@ -4,7 +4,7 @@
 use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
-use fastpath::bpf::{query_xdp, BpfError, Classifier, XdpDrop, XdpMode, XskRedirect};
+use fastpath::bpf::{attach_first, query_xdp, Classifier, XdpDrop, XdpMode, XskRedirect};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::Compiled;
 use fastpath::xsk::{BusyPoll, CopyMode, XskConfig, XskError, XskSocket};
@@ -145,62 +145,40 @@ impl Session {
         };
         match role {
             Role::Drop => {
-                let mut last = None;
-                for &m in modes {
-                    match XdpDrop::attach(&x.iface, dev.ifindex, m, x.force) {
-                        Ok(p) => {
-                            info.xdp_mode = Some(actual_mode(dev.ifindex, m));
-                            return Ok(Session { prog: Prog::Drop(p), sock: None, stats_fd: None, info });
-                        }
-                        Err(e @ BpfError::ModeUnsupported { .. }) if modes.len() > 1 => {
-                            info.notes.push(format!("{e}; falling back"));
-                            last = Some(e);
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                Err(last.expect("a mode was tried").into())
+                let (p, m, notes) =
+                    attach_first(&x.iface, modes, |m| XdpDrop::attach(&x.iface, dev.ifindex, m, x.force))?;
+                info.notes.extend(notes);
+                info.xdp_mode = Some(actual_mode(dev.ifindex, m));
+                Ok(Session { prog: Prog::Drop(p), sock: None, stats_fd: None, info })
             }
             Role::Tx => {
                 let sock = XskSocket::bind(&x.iface, x.queue, &cfg)?;
                 finish(Prog::None, sock, info)
             }
             Role::Rx => {
-                let mut last = None;
-                for &m in modes {
-                    let attached = match rules {
-                        None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(Prog::Redirect),
-                        Some(c) => (|| {
-                            let mut cls = Classifier::load()?;
-                            cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
-                            cls.attach(&x.iface, dev.ifindex, m, x.force)?;
-                            Ok(Prog::Classifier(Box::new(cls)))
-                        })(),
-                    };
-                    let prog = match attached {
-                        Ok(p) => p,
-                        Err(e @ BpfError::ModeUnsupported { .. }) if modes.len() > 1 => {
-                            info.notes.push(format!("{e}; falling back"));
-                            last = Some(e);
-                            continue;
-                        }
-                        Err(e) => return Err(e.into()),
-                    };
-                    let mut c = cfg.clone();
-                    if m == XdpMode::Skb && c.copy_mode == CopyMode::Auto {
-                        // Generic XDP has no zero-copy: go straight to copy mode.
-                        c.copy_mode = CopyMode::Copy;
+                let (prog, m, notes) = attach_first(&x.iface, modes, |m| match rules {
+                    None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(Prog::Redirect),
+                    Some(c) => {
+                        let mut cls = Classifier::load()?;
+                        cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
+                        cls.attach(&x.iface, dev.ifindex, m, x.force)?;
+                        Ok(Prog::Classifier(Box::new(cls)))
                     }
-                    let sock = XskSocket::bind(&x.iface, x.queue, &c)?;
-                    match &prog {
-                        Prog::Redirect(p) => p.insert(x.queue, sock.as_raw_fd())?,
-                        Prog::Classifier(p) => p.insert_xsk(x.queue, sock.as_raw_fd())?,
-                        _ => unreachable!("Rx attaches a redirect program"),
-                    }
-                    info.xdp_mode = Some(actual_mode(dev.ifindex, m));
-                    return finish(prog, sock, info);
+                })?;
+                info.notes.extend(notes);
+                let mut c = cfg.clone();
+                if m == XdpMode::Skb && c.copy_mode == CopyMode::Auto {
+                    // Generic XDP has no zero-copy: go straight to copy mode.
+                    c.copy_mode = CopyMode::Copy;
                 }
-                Err(last.expect("a mode was tried").into())
+                let sock = XskSocket::bind(&x.iface, x.queue, &c)?;
+                match &prog {
+                    Prog::Redirect(p) => p.insert(x.queue, sock.as_raw_fd())?,
+                    Prog::Classifier(p) => p.insert_xsk(x.queue, sock.as_raw_fd())?,
+                    _ => unreachable!("Rx attaches a redirect program"),
+                }
+                info.xdp_mode = Some(actual_mode(dev.ifindex, m));
+                finish(prog, sock, info)
             }
         }
     }

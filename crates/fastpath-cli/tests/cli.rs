@@ -469,3 +469,310 @@ fn smoke_every_subcommand_and_option() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!fastpath_testbed::list().unwrap().contains(&name), "testbed down removed it");
 }
+
+/// Holds someone else's XDP program on `iface` in `ns` (attached by this test process) until
+/// the returned sender is dropped or sent to.
+fn hold_foreign(
+    ns: &str,
+    iface: &str,
+    mode: fastpath::bpf::XdpMode,
+    force: bool,
+) -> (std::sync::mpsc::Sender<()>, std::thread::JoinHandle<Result<(), fastpath_testbed::TestbedError>>) {
+    let (ns, iface) = (ns.to_string(), iface.to_string());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let holder = fastpath_testbed::spawn_in_netns(&ns, move || {
+        let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
+        let p = fastpath::bpf::XdpDrop::attach(&iface, dev.ifindex, mode, force).unwrap();
+        tx.send(()).unwrap();
+        let _ = done_rx.recv();
+        drop(p);
+    });
+    rx.recv().expect("foreign program attached");
+    (done_tx, holder)
+}
+
+fn ip(args: &[&str]) {
+    let o = std::process::Command::new("ip").args(args).output().expect("ip (iproute2)");
+    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// `--xdp-mode auto` when every mode is refused (a macvlan on top of the veth holds an XDP program,
+/// so the kernel refuses the veth in both modes): one line listing each mode's error, exit 4,
+/// nothing attached and nothing pinned; `--detach` does not panic.
+#[test]
+fn auto_mode_with_every_mode_refused_lists_each_and_leaves_nothing() {
+    if !privileged("auto_mode_with_every_mode_refused_lists_each_and_leaves_nothing") {
+        return;
+    }
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    ip(&["-n", ns, "link", "add", "link", i, "name", "fpvl10", "type", "macvlan", "mode", "bridge"]);
+    ip(&["-n", ns, "link", "set", "dev", "fpvl10", "up"]);
+    let (done, holder) = hold_foreign(ns, "fpvl10", fastpath::bpf::XdpMode::Skb, false);
+    let rule = "proto=udp,dst_port=9,action=drop";
+    for args in [
+        vec!["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--xdp-mode", "auto", "--detach"],
+        vec!["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--xdp-mode", "auto", "--duration", "0"],
+        vec!["bench", "rxdrop", "--netns", ns, "-i", i, "--xdp-mode", "auto", "--duration", "0"],
+        vec!["bench", "xdpdrop", "--netns", ns, "-i", i, "--xdp-mode", "auto", "--duration", "0"],
+    ] {
+        assert_refused(&bed, &args, 4, &[i, "native: ", "skb: "]);
+    }
+    let iface = i.to_string();
+    let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+    assert!(std::fs::symlink_metadata(&dir).is_err(), "{} left behind", dir.display());
+    done.send(()).unwrap();
+    holder.join().unwrap().unwrap();
+}
+
+/// Interface names are checked like the kernel's dev_valid_name before they become part of a
+/// path or a system call: one line naming the value and what is accepted, exit 2.
+#[test]
+fn bad_interface_names_are_refused_before_use() {
+    for name in ["../x", "abcdefghijklmnop", "a/b", ".", "a:b", "a b"] {
+        for args in [
+            vec!["bench", "rxdrop", "-i", name, "--duration", "0"],
+            vec!["bench", "txonly", "--path", "tap", "-i", name, "--duration", "0"],
+            vec!["gen", "-i", name, "--duration", "0"],
+            vec!["filter", "load", "-i", name, "--rule", "proto=udp,action=drop", "--duration", "0"],
+            vec!["filter", "load", "-i", name, "--rule", "proto=udp,action=drop", "--detach"],
+            vec!["filter", "reload", "-i", name, "--rule", "proto=udp,action=drop"],
+            vec!["filter", "stats", "-i", name, "--duration", "0"],
+            vec!["filter", "unload", "-i", name],
+        ] {
+            let o = run(&args);
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line: {err}");
+            assert!(err.contains(&format!("{name:?}")) && err.contains("1 to 15 bytes"), "{args:?}: {err}");
+        }
+    }
+}
+
+/// `--duration`/`--interval` out of range (or a busy-loop interval) are refused by the parser:
+/// one line naming the value and the accepted range, exit 2, no panic.
+#[test]
+fn out_of_range_seconds_are_refused_without_panic() {
+    if !privileged("out_of_range_seconds_are_refused_without_panic") {
+        return;
+    }
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    for (extra, needles) in [
+        (vec!["--duration", "1e20"], vec!["1e20", "0..=31536000"]),
+        (vec!["--duration", "0.3", "--interval", "1e19"], vec!["1e19", "0.1..=3600"]),
+        (vec!["--duration", "0.3", "--interval", "1e-9"], vec!["1e-9", "0.1..=3600"]),
+        (vec!["--duration=-1"], vec!["-1", "0..=31536000"]),
+    ] {
+        let mut args = vec!["bench", "rxdrop", "--netns", ns, "-i", i];
+        args.extend(&extra);
+        assert_refused(&bed, &args, 2, &needles);
+        let mut args = vec!["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop"];
+        args.extend(&extra);
+        assert_refused(&bed, &args, 2, &needles);
+    }
+    assert_refused(&bed, &["demo", "--duration", "1e20"], 2, &["1e20", "0..=31536000"]);
+    assert_refused(&bed, &["compare", "--duration", "inf"], 2, &["inf", "0..=31536000"]);
+}
+
+/// Waits up to `limit` for the child to exit; returns its exit code, stderr, and when it ended.
+fn wait_exit(mut child: std::process::Child, limit: std::time::Duration) -> (Option<i32>, String, std::time::Instant) {
+    use std::io::Read;
+    let t0 = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            let end = std::time::Instant::now();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            return (st.code(), err, end);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running {limit:?} after the event");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A bench or a foreground `filter load` whose interface is deleted or set down stops within
+/// about a second with one line naming the interface and what happened, exit 3, and nothing
+/// of ours stays on the interface.
+#[test]
+fn runs_stop_when_their_interface_is_deleted_or_down() {
+    if !privileged("runs_stop_when_their_interface_is_deleted_or_down") {
+        return;
+    }
+    let cases = ["rxdrop", "l2fwd", "txonly", "filter"]
+        .into_iter()
+        .flat_map(|k| [(k, "down"), (k, "deleted")])
+        .chain([("rxdrop", "down-up-down"), ("filter", "down-up-down")]);
+    for (kind, event) in cases {
+        let bed = bed();
+        let (ns, i) = (bed.ns_b(), bed.iface_b());
+        if event == "down-up-down" {
+            // Down at the start is the user's choice and no loss; going down later is.
+            ip(&["-n", ns, "link", "set", "dev", i, "down"]);
+        }
+        let mut args = match kind {
+            "filter" => vec!["filter", "load", "--rule", "proto=udp,dst_port=9,action=drop"],
+            m => vec!["bench", m],
+        };
+        args.extend(["--netns", ns, "-i", i, "--duration", "60", "--json"]);
+        let child = if kind == "filter" {
+            let c = fastpath()
+                .args(&args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn");
+            let t = std::time::Instant::now();
+            while attached(ns, i).is_none() {
+                assert!(t.elapsed() < std::time::Duration::from_secs(20), "filter load never attached");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            c
+        } else {
+            let mut r = Running::start(&args);
+            // Keep reading stdout so the process never blocks on a full pipe.
+            let mut out = r.child.stdout.take();
+            std::thread::spawn(move || {
+                if let Some(o) = out.as_mut() {
+                    let _ = std::io::copy(o, &mut std::io::sink());
+                }
+            });
+            r.child
+        };
+        if event == "down-up-down" {
+            ip(&["-n", ns, "link", "set", "dev", i, "up"]);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+        let t_event = std::time::Instant::now();
+        match event {
+            "deleted" => ip(&["-n", ns, "link", "del", "dev", i]),
+            _ => ip(&["-n", ns, "link", "set", "dev", i, "down"]),
+        }
+        let (code, err, end) = wait_exit(child, std::time::Duration::from_secs(10));
+        let took = end - t_event;
+        assert!(took < std::time::Duration::from_secs(3), "{kind}/{event}: exited {took:?} after the event");
+        assert_eq!(code, Some(3), "{kind}/{event}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{kind}/{event}: one line: {err}");
+        let what = if event == "deleted" { "deleted" } else { "down" };
+        assert!(err.contains(i) && err.contains(what), "{kind}/{event}: {err}");
+        if event != "deleted" {
+            assert!(attached(ns, i).is_none(), "{kind}/{event}: left an XDP program");
+        }
+    }
+}
+
+/// On a veth with MTU 9000 the kernel refuses native XDP for a single-buffer program (ERANGE):
+/// the error names the cause, the limit and what to do; `--xdp-mode auto` falls back to skb
+/// with a note, for bench and filter alike.
+#[test]
+fn jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb() {
+    if !privileged("jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb") {
+        return;
+    }
+    let bed = bed();
+    bed.set_mtu(9000).expect("mtu 9000");
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let limit = (fastpath::sys::page_size() - 256 - 320 - 14).to_string();
+    for mode in ["rxdrop", "xdpdrop"] {
+        assert_refused(
+            &bed,
+            &["bench", mode, "--netns", ns, "-i", i, "--xdp-mode", "native", "--duration", "0"],
+            4,
+            &[i, "MTU 9000", "single-buffer", &limit, "--xdp-mode skb"],
+        );
+        let o = run(&["bench", mode, "--netns", ns, "-i", i, "--xdp-mode", "auto", "--duration", "0", "--json"]);
+        assert!(o.status.success(), "{mode} auto: {}", stderr(&o));
+        let s = last_json(&o);
+        assert_eq!(s["path"]["xdp_mode"], "skb", "{s}");
+        assert!(s["path"]["notes"].to_string().contains("MTU 9000"), "the fallback is explained: {s}");
+        assert!(attached(ns, i).is_none());
+    }
+    assert_refused(
+        &bed,
+        &["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--xdp-mode", "native"],
+        4,
+        &["MTU 9000", &limit, "--xdp-mode skb"],
+    );
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--duration", "0"]);
+    assert!(o.status.success(), "filter auto: {}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("(skb)"), "{out}");
+    assert!(stderr(&o).contains("MTU 9000"), "the fallback is explained: {}", stderr(&o));
+    assert!(attached(ns, i).is_none());
+}
+
+fn base36(mut n: u64, min_width: usize) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    while n > 0 || out.len() < min_width {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap()
+}
+
+/// SIGHUP and SIGQUIT get the clean shutdown of SIGINT/SIGTERM: a summary, exit 0, prompt, no
+/// program left attached; a command that built a test bed (demo) removes it.
+#[test]
+fn sighup_and_sigquit_shut_down_cleanly() {
+    if !privileged("sighup_and_sigquit_shut_down_cleanly") {
+        return;
+    }
+    let bed = bed();
+    for sig in ["-HUP", "-QUIT"] {
+        let r = Running::start(&[
+            "bench",
+            "rxdrop",
+            "--netns",
+            bed.ns_b(),
+            "-i",
+            bed.iface_b(),
+            "--duration",
+            "60",
+            "--json",
+            "--poll",
+        ]);
+        assert!(attached(bed.ns_b(), bed.iface_b()).is_some());
+        let t = std::time::Instant::now();
+        let pid = r.child.id().to_string();
+        let _ = std::process::Command::new("kill").args([sig, &pid]).status();
+        let (summary, status) = r.finish();
+        assert!(t.elapsed() < std::time::Duration::from_secs(3), "{sig}: took {:?}", t.elapsed());
+        assert!(status.success(), "{sig}: {status:?}");
+        assert_eq!(summary["type"], "summary", "{sig}: a summary at exit");
+        assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "{sig} left the program attached");
+    }
+    for sig in ["-HUP", "-QUIT"] {
+        let child = fastpath()
+            .args(["demo", "--duration", "30", "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn demo");
+        let prefix = format!("fp{}", base36(u64::from(child.id()), 5));
+        let mine = || fastpath_testbed::list().unwrap().into_iter().filter(|b| b.starts_with(&prefix)).count();
+        let t = std::time::Instant::now();
+        while mine() == 0 {
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "demo never built its test bed");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let t = std::time::Instant::now();
+        let _ = std::process::Command::new("kill").args([sig, &child.id().to_string()]).status();
+        let (code, err, _) = wait_exit(child, std::time::Duration::from_secs(15));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "demo {sig}: took {:?}", t.elapsed());
+        // Demo reports an interrupted run as a runtime failure (exit 5); what matters is that it
+        // ran its shutdown (not killed by the signal) and removed its bed.
+        assert!(code.is_some() && err.contains("interrupted"), "demo {sig}: {code:?} {err}");
+        assert_eq!(mine(), 0, "demo {sig} left its test bed");
+    }
+}

@@ -18,10 +18,20 @@ fn quiet_bed() -> Testbed {
     Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
 }
 
-/// A count from JSON output: a missing key or a non-number FAILS the test (it never reads as 0).
+/// A counter from the JSON output; a missing key FAILS the test (it must never read as 0).
 #[track_caller]
 fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("expected a count in the JSON output, found {v}"))
+    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
+}
+
+/// Unloads the classifier pinned on `iface` in `ns` when dropped (declare it after the test
+/// bed, so it drops first): a failing test leaves no pins in /sys/fs/bpf/fastpath.
+struct Pinned<'a>(&'a str, &'a str);
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        let _ = run(&["filter", "unload", "--netns", self.0, "-i", self.1]);
+    }
 }
 
 fn write(dir: &tempdir::Dir, name: &str, text: &str) -> String {
@@ -228,6 +238,7 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let o = run(&["filter", "load", &good, "--netns", ns, "-i", i, "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
     let stats = || last_json(&run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json", "-e"]));
     let before = stats();
     let mut many = String::new();
@@ -286,4 +297,251 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(attached(ns, i).is_none(), "unload detached it");
+}
+
+/// `filter stats --json` lists every rule with its counters, rules without hits included.
+#[test]
+fn stats_json_lists_every_rule_with_its_counters() {
+    if !privileged("stats_json_lists_every_rule_with_its_counters") {
+        return;
+    }
+    let bed = quiet_bed();
+    let dir = tempdir::Dir::new("statsjson");
+    let rules = write(
+        &dir,
+        "two.toml",
+        "[[rule]]\nname = \"nine\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n\
+         [[rule]]\nname = \"ten\"\nproto = \"udp\"\ndst_port = 10\naction = \"drop\"\n",
+    );
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", &rules, "--netns", ns, "-i", i, "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let stats = || {
+        let o = run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        last_json(&o)
+    };
+    let rule = |s: &Value, name: &str| -> (u64, u64) {
+        let r = s["rules"]
+            .as_array()
+            .expect("key rules")
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("rule {name} missing from {s}"));
+        (r["packets"].as_u64().expect("key packets"), r["bytes"].as_u64().expect("key bytes"))
+    };
+    // Nothing sent yet: both rules, zero counters.
+    let s = stats();
+    assert_eq!((rule(&s, "nine"), rule(&s, "ten")), ((0, 0), (0, 0)), "{s}");
+    let g = run(&[
+        "gen",
+        "--engine",
+        "xsk",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--dst-port",
+        "9",
+        "--count",
+        "100",
+        "--rate",
+        "10000",
+        "--duration",
+        "30",
+    ]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    std::thread::sleep(Duration::from_millis(300));
+    let s = stats();
+    assert_eq!(rule(&s, "nine"), (100, 6400), "{s}");
+    assert_eq!(rule(&s, "ten"), (0, 0), "the rule without hits is listed too: {s}");
+    let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `filter reload` on a classifier that no longer runs on the interface (another program
+/// replaced it; the interface was deleted and recreated) is refused: one line naming the
+/// interface and what happened, exit 3, nothing written; `stats` says so too; `unload` still
+/// cleans up.
+#[test]
+fn reload_refuses_a_classifier_no_longer_attached() {
+    if !privileged("reload_refuses_a_classifier_no_longer_attached") {
+        return;
+    }
+    let rule = "proto=udp,dst_port=9,action=drop";
+    for case in ["replaced", "recreated"] {
+        let bed = quiet_bed();
+        let (ns, i) = (bed.ns_b(), bed.iface_b());
+        let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--detach"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let _pins = Pinned(ns, i);
+        let stats = || run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json"]);
+        let before = last_json(&stats());
+        let mut holder = None;
+        match case {
+            "replaced" => {
+                let (ns2, i2) = (ns.to_string(), i.to_string());
+                let (tx, rx) = std::sync::mpsc::channel();
+                let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+                let h = fastpath_testbed::spawn_in_netns(ns, move || {
+                    let dev = fastpath::netdev::NetDev::by_name(&i2).unwrap();
+                    let p = fastpath::bpf::XdpDrop::attach(&i2, dev.ifindex, XdpMode::Native, true).unwrap();
+                    tx.send(()).unwrap();
+                    let _ = done_rx.recv();
+                    drop(p);
+                });
+                rx.recv().unwrap();
+                let _ = ns2;
+                holder = Some((done_tx, h));
+            }
+            _ => {
+                let peer = format!("{i}x");
+                for args in [
+                    vec!["-n", ns, "link", "del", "dev", i],
+                    vec!["-n", ns, "link", "add", i, "type", "veth", "peer", "name", &peer],
+                ] {
+                    let o = std::process::Command::new("ip").args(&args).output().unwrap();
+                    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+                }
+            }
+        }
+        let o = run(&["filter", "reload", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=10,action=drop"]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{case}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{case}: one line: {err}");
+        let what = if case == "replaced" { "not ours" } else { "deleted" };
+        assert!(err.contains(i) && err.contains("no longer attached") && err.contains(what), "{case}: {err}");
+        let o = stats();
+        assert_eq!(o.status.code(), Some(3), "{case}: stats: {}", stderr(&o));
+        assert!(stderr(&o).contains("no longer attached"), "{case}: {}", stderr(&o));
+        let after = last_json(&o);
+        assert_eq!(after["rule_set"], before["rule_set"], "{case}: nothing was written: {after}");
+        let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
+        assert!(o.status.success(), "{case}: unload: {}", stderr(&o));
+        let iface = i.to_string();
+        let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+        assert!(std::fs::symlink_metadata(&dir).is_err(), "{case}: pins left at {}", dir.display());
+        if let Some((done, h)) = holder {
+            done.send(()).unwrap();
+            h.join().unwrap().unwrap();
+        }
+    }
+}
+
+/// Runs `script` with `sh` in a private mount namespace on a bpffs of its own mounted at
+/// /sys/fs/bpf (so planting files there touches nobody else), with $FP the binary under test.
+fn in_private_bpffs(script: &str) -> std::process::Output {
+    let bin = std::env::var("FASTPATH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fastpath").to_string());
+    std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!("set -e; mount -t bpf bpf /sys/fs/bpf; {script}"))
+        .env("FP", bin)
+        .output()
+        .expect("unshare (util-linux)")
+}
+
+/// bpffs is mode 1777: a /sys/fs/bpf/fastpath that is a symlink, not root's, or group/world
+/// writable is refused (one line, exit 3, nothing attached or followed), as is a symlink inside
+/// a pin directory; a fresh one is made mode 0700.
+#[test]
+fn untrusted_pin_directories_are_refused() {
+    if !privileged("untrusted_pin_directories_are_refused") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let iface = i.to_string();
+    let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+    let sub = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let bait = std::env::temp_dir().join(format!("fastpath-bait-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&bait);
+    std::fs::create_dir_all(&bait).unwrap();
+    std::fs::write(bait.join("file"), "x").unwrap();
+    let load = format!("\"$FP\" filter load --netns {ns} -i {i} --rule proto=udp,action=drop --detach");
+    let cases = [
+        ("symlink", format!("ln -s {} /sys/fs/bpf/fastpath; {load}", bait.display()), "symlink"),
+        ("foreign owner", format!("mkdir -m 700 /sys/fs/bpf/fastpath; chown 65534 /sys/fs/bpf/fastpath; {load}"), "uid 65534"),
+        ("world writable", format!("mkdir -m 1777 /sys/fs/bpf/fastpath; {load}"), "writable"),
+        (
+            "symlink entry",
+            format!(
+                "mkdir -m 700 /sys/fs/bpf/fastpath /sys/fs/bpf/fastpath/{sub}; ln -s {} /sys/fs/bpf/fastpath/{sub}/link; \"$FP\" filter unload --netns {ns} -i {i}",
+                bait.join("file").display()
+            ),
+            "symlink",
+        ),
+    ];
+    for (name, script, needle) in &cases {
+        let o = in_private_bpffs(script);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{name}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{name}: one line: {err}");
+        assert!(err.contains("/sys/fs/bpf/fastpath") && err.contains(needle), "{name}: {err}");
+        assert!(attached(ns, i).is_none(), "{name}: left a program attached");
+        let planted: Vec<_> = std::fs::read_dir(&bait).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(planted.len(), 1, "{name}: wrote through the symlink: {planted:?}");
+        assert!(bait.join("file").exists(), "{name}: removed the symlink's target");
+    }
+    // A fresh directory: made mode 0700, used, and the classifier unloads.
+    let o = in_private_bpffs(&format!(
+        "{load} >/dev/null; stat -c %a /sys/fs/bpf/fastpath; \"$FP\" filter unload --netns {ns} -i {i} >/dev/null"
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "700");
+    assert!(attached(ns, i).is_none());
+    let _ = std::fs::remove_dir_all(&bait);
+}
+
+/// A `filter reload` waiting for another reload's lock stops at Ctrl-C (every wait loop checks
+/// the stop flag) instead of blocking in flock() until the other one is done.
+#[test]
+fn reload_waiting_for_the_lock_stops_on_sigint() {
+    if !privileged("reload_waiting_for_the_lock_stops_on_sigint") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let iface = i.to_string();
+    let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+    let lock = format!("/run/fastpath/{}.lock", dir.file_name().unwrap().to_string_lossy());
+    // Another holder of the lock: one process this test starts and ends by its pid (the shell
+    // takes the lock on fd 9, then becomes `sleep`, which keeps it).
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", &format!("exec 9>{lock}; flock 9; exec sleep 60")])
+        .spawn()
+        .expect("sh + flock (util-linux)");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut reload = fastpath()
+        .args(["filter", "reload", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=10,action=drop"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(reload.try_wait().unwrap().is_none(), "reload waits for the lock");
+    let t = std::time::Instant::now();
+    let _ = std::process::Command::new("kill").args(["-INT", &reload.id().to_string()]).status();
+    let st = loop {
+        if let Some(st) = reload.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(5) {
+            let _ = reload.kill();
+            let _ = holder.kill();
+            let _ = holder.wait();
+            panic!("reload still waiting for the lock 5 s after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
+    assert!(st.code().is_some() && !st.success(), "a clean failure, not killed by the signal: {st:?}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }

@@ -528,6 +528,15 @@ impl Testbed {
         Ok(())
     }
 
+    /// Sets the MTU of both veth ends (`ip link set dev ... mtu`), e.g. 9000 for jumbo frames:
+    /// above ~3500 on x86-64 a veth refuses native XDP programs without frags support.
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), TestbedError> {
+        for (ns, iface) in [(&self.ns_a, &self.iface_a), (&self.ns_b, &self.iface_b)] {
+            cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "mtu", &mtu.to_string()])?;
+        }
+        Ok(())
+    }
+
     /// `ethtool -S <iface>` run inside namespace `ns`, as `(name, value)` pairs in the
     /// driver's order. For a veth: `peer_ifindex`, `rx_queue_<i>_xdp_packets`,
     /// `rx_queue_<i>_xdp_drops`, `tx_queue_<i>_xdp_xmit`, `tx_queue_<i>_xdp_xmit_errors`, ...

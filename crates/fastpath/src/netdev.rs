@@ -44,6 +44,91 @@ struct EthtoolDrvinfo {
     regdump_len: u32,
 }
 
+/// What became of an interface since it was resolved ([`NetDev::link_event`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// No interface of that name any more.
+    Deleted,
+    /// Deleted, and an interface of the same name made again (another ifindex).
+    Recreated {
+        /// The new interface's index.
+        ifindex: u32,
+    },
+    /// Administratively down (IFF_UP clear).
+    Down,
+}
+
+impl std::fmt::Display for LinkEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkEvent::Deleted => write!(f, "was deleted"),
+            LinkEvent::Recreated { ifindex } => write!(f, "was deleted and recreated (now ifindex {ifindex})"),
+            LinkEvent::Down => write!(f, "was set down"),
+        }
+    }
+}
+
+/// Polls an interface for loss: deleted (or recreated) at any time, or set down once it has
+/// been seen up (an interface down from the start is the user's choice, not a loss).
+#[derive(Debug, Clone)]
+pub struct LinkWatch {
+    dev: NetDev,
+    seen_up: bool,
+}
+
+impl LinkWatch {
+    /// Starts watching `dev` (resolved earlier; its ifindex is the one that must stay).
+    pub fn new(dev: NetDev) -> Self {
+        let seen_up = dev.link_event().is_none();
+        Self { dev, seen_up }
+    }
+
+    /// What happened since the last call, if the interface is lost.
+    pub fn poll(&mut self) -> Option<LinkEvent> {
+        match self.dev.link_event() {
+            None => {
+                self.seen_up = true;
+                None
+            }
+            Some(LinkEvent::Down) if !self.seen_up => None,
+            e => e,
+        }
+    }
+}
+
+/// IFNAMSIZ: an interface name is at most 15 bytes plus the NUL.
+pub const IFNAMSIZ: usize = 16;
+
+/// Checks an interface name the way the kernel does (net/core/dev.c `dev_valid_name`):
+/// non-empty, shorter than IFNAMSIZ (at most 15 bytes), not "." or "..", and no '/', ':' or
+/// whitespace. Names become parts of paths (pin directories) and ioctl requests, so this runs
+/// before either. The error says what is wrong and what is accepted.
+pub fn validate_ifname(name: &str) -> Result<(), String> {
+    let why = if name.is_empty() {
+        "it is empty"
+    } else if name.len() >= IFNAMSIZ {
+        "it is longer than 15 bytes"
+    } else if name == "." || name == ".." {
+        "it is \".\" or \"..\""
+    } else if name.bytes().any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0) {
+        "it contains '/', ':', a NUL or whitespace"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "interface name {name:?} is not accepted ({why}): use 1 to 15 bytes (at most 15 bytes, IFNAMSIZ-1), not \".\" or \"..\", without '/', ':' or whitespace"
+    ))
+}
+
+/// Checks whether a name still resolves to `ifindex`, in the calling thread's netns.
+pub fn check_name(name: &str, ifindex: u32) -> Option<LinkEvent> {
+    match sys::if_nametoindex(name) {
+        Err(_) => Some(LinkEvent::Deleted),
+        Ok(i) if i != ifindex => Some(LinkEvent::Recreated { ifindex: i }),
+        Ok(_) => None,
+    }
+}
+
 /// A network interface, resolved by name in the current network namespace.
 #[derive(Debug, Clone)]
 pub struct NetDev {
@@ -57,6 +142,20 @@ impl NetDev {
     /// Resolves `name`. Error: the interface does not exist in this network namespace.
     pub fn by_name(name: &str) -> Result<Self, SysError> {
         Ok(Self { name: name.to_string(), ifindex: sys::if_nametoindex(name)? })
+    }
+
+    /// `None` while the interface is still there (same ifindex) and up; otherwise what
+    /// happened to it. Two system calls (if_nametoindex, SIOCGIFFLAGS): cheap enough to poll
+    /// several times a second from a monitoring loop.
+    pub fn link_event(&self) -> Option<LinkEvent> {
+        if let Some(e) = check_name(&self.name, self.ifindex) {
+            return Some(e);
+        }
+        match sys::if_flags(&self.name) {
+            Ok(f) if f & libc::IFF_UP as u32 == 0 => Some(LinkEvent::Down),
+            Ok(_) => None,
+            Err(_) => check_name(&self.name, self.ifindex),
+        }
     }
 
     /// Number of receive queues (rx + combined channels from ETHTOOL_GCHANNELS); queue ids
@@ -90,47 +189,95 @@ impl NetDev {
     /// The driver's counters (what `ethtool -S` shows), in the driver's order and names:
     /// ETHTOOL_GSSET_INFO, then ETHTOOL_GSTRINGS and ETHTOOL_GSTATS.
     pub fn ethtool_stats(&self) -> Result<Vec<(String, u64)>, SysError> {
+        // Since a December 2025 fix to net/ethtool/ioctl.c (backported to stable) the kernel
+        // answers a count other than ours with 0 and writes nothing; older kernels ignore ours
+        // and write their current count. So: tell it n, keep room for more (older kernels), and
+        // read only when both answers match n; otherwise ask again from GSSET_INFO.
+        for _ in 0..3 {
+            let n = self.sset_count()?;
+            if n == 0 {
+                return Ok(Vec::new());
+            }
+            let mut strings = GstringsReq::new(n);
+            // SAFETY: the buffer holds the header and room for GstringsReq::room(n) strings,
+            // at least the n the header announces.
+            unsafe { sys::ethtool_ioctl(&self.name, strings.as_mut_ptr(), "ETHTOOL_GSTRINGS")? };
+            let mut stats = GstatsReq::new(n);
+            // SAFETY: the buffer holds the header and room for at least the n counters the
+            // header announces.
+            unsafe { sys::ethtool_ioctl(&self.name, stats.as_mut_ptr(), "ETHTOOL_GSTATS")? };
+            if let (Some(names), Some(values)) = (strings.strings(), stats.counters()) {
+                return Ok(names.zip(values.iter().copied()).collect());
+            };
+        }
+        Err(SysError {
+            call: format!("ethtool stats of {}: the counter count keeps changing", self.name),
+            errno: libc::EAGAIN,
+        })
+    }
+
+    fn sset_count(&self) -> Result<u32, SysError> {
         // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
         let mut sset = [0u32; 5];
         sset[0] = ETHTOOL_GSSET_INFO;
         sset[2] = 1 << ETH_SS_STATS; // low half of the u64 mask (little-endian)
                                      // SAFETY: sset is large enough for the header plus one data word.
         unsafe { sys::ethtool_ioctl(&self.name, sset.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
-        let n = if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] as usize } else { 0 };
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        // The kernel writes its current count, not ours: leave room in case it grew since
-        // GSSET_INFO, and use only what both calls agree on.
-        let room = n * 2 + 16;
+        Ok(if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] } else { 0 })
+    }
+}
+
+/// Room for counters beyond the count announced: an older kernel writes its own current count
+/// whatever we say, so a count that grew a little since GSSET_INFO still lands in the buffer.
+fn room(n: u32) -> usize {
+    n as usize * 2 + 16
+}
+
+/// An ETHTOOL_GSTATS request: the count announced and the buffer are made from one value, so
+/// the kernel is never told of more counters than the buffer holds.
+struct GstatsReq {
+    n: u32,
+    buf: Vec<u64>,
+}
+
+impl GstatsReq {
+    fn new(n: u32) -> Self {
+        // ethtool_stats: cmd, n_stats, then u64 data (8-byte aligned: a u64 buffer).
+        let mut buf = vec![0u64; 1 + room(n)];
+        buf[0] = u64::from(ETHTOOL_GSTATS) | (u64::from(n) << 32);
+        Self { n, buf }
+    }
+    fn as_mut_ptr(&mut self) -> *mut libc::c_void {
+        self.buf.as_mut_ptr().cast()
+    }
+    /// The counters if the kernel answered for exactly the count announced.
+    fn counters(&self) -> Option<&[u64]> {
+        let got = (self.buf[0] >> 32) as u32;
+        (got == self.n).then(|| &self.buf[1..1 + self.n as usize])
+    }
+}
+
+/// An ETHTOOL_GSTRINGS request of the stats names, built like [`GstatsReq`].
+struct GstringsReq {
+    n: u32,
+    buf: Vec<u8>,
+}
+
+impl GstringsReq {
+    fn new(n: u32) -> Self {
         // ethtool_gstrings: cmd, string_set, len, then len * 32 bytes.
-        let mut strings = vec![0u8; 12 + room * ETH_GSTRING_LEN];
-        strings[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
-        strings[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
-        strings[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
-        // SAFETY: the buffer holds the header and n strings.
-        unsafe { sys::ethtool_ioctl(&self.name, strings.as_mut_ptr().cast(), "ETHTOOL_GSTRINGS")? };
-        // ethtool_stats: cmd, n_stats, then n u64 (8-byte aligned: use a u64 buffer).
-        let mut stats = vec![0u64; 1 + room];
-        let hdr = (ETHTOOL_GSTATS as u64) | ((n as u64) << 32);
-        stats[0] = hdr;
-        // SAFETY: the buffer holds the header and n counters.
-        unsafe { sys::ethtool_ioctl(&self.name, stats.as_mut_ptr().cast(), "ETHTOOL_GSTATS")? };
-        let n_strings = u32::from_ne_bytes(strings[8..12].try_into().expect("4 bytes")) as usize;
-        let n_stats = (stats[0] >> 32) as usize;
-        if n_strings.max(n_stats) > room {
-            return Err(SysError {
-                call: format!("ethtool stats of {}: count changed from {n} to {n_stats}", self.name),
-                errno: libc::EAGAIN,
-            });
-        }
-        let n = n.min(n_strings).min(n_stats);
-        Ok((0..n)
-            .map(|i| {
-                let s = &strings[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
-                (cstr(s), stats[1 + i])
-            })
-            .collect())
+        let mut buf = vec![0u8; 12 + room(n) * ETH_GSTRING_LEN];
+        buf[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+        buf[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+        buf[8..12].copy_from_slice(&n.to_ne_bytes());
+        Self { n, buf }
+    }
+    fn as_mut_ptr(&mut self) -> *mut libc::c_void {
+        self.buf.as_mut_ptr().cast()
+    }
+    fn strings(&self) -> Option<impl Iterator<Item = String> + '_> {
+        let got = u32::from_ne_bytes(self.buf[8..12].try_into().expect("4 bytes"));
+        (got == self.n).then(|| self.buf[12..12 + self.n as usize * ETH_GSTRING_LEN].chunks(ETH_GSTRING_LEN).map(cstr))
     }
 }
 
@@ -221,5 +368,42 @@ mod link_stats_tests {
         assert!(LinkStats::parse(t, "fp1").is_none());
         let d = s.delta(&LinkStats { rx_packets: 50, rx_dropped: 1, tx_packets: 20, tx_dropped: 7 });
         assert_eq!(d, LinkStats { rx_packets: 50, rx_dropped: 2, tx_packets: 180, tx_dropped: 0 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ethtool_requests_never_announce_more_than_they_hold() {
+        for n in [1u32, 7, 300] {
+            let mut g = GstatsReq::new(n);
+            assert_eq!(g.buf[0] >> 32, u64::from(n));
+            assert!(g.buf.len() > n as usize);
+            // A newer kernel's answer to a count that changed: 0 and nothing written.
+            g.buf[0] &= 0xffff_ffff;
+            assert!(g.counters().is_none());
+            // An older kernel's answer with a grown count: not read as ours.
+            g.buf[0] |= u64::from(n + 1) << 32;
+            assert!(g.counters().is_none());
+            g.buf[0] = u64::from(ETHTOOL_GSTATS) | (u64::from(n) << 32);
+            assert_eq!(g.counters().map(|c| c.len()), Some(n as usize));
+            let s = GstringsReq::new(n);
+            assert_eq!(u32::from_ne_bytes(s.buf[8..12].try_into().unwrap()), n);
+            assert!(s.buf.len() >= 12 + n as usize * ETH_GSTRING_LEN);
+            assert_eq!(s.strings().map(|i| i.count()), Some(n as usize));
+        }
+    }
+
+    #[test]
+    fn interface_names_are_checked_like_the_kernel() {
+        for ok in ["eth0", "veth-a", "a", "abcdefghijklmno", "fp1b", "v.10", "x..y"] {
+            assert_eq!(validate_ifname(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", ".", "..", "../x", "a/b", "a:b", "a b", "a\tb", "abcdefghijklmnop", "é12345678901234"] {
+            let e = validate_ifname(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")) && e.contains("1 to 15 bytes"), "{bad:?}: {e}");
+        }
     }
 }

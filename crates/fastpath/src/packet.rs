@@ -206,11 +206,21 @@ pub fn swap_macs(frame: &mut [u8]) {
     dst.swap_with_slice(&mut rest[..6]);
 }
 
+/// Most sequence-number bits a [`SeqTracker`] keeps, over all streams: 2^28 (32 MiB), an
+/// hour of 64-byte frames at 70 kpps or a minute at 4 Mpps.
+pub const SEQ_WINDOW: u64 = 1 << 28;
+
 /// Counts, per stream, which sequence numbers arrived: exactly-once accounting for tests and
-/// `--verify` runs. Memory: one bit per sequence number up to the highest seen.
+/// `--verify` runs. Memory: one bit per sequence number up to the highest seen, at most
+/// [`SEQ_WINDOW`] bits over all streams; a frame whose (stream, seq) would need more (a
+/// sequence number far ahead, read off the wire) is counted in `out_of_window`, not stored.
 #[derive(Debug, Default, Clone)]
 pub struct SeqTracker {
     streams: std::collections::BTreeMap<u16, Vec<u64>>,
+    /// 64-bit words allocated over all streams.
+    words: u64,
+    /// Intact fastpath frames whose sequence number lies beyond the window: not tracked.
+    pub out_of_window: u64,
     /// Frames seen (including duplicates).
     pub frames: u64,
     /// Frames whose (stream, seq) was already seen.
@@ -236,8 +246,18 @@ impl SeqTracker {
                 return;
             }
         };
+        let (w, b) = (p.seq / 64, p.seq % 64);
+        let have = self.streams.get(&p.stream).map_or(0, |v| v.len() as u64);
+        if have <= w {
+            let grow = w + 1 - have;
+            if grow > SEQ_WINDOW / 64 - self.words {
+                self.out_of_window += 1;
+                return;
+            }
+            self.words += grow;
+        }
+        let w = w as usize;
         let bits = self.streams.entry(p.stream).or_default();
-        let (w, b) = ((p.seq / 64) as usize, p.seq % 64);
         if bits.len() <= w {
             bits.resize(w + 1, 0);
         }
@@ -351,6 +371,27 @@ mod tests {
         assert_eq!((t.frames, t.unique(), t.duplicates), (5, 4, 1));
         assert_eq!(t.missing(3, 130), 126);
         assert_eq!(t.per_stream(), vec![(3, 4, 130)]);
+    }
+
+    #[test]
+    fn tracker_bounds_memory_for_seqs_off_the_wire() {
+        let mut t = SeqTracker::default();
+        let mut buf = vec![0u8; 64];
+        build_udp_frame(&spec(64), &mut buf);
+        for seq in [1u64, 1 << 40, u64::MAX, u64::MAX - 63, SEQ_WINDOW, 2] {
+            stamp(&mut buf, &Payload { stream: 1, seq, tstamp_ns: 0 });
+            t.record(&buf);
+        }
+        assert_eq!((t.frames, t.unique(), t.out_of_window), (6, 2, 4), "{t:?}");
+        assert_eq!(t.per_stream(), vec![(1, 2, 2)]);
+        assert_eq!(t.missing(1, 2), 0);
+        // The window is shared by all streams: the budget cannot be multiplied by stream ids.
+        for stream in 2..100u16 {
+            stamp(&mut buf, &Payload { stream, seq: SEQ_WINDOW - 1, tstamp_ns: 0 });
+            t.record(&buf);
+        }
+        assert!(t.out_of_window >= 4 + 98, "{}", t.out_of_window);
+        assert!(t.words <= SEQ_WINDOW / 64);
     }
 
     #[test]

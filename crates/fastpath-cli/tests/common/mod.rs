@@ -22,8 +22,10 @@ pub fn privileged(test: &str) -> bool {
     false
 }
 
+/// The binary under test; `FASTPATH_BIN` overrides it (e.g. to run a test against an older
+/// build and see it fail).
 pub fn fastpath() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_fastpath"))
+    Command::new(std::env::var("FASTPATH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fastpath").to_string()))
 }
 
 /// Runs fastpath to completion.

@@ -415,11 +415,12 @@ impl Classifier {
     }
 
     /// Pins the maps and the link under `dir` (bpffs) so the classifier outlives this process.
+    /// `dir` must be a directory right under [`PIN_ROOT`] ([`pin_dir`]): the root is created
+    /// mode 0700 and both are checked ([`check_trusted_dir`]) before anything is pinned.
     pub fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
-        std::fs::create_dir_all(dir).map_err(|e| SysError {
-            call: format!("mkdir({})", dir.display()),
-            errno: e.raw_os_error().unwrap_or(0),
-        })?;
+        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
+        make_trusted_dir(root)?;
+        make_trusted_dir(dir)?;
         self.maps.pin(dir)?;
         let link = self.link.as_ref().expect("attached");
         let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
@@ -433,6 +434,71 @@ impl Classifier {
         Ok(())
     }
 
+    /// True if a classifier is pinned under `dir` (its `link` pin exists). Refuses an
+    /// untrusted [`PIN_ROOT`] or `dir`, and a `link` entry that is a symlink.
+    pub fn is_pinned(dir: &Path) -> Result<bool, BpfError> {
+        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
+        if std::fs::symlink_metadata(root).is_err() {
+            return Ok(false);
+        }
+        check_trusted_dir(root)?;
+        if std::fs::symlink_metadata(dir).is_err() {
+            return Ok(false);
+        }
+        check_trusted_dir(dir)?;
+        Ok(check_entry(&dir.join("link"))?.is_some())
+    }
+
+    /// The pinned link as the kernel sees it, if this object was opened from pins.
+    pub fn pinned_link_info(&self) -> Option<Result<super::LinkInfo, SysError>> {
+        self.link_fd_pinned.as_ref().map(|fd| super::link_info(fd.as_fd()))
+    }
+
+    /// Checks that the classifier opened from pins still runs on `iface`: its link is attached
+    /// (the kernel reports a non-zero ifindex), to the interface that now has that name, and the
+    /// program the kernel reports there is the link's. `was_ifindex` is the interface's index at
+    /// load time, if known (for the message). Error: [`BpfError::Stale`] saying what happened.
+    pub fn check_still_attached(&self, iface: &str, was_ifindex: Option<u32>) -> Result<(), BpfError> {
+        let stale = |what: String| BpfError::Stale { iface: iface.to_string(), what };
+        let now = crate::sys::if_nametoindex(iface).ok();
+        let info = match self.pinned_link_info() {
+            None => return Err(stale("its link pin cannot be opened".into())),
+            Some(i) => i?,
+        };
+        if !info.is_xdp {
+            return Err(stale(format!("the pinned link id {} is not an XDP link", info.id)));
+        }
+        let on_now = now.and_then(|i| super::query_xdp(i).ok().flatten());
+        let other = |p: Option<super::AttachedProg>| match p {
+            Some(p) if p.id != info.prog_id => format!("; XDP program id {} (not ours) runs there now", p.id),
+            _ => String::new(),
+        };
+        if info.ifindex == 0 {
+            let what = match (now, was_ifindex) {
+                (None, _) => "the interface was deleted".to_string(),
+                (Some(n), Some(w)) if n != w => {
+                    format!("the interface was deleted (ifindex {w}) and recreated (ifindex {n}){}", other(on_now))
+                }
+                _ => format!("its link was detached (replaced by another XDP program?){}", other(on_now)),
+            };
+            return Err(stale(what));
+        }
+        let Some(now) = now else {
+            return Err(stale(format!("it is attached to ifindex {} but no interface is named {iface}", info.ifindex)));
+        };
+        if info.ifindex != now {
+            return Err(stale(format!(
+                "it is attached to ifindex {} but {iface} is now ifindex {now} (deleted and recreated)",
+                info.ifindex
+            )));
+        }
+        match on_now {
+            Some(p) if p.id == info.prog_id => Ok(()),
+            Some(p) => Err(stale(format!("XDP program id {} (not ours, id {}) runs on it now", p.id, info.prog_id))),
+            None => Err(stale("the kernel reports no XDP program on it".into())),
+        }
+    }
+
     /// Puts the AF_XDP socket `xsk_fd` into the program's XSKMAP slot `queue_id` (for rules
     /// with `action = "xsk"`).
     pub fn insert_xsk(&self, queue_id: u32, xsk_fd: std::os::fd::RawFd) -> Result<(), BpfError> {
@@ -444,6 +510,13 @@ impl Classifier {
 
     /// Opens a classifier pinned by [`Classifier::pin`] under `dir`.
     pub fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
+        if let Some(root) = dir.parent() {
+            check_trusted_dir(root)?;
+        }
+        check_trusted_dir(dir)?;
+        for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
+            check_entry(&dir.join(name))?;
+        }
         let maps = ClsMaps::open_pinned(dir)?;
         let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
         // SAFETY: a NUL-terminated path.
@@ -458,11 +531,17 @@ impl Classifier {
     }
 
     /// Removes the pins under `dir` (maps and link). With the link's pin gone and no process
-    /// holding its fd, the kernel detaches the program.
+    /// holding its fd, the kernel detaches the program. Touches nothing unless `dir` and its
+    /// parent pass [`check_trusted_dir`].
     pub fn unpin(dir: &Path) -> Result<(), SysError> {
+        // Only inside trusted directories (a symlinked root would lead elsewhere); an entry
+        // that is a symlink is removed itself (unlink), never followed.
+        if dir.parent().is_some_and(|r| check_trusted_dir(r).is_err()) || check_trusted_dir(dir).is_err() {
+            return Ok(());
+        }
         for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
             let p = dir.join(name);
-            if p.exists() {
+            if std::fs::symlink_metadata(&p).is_ok() {
                 std::fs::remove_file(&p).map_err(|e| SysError {
                     call: format!("unlink({})", p.display()),
                     errno: e.raw_os_error().unwrap_or(0),
@@ -475,17 +554,28 @@ impl Classifier {
 
     /// Detaches the classifier pinned under `dir` and removes every pin there, without needing
     /// the maps to open (a pin directory from another build still unloads).
-    pub fn unload_pinned(dir: &Path) -> Result<(), SysError> {
+    pub fn unload_pinned(dir: &Path) -> Result<(), BpfError> {
+        if let Some(root) = dir.parent() {
+            check_trusted_dir(root)?;
+        }
+        check_trusted_dir(dir)?;
         let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
-        // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };
+        // A symlink is never followed: only a real pin is opened (bpf_obj_get follows links).
+        let fd = if check_entry(&dir.join("link"))?.is_some() {
+            // SAFETY: a NUL-terminated path.
+            unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) }
+        } else {
+            -1
+        };
         if fd >= 0 {
             // SAFETY: a fresh fd we own.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             // SAFETY: a valid link fd.
             let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
             if rc < 0 && -rc != libc::ENOLINK {
-                return Err(SysError { call: format!("bpf_link_detach({})", dir.join("link").display()), errno: -rc });
+                return Err(
+                    SysError { call: format!("bpf_link_detach({})", dir.join("link").display()), errno: -rc }.into()
+                );
             }
         }
         if let Ok(entries) = std::fs::read_dir(dir) {
@@ -510,12 +600,67 @@ impl Classifier {
     }
 }
 
+/// Where fastpath pins: a directory of its own on bpffs, made mode 0700 and owned by root.
+/// bpffs itself is mounted mode 1777 (anyone may create entries), so every use checks it.
+pub const PIN_ROOT: &str = "/sys/fs/bpf/fastpath";
+
+/// Refuses `p` unless it is a real directory (not a symlink), owned by root (uid 0) and not
+/// writable by group or others: anything else could have been planted by another user.
+pub fn check_trusted_dir(p: &Path) -> Result<(), BpfError> {
+    use std::os::unix::fs::MetadataExt;
+    let bad = |reason: String| BpfError::UntrustedPinDir { path: p.display().to_string(), reason };
+    let m = std::fs::symlink_metadata(p).map_err(|e| bad(format!("cannot stat it: {e}")))?;
+    if m.file_type().is_symlink() {
+        return Err(bad("it is a symlink".into()));
+    }
+    if !m.is_dir() {
+        return Err(bad("it is not a directory".into()));
+    }
+    if m.uid() != 0 {
+        return Err(bad(format!("it is owned by uid {}, not root", m.uid())));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Err(bad(format!("it is group/world writable (mode {:o})", m.mode() & 0o7777)));
+    }
+    Ok(())
+}
+
+/// `None` if nothing is at `p`; the metadata of a real entry; an error for a symlink.
+fn check_entry(p: &Path) -> Result<Option<std::fs::Metadata>, BpfError> {
+    match std::fs::symlink_metadata(p) {
+        Err(_) => Ok(None),
+        Ok(m) if m.file_type().is_symlink() => Err(BpfError::UntrustedPinDir {
+            path: p.display().to_string(),
+            reason: "a pin directory entry is a symlink".into(),
+        }),
+        Ok(m) => Ok(Some(m)),
+    }
+}
+
+/// Creates `p` mode 0700 if absent (never through a symlink), then checks it.
+fn make_trusted_dir(p: &Path) -> Result<(), BpfError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if std::fs::symlink_metadata(p).is_err() {
+        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(p) {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(SysError {
+                    call: format!("mkdir({}, 0700)", p.display()),
+                    errno: e.raw_os_error().unwrap_or(0),
+                }
+                .into());
+            }
+        }
+    }
+    check_trusted_dir(p)
+}
+
 /// Where `fastpath filter load --detach` pins the classifier of `iface` in the calling thread's
-/// network namespace: /sys/fs/bpf/fastpath/<netns inode>-<iface>/.
+/// network namespace: /sys/fs/bpf/fastpath/<netns inode>-<iface>/. `iface` must be a valid
+/// interface name (no '/', not "." or ".."), which callers check first.
 pub fn pin_dir(iface: &str) -> PathBuf {
     let ns = std::fs::read_link("/proc/thread-self/ns/net")
         .ok()
         .and_then(|p| p.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').parse::<u64>().ok())
         .unwrap_or(0);
-    PathBuf::from(format!("/sys/fs/bpf/fastpath/{ns}-{iface}"))
+    PathBuf::from(format!("{PIN_ROOT}/{ns}-{iface}"))
 }

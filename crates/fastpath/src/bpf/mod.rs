@@ -66,6 +66,61 @@ pub enum BpfError {
         /// The failed call.
         cause: SysError,
     },
+    /// Native XDP refused because the MTU is too large for a program without XDP frags support
+    /// (the kernel's ERANGE): one frame must fit one page with XDP headroom and skb_shared_info.
+    #[error(
+        "{iface} refuses native XDP: its MTU {mtu} is too large for a single-buffer XDP program ({limit}; {cause}); lower the MTU (ip link set dev {iface} mtu {max_hint}) or use --xdp-mode skb"
+    )]
+    MtuTooLarge {
+        /// Interface.
+        iface: String,
+        /// Its MTU (0 if it could not be read).
+        mtu: u32,
+        /// The limit as known: "veth allows at most 3506 = PAGE_SIZE 4096 - ...".
+        limit: String,
+        /// The MTU to suggest.
+        max_hint: String,
+        /// The failed call.
+        cause: SysError,
+    },
+    /// `--xdp-mode auto` tried every mode and each was refused.
+    #[error("{iface}: no XDP attach mode worked: {errors}")]
+    AllModesRefused {
+        /// Interface.
+        iface: String,
+        /// `native: <error>; skb: <error>`.
+        errors: String,
+    },
+    /// The kernel reports no program of ours on the interface after the attach call returned.
+    #[error("{iface}: attach returned but the kernel reports {found} on ifindex {ifindex}, not our program id {ours}")]
+    NotAttached {
+        /// Interface.
+        iface: String,
+        /// Interface index.
+        ifindex: u32,
+        /// Our program id.
+        ours: u32,
+        /// What the kernel reports ("no XDP program" or "program id N").
+        found: String,
+    },
+    /// The classifier pinned for an interface no longer runs there.
+    #[error("the classifier pinned for {iface} is no longer attached: {what}")]
+    Stale {
+        /// Interface.
+        iface: String,
+        /// What happened, e.g. "the interface was deleted (and recreated as ifindex 7)".
+        what: String,
+    },
+    /// A pin directory that a non-root user could have planted or changed.
+    #[error(
+        "refusing pin directory {path}: {reason} (it must be a real directory owned by root, not group/world writable)"
+    )]
+    UntrustedPinDir {
+        /// The path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
@@ -87,6 +142,83 @@ pub enum XdpMode {
     Native,
     /// Generic XDP on the skb (XDP_FLAGS_SKB_MODE): works everywhere, after skb allocation.
     Skb,
+}
+
+impl BpfError {
+    /// True if this error is the driver refusing one attach mode, so that `--xdp-mode auto`
+    /// should try the next mode: anything but a foreign program in the way or a load failure.
+    pub fn is_mode_refusal(&self) -> bool {
+        matches!(self, BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. } | BpfError::Sys(_))
+    }
+}
+
+/// Attaches with each mode of `modes` in turn until one works (`attach` is called once per
+/// mode); with more than one mode, refusals (see [`BpfError::is_mode_refusal`]) go on to the next
+/// mode and are returned as notes, and if every mode is refused the error lists each mode's
+/// error. Other errors return at once.
+pub fn attach_first<T>(
+    iface: &str,
+    modes: &[XdpMode],
+    mut attach: impl FnMut(XdpMode) -> Result<T, BpfError>,
+) -> Result<(T, XdpMode, Vec<String>), BpfError> {
+    let mut errors: Vec<String> = Vec::new();
+    for &m in modes {
+        match attach(m) {
+            Ok(t) => {
+                let notes = errors.iter().map(|e| format!("{e}; fell back to {} mode", m.name())).collect();
+                return Ok((t, m, notes));
+            }
+            Err(e) if modes.len() > 1 && e.is_mode_refusal() => errors.push(format!("{}: {e}", m.name())),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(BpfError::AllModesRefused { iface: iface.to_string(), errors: errors.join("; ") })
+}
+
+/// What the kernel says about a bpf_link (BPF_OBJ_GET_INFO_BY_FD).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Link id.
+    pub id: u32,
+    /// Id of the program the link holds.
+    pub prog_id: u32,
+    /// True for an XDP link.
+    pub is_xdp: bool,
+    /// For an XDP link: the interface it is attached to, 0 once detached (the interface was
+    /// deleted, or the link was detached with BPF_LINK_DETACH).
+    pub ifindex: u32,
+}
+
+/// Reads a link's info.
+pub fn link_info(fd: std::os::fd::BorrowedFd<'_>) -> Result<LinkInfo, SysError> {
+    // SAFETY: all-zero is a valid bpf_link_info.
+    let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+    // SAFETY: info/len describe a valid buffer.
+    let rc = unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    if rc < 0 {
+        return Err(SysError { call: "bpf_obj_get_info_by_fd(link)".into(), errno: -rc });
+    }
+    let is_xdp = info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP;
+    // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
+    let ifindex = if is_xdp { unsafe { info.__bindgen_anon_1.xdp.ifindex } } else { 0 };
+    Ok(LinkInfo { id: info.id, prog_id: info.prog_id, is_xdp, ifindex })
+}
+
+/// The MTU limit of native XDP without frags support, for the error message: exact for veth
+/// (drivers/net/veth.c: SKB_WITH_OVERHEAD(PAGE_SIZE - VETH_XDP_HEADROOM) - ETH_HLEN), where
+/// VETH_XDP_HEADROOM is XDP_PACKET_HEADROOM 256 and skb_shared_info takes 320 bytes on x86-64.
+fn mtu_limit_text(driver: &str) -> (String, String) {
+    let page = crate::sys::page_size();
+    if driver == "veth" {
+        let max = page.saturating_sub(256 + 320 + 14);
+        (
+            format!("veth allows at most {max} = PAGE_SIZE {page} - XDP headroom 256 - skb_shared_info 320 - Ethernet header 14"),
+            max.to_string(),
+        )
+    } else {
+        (format!("driver {driver} needs each frame to fit one {page}-byte page with XDP headroom"), "1500".into())
+    }
 }
 
 impl XdpMode {
@@ -210,13 +342,35 @@ impl XdpLink {
         let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
         if fd < 0 {
             let e = SysError { call: format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name()), errno: -fd };
+            if -fd == libc::ERANGE && mode == XdpMode::Native {
+                let driver = crate::netdev::NetDev::by_name(iface).and_then(|d| d.driver()).unwrap_or_default();
+                let (limit, max_hint) = mtu_limit_text(&driver);
+                let mtu = crate::sys::if_mtu(iface).unwrap_or(0);
+                return Err(BpfError::MtuTooLarge { iface: iface.to_string(), mtu, limit, max_hint, cause: e });
+            }
             if matches!(-fd, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
                 return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), cause: e });
             }
             return Err(e.into());
         }
         // SAFETY: fd is a fresh link descriptor we own.
-        Ok(Self { link: unsafe { OwnedFd::from_raw_fd(fd) }, ifindex, mode })
+        let me = Self { link: unsafe { OwnedFd::from_raw_fd(fd) }, ifindex, mode };
+        // Never trust the call alone: the kernel must report our program on the interface.
+        let ours = link_info(me.link.as_fd())?.prog_id;
+        match query_xdp(ifindex)? {
+            Some(p) if p.id == ours => Ok(me),
+            other => Err(BpfError::NotAttached {
+                iface: iface.to_string(),
+                ifindex,
+                ours,
+                found: other.map_or("no XDP program".into(), |p| format!("program id {}", p.id)),
+            }),
+        }
+    }
+
+    /// Id of the program this link holds.
+    pub fn prog_id(&self) -> Result<u32, SysError> {
+        Ok(link_info(self.link.as_fd())?.prog_id)
     }
 
     /// The link's fd (to pin it).

@@ -5,7 +5,7 @@
 //! the COMPLETION ring back to a free list). Needs CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW.
 
 use super::{Port, PortError, PortStats};
-use crate::bpf::{BpfError, XdpMode, XskRedirect};
+use crate::bpf::{XdpMode, XskRedirect};
 use crate::netdev::NetDev;
 use crate::xsk::{XdpDesc, XskConfig, XskError, XskSocket};
 
@@ -34,25 +34,15 @@ impl AfXdpPort {
             Some(XdpMode::Skb) => &[XdpMode::Skb],
             None => &[XdpMode::Native, XdpMode::Skb],
         };
-        let mut last = None;
-        for &m in modes {
-            let prog = match XskRedirect::attach(iface, dev.ifindex, m, force) {
-                Ok(p) => p,
-                Err(e @ BpfError::ModeUnsupported { .. }) => {
-                    last = Some(e);
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let mut sock = XskSocket::bind(iface, queue, cfg)?;
-            prog.insert(queue, sock.as_raw_fd())?;
-            // First half of the frames on FILL for RX, second half free for TX.
-            let half = cfg.frame_count / 2;
-            sock.fill_first_frames(half);
-            let tx_free = (half..cfg.frame_count).rev().map(|i| sock.frame_addr(i)).collect();
-            return Ok(Self { sock, _prog: prog, tx_free, stats: PortStats::default() });
-        }
-        Err(last.expect("a mode was tried").into())
+        let (prog, _, _) =
+            crate::bpf::attach_first(iface, modes, |m| XskRedirect::attach(iface, dev.ifindex, m, force))?;
+        let mut sock = XskSocket::bind(iface, queue, cfg)?;
+        prog.insert(queue, sock.as_raw_fd())?;
+        // First half of the frames on FILL for RX, second half free for TX.
+        let half = cfg.frame_count / 2;
+        sock.fill_first_frames(half);
+        let tx_free = (half..cfg.frame_count).rev().map(|i| sock.frame_addr(i)).collect();
+        Ok(Self { sock, _prog: prog, tx_free, stats: PortStats::default() })
     }
 
     /// The socket (mode read back from the kernel, statistics).

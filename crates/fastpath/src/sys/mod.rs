@@ -48,6 +48,9 @@ pub fn errno_text(errno: i32) -> String {
         libc::EACCES => "EACCES",
         libc::E2BIG => "E2BIG",
         libc::EFAULT => "EFAULT",
+        libc::ERANGE => "ERANGE",
+        libc::ENOLINK => "ENOLINK",
+        libc::ELOOP => "ELOOP",
         _ => "",
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();
@@ -408,6 +411,32 @@ pub fn set_link_up(iface: &str) -> Result<(), SysError> {
     Ok(())
 }
 
+/// The interface's MTU (`ioctl(SIOCGIFMTU)`), in the calling thread's netns.
+pub fn if_mtu(iface: &str) -> Result<u32, SysError> {
+    let ifr = ifreq_ioctl(iface, libc::SIOCGIFMTU, None, "SIOCGIFMTU")?;
+    // SAFETY: SIOCGIFMTU filled the mtu member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// The interface's flags (`ioctl(SIOCGIFFLAGS)`: IFF_UP, IFF_RUNNING, ...), in the calling
+/// thread's netns.
+pub fn if_flags(iface: &str) -> Result<u32, SysError> {
+    let ifr = ifreq_ioctl(iface, libc::SIOCGIFFLAGS, None, "SIOCGIFFLAGS")?;
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    Ok(unsafe { ifr.ifr_ifru.ifru_flags } as u16 as u32)
+}
+
+/// The page size (`sysconf(_SC_PAGESIZE)`).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory arguments.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
 /// The interface's hardware address (`ioctl(SIOCGIFHWADDR)`), in the calling thread's netns.
 pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
     let ifr = ifreq_ioctl(iface, libc::SIOCGIFHWADDR, None, "SIOCGIFHWADDR")?;
@@ -537,8 +566,10 @@ impl RecvMmsg {
 }
 
 /// Takes an exclusive advisory lock (`flock(LOCK_EX)`) on `path` (created if absent), held
-/// until the returned fd is dropped: serialises concurrent `fastpath filter reload`s.
-pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
+/// until the returned fd is dropped: serialises concurrent `fastpath filter reload`s. Waits
+/// for another holder with `LOCK_NB` retries every 20 ms, giving up with EINTR once `stop` is
+/// set (a signal), so a blocked wait never outlives Ctrl-C.
+pub fn lock_file(path: &std::path::Path, stop: &std::sync::atomic::AtomicBool) -> Result<OwnedFd, SysError> {
     if let Some(d) = path.parent() {
         let _ = std::fs::create_dir_all(d);
     }
@@ -548,9 +579,18 @@ pub fn lock_file(path: &std::path::Path) -> Result<OwnedFd, SysError> {
             errno: e.raw_os_error().unwrap_or(0),
         })?;
     let fd: OwnedFd = f.into();
-    // SAFETY: fd is a valid open file.
-    if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX) } < 0 {
-        return Err(SysError::last(format!("flock({}, LOCK_EX)", path.display())));
+    loop {
+        // SAFETY: fd is a valid open file.
+        if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(fd);
+        }
+        let e = SysError::last(format!("flock({}, LOCK_EX)", path.display()));
+        if e.errno != libc::EWOULDBLOCK && e.errno != libc::EINTR {
+            return Err(e);
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(SysError { call: format!("flock({}, LOCK_EX)", path.display()), errno: libc::EINTR });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    Ok(fd)
 }
