@@ -184,7 +184,10 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 			if (nh == 44) {
 				__u16 fo = ((__u16)h[2] << 8) | h[3];
-				p->frag = (fo & 0xfff8) ? 2 : (fo & 1) ? 1 : 0;
+				__u8 st = (fo & 0xfff8) ? 2 : (fo & 1) ? 1 : 0;
+				/* A nested fragment header never makes a fragment look whole again. */
+				if (st > p->frag)
+					p->frag = st;
 				fo_bytes = fo & 0xfff8;
 			}
 			nh = h[0];
@@ -202,8 +205,10 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	p->proto16 = 0x100 | proto;
 	if (p->frag == 2) {
 		/* RFC 1858 / 3128: a later fragment that lands inside the minimal TCP header would
-		 * overwrite ports or flags of the first one. */
-		if (proto == IPPROTO_TCP && fo_bytes < 20)
+		 * overwrite ports or flags of the first one. IPv6 reassembly ignores a later
+		 * fragment's next header, so there any protocol counts (no real IPv6 fragment starts
+		 * that early: the first one carries at least 1232 bytes at the minimum MTU). */
+		if (fo_bytes < 20 && (proto == IPPROTO_TCP || et == bpf_htons(ETH_P_IPV6)))
 			return PARSE_BAD_FRAG;
 		return PARSE_OK;
 	}
@@ -246,15 +251,29 @@ static __always_inline __u32 class_of(void *map, __u32 idx)
 }
 
 /* Token-bucket arithmetic in 1/1e9 packets: refill `rate` per second for the time since
- * last_ns (at most one second), capped at one second's worth (the burst). */
+ * last_ns (at most one second), capped at one second's worth (the burst). `now` was read on
+ * this CPU before another CPU may have stored a later last_ns: time that runs backwards
+ * refills nothing (a wrapped difference would otherwise refill the whole bucket). */
 static __always_inline __u64 refill(__u64 tokens, __u64 last_ns, __u64 now, __u64 rate)
 {
-	__u64 cap = rate * 1000000000ull, el = now - last_ns;
+	__u64 cap = rate * 1000000000ull, el;
 
-	if (last_ns == 0 || el > 1000000000ull)
+	if (last_ns == 0)
+		el = 1000000000ull;
+	else if ((__s64)(now - last_ns) <= 0)
+		el = 0;
+	else
+		el = now - last_ns;
+	if (el > 1000000000ull)
 		el = 1000000000ull;
 	tokens += el * rate;
 	return tokens > cap ? cap : tokens;
+}
+
+/* last_ns never moves backwards. */
+static __always_inline __u64 later(__u64 last_ns, __u64 now)
+{
+	return (__s64)(now - last_ns) > 0 ? now : last_ns;
 }
 
 /* The rule's aggregate bucket (all sources, all CPUs), under its spin lock. */
@@ -265,10 +284,10 @@ static __always_inline int total_allows(__u32 ai, __u64 rate, __u64 now)
 	int ok;
 
 	if (!t)
-		return 1;
+		return 0; /* fail closed */
 	bpf_spin_lock(&t->lock);
 	tokens = refill(t->tokens, t->last_ns, now, rate);
-	t->last_ns = now;
+	t->last_ns = later(t->last_ns, now);
 	ok = tokens >= 1000000000ull;
 	t->tokens = ok ? tokens - 1000000000ull : tokens;
 	bpf_spin_unlock(&t->lock);
@@ -292,7 +311,7 @@ static __always_inline int rate_allows(__u32 set, __u32 rule, __u32 ai, struct p
 		b = bpf_map_lookup_elem(&cls_rate, &k);
 		if (b) {
 			tokens = refill(b->tokens, b->last_ns, now, act->rate_pps);
-			b->last_ns = now;
+			b->last_ns = later(b->last_ns, now);
 			if (tokens < 1000000000ull) {
 				b->tokens = tokens;
 				return 0;

@@ -49,7 +49,10 @@ impl From<XskError> for CliError {
 impl From<BpfError> for CliError {
     fn from(e: BpfError) -> Self {
         match e {
-            BpfError::Occupied { .. } | BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } => env(e),
+            BpfError::Occupied { .. }
+            | BpfError::UntrustedPinDir { .. }
+            | BpfError::Stale { .. }
+            | BpfError::OtherVersion { .. } => env(e),
             _ => kernel(e),
         }
     }

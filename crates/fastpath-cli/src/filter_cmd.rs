@@ -82,7 +82,7 @@ fn pinned_ifindex(iface: &str) -> Option<u32> {
 
 fn pinned_err(e: BpfError) -> crate::error::CliError {
     match e {
-        BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } => env(e),
+        BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } | BpfError::OtherVersion { .. } => env(e),
         _ => kernel(e),
     }
 }

@@ -240,5 +240,8 @@ fn filter_check_names_the_malformed_policy() {
     assert_eq!(v["malformed"].as_str().expect("key malformed"), "drop");
     let o = run(&["filter", "check", "--rule", "src=10.0.0.0/8,action=drop"]);
     let text = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(text.contains("default pass, malformed pass"), "{text}");
+    assert!(text.contains("default pass, malformed drop"), "an address drop rule guards: {text}");
+    let o = run(&["filter", "check", "--rule", "src=10.0.0.0/8,action=xsk"]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.contains("default pass, malformed pass"), "steering only: {text}");
 }

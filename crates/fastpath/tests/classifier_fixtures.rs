@@ -460,6 +460,21 @@ fn ssh_fixtures() -> Vec<F> {
             action: XDP_DROP,
             counted: "bad_fragment",
         },
+        F {
+            name: "ipv6 first fragment, then an atomic fragment header, 8 bytes of tcp",
+            frame: cat(
+                eth(&[], 0x86dd),
+                ipv6(V6A, V6B, 44, &[44, 0, 0, 1, 0, 0, 0, 1, 6, 0, 0, 0, 0, 0, 0, 2], &syn22[..8]),
+            ),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
+        F {
+            name: "ipv6 later fragment at offset 8 claiming udp (reassembly ignores its next header)",
+            frame: cat(eth(&[], 0x86dd), ipv6(V6A, V6B, 44, &[17, 0, 0, 0x08, 0, 0, 0, 1], &[0; 8])),
+            action: XDP_DROP,
+            counted: "bad_fragment",
+        },
     ];
     // Chains of 1..=10 Destination Options headers before tcp/22: up to the bound the rule sees
     // port 22; past it the protocol is unknown, which is malformed (dropped), never no_match.
@@ -507,9 +522,13 @@ fn malformed_policy_is_what_the_rule_set_says() {
         ]
     };
     check(&pass, fx(XDP_PASS));
-    // Addresses only: malformed frames get the default (tx here, to tell it apart).
-    let shallow = "default = \"tx\"\n[[rule]]\nsrc = \"10.1.0.0/16\"\naction = \"drop\"\n";
+    // Steering on addresses only: malformed frames get the default (tx here, to tell it apart).
+    let shallow = "default = \"tx\"\n[[rule]]\nsrc = \"10.1.0.0/16\"\naction = \"xsk\"\n";
     check(shallow, fx(XDP_TX));
     let explicit_drop = format!("malformed = \"drop\"\n{shallow}");
     check(&explicit_drop, fx(XDP_DROP));
+    // An address drop rule: a third VLAN tag or a 9-header chain must not carry a frame of a
+    // dropped source past it, so malformed frames are dropped.
+    let guard = "default = \"pass\"\n[[rule]]\nsrc = \"10.1.0.0/16\"\naction = \"drop\"\n";
+    check(guard, fx(XDP_DROP));
 }

@@ -48,6 +48,19 @@ macro_rules! cls_maps {
             fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
                 Ok(Self { $($name: MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
             }
+            /// The first map whose value size is not this program's (pins of another version).
+            fn check_shapes(&self) -> Result<(), &'static str> {
+                let want: &[(&'static str, u32)] = &[("cls_actions", ACTION_SIZE as u32), ("cls_config", CONFIG_SIZE as u32)];
+                $(
+                    if let Some((_, size)) = want.iter().find(|(n, _)| *n == stringify!($name)) {
+                        let info = libbpf_rs::MapInfo::new(self.$name.as_fd()).map_err(|_| stringify!($name))?;
+                        if info.info.value_size != *size {
+                            return Err(stringify!($name));
+                        }
+                    }
+                )*
+                Ok(())
+            }
             fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
                 $(self.$name.pin(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
                 Ok(())
@@ -517,7 +530,11 @@ impl Classifier {
         for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
             check_entry(&dir.join(name))?;
         }
-        let maps = ClsMaps::open_pinned(dir)?;
+        let maps = ClsMaps::open_pinned(dir).map_err(|e| match e {
+            BpfError::Map { map, .. } => BpfError::OtherVersion { dir: dir.display().to_string(), map },
+            other => other,
+        })?;
+        maps.check_shapes().map_err(|map| BpfError::OtherVersion { dir: dir.display().to_string(), map })?;
         let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
         // SAFETY: a NUL-terminated path.
         let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };

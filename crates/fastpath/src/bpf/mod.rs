@@ -121,6 +121,16 @@ pub enum BpfError {
         /// Why.
         reason: String,
     },
+    /// A pin directory made by another fastpath version (its maps differ from this program's).
+    #[error(
+        "{dir}: pinned by another fastpath version (map {map} is missing or of another shape); run `fastpath filter unload` and load the rules again"
+    )]
+    OtherVersion {
+        /// The pin directory.
+        dir: String,
+        /// The first map that did not fit.
+        map: &'static str,
+    },
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),

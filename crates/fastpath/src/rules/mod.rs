@@ -49,9 +49,10 @@
 //! - A frame whose headers cannot be read with certainty (truncated, lengths that lie, more than
 //!   two VLAN tags, an IPv6 extension chain longer than [`reference::MAX_IPV6_EXT`]) is counted
 //!   `malformed` and gets the `malformed` action, never a rule's verdict or the default by
-//!   accident. `malformed` is `drop` or `pass`; when absent it is **drop** if any rule looks at
-//!   `proto`, `src_port`, `dst_port`, `tcp_flags` or `frag` (fields a crafted header chain could
-//!   hide), otherwise the `default` action.
+//!   accident. `malformed` is `drop` or `pass`; when absent it is **drop** if any rule drops,
+//!   has a rate limit, or looks at `proto`, `src_port`, `dst_port`, `tcp_flags` or `frag`
+//!   (fields a crafted header chain could hide), otherwise the `default` action (a set that only
+//!   steers or passes).
 //! - Tiny and overlapping fragments are counted `bad_fragment` and always dropped, as routers
 //!   and Open vSwitch do: a first fragment without its whole TCP/UDP header (RFC 3128) or, for
 //!   IPv6, without its whole extension chain (RFC 7112), and a later TCP fragment at offset 8
@@ -237,20 +238,25 @@ pub struct RuleSet {
 
 impl RuleSet {
     /// What a frame that cannot be classified gets: the `malformed` setting if given, else
-    /// [`Action::Drop`] if any rule looks at a field a crafted header chain could hide (proto,
-    /// ports, TCP flags, fragment state), else the default action.
+    /// [`Action::Drop`] if any rule guards something (drops, rate-limits) or looks at a field a
+    /// crafted header chain could hide (proto, ports, TCP flags, fragment state), else the
+    /// default action. A frame with extra VLAN tags or a long IPv6 chain still reaches the
+    /// kernel's stack, so an address drop rule must not let it through as "unknown".
     pub fn malformed_action(&self) -> Action {
         if let Some(a) = &self.malformed {
             return a.clone();
         }
-        let deep = self.rules.iter().any(|r| {
-            r.m.proto.is_some()
+        let guards = self.rules.iter().any(|r| {
+            r.action == Action::Drop
+                || r.rate_pps.is_some()
+                || r.rate_total_pps.is_some()
+                || r.m.proto.is_some()
                 || r.m.src_port.is_some()
                 || r.m.dst_port.is_some()
                 || r.m.tcp_flags.is_some()
                 || r.m.frag.is_some()
         });
-        if deep {
+        if guards {
             Action::Drop
         } else {
             self.default.clone()

@@ -69,7 +69,9 @@ const UDP_LEN: usize = 8;
 /// - **Bad fragment** ([`Reject::BadFragment`]): a first fragment (offset 0, more fragments)
 ///   whose TCP or UDP header is not all there, or (IPv6) whose extension chain does not end
 ///   inside it (RFC 7112); a later TCP fragment whose offset is 8 or 16 bytes, i.e. inside the
-///   minimal TCP header (RFC 1858 "tiny fragment", RFC 3128 "overlapping fragment").
+///   minimal TCP header (RFC 1858 "tiny fragment", RFC 3128 "overlapping fragment"); for IPv6
+///   any later fragment at offset 8 or 16, since reassembly ignores its next header (RFC 8200).
+///   A nested fragment header never turns a fragment back into a whole packet.
 /// - **Later fragments** (offset > 0) carry no L4 header: no ports, no TCP flags; an IPv6
 ///   later fragment's protocol is its fragment header's next header (the rest is data).
 ///   Port and flag rules therefore never match them, as in iptables and Open vSwitch; the
@@ -167,13 +169,17 @@ pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
                 }
                 if nh == 44 {
                     let fo = u16::from_be_bytes([f[o + 2], f[o + 3]]);
-                    p.frag = if fo & 0xfff8 != 0 {
+                    let st = if fo & 0xfff8 != 0 {
                         Frag::Later
                     } else if fo & 1 != 0 {
                         Frag::First
                     } else {
                         Frag::None
                     };
+                    // A nested fragment header never makes a fragment look whole again.
+                    if st as u8 > p.frag as u8 {
+                        p.frag = st;
+                    }
                     frag_off_bytes = (fo & 0xfff8) as usize;
                 }
                 nh = f[o];
@@ -189,7 +195,8 @@ pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
         _ => return Ok(p),
     };
     if p.frag == Frag::Later {
-        if proto == 6 && frag_off_bytes < TCP_MIN {
+        // IPv6 reassembly ignores a later fragment's next header: any protocol counts there.
+        if frag_off_bytes < TCP_MIN && (proto == 6 || eth_type == 0x86dd) {
             return Err(BadFragment);
         }
         return Ok(p);

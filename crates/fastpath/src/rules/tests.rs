@@ -183,8 +183,12 @@ fn malformed_policy_defaults_to_drop_when_rules_look_past_l3() {
         let s = set(&format!("default = \"pass\"\n[[rule]]\n{field}\naction = \"pass\"\n"));
         assert_eq!(s.malformed_action(), Action::Drop, "{field}");
     }
-    let shallow = set("default = \"tx\"\n[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"drop\"\n");
-    assert_eq!(shallow.malformed_action(), Action::Tx, "addresses only: the default action");
+    let shallow = set("default = \"tx\"\n[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"xsk\"\n");
+    assert_eq!(shallow.malformed_action(), Action::Tx, "steering on addresses only: the default action");
+    let guard = set("default = \"pass\"\n[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"drop\"\n");
+    assert_eq!(guard.malformed_action(), Action::Drop, "an address drop rule: malformed frames are dropped");
+    let limit = set("default = \"pass\"\n[[rule]]\nsrc = \"10.0.0.0/8\"\naction = \"pass\"\nrate = 10\n");
+    assert_eq!(limit.malformed_action(), Action::Drop, "a rate limit: malformed frames are dropped");
     let explicit = set("malformed = \"pass\"\n[[rule]]\nproto = \"tcp\"\ndst_port = 22\naction = \"drop\"\n");
     assert_eq!(explicit.malformed_action(), Action::Pass);
     let e = err("malformed = \"tx\"\n[[rule]]\naction = \"drop\"\n");
