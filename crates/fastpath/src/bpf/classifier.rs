@@ -282,15 +282,11 @@ impl Classifier {
                 .map_err(map_err("cls_tuples"))?;
         }
         // Zero the new set's counters, then its config last.
-        let zero_rules = vec![0u8; 64 * c.actions.len().max(1)];
-        let ncpu = libbpf_rs::num_possible_cpus().unwrap_or(1);
-        let _ = ncpu;
+        let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
         for i in 0..c.actions.len() as u32 {
             let k = (set * MAX_RULES as u32 + i).to_ne_bytes();
-            let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
             m.cls_rule_stats.update_percpu(&k, &per_cpu, MapFlags::ANY).map_err(map_err("cls_rule_stats"))?;
         }
-        let _ = zero_rules;
         for i in 0..STAT_COUNT {
             let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
             m.cls_stats
