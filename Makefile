@@ -22,9 +22,10 @@ test: build
 bench: build
 	scripts/bench.py
 
-# Every figure of the README in one sitting (docs/figures.md + docs/figures.json); resumable:
+# Every figure of the README in one sitting (docs/figures.md + docs/figures.json, and the tables
+# between the README's figures markers); resumable:
 # run it again after an interruption. FIGURES_ARGS="--quick" for a smoke run.
-FIGURES_ARGS ?= --runs 5 --duration 5
+FIGURES_ARGS ?= --runs 5 --duration 5 --readme README.md
 figures: build
 	scripts/figures.py $(FIGURES_ARGS)
 

@@ -263,6 +263,25 @@ def save(path, state):
     os.replace(tmp, path)
 
 
+BEGIN, END = "<!-- figures:begin (scripts/figures.py writes this part) -->", "<!-- figures:end -->"
+
+
+def put_in_readme(path, md):
+    """Replaces what lies between the BEGIN and END markers of `path` with `md`, so the README
+    shows the tables of this sitting and nothing else."""
+    with open(path) as f:
+        text = f.read()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"figures: {path} has no {BEGIN} ... {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = md.replace("\n# ", "\n### ").replace("\n## ", "\n### ")
+    if body.startswith("# ") or body.startswith("## "):
+        body = "### " + body.split(" ", 1)[1]
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + body.strip() + "\n" + END + tail)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -273,6 +292,7 @@ def main():
     ap.add_argument("--out", default="docs/figures", help="writes OUT.md and OUT.json")
     ap.add_argument("--state", default=None, help="resume file (default OUT.state.json)")
     ap.add_argument("--fresh", action="store_true", help="ignore a saved state and start over")
+    ap.add_argument("--readme", default=None, help="also put the tables between the figures markers of this file")
     a = ap.parse_args()
     if a.quick:
         a.runs, a.duration, a.sizes = 1, 1.0, "1,100"
@@ -325,6 +345,8 @@ def main():
         json.dump({"summary": summary, **state}, f, indent=1)
     save(state_path, state)
     os.remove(state_path)  # complete: nothing to resume
+    if a.readme:
+        put_in_readme(a.readme, md)
     print(md)
     print(f"figures: wrote {a.out}.md and {a.out}.json in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)
 

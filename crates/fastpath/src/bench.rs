@@ -165,7 +165,8 @@ fn drain_completions(sock: &mut XskSocket, free: &mut Vec<u64>, batch: u32) -> u
 /// txonly: sends `spec` frames, each stamped with `stream`, the next sequence number (from 1)
 /// and the send time; drains completions. Stops at `limits.count`, or `stop`; then waits up to
 /// 5 s for outstanding completions (with a count reached, missing completions are an error: `--count N`
-/// means N frames submitted AND completed). Returns the number of packets sent.
+/// means N frames submitted AND completed), or 300 ms when stopped early. Returns the number of
+/// packets sent.
 pub fn txonly(
     sock: &mut XskSocket,
     spec: &UdpFrameSpec,
@@ -236,7 +237,10 @@ pub fn txonly(
     }
     // Every descriptor submitted must come back on the COMPLETION ring before the count is
     // reported: the summary is taken after this thread ends, so `tx_completed` is final.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // An interrupted run (signal, interface gone) waits briefly: on a link that is down the
+    // kernel may never complete them, and the run must end within a second.
+    let wait = if pacer.done() { Duration::from_secs(5) } else { Duration::from_millis(300) };
+    let deadline = Instant::now() + wait;
     while outstanding > 0 && Instant::now() < deadline {
         sock.kick_tx()?;
         let done = drain_completions(sock, &mut free, 4096);
