@@ -67,7 +67,7 @@ fn snmp_udp(field: &str) -> u64 {
 }
 
 /// Part 1 for one backend: (offered pps, accepted-by-socket pps, RcvbufErrors).
-fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
+fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Result<Sink, String> {
     let ns = bed.ns_b().to_string();
     spawn_in_netns(bed.ns_b(), move || -> Result<Sink, String> {
         let mut port = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
@@ -113,7 +113,7 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64) -> Result<Sink, String> {
         let err0 = snmp_udp("RcvbufErrors");
         let t0 = Instant::now();
         let mut offered = 0u64;
-        while t0.elapsed().as_secs_f64() < secs {
+        while t0.elapsed().as_secs_f64() < secs && !quit.load(Ordering::Relaxed) {
             offered += port.tx_burst(&batch).map_err(|e| e.to_string())? as u64;
         }
         let el = t0.elapsed().as_secs_f64();
@@ -302,7 +302,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
             if secs > 0.0 {
                 sink[i].push(
-                    udp_sink(&bed, uring, secs).map_err(|e| {
+                    udp_sink(&bed, uring, secs, stop.clone()).map_err(|e| {
                         runtime(anyhow!("UDP sink via {}: {e}", if uring { "tap-uring" } else { "tap" }))
                     })?,
                 );
