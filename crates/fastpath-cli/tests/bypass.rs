@@ -167,7 +167,7 @@ fn send_all(bed: &Testbed, w: &Wire) -> Vec<(&'static str, u64)> {
         // The RST, if any, is sent from the receiving softirq; give it a moment.
         let t0 = Instant::now();
         let mut after = rsts(bed.ns_b()).0;
-        while after == before && t0.elapsed() < Duration::from_millis(300) {
+        while after == before && t0.elapsed() < Duration::from_millis(500) {
             std::thread::sleep(Duration::from_millis(20));
             after = rsts(bed.ns_b()).0;
         }
