@@ -145,7 +145,7 @@ fn rate_total_holds_across_cpus() {
             .map(|cpu| {
                 let c = &c;
                 s.spawn(move || {
-                    let _ = fastpath::sys::pin_current_thread(cpu as usize);
+                    let _ = fastpath::sys::pin_current_thread(cpu);
                     let mut f = vec![0u8; 64];
                     f[12..14].copy_from_slice(&[0x08, 0x00]);
                     f[14] = 0x45;
