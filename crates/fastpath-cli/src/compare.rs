@@ -284,7 +284,8 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
                 return Err(runtime(anyhow!("{e}")));
             }
         }
-        std::thread::sleep(Duration::from_millis(200));
+        bed.wait_rx_settled(Duration::from_secs(3));
+        std::thread::sleep(Duration::from_millis(100));
     }
     stop_receiver(&stop);
     let n = recv

@@ -189,7 +189,7 @@ fn phase(
     } else {
         None
     };
-    std::thread::sleep(Duration::from_millis(300));
+    bed.wait_rx_settled(Duration::from_secs(3));
     let accepted = |bed: &Testbed| -> u64 {
         Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
             .unwrap_or_default()

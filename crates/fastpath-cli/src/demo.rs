@@ -212,8 +212,10 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     })
     .join()
     .map_err(|_| runtime(anyhow!("generator panicked")));
-    // Let frames in flight land, then stop the receiver.
-    std::thread::sleep(Duration::from_millis(300));
+    // Let frames in flight land (the receiving veth takes in nothing new), then stop the
+    // receiver, and give it a moment to count the last of them.
+    bed.wait_rx_settled(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(100));
     stop.store(true, Ordering::Relaxed);
     let rx = receiver.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(CliError::from)??;
     let (sent, secs, gen_eth, gen_busy, app_busy) = gen_result?.map_err(CliError::from)??;

@@ -65,6 +65,7 @@ fn exactly_once(xdp_mode: &str) {
     ]);
     assert_eq!(rx.ready["path"]["xdp_mode"], xdp_mode, "mode read back after attach");
     assert_eq!(rx.ready["path"]["copy_mode"], "copy");
+    let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
     let g = run(&[
         "gen",
         "--engine",
@@ -90,7 +91,7 @@ fn exactly_once(xdp_mode: &str) {
     assert_eq!(n(&gs["totals"]["tx_packets"]), 100_000);
     assert_eq!(n(&gs["totals"]["tx_completed"]), 100_000, "every TX frame completed");
     assert_eq!(n(&gs["delivered"]), 100_000, "the receiving veth accepted every frame (refused: {})", gs["refused"]);
-    std::thread::sleep(Duration::from_millis(500));
+    wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, 100_000);
     let (s, status) = rx.terminate();
     assert!(status.success(), "rxdrop exit {status:?}");
     let v = &s["verify"];
@@ -165,7 +166,7 @@ fn full_rate_accounting(xdp_mode: &str) {
     ]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
     let gs = last_json(&g);
-    std::thread::sleep(Duration::from_millis(500));
+    wait_rx_settled(bed.ns_b(), bed.iface_b());
     let (s, status) = rx.terminate();
     assert!(status.success());
     let sent = n(&gs["streams"][0]["frames"]);
@@ -258,6 +259,7 @@ fn l2fwd_round_trip() {
         frames
     });
     ready_rx.recv_timeout(Duration::from_secs(20)).expect("receiver ready");
+    let back0 = rx_packets(&ns_a, &if_a);
     let g = run(&[
         "gen",
         "--netns",
@@ -275,7 +277,8 @@ fn l2fwd_round_trip() {
         "60",
     ]);
     assert!(g.status.success(), "gen: {}", stderr(&g));
-    std::thread::sleep(Duration::from_millis(500));
+    // Every frame l2fwd sent back has reached the sender's veth (and its socket) before we stop.
+    wait_rx_packets(&ns_a, &if_a, back0, 20_000);
     stop.store(true, Ordering::Relaxed);
     let frames = back.join().unwrap().unwrap();
     let (s, status) = fwd.terminate();
@@ -318,6 +321,7 @@ fn gen_count_is_exact_every_time() {
         "100",
     ]);
     let dst = mac(bed.mac_b());
+    let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
     let mut delivered_total = 0;
     let runs: Vec<(&str, Option<&str>)> =
         (0..30).map(|_| ("500", None)).chain((0..2).map(|_| ("20000", Some("100000")))).collect();
@@ -362,7 +366,7 @@ fn gen_count_is_exact_every_time() {
         assert_eq!(delivered + refused, want[i].0, "run {i}: delivered + refused = sent: {s}");
         delivered_total += delivered;
     }
-    std::thread::sleep(Duration::from_millis(300));
+    wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, delivered_total);
     let (s, status) = rx.terminate();
     assert!(status.success(), "xdpdrop exit {status:?}");
     assert_eq!(n(&s["totals"]["drop_packets"]), delivered_total, "the receiver dropped every delivered frame: {s}");

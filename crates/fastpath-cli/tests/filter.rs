@@ -215,7 +215,7 @@ fn selective_bypass_steers_only_the_chosen_flows() {
     .unwrap();
     assert_eq!(&echoed, b"hello", "TCP to the host works through the classifier");
     server.join().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_rx_settled(bed.ns_b(), bed.iface_b());
     let (s, status) = rx.terminate();
     assert!(status.success());
     let v = &s["verify"];
@@ -354,7 +354,7 @@ fn stats_json_lists_every_rule_with_its_counters() {
         "30",
     ]);
     assert!(g.status.success(), "{}", stderr(&g));
-    std::thread::sleep(Duration::from_millis(300));
+    wait_rx_settled(ns, i);
     let s = stats();
     assert_eq!(rule(&s, "nine"), (100, 6400), "{s}");
     assert_eq!(rule(&s, "ten"), (0, 0), "the rule without hits is listed too: {s}");

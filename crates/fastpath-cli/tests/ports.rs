@@ -525,7 +525,7 @@ fn tpacket_fanout_spreads_flows_over_workers() {
         }
     })
     .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_rx_settled(bed.ns_b(), bed.iface_b());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let got: Vec<SeqTracker> = workers.into_iter().map(|w| w.join().unwrap().unwrap()).collect();
     let (a, b) = (got[0].unique(), got[1].unique());

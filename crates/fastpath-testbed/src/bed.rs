@@ -551,6 +551,27 @@ impl Testbed {
             .collect())
     }
 
+    /// Waits until the receiving veth (`<name>b`) has taken in nothing new for 150 ms, at most
+    /// `max`: frames a sender already counted as delivered may still sit in the veth's ring (its
+    /// NAPI runs later on a loaded machine). Call it after the sender stops and before reading
+    /// the receiver's counters, instead of a fixed sleep. Returns whether it settled in time.
+    pub fn wait_rx_settled(&self, max: std::time::Duration) -> bool {
+        let path = format!("/sys/class/net/{}/statistics/rx_packets", self.iface_b());
+        let read = || cmd::run_in(self.ns_b(), "cat", &[&path]).ok().and_then(|s| s.trim().parse::<u64>().ok());
+        let t0 = std::time::Instant::now();
+        let (mut last, mut still) = (read(), 0);
+        while t0.elapsed() < max {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let now = read();
+            still = if now == last { still + 1 } else { 0 };
+            if still >= 3 {
+                return true;
+            }
+            last = now;
+        }
+        false
+    }
+
     /// Tears the test bed down: `ip netns del` of both namespaces, which also destroys the
     /// veth pair. Idempotent (missing namespaces are fine); always tears down, owned or not.
     /// Both deletions are attempted; the first error is returned.

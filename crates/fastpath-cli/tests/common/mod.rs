@@ -110,3 +110,39 @@ pub fn attached(ns: &str, iface: &str) -> Option<fastpath::bpf::AttachedProg> {
 pub fn mac(m: [u8; 6]) -> String {
     m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
 }
+
+/// The interface's rx_packets (as the kernel counts them in namespace `ns`).
+pub fn rx_packets(ns: &str, iface: &str) -> u64 {
+    let o = fastpath_testbed::ns_command(ns, "cat")
+        .arg(format!("/sys/class/net/{iface}/statistics/rx_packets"))
+        .output()
+        .expect("cat rx_packets");
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or_else(|_| panic!("rx_packets of {iface} in {ns}"))
+}
+
+/// Waits (up to 10 s) until `iface` in `ns` has received at least `want` packets since `base`,
+/// then a little longer for the receiving program to count the last of them. Frames the sender
+/// reports delivered may still sit in the veth's ring for a while on a loaded machine; a fixed
+/// sleep before reading the receiver's summary loses them.
+pub fn wait_rx_packets(ns: &str, iface: &str, base: u64, want: u64) {
+    let t0 = Instant::now();
+    while rx_packets(ns, iface).wrapping_sub(base) < want {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{iface} received fewer than {want} packets in 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Waits (up to 10 s) until `iface` in `ns` has received nothing new for 300 ms: the frames in
+/// flight have landed (for senders whose own count of what reached the veth is not exact).
+pub fn wait_rx_settled(ns: &str, iface: &str) {
+    let t0 = Instant::now();
+    let (mut last, mut still) = (rx_packets(ns, iface), 0);
+    while still < 3 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "{iface} still receiving after 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+        let now = rx_packets(ns, iface);
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
+}
