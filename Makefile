@@ -29,10 +29,11 @@ FIGURES_ARGS ?= --runs 5 --duration 5 --readme README.md
 figures: build
 	scripts/figures.py $(FIGURES_ARGS)
 
-# rustfmt (rustfmt.toml) and clippy with every warning an error; CI runs it before the tests.
+# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error; CI runs it before the tests.
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 
 clean:
 	$(CARGO) clean

@@ -3,7 +3,7 @@
 //! - [`xsk`]: AF_XDP sockets (UMEM, FILL/RX/TX/COMPLETION rings, mode negotiation, statistics).
 //! - [`bpf`]: the XDP programs (`xsk_redirect`, `xdp_drop`, `xdp_gen`), attached with bpf_link.
 //! - [`packet`]: building and checking the generator's UDP/IPv4 test frames.
-//! - [`bench`]: the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
+//! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
 //! - [`sys`]: the only module that makes raw system calls.

@@ -668,7 +668,7 @@ fn make_trusted_dir(p: &Path) -> Result<(), BpfError> {
 }
 
 /// Where `fastpath filter load --detach` pins the classifier of `iface` in the calling thread's
-/// network namespace: /sys/fs/bpf/fastpath/<netns inode>-<iface>/. `iface` must be a valid
+/// network namespace: `/sys/fs/bpf/fastpath/<netns inode>-<iface>/`. `iface` must be a valid
 /// interface name (no '/', not "." or ".."), which callers check first.
 pub fn pin_dir(iface: &str) -> PathBuf {
     let ns = std::fs::read_link("/proc/thread-self/ns/net")

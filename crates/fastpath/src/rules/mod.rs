@@ -1,6 +1,6 @@
 //! The rule language of the classifier: parse (TOML file or `--rule 'k=v,...'`), validate in full
 //! before anything touches an interface, compile to map entries ([`compile`]), and the reference
-//! classifier ([`reference`]) that the BPF program is tested against.
+//! classifier ([`reference`](mod@reference)) that the BPF program is tested against.
 //!
 //! ```toml
 //! default = "pass"            # action for packets no rule matches
