@@ -709,17 +709,6 @@ fn jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb() {
     assert!(attached(ns, i).is_none());
 }
 
-fn base36(mut n: u64, min_width: usize) -> String {
-    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    while n > 0 || out.len() < min_width {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap()
-}
-
 /// SIGHUP and SIGQUIT get the clean shutdown of SIGINT/SIGTERM: a summary, exit 0, prompt, no
 /// program left attached; a command that built a test bed (demo) removes it.
 #[test]
@@ -758,7 +747,7 @@ fn sighup_and_sigquit_shut_down_cleanly() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("spawn demo");
-        let prefix = format!("fp{}", base36(u64::from(child.id()), 5));
+        let prefix = fastpath_testbed::default_name_prefix(child.id());
         let mine = || fastpath_testbed::list().unwrap().into_iter().filter(|b| b.starts_with(&prefix)).count();
         let t = std::time::Instant::now();
         while mine() == 0 {

@@ -66,26 +66,7 @@ fn exactly_once(xdp_mode: &str) {
     assert_eq!(rx.ready["path"]["xdp_mode"], xdp_mode, "mode read back after attach");
     assert_eq!(rx.ready["path"]["copy_mode"], "copy");
     let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
-    let g = run(&[
-        "gen",
-        "--engine",
-        "xsk",
-        "--netns",
-        bed.ns_a(),
-        "-i",
-        bed.iface_a(),
-        "--dst-mac",
-        &mac(bed.mac_b()),
-        "--count",
-        "100000",
-        "--rate",
-        "100000",
-        "--json",
-        "--duration",
-        "60",
-        "--cpu",
-        "0",
-    ]);
+    let g = gen_xsk(&bed, &["--count", "100000", "--rate", "100000", "--json", "--duration", "60", "--cpu", "0"]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
     let gs = last_json(&g);
     assert_eq!(n(&gs["totals"]["tx_packets"]), 100_000);
@@ -320,7 +301,6 @@ fn gen_count_is_exact_every_time() {
         "--interval",
         "100",
     ]);
-    let dst = mac(bed.mac_b());
     let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
     let mut delivered_total = 0;
     let runs: Vec<(&str, Option<&str>)> =
@@ -328,15 +308,6 @@ fn gen_count_is_exact_every_time() {
     let mut summaries = Vec::new();
     for (count, rate) in &runs {
         let mut args = vec![
-            "gen",
-            "--engine",
-            "xsk",
-            "--netns",
-            bed.ns_a(),
-            "-i",
-            bed.iface_a(),
-            "--dst-mac",
-            &dst,
             "--count",
             count,
             "--frame-count",
@@ -352,7 +323,7 @@ fn gen_count_is_exact_every_time() {
         if let Some(r) = rate {
             args.extend(["--rate", r]);
         }
-        let g = run(&args);
+        let g = gen_xsk(&bed, &args);
         assert!(g.status.success(), "gen failed: {}", stderr(&g));
         summaries.push(last_json(&g));
     }

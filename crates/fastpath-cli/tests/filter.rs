@@ -177,26 +177,7 @@ fn selective_bypass_steers_only_the_chosen_flows() {
         s.write_all(&buf).unwrap();
     });
     for (port, count) in [("5500", "10000"), ("6000", "10000"), ("4999", "1000")] {
-        let g = run(&[
-            "gen",
-            "--engine",
-            "xsk",
-            "--netns",
-            bed.ns_a(),
-            "-i",
-            bed.iface_a(),
-            "--dst-mac",
-            &mac(bed.mac_b()),
-            "--dst-port",
-            port,
-            "--count",
-            count,
-            "--rate",
-            "50000",
-            "--json",
-            "--duration",
-            "30",
-        ]);
+        let g = gen_xsk(&bed, &["--dst-port", port, "--count", count, "--rate", "50000", "--json", "--duration", "30"]);
         assert!(g.status.success(), "{}", stderr(&g));
     }
     let ping = fastpath_testbed::ns_command(bed.ns_a(), "ping")
@@ -334,25 +315,7 @@ fn stats_json_lists_every_rule_with_its_counters() {
     // Nothing sent yet: both rules, zero counters.
     let s = stats();
     assert_eq!((rule(&s, "nine"), rule(&s, "ten")), ((0, 0), (0, 0)), "{s}");
-    let g = run(&[
-        "gen",
-        "--engine",
-        "xsk",
-        "--netns",
-        bed.ns_a(),
-        "-i",
-        bed.iface_a(),
-        "--dst-mac",
-        &mac(bed.mac_b()),
-        "--dst-port",
-        "9",
-        "--count",
-        "100",
-        "--rate",
-        "10000",
-        "--duration",
-        "30",
-    ]);
+    let g = gen_xsk(&bed, &["--dst-port", "9", "--count", "100", "--rate", "10000", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
     wait_rx_settled(ns, i);
     let s = stats();

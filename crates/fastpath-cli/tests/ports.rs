@@ -50,24 +50,7 @@ fn receive(path: &'static str) {
         (t, port.stats().unwrap())
     });
     rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    let g = run(&[
-        "gen",
-        "--engine",
-        "xsk",
-        "--netns",
-        bed.ns_a(),
-        "-i",
-        bed.iface_a(),
-        "--dst-mac",
-        &mac(bed.mac_b()),
-        "--count",
-        &N.to_string(),
-        "--rate",
-        "100000",
-        "--json",
-        "--duration",
-        "60",
-    ]);
+    let g = gen_xsk(&bed, &["--count", &N.to_string(), "--rate", "100000", "--json", "--duration", "60"]);
     assert!(g.status.success(), "{}", stderr(&g));
     let (t, stats) = h.join().unwrap().unwrap();
     let drops: u64 = stats

@@ -144,12 +144,18 @@ fn base36(mut n: u64, min_width: usize) -> String {
     String::from_utf8(out).expect("ascii")
 }
 
+/// How every default test bed name of process `pid` begins (`fp` + its pid in 5 base-36
+/// digits): to find the beds another process made.
+pub fn default_name_prefix(pid: u32) -> String {
+    format!("fp{}", base36(u64::from(pid), 5))
+}
+
 /// `fp` + process id (5 base-36 digits, fixed width, covers pid_max 4194304) + counter
 /// (base 36): at most 12 characters until the counter passes 36^5.
 fn default_name() -> String {
     loop {
         let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!("fp{}{}", base36(u64::from(std::process::id()), 5), base36(u64::from(n), 1));
+        let name = format!("{}{}", default_name_prefix(std::process::id()), base36(u64::from(n), 1));
         // A bed left behind by a crashed process that had our pid: skip its name.
         if !netns_exists(&format!("{name}-a")) && !netns_exists(&format!("{name}-b")) {
             return name;

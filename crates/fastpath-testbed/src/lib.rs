@@ -37,8 +37,8 @@ mod error;
 mod netns;
 
 pub use bed::{
-    Testbed, TestbedConfig, TestbedInfo, IP4_A, IP4_B, IP6_A, IP6_B, MAX_NAME_LEN, MAX_QUEUES, PREFIX4, PREFIX6,
-    SENDER_QDISC_LIMIT,
+    default_name_prefix, Testbed, TestbedConfig, TestbedInfo, IP4_A, IP4_B, IP6_A, IP6_B, MAX_NAME_LEN, MAX_QUEUES,
+    PREFIX4, PREFIX6, SENDER_QDISC_LIMIT,
 };
 pub use error::TestbedError;
 pub use netns::{enter_netns, list, run_in_netns, spawn_in_netns, NETNS_RUN_DIR};

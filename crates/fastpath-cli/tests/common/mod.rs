@@ -146,3 +146,13 @@ pub fn wait_rx_settled(ns: &str, iface: &str) {
         last = now;
     }
 }
+
+/// Runs `fastpath gen --engine xsk` from the sending side of `bed` to its receiving veth, with
+/// `extra` arguments (count, rate, ports, ...), to completion.
+pub fn gen_xsk(bed: &fastpath_testbed::Testbed, extra: &[&str]) -> Output {
+    let dst = mac(bed.mac_b());
+    let mut args =
+        vec!["gen", "--engine", "xsk", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", dst.as_str()];
+    args.extend_from_slice(extra);
+    run(&args)
+}
