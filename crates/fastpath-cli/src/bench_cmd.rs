@@ -168,17 +168,20 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
     let mut sess = Session::open_with(&a.xsk, role, compiled.as_ref())?;
+    // Whether the interface is up is judged now, before "ready": a caller may set it down as
+    // soon as it reads that line, and that must count as a loss.
+    let dev = NetDev::by_name(&a.xsk.iface).ok();
+    let link_watch = dev.clone().map(fastpath::netdev::LinkWatch::new);
     announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
     let counters = Arc::new(Counters::default());
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let sock = sess.sock.take();
-    let dev = NetDev::by_name(&a.xsk.iface).ok();
     let mon = Monitor {
         xsk_fd: sess.stats_fd.as_ref(),
         drop: sess.drop_prog(),
         ethtool_dev: dev.clone(),
-        watch_link: dev.clone(),
+        watch_link: link_watch,
         ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
     };
     // Baselines first, then the worker: nothing it moves may fall before them.
@@ -225,7 +228,10 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let r = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?;
         if r.is_err() && lost.is_none() {
             // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
-            lost = dev.as_ref().and_then(|d| d.link_event());
+            lost = dev.as_ref().and_then(|d| match d.link_event() {
+                Some(fastpath::netdev::LinkEvent::Down) => Some(d.down_or_deleted()),
+                e => e,
+            });
         }
         if lost.is_none() {
             r.map_err(runtime)?;

@@ -174,6 +174,8 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
                 return Ok(());
             }
+            // Judged before the line below: setting the interface down right after it is a loss.
+            let link = fastpath::netdev::LinkWatch::new(dev.clone());
             if !run.json {
                 println!(
                     "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
@@ -182,7 +184,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 );
             }
             let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
-            if let Some(ev) = watch(&cls, Some(&dev), &target.iface, &names, run, &stop) {
+            if let Some(ev) = watch(&cls, Some(link), &target.iface, &names, run, &stop) {
                 drop(cls); // detaches, if the interface is still there
                 return Err(crate::bench_cmd::link_lost_error(&target.iface, ev));
             }
@@ -245,7 +247,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
 /// interface is deleted or set down, and returns what happened.
 fn watch(
     cls: &Classifier,
-    dev: Option<&NetDev>,
+    link: Option<fastpath::netdev::LinkWatch>,
     iface: &str,
     names: &[String],
     run: &RunArgs,
@@ -262,7 +264,7 @@ fn watch(
     let mut prev_t = Instant::now();
     let mut next = start + interval;
     let mut lost = None;
-    let mut link = dev.cloned().map(fastpath::netdev::LinkWatch::new);
+    let mut link = link;
     while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
         if let Some(ev) = link.as_mut().and_then(|w| w.poll()) {
             lost = Some(ev);

@@ -32,7 +32,7 @@ pub struct Monitor<'a> {
     pub extended: bool,
     /// The interface the run depends on: checked every 50 ms; if it is deleted or set down the
     /// run ends and [`Monitor::link_lost`] says what happened.
-    pub watch_link: Option<NetDev>,
+    pub watch_link: Option<netdev::LinkWatch>,
     pub(crate) link_lost: std::cell::Cell<Option<netdev::LinkEvent>>,
 }
 
@@ -141,7 +141,7 @@ impl Monitor<'_> {
         let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(w.t0));
         let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0);
         let mut next = start + self.interval;
-        let mut watch = self.watch_link.clone().map(netdev::LinkWatch::new);
+        let mut watch = self.watch_link.clone();
         loop {
             let finished = stop.load(Ordering::Relaxed) || done.load(Ordering::Relaxed);
             if let Some(ev) = watch.as_mut().and_then(|w| w.poll()) {

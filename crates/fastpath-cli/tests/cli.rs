@@ -637,15 +637,8 @@ fn runs_stop_when_their_interface_is_deleted_or_down() {
             std::thread::sleep(std::time::Duration::from_millis(200));
             c
         } else {
-            let mut r = Running::start(&args);
-            // Keep reading stdout so the process never blocks on a full pipe.
-            let mut out = r.child.stdout.take();
-            std::thread::spawn(move || {
-                if let Some(o) = out.as_mut() {
-                    let _ = std::io::copy(o, &mut std::io::sink());
-                }
-            });
-            r.child
+            // Keep reading stdout so the process never blocks on a full pipe nor hits a closed one.
+            Running::start(&args).into_child()
         };
         if event == "down-up-down" {
             ip(&["-n", ns, "link", "set", "dev", i, "up"]);

@@ -91,6 +91,7 @@ impl LinkWatch {
                 None
             }
             Some(LinkEvent::Down) if !self.seen_up => None,
+            Some(LinkEvent::Down) => Some(self.dev.down_or_deleted()),
             e => e,
         }
     }
@@ -142,6 +143,14 @@ impl NetDev {
     /// Resolves `name`. Error: the interface does not exist in this network namespace.
     pub fn by_name(name: &str) -> Result<Self, SysError> {
         Ok(Self { name: name.to_string(), ifindex: sys::if_nametoindex(name)? })
+    }
+
+    /// For an interface just seen down: deleting a device closes it first
+    /// (`unregister_netdevice_many`: `dev_close_many`, then unlist), so look again 100 ms later
+    /// and report a deletion as one.
+    pub fn down_or_deleted(&self) -> LinkEvent {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        check_name(&self.name, self.ifindex).unwrap_or(LinkEvent::Down)
     }
 
     /// `None` while the interface is still there (same ifindex) and up; otherwise what

@@ -75,6 +75,16 @@ impl Running {
         }
     }
 
+    /// The child process, with its stdout still drained by a thread (dropping the reader would
+    /// close the pipe, and the process's next print would fail with EPIPE).
+    pub fn into_child(self) -> Child {
+        let mut out = self.out;
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut out, &mut std::io::sink());
+        });
+        self.child
+    }
+
     /// SIGTERM (the process we started, by its PID), then the summary object and the exit status.
     pub fn terminate(self) -> (Value, std::process::ExitStatus) {
         let pid = self.child.id().to_string();
