@@ -239,6 +239,18 @@ pub struct XskArgs {
     /// Pin the run loop to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// One AF_XDP socket and one pinned thread per queue 0..N-1 (1..=64); the XSKMAP is keyed
+    /// by queue id. Lines and JSON give each queue and the total.
+    #[arg(long)]
+    pub queues: Option<u32>,
+    /// CPUs of the queues' threads, one per queue (e.g. 0,1); default with --queues: one per
+    /// CPU in turn.
+    #[arg(long, value_delimiter = ',')]
+    pub cpus: Option<Vec<usize>>,
+    /// One UMEM for every queue (XDP_SHARED_UMEM with a FILL/COMPLETION ring pair per socket,
+    /// kernel >= 5.10; --frame-count frames split over the queues); default: one UMEM per queue.
+    #[arg(long)]
+    pub shared_umem: bool,
 }
 
 impl XskArgs {
@@ -263,6 +275,9 @@ impl XskArgs {
             tx_budget: None,
             force: false,
             cpu,
+            queues: None,
+            cpus: None,
+            shared_umem: false,
         }
     }
 }

@@ -2,11 +2,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use anyhow::anyhow;
 use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
+use fastpath::io::Port;
 use fastpath::netdev::NetDev;
 use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
 use fastpath::stats::{Counters, Ctr};
@@ -166,82 +166,118 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         None => None,
     };
-    let spec = if a.mode == BenchMode::Txonly { Some(frame_spec(&a.frame, &a.xsk.iface)?) } else { None };
+    let template = if a.mode == BenchMode::Txonly {
+        let spec = frame_spec(&a.frame, &a.xsk.iface)?;
+        let mut f = vec![0u8; spec.frame_len];
+        build_udp_frame(&spec, &mut f);
+        Some(f)
+    } else {
+        None
+    };
+    let cpus = crate::session::worker_cpus(&a.xsk);
     let mut sess = Session::open_with(&a.xsk, role, compiled.as_ref())?;
     // Whether the interface is up is judged now, before "ready": a caller may set it down as
     // soon as it reads that line, and that must count as a loss.
     let dev = NetDev::by_name(&a.xsk.iface).ok();
     let link_watch = dev.clone().map(fastpath::netdev::LinkWatch::new);
     announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
-    let counters = Arc::new(Counters::default());
+    let ports = std::mem::take(&mut sess.ports);
+    let nq = ports.len().max(1);
+    let counters: Vec<Arc<Counters>> = (0..nq).map(|_| Arc::new(Counters::default())).collect();
     let done = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
-    let sock = sess.sock.take();
+    let labels: Vec<String> = sess.info.queues.iter().map(|q| format!("{}:q{q}", a.xsk.iface)).collect();
+    let prefix = if nq > 1 { format!("{}:all", a.xsk.iface) } else { labels[0].clone() };
     let mon = Monitor {
-        xsk_fd: sess.stats_fd.as_ref(),
+        xsk_fds: sess.stats_fds.iter().collect(),
         drop: sess.drop_prog(),
         ethtool_dev: dev.clone(),
         watch_link: link_watch,
-        ..Monitor::for_run(format!("{}:q{}", a.xsk.iface, a.xsk.queue), columns(a.mode), vec![counters.clone()], &a.run)
+        queue_labels: if nq > 1 { labels } else { Vec::new() },
+        ..Monitor::for_run(prefix, columns(a.mode), counters.clone(), &a.run)
     };
-    // Baselines first, then the worker: nothing it moves may fall before them.
+    // Baselines first, then the workers: nothing they move may fall before them.
     let watch = mon.start();
-    let worker = match sock {
-        Some(mut sock) if a.run.duration > 0.0 => {
-            let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
-            let (mode, opts, cpu, verify, limits) = (
-                a.mode,
-                loop_opts(&a.xsk),
-                a.xsk.cpu,
-                a.verify,
-                SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
-            );
-            Some(std::thread::spawn(move || -> Result<(), fastpath::sys::SysError> {
-                // Tell the monitor when this thread ends, however it ends (error, panic).
-                let _done = SetOnDrop(d.clone());
-                if let Some(cpu) = cpu {
-                    fastpath::sys::pin_current_thread(cpu)?;
-                }
-                let r = match mode {
-                    BenchMode::Rxdrop if verify => {
-                        let mut tr = SeqTracker::default();
-                        let r = bench::rxdrop(&mut sock, opts, &c, &s, |p| tr.record(p));
-                        *t.lock().expect("tracker lock") = Some(tr);
-                        r
-                    }
-                    BenchMode::Rxdrop => bench::rxdrop(&mut sock, opts, &c, &s, |_| {}),
-                    BenchMode::L2fwd => bench::l2fwd(&mut sock, opts, &c, &s),
-                    BenchMode::Txonly => {
-                        bench::txonly(&mut sock, &spec.expect("txonly has a spec"), 0, limits, opts, &c, &s).map(|_| ())
-                    }
-                    BenchMode::Xdpdrop | BenchMode::Ddos => Ok(()),
+    let limits = SendLimits { count: a.frame.count, rate_pps: a.frame.rate };
+    let workers: Vec<_> = if a.run.duration > 0.0 {
+        ports
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut port)| {
+                let (c, s, d, t, fin) =
+                    (counters[i].clone(), stop.clone(), done.clone(), tracker.clone(), finished.clone());
+                let (mode, opts, cpu, verify, template) =
+                    (a.mode, loop_opts(&a.xsk), cpus.get(i).copied().flatten(), a.verify, template.clone());
+                // --count and --rate are totals: each queue sends its share.
+                let share = SendLimits {
+                    count: limits.count.map(|t| t / nq as u64 + u64::from((i as u64) < t % nq as u64)),
+                    rate_pps: limits.rate_pps.map(|r| (r / nq as u64).max(1)),
                 };
-                r
-            }))
-        }
-        _ => None,
+                let _ = limits;
+                std::thread::spawn(move || -> Result<(), fastpath::io::PortError> {
+                    // Tell the monitor when the last worker ends, however it ends (error, panic).
+                    let _done = LastDone(fin, d, nq);
+                    if let Some(cpu) = cpu {
+                        fastpath::sys::pin_current_thread(cpu)?;
+                    }
+                    match mode {
+                        BenchMode::Rxdrop if verify => {
+                            let mut tr = SeqTracker::default();
+                            let r = bench::rxdrop(&mut port, opts, &c, &s, |p| tr.record(p));
+                            let mut slot = t.lock().expect("tracker lock");
+                            match slot.as_mut() {
+                                Some(all) => all.merge(&tr),
+                                None => *slot = Some(tr),
+                            }
+                            r
+                        }
+                        BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, &c, &s, |_| {}),
+                        BenchMode::L2fwd => bench::l2fwd(&mut port, opts, &c, &s),
+                        BenchMode::Txonly => bench::txonly(
+                            &mut port,
+                            template.as_deref().expect("txonly has a frame"),
+                            i as u16,
+                            share,
+                            opts,
+                            &c,
+                            &s,
+                        )
+                        .map(|_| ()),
+                        BenchMode::Xdpdrop | BenchMode::Ddos => Ok(()),
+                    }
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
     };
-    mon.watch(&watch, &stop, &done);
+    let never = AtomicBool::new(false);
+    mon.watch(&watch, &stop, if workers.is_empty() { &never } else { &done });
     stop.store(true, Ordering::Relaxed);
     let mut lost = mon.link_lost();
-    if let Some(w) = worker {
+    let mut first_err = None;
+    for w in workers {
         let r = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?;
-        if r.is_err() && lost.is_none() {
-            // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
-            lost = dev.as_ref().and_then(|d| match d.link_event() {
-                Some(fastpath::netdev::LinkEvent::Down) => Some(d.down_or_deleted()),
-                e => e,
-            });
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
         }
-        if lost.is_none() {
-            r.map_err(runtime)?;
-        }
+    }
+    if first_err.is_some() && lost.is_none() {
+        // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
+        lost = dev.as_ref().and_then(|d| match d.link_event() {
+            Some(fastpath::netdev::LinkEvent::Down) => Some(d.down_or_deleted()),
+            e => e,
+        });
     }
     if let Some(ev) = lost {
         drop(sess); // detaches the XDP program (if the interface still exists)
         return Err(link_lost_error(&a.xsk.iface, ev));
     }
-    // After the join: the worker's last completions are in the totals.
+    if let Some(e) = first_err {
+        return Err(port_error(e));
+    }
+    // After the join: the workers' last completions are in the totals.
     let summary = mon.finish(watch);
     let mut extra = serde_json::Map::new();
     if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
@@ -254,6 +290,22 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     drop(sess); // detaches the XDP program
     Ok(())
+}
+
+/// Sets `done` when the last of `n` workers ends, however it ends (error, panic).
+struct LastDone(Arc<std::sync::atomic::AtomicUsize>, Arc<AtomicBool>, usize);
+
+impl Drop for LastDone {
+    fn drop(&mut self) {
+        if self.0.fetch_add(1, Ordering::Relaxed) + 1 == self.2 {
+            self.1.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A port error as the CLI reports it (see `From<PortError> for CliError`).
+fn port_error(e: fastpath::io::PortError) -> crate::error::CliError {
+    e.into()
 }
 
 /// The error of a run whose interface went away: one line, exit 3 (environment).
@@ -342,8 +394,8 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     use crate::args::PathArg;
     use fastpath::io::{self, PortSpec};
-    if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly) {
-        return Err(usage(anyhow!("--path is for rxdrop and txonly; {} runs on AF_XDP", mode_name(a.mode))));
+    if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly | BenchMode::L2fwd) {
+        return Err(usage(anyhow!("--path is for rxdrop, txonly and l2fwd; {} runs on AF_XDP", mode_name(a.mode))));
     }
     require_privileges("bench")?;
     enter_ns(&a.xsk.netns)?;
@@ -373,11 +425,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     } else {
         None
     };
-    let mut port = io::open(&a.xsk.iface, &spec).map_err(|e| match e {
-        io::PortError::Config { .. } | io::PortError::UnknownPath(_) => usage(e),
-        io::PortError::Xsk(x) => crate::error::CliError::from(x),
-        other => crate::error::kernel(other),
-    })?;
+    let mut port = io::open(&a.xsk.iface, &spec).map_err(port_error)?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
         // A TAP device is born down; writes to it fail with EIO until it is up.
         fastpath::sys::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
@@ -388,7 +436,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let worker = (a.run.duration > 0.0).then(|| {
-        let (c, s, d, t, verify, cpu, limits) = (
+        let (c, s, d, t, verify, cpu, limits, mode) = (
             counters.clone(),
             stop.clone(),
             done.clone(),
@@ -396,70 +444,33 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             a.verify,
             a.xsk.cpu,
             SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
+            a.mode,
         );
-        let batch = a.xsk.batch_size as usize;
-        std::thread::spawn(move || -> Result<fastpath::io::PortStats, String> {
+        let opts = LoopOpts { batch_size: a.xsk.batch_size, wait: Wait::Poll(100) };
+        std::thread::spawn(move || -> Result<fastpath::io::PortStats, fastpath::io::PortError> {
             let _done = SetOnDrop(d);
             if let Some(cpu) = cpu {
-                fastpath::sys::pin_current_thread(cpu).map_err(|e| e.to_string())?;
+                fastpath::sys::pin_current_thread(cpu)?;
             }
-            let mut tr = SeqTracker::default();
-            match frame {
-                None => {
-                    while !s.load(Ordering::Relaxed) {
-                        let n = port
-                            .rx_burst(batch, 100, &mut |p| {
-                                c.add(Ctr::RxBytes, p.len() as u64);
-                                if verify {
-                                    tr.record(p);
-                                }
-                            })
-                            .map_err(|e| e.to_string())?;
-                        c.add(Ctr::RxPackets, n as u64);
-                    }
+            // The same run loops as AF_XDP, over this backend.
+            match (mode, frame) {
+                (BenchMode::Txonly, Some(f)) => {
+                    bench::txonly(&mut port, &f, 0, limits, opts, &c, &s)?;
                 }
-                Some(f) => {
-                    // Bursts of up to 64 frames (one system call each on tpacket and tap-uring),
-                    // stamped in place: no allocation in the loop.
-                    let mut frames: Vec<Vec<u8>> = (0..batch.clamp(1, 64)).map(|_| f.clone()).collect();
-                    let start = std::time::Instant::now();
-                    let mut seq = 0u64;
-                    while !s.load(Ordering::Relaxed) && limits.count.is_none_or(|n| seq < n) {
-                        let mut want = frames.len() as u64;
-                        if let Some(n) = limits.count {
-                            want = want.min(n - seq);
+                (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, &c, &s)?,
+                _ => {
+                    let mut tr = SeqTracker::default();
+                    bench::rxdrop(&mut port, opts, &c, &s, |p| {
+                        if verify {
+                            tr.record(p)
                         }
-                        if let Some(r) = limits.rate_pps {
-                            let due = ((start.elapsed().as_secs_f64() * r as f64) as u64).saturating_sub(seq);
-                            if due == 0 {
-                                std::thread::sleep(Duration::from_micros(100));
-                                continue;
-                            }
-                            want = want.min(due);
-                        }
-                        let now = fastpath::sys::monotonic_ns();
-                        for (i, fr) in frames.iter_mut().take(want as usize).enumerate() {
-                            fastpath::packet::stamp(
-                                fr,
-                                &fastpath::packet::Payload { stream: 0, seq: seq + 1 + i as u64, tstamp_ns: now },
-                            );
-                        }
-                        let refs: [&[u8]; 64] =
-                            std::array::from_fn(|i| frames.get(i).map_or(&[][..], |b| b.as_slice()));
-                        let mut off = 0;
-                        while off < want as usize && !s.load(Ordering::Relaxed) {
-                            off += port.tx_burst(&refs[off..want as usize]).map_err(|e| e.to_string())?;
-                        }
-                        seq += off as u64;
-                        c.add(Ctr::TxPackets, off as u64);
-                        c.add(Ctr::TxBytes, off as u64 * f.len() as u64);
+                    })?;
+                    if verify {
+                        *t.lock().expect("tracker lock") = Some(tr);
                     }
                 }
             }
-            if verify {
-                *t.lock().expect("tracker lock") = Some(tr);
-            }
-            port.stats().map_err(|e| e.to_string())
+            port.stats()
         })
     });
     let mon = Monitor::for_run(
@@ -472,8 +483,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     stop.store(true, Ordering::Relaxed);
     let mut extra = serde_json::Map::new();
     if let Some(w) = worker {
-        let st =
-            w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(|e| runtime(anyhow!("{e}")))?;
+        let st = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(port_error)?;
         extra.insert(
             "kernel_drops".into(),
             json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()),

@@ -12,11 +12,11 @@ use fastpath::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::{XdpDrop, XdpGen, XdpMode};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
-use fastpath::io::Port;
+use fastpath::io::{AnyPort, Port};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::compile;
 use fastpath::stats::{median, Counters, Ctr};
-use fastpath::xsk::{CopyMode, XskConfig};
+use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
 use serde_json::json;
 
@@ -115,12 +115,12 @@ fn receive(
     ready: mpsc::Sender<Result<(), String>>,
 ) -> Result<u64, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
-    let spin_port = |mut port: Box<dyn Port>, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
+    let spin_port = |mut port: AnyPort, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
         fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
-            n += port.rx_burst(256, wait, &mut |_| {}).map_err(|e| e.to_string())? as u64;
+            n += port.rx_burst(256, wait, |_| {}).map_err(|e| e.to_string())? as u64;
         }
         Ok(n)
     };
@@ -130,7 +130,7 @@ fn receive(
             std::thread::sleep(Duration::from_millis(10));
         }
     };
-    let cfg = XskConfig { copy_mode: CopyMode::Copy, ..Default::default() };
+    let cfg = XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
     match row {
         Row::UdpSocket => {
             let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
@@ -157,18 +157,18 @@ fn receive(
             Ok(n)
         }
         Row::Tpacket => spin_port(
-            Box::new(
+            AnyPort::Tpacket(
                 TpacketPort::open(iface, TpacketOptions { tx_frames: 0, ..Default::default() })
                     .map_err(|e| e.to_string())?,
             ),
             ready,
         ),
         Row::AfXdpSkb => spin_port(
-            Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?),
+            AnyPort::AfXdp(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?)),
             ready,
         ),
         Row::AfXdpNative => spin_port(
-            Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?),
+            AnyPort::AfXdp(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?)),
             ready,
         ),
         Row::AfXdpClassifier => {
@@ -180,12 +180,12 @@ fn receive(
                 ..XskArgs::defaults(iface, Some(APP_CPU))
             };
             let mut sess = Session::open_with(&x, Role::Rx, Some(&c)).map_err(|e| format!("{:#}", e.err))?;
-            let mut sock = sess.sock.take().ok_or("no socket")?;
+            let mut port = sess.ports.pop().ok_or("no socket")?;
             fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
             let counters = Counters::default();
             let _ = ready.send(Ok(()));
             let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
-            bench::rxdrop(&mut sock, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {})
+            bench::rxdrop(&mut port, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {})
                 .map_err(|e| e.to_string())?;
             Ok(counters.get(Ctr::RxPackets))
         }

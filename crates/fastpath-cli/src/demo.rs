@@ -128,17 +128,17 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         };
         let dev = NetDev::by_name(&x.iface).map_err(runtime)?;
         let eth0 = dev.ethtool_stats().unwrap_or_default();
-        let xsk0 = sess.stats_fd.as_ref().and_then(|f| XskStats::read(f.as_fd()).ok());
+        let xsk0 = sess.stats_fds.first().and_then(|f| XskStats::read(f.as_fd()).ok());
         let drop0 = sess.drop_prog().map(|p| p.counters().map(|c| c.0).unwrap_or(0)).unwrap_or(0);
         let counters = Counters::default();
         let mut rx_packets = None;
         let _ = ready_tx.send(Ok(()));
-        if let Some(mut sock) = sess.sock.take() {
+        if let Some(mut port) = sess.ports.pop() {
             fastpath::sys::pin_current_thread(x.cpu.unwrap_or(1)).map_err(runtime)?;
             // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
             // so the kernels send nothing of their own: every frame is the generator's.
             bench::rxdrop(
-                &mut sock,
+                &mut port,
                 LoopOpts { batch_size: x.batch_size, wait: Wait::Spin },
                 &counters,
                 &rx_stop,
@@ -146,7 +146,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
             )
             .map_err(runtime)?;
             rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
-            sess.sock = Some(sock);
+            sess.ports.push(port);
         } else {
             while !rx_stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
@@ -156,7 +156,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
             Some(p) => p.counters().map(|c| c.0).unwrap_or(0).saturating_sub(drop0),
             None => rx_packets.unwrap_or(0),
         };
-        let xsk = match (sess.stats_fd.as_ref(), xsk0) {
+        let xsk = match (sess.stats_fds.first(), xsk0) {
             (Some(f), Some(b)) => XskStats::read(f.as_fd()).ok().map(|s| s.delta(&b)),
             _ => None,
         };

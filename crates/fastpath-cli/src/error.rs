@@ -41,7 +41,20 @@ impl From<XskError> for CliError {
             | XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadHeadroom { .. } => usage(e),
+            XskError::Unsupported { .. } => env(e),
             _ => kernel(e),
+        }
+    }
+}
+
+impl From<fastpath::io::PortError> for CliError {
+    fn from(e: fastpath::io::PortError) -> Self {
+        use fastpath::io::PortError;
+        match e {
+            PortError::Config { .. } | PortError::UnknownPath(_) => usage(e),
+            PortError::Xsk(x) => x.into(),
+            PortError::Bpf(b) => b.into(),
+            other => kernel(other),
         }
     }
 }

@@ -149,7 +149,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
     let (ready_tx, ready_rx) = mpsc::channel();
     let (s2, nb, ib) = (stop.clone(), ns_b.clone(), if_b.clone());
     let bridge = spawn_in_netns(&ns_b, move || -> Result<u64, String> {
-        let r = (|| -> Result<(Box<dyn Port>, TpacketPort), String> {
+        let r = (|| -> Result<(io::AnyPort, TpacketPort), String> {
             let tap = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
             ip(&nb, &format!("link set dev {TAP} address {mac_b}"))?;
             ip(&nb, &format!("addr add 10.99.0.2/24 dev {TAP}"))?;
@@ -178,7 +178,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
         let mut moved = 0u64;
         while !s2.load(Ordering::Relaxed) {
             let mut n = 0;
-            veth.rx_burst(64, 0, &mut |f| {
+            veth.rx_burst(64, 0, |f: &[u8]| {
                 bufs[n].clear();
                 bufs[n].extend_from_slice(f);
                 n += 1;
@@ -192,7 +192,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
             }
             moved += n as u64;
             let mut m = 0;
-            tap.rx_burst(64, 0, &mut |f| {
+            tap.rx_burst(64, 0, |f: &[u8]| {
                 bufs[m].clear();
                 bufs[m].extend_from_slice(f);
                 m += 1;

@@ -20,7 +20,11 @@ pub struct Monitor<'a> {
     /// Counters shown as rates on every line.
     pub columns: &'a [Ctr],
     pub counters: Vec<Arc<Counters>>,
-    pub xsk_fd: Option<&'a OwnedFd>,
+    /// AF_XDP sockets whose XDP_STATISTICS are summed (one per queue).
+    pub xsk_fds: Vec<&'a OwnedFd>,
+    /// With more than one counter set: a label per set (e.g. "veth0:q1"); each interval then
+    /// has a line per set before the total line, and the summary a `per_queue` list.
+    pub queue_labels: Vec<String>,
     pub drop: Option<&'a XdpDrop>,
     /// The xdp-live generator: its per-CPU sequence map counts tx_packets exactly, live.
     pub gen: Option<&'a fastpath::bpf::XdpGen>,
@@ -49,7 +53,8 @@ impl<'a> Monitor<'a> {
             prefix,
             columns,
             counters,
-            xsk_fd: None,
+            xsk_fds: Vec::new(),
+            queue_labels: Vec::new(),
             drop: None,
             gen: None,
             ethtool_dev: None,
@@ -75,6 +80,9 @@ pub struct Summary {
     pub totals: BTreeMap<&'static str, u64>,
     pub rates_pps: BTreeMap<String, f64>,
     pub xdp_statistics: Option<XskStats>,
+    /// Per queue (runs with more than one): totals, rates and XDP_STATISTICS of each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_queue: Vec<Value>,
     /// Non-zero ethtool -S deltas of the interface over the run.
     pub ethtool: BTreeMap<String, u64>,
     /// The interface's own packet counters over the run (/proc/net/dev of its namespace).
@@ -106,6 +114,37 @@ fn sum(counters: &[Arc<Counters>], drop: Option<&XdpDrop>, gen: Option<&fastpath
     t
 }
 
+/// XDP_STATISTICS of each fd (None for one that cannot be read).
+fn read_xsk(fds: &[&OwnedFd]) -> Vec<Option<XskStats>> {
+    fds.iter().map(|f| XskStats::read(f.as_fd()).ok()).collect()
+}
+
+/// Field-wise sum; None if there is no fd or none could be read.
+fn total_xsk(v: &[Option<XskStats>]) -> Option<XskStats> {
+    let mut it = v.iter().flatten().peekable();
+    it.peek()?;
+    let mut t = XskStats::default();
+    for x in it {
+        t.rx_dropped += x.rx_dropped;
+        t.rx_invalid_descs += x.rx_invalid_descs;
+        t.tx_invalid_descs += x.tx_invalid_descs;
+        t.rx_ring_full += x.rx_ring_full;
+        t.rx_fill_ring_empty_descs += x.rx_fill_ring_empty_descs;
+        t.tx_ring_empty_descs += x.tx_ring_empty_descs;
+    }
+    Some(t)
+}
+
+fn delta_xsk(a: &[Option<XskStats>], b: &[Option<XskStats>]) -> Vec<Option<XskStats>> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| match (x, y) {
+            (Some(x), Some(y)) => Some(x.delta(y)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The state of a run taken before its first packet: counter, XDP_STATISTICS and ethtool
 /// baselines and the start time. Take it BEFORE the worker starts, so no frame the worker moves
 /// falls before the baseline (a paced `gen --count N` once reported ~100 frames short when the
@@ -113,8 +152,9 @@ fn sum(counters: &[Arc<Counters>], drop: Option<&XdpDrop>, gen: Option<&fastpath
 pub struct Watch {
     eth0: Vec<(String, u64)>,
     link0: Option<netdev::LinkStats>,
-    xsk0: XskStats,
+    xsk0: Vec<Option<XskStats>>,
     base: [u64; 7],
+    base_q: Vec<[u64; 7]>,
     t0: u64,
 }
 
@@ -131,15 +171,24 @@ impl Monitor<'_> {
     pub fn start(&self) -> Watch {
         let eth0 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
         let link0 = self.ethtool_dev.as_ref().and_then(|d| d.link_stats().ok());
-        let xsk0 = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).unwrap_or_default();
+        let xsk0 = read_xsk(&self.xsk_fds);
         let base = sum(&self.counters, self.drop, self.gen);
-        Watch { eth0, link0, xsk0, base, t0: monotonic_ns() }
+        let base_q = self.per_queue_snapshot();
+        Watch { eth0, link0, xsk0, base, base_q, t0: monotonic_ns() }
+    }
+
+    fn per_queue_snapshot(&self) -> Vec<[u64; 7]> {
+        if self.queue_labels.is_empty() {
+            return Vec::new();
+        }
+        self.counters.iter().map(|c| c.snapshot()).collect()
     }
 
     /// Prints interval lines until the duration (from `w`'s start) passes, `stop` or `done`.
     pub fn watch(&self, w: &Watch, stop: &AtomicBool, done: &AtomicBool) {
         let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(w.t0));
-        let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0);
+        let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0.clone());
+        let mut prev_q = w.base_q.clone();
         let mut next = start + self.interval;
         let mut watch = self.watch_link.clone();
         loop {
@@ -158,14 +207,20 @@ impl Monitor<'_> {
             }
             next += self.interval;
             let cur = sum(&self.counters, self.drop, self.gen);
+            let cur_q = self.per_queue_snapshot();
             let t = monotonic_ns();
-            let xsk = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok());
-            self.line(&prev, &cur, t - prev_t, xsk.map(|x| x.delta(&prev_xsk)));
-            prev = cur;
-            prev_t = t;
-            if let Some(x) = xsk {
-                prev_xsk = x;
+            let xsk = read_xsk(&self.xsk_fds);
+            let d = delta_xsk(&xsk, &prev_xsk);
+            for (i, label) in self.queue_labels.iter().enumerate() {
+                if let (Some(a), Some(b)) = (prev_q.get(i), cur_q.get(i)) {
+                    self.line(label, a, b, t - prev_t, d.get(i).copied().flatten());
+                }
             }
+            self.line(&self.prefix, &prev, &cur, t - prev_t, total_xsk(&d));
+            prev = cur;
+            prev_q = cur_q;
+            prev_t = t;
+            prev_xsk = xsk;
         }
     }
 
@@ -184,7 +239,27 @@ impl Monitor<'_> {
                 rates.insert(format!("{n}_pps"), rate(v, elapsed));
             }
         }
-        let xdp_statistics = self.xsk_fd.and_then(|f| XskStats::read(f.as_fd()).ok()).map(|x| x.delta(&w.xsk0));
+        let xsk_d = delta_xsk(&read_xsk(&self.xsk_fds), &w.xsk0);
+        let xdp_statistics = total_xsk(&xsk_d);
+        let end_q = self.per_queue_snapshot();
+        let per_queue = self
+            .queue_labels
+            .iter()
+            .enumerate()
+            .filter_map(|(i, label)| {
+                let (a, b) = (w.base_q.get(i)?, end_q.get(i)?);
+                let mut t = BTreeMap::new();
+                let mut r = BTreeMap::new();
+                for (k, d) in COUNTERS.iter().enumerate() {
+                    let v = b[k].saturating_sub(a[k]);
+                    t.insert(d.name, v);
+                    if let Some(n) = d.name.strip_suffix("_packets") {
+                        r.insert(format!("{n}_pps"), rate(v, elapsed));
+                    }
+                }
+                Some(json!({"queue": label, "totals": t, "rates_pps": r, "xdp_statistics": xsk_d.get(i).copied().flatten()}))
+            })
+            .collect();
         let eth1 = self.ethtool_dev.as_ref().and_then(|d| d.ethtool_stats().ok()).unwrap_or_default();
         let link = match (w.link0, self.ethtool_dev.as_ref().and_then(|d| d.link_stats().ok())) {
             (Some(a), Some(b)) => Some(b.delta(&a)),
@@ -195,17 +270,18 @@ impl Monitor<'_> {
             totals,
             rates_pps: rates,
             xdp_statistics,
+            per_queue,
             ethtool: netdev::stats_delta(&w.eth0, &eth1).into_iter().collect(),
             link,
         }
     }
 
-    fn line(&self, prev: &[u64; 7], cur: &[u64; 7], dt_ns: u64, xsk: Option<XskStats>) {
+    fn line(&self, prefix: &str, prev: &[u64; 7], cur: &[u64; 7], dt_ns: u64, xsk: Option<XskStats>) {
         let per_s = |c: Ctr| rate(cur[c as usize].saturating_sub(prev[c as usize]), dt_ns);
         if self.json {
             let mut o = serde_json::Map::new();
             o.insert("type".into(), json!("interval"));
-            o.insert("prefix".into(), json!(self.prefix));
+            o.insert("prefix".into(), json!(prefix));
             o.insert("period_ns".into(), json!(dt_ns));
             for &c in self.columns.iter().chain(if self.extended {
                 &[Ctr::RxBytes, Ctr::TxBytes, Ctr::Wakeups][..]
@@ -225,7 +301,7 @@ impl Monitor<'_> {
             println!("{}", Value::Object(o));
             return;
         }
-        let mut s = format!("{:<14}", self.prefix);
+        let mut s = format!("{:<14}", prefix);
         for &c in self.columns {
             s += &format!(" {:>13} {:<7}", thousands(per_s(c).round() as u64), COUNTERS[c as usize].rate_label);
         }
@@ -275,6 +351,9 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
     if json_out {
         let mut o = json!({"type": "summary", "bench": kind, "path": path, "duration_s": s.duration_s,
             "totals": s.totals, "rates_pps": s.rates_pps, "xdp_statistics": s.xdp_statistics, "ethtool": s.ethtool, "link": s.link});
+        if !s.per_queue.is_empty() {
+            o["per_queue"] = json!(s.per_queue);
+        }
         if let (Value::Object(o), Value::Object(e)) = (&mut o, extra) {
             o.extend(e);
         }
@@ -291,6 +370,16 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
             thousands(s.pps(c).round() as u64),
             d.rate_label
         );
+    }
+    for q in &s.per_queue {
+        let cols: Vec<String> = columns
+            .iter()
+            .map(|&c| {
+                let d = COUNTERS[c as usize];
+                format!("{} {}", d.name, thousands(q["totals"][d.name].as_u64().unwrap_or(0)))
+            })
+            .collect();
+        println!("  {:<16} {}", q["queue"].as_str().unwrap_or("-"), cols.join(", "));
     }
     if let Some(x) = s.xdp_statistics {
         let nz: Vec<String> =

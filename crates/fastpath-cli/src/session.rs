@@ -4,10 +4,11 @@
 use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
-use fastpath::bpf::{attach_first, query_xdp, Classifier, XdpDrop, XdpMode, XskRedirect};
+use fastpath::bpf::{Classifier, XdpDrop, XdpMode, XskRedirect};
+use fastpath::io::afxdp::{attach_with_fallback, open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::Compiled;
-use fastpath::xsk::{BusyPoll, CopyMode, XskConfig, XskError, XskSocket};
+use fastpath::xsk::{BusyPoll, CopyMode, SocketConfig, UmemConfig, XskConfig, XskError};
 use serde::Serialize;
 
 use crate::args::{CopyModeArg, XdpModeArg, XskArgs};
@@ -30,51 +31,99 @@ pub enum Prog {
     /// Held so that dropping the session detaches it.
     Redirect(#[allow(dead_code)] XskRedirect),
     /// The rule classifier in front of the socket (`--rules`).
-    Classifier(Box<Classifier>),
+    Classifier(#[allow(dead_code)] Box<Classifier>),
     Drop(XdpDrop),
     None,
+}
+
+/// Either program with an XSKMAP.
+enum RxProg {
+    Redirect(XskRedirect),
+    Classifier(Box<Classifier>),
+}
+
+impl XskMap for RxProg {
+    fn insert_xsk(&self, queue_id: u32, fd: std::os::fd::RawFd) -> Result<(), fastpath::bpf::BpfError> {
+        match self {
+            RxProg::Redirect(p) => p.insert(queue_id, fd),
+            RxProg::Classifier(c) => c.insert_xsk(queue_id, fd),
+        }
+    }
 }
 
 /// What was obtained, for reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathInfo {
     pub iface: String,
+    /// The first queue (the only one without --queues).
     pub queue: u32,
+    /// Every queue with a socket (one per worker thread).
+    pub queues: Vec<u32>,
     pub driver: String,
     /// "native" / "skb" as attached, None if no program.
     pub xdp_mode: Option<&'static str>,
     /// "copy" / "zero-copy" read back from XDP_OPTIONS, None without a socket.
     pub copy_mode: Option<&'static str>,
+    /// One UMEM shared by every queue's socket.
+    pub shared_umem: bool,
     pub need_wakeup: bool,
     pub busy_poll: bool,
     pub tx_skb_budget: Option<u32>,
+    /// Per socket: queue, copy mode, UMEM sharing, frames.
+    pub sockets: Vec<XskPortInfo>,
     pub notes: Vec<String>,
 }
 
 #[derive(Debug)]
 pub struct Session {
     pub prog: Prog,
-    pub sock: Option<XskSocket>,
-    pub stats_fd: Option<OwnedFd>,
+    /// One AF_XDP port per queue (none for xdpdrop).
+    pub ports: Vec<AfXdpPort>,
+    /// Duplicates of the sockets' fds, for XDP_STATISTICS from the monitor thread.
+    pub stats_fds: Vec<OwnedFd>,
     pub info: PathInfo,
 }
 
 pub fn xsk_config(x: &XskArgs) -> XskConfig {
     XskConfig {
-        frame_size: x.frame_size,
-        frame_count: x.frame_count,
-        headroom: x.headroom,
-        ring_size: x.ring_size,
-        fill_size: x.ring_size.saturating_mul(2),
-        need_wakeup: !x.no_need_wakeup,
-        copy_mode: match x.copy_mode {
-            CopyModeArg::Auto => CopyMode::Auto,
-            CopyModeArg::Copy => CopyMode::Copy,
-            CopyModeArg::ZeroCopy => CopyMode::ZeroCopy,
+        umem: UmemConfig {
+            frame_size: x.frame_size,
+            frame_count: x.frame_count,
+            headroom: x.headroom,
+            fill_size: x.ring_size.saturating_mul(2),
+            comp_size: x.ring_size.saturating_mul(2),
+            huge_pages: x.huge_pages,
         },
-        busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
-        huge_pages: x.huge_pages,
-        tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
+        socket: SocketConfig {
+            ring_size: x.ring_size,
+            need_wakeup: !x.no_need_wakeup,
+            copy_mode: match x.copy_mode {
+                CopyModeArg::Auto => CopyMode::Auto,
+                CopyModeArg::Copy => CopyMode::Copy,
+                CopyModeArg::ZeroCopy => CopyMode::ZeroCopy,
+            },
+            busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
+            tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
+        },
+    }
+}
+
+/// The queues a run uses: `--queues N` gives 0..N-1, otherwise the one `--queue`.
+pub fn queue_ids(x: &XskArgs) -> Vec<u32> {
+    match x.queues {
+        Some(n) => (0..n).collect(),
+        None => vec![x.queue],
+    }
+}
+
+/// The CPU of each queue's worker: `--cpus LIST` (one per queue), `--cpu` for one queue, and by
+/// default with `--queues` one CPU per queue in turn; None: not pinned.
+pub fn worker_cpus(x: &XskArgs) -> Vec<Option<usize>> {
+    let q = queue_ids(x).len();
+    match (&x.cpus, x.queues) {
+        (Some(list), _) => list.iter().map(|&c| Some(c)).collect(),
+        (None, Some(_)) => (0..q).map(|i| Some(i % fastpath::sys::online_cpus())).collect(),
+        (None, None) => vec![x.cpu],
     }
 }
 
@@ -83,9 +132,6 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
     let cfg = xsk_config(x);
     if role != Role::Drop {
         cfg.validate()?;
-        if cfg.frame_count < cfg.fill_size && role == Role::Rx {
-            // Fine: fewer frames than FILL slots, all of them go on FILL.
-        }
     }
     if x.xdp_mode == XdpModeArg::Skb && x.copy_mode == CopyModeArg::ZeroCopy {
         return Err(usage(anyhow!(
@@ -100,10 +146,45 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
             )));
         }
     }
+    let n = fastpath::sys::online_cpus();
     if let Some(cpu) = x.cpu {
-        let n = fastpath::sys::online_cpus();
         if cpu >= n {
             return Err(usage(anyhow!("--cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
+        }
+    }
+    if let Some(q) = x.queues {
+        if q == 0 || q > 64 {
+            return Err(usage(anyhow!("--queues {q} is not accepted: use 1..=64 (one socket and thread per queue)")));
+        }
+        if x.queue != 0 {
+            return Err(usage(anyhow!(
+                "--queue {} with --queues {q} is not accepted: --queues N uses queues 0..N-1",
+                x.queue
+            )));
+        }
+    }
+    if let Some(list) = &x.cpus {
+        let q = queue_ids(x).len();
+        if list.len() != q {
+            return Err(usage(anyhow!(
+                "--cpus {} is not accepted: give one CPU per queue ({q})",
+                list.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+            )));
+        }
+        if let Some(c) = list.iter().find(|&&c| c >= n) {
+            return Err(usage(anyhow!("--cpus: CPU {c} is not accepted: this machine has CPUs 0..={}", n - 1)));
+        }
+        if x.cpu.is_some() {
+            return Err(usage(anyhow!("--cpu and --cpus are not accepted together: use --cpus LIST")));
+        }
+    }
+    if x.shared_umem && role != Role::Drop {
+        let q = queue_ids(x).len() as u32;
+        if x.frame_count / q < 64 {
+            return Err(usage(anyhow!(
+                "--frame-count {} is not accepted with --shared-umem on {q} queues: at least 64 frames per queue",
+                x.frame_count
+            )));
         }
     }
     Ok(cfg)
@@ -121,66 +202,84 @@ impl Session {
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
         let cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
+        let queues = queue_ids(x);
         if let Some(count) = dev.rx_queue_count().map_err(crate::error::kernel)? {
-            if x.queue >= count {
-                return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: x.queue, count }.into());
+            if let Some(&q) = queues.iter().find(|&&q| q >= count) {
+                return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: q, count }.into());
             }
         }
         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
         let mut info = PathInfo {
             iface: x.iface.clone(),
-            queue: x.queue,
+            queue: queues[0],
+            queues: queues.clone(),
             driver,
             xdp_mode: None,
             copy_mode: None,
-            need_wakeup: cfg.need_wakeup,
-            busy_poll: cfg.busy_poll.is_some(),
+            shared_umem: x.shared_umem,
+            need_wakeup: cfg.socket.need_wakeup,
+            busy_poll: cfg.socket.busy_poll.is_some(),
             tx_skb_budget: None,
+            sockets: Vec::new(),
             notes: Vec::new(),
         };
-        let modes: &[XdpMode] = match x.xdp_mode {
-            XdpModeArg::Native => &[XdpMode::Native],
-            XdpModeArg::Skb => &[XdpMode::Skb],
-            XdpModeArg::Auto => &[XdpMode::Native, XdpMode::Skb],
+        let xdp_mode = match x.xdp_mode {
+            XdpModeArg::Native => Some(XdpMode::Native),
+            XdpModeArg::Skb => Some(XdpMode::Skb),
+            XdpModeArg::Auto => None,
         };
-        match role {
-            Role::Drop => {
-                let (p, m, notes) =
-                    attach_first(&x.iface, modes, |m| XdpDrop::attach(&x.iface, dev.ifindex, m, x.force))?;
-                info.notes.extend(notes);
-                info.xdp_mode = Some(actual_mode(dev.ifindex, m));
-                Ok(Session { prog: Prog::Drop(p), sock: None, stats_fd: None, info })
-            }
-            Role::Tx => {
-                let sock = XskSocket::bind(&x.iface, x.queue, &cfg)?;
-                finish(Prog::None, sock, info)
-            }
-            Role::Rx => {
-                let (prog, m, notes) = attach_first(&x.iface, modes, |m| match rules {
-                    None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(Prog::Redirect),
-                    Some(c) => {
-                        let mut cls = Classifier::load()?;
-                        cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
-                        cls.attach(&x.iface, dev.ifindex, m, x.force)?;
-                        Ok(Prog::Classifier(Box::new(cls)))
-                    }
-                })?;
-                info.notes.extend(notes);
-                let mut c = cfg.clone();
-                if m == XdpMode::Skb && c.copy_mode == CopyMode::Auto {
-                    // Generic XDP has no zero-copy: go straight to copy mode.
-                    c.copy_mode = CopyMode::Copy;
-                }
-                let sock = XskSocket::bind(&x.iface, x.queue, &c)?;
-                match &prog {
-                    Prog::Redirect(p) => p.insert(x.queue, sock.as_raw_fd())?,
-                    Prog::Classifier(p) => p.insert_xsk(x.queue, sock.as_raw_fd())?,
-                    _ => unreachable!("Rx attaches a redirect program"),
-                }
-                info.xdp_mode = Some(actual_mode(dev.ifindex, m));
-                finish(prog, sock, info)
-            }
+        if role == Role::Drop {
+            let a = attach_with_fallback(&x.iface, dev.ifindex, xdp_mode, |m| {
+                XdpDrop::attach(&x.iface, dev.ifindex, m, x.force)
+            })?;
+            info.notes.extend(a.notes);
+            info.xdp_mode = Some(a.mode.name());
+            return Ok(Session { prog: Prog::Drop(a.prog), ports: Vec::new(), stats_fds: Vec::new(), info });
         }
+        let setup = QueueSetup {
+            iface: x.iface.clone(),
+            queues,
+            config: cfg.clone(),
+            shared_umem: x.shared_umem,
+            xdp_mode,
+            // Every frame a FILL ring holds goes on it; the rest serve TX.
+            fill_frames: if role == Role::Rx { u32::MAX } else { 0 },
+        };
+        let mut attach = |m: XdpMode| -> Result<RxProg, fastpath::bpf::BpfError> {
+            match rules {
+                None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(RxProg::Redirect),
+                Some(c) => {
+                    let mut cls = Classifier::load()?;
+                    cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
+                    cls.attach(&x.iface, dev.ifindex, m, x.force)?;
+                    Ok(RxProg::Classifier(Box::new(cls)))
+                }
+            }
+        };
+        let q = open_queues(&setup, if role == Role::Rx { Some(&mut attach) } else { None })?;
+        let prog = match q.attached {
+            Some(a) => {
+                info.notes.extend(a.notes);
+                info.xdp_mode = Some(a.mode.name());
+                match a.prog {
+                    RxProg::Redirect(p) => Prog::Redirect(p),
+                    RxProg::Classifier(c) => Prog::Classifier(c),
+                }
+            }
+            None => Prog::None,
+        };
+        let first = q.ports[0].socket();
+        info.copy_mode = Some(first.copy_mode_name());
+        info.tx_skb_budget = first.tx_skb_budget();
+        info.notes.extend(first.notes().iter().cloned());
+        info.sockets = q.ports.iter().map(|p| p.info()).collect();
+        let stats_fds = q
+            .ports
+            .iter()
+            .map(|p| p.socket().try_clone_fd())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(crate::error::kernel)?;
+        Ok(Session { prog, ports: q.ports, stats_fds, info })
     }
 
     /// The xdp_drop program, if this is an xdpdrop session.
@@ -189,21 +288,5 @@ impl Session {
             Prog::Drop(d) => Some(d),
             _ => None,
         }
-    }
-}
-
-fn finish(prog: Prog, sock: XskSocket, mut info: PathInfo) -> CliResult<Session> {
-    info.copy_mode = Some(sock.copy_mode_name());
-    info.tx_skb_budget = sock.tx_skb_budget();
-    info.notes.extend(sock.notes().iter().cloned());
-    let stats_fd = Some(sock.try_clone_fd().map_err(crate::error::kernel)?);
-    Ok(Session { prog, sock: Some(sock), stats_fd, info })
-}
-
-/// The attach mode as the kernel reports it after attaching (never the one merely asked for).
-fn actual_mode(ifindex: u32, asked: XdpMode) -> &'static str {
-    match query_xdp(ifindex) {
-        Ok(Some(p)) => p.mode,
-        _ => asked.name(),
     }
 }

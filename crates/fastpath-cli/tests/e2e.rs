@@ -220,13 +220,14 @@ fn l2fwd_round_trip() {
     let s2 = stop.clone();
     let if_a2 = if_a.clone();
     let back = fastpath_testbed::spawn_in_netns(&ns_a, move || {
-        use fastpath::xsk::{CopyMode, XskConfig, XskSocket};
-        let dev = fastpath::netdev::NetDev::by_name(&if_a2).unwrap();
-        let prog =
-            fastpath::bpf::XskRedirect::attach(&if_a2, dev.ifindex, fastpath::bpf::XdpMode::Native, false).unwrap();
+        use fastpath::io::afxdp::AfXdpPort;
+        use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+        let cfg = XskConfig {
+            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
+            ..Default::default()
+        };
         let mut sock =
-            XskSocket::bind(&if_a2, 0, &XskConfig { copy_mode: CopyMode::Copy, ..Default::default() }).unwrap();
-        prog.insert(0, sock.as_raw_fd()).unwrap();
+            AfXdpPort::open(&if_a2, 0, &cfg, Some(fastpath::bpf::XdpMode::Native), false).unwrap();
         ready_tx.send(()).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
         let c = fastpath::stats::Counters::default();

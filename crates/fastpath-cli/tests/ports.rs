@@ -8,26 +8,31 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
-use fastpath::io::{afxdp::AfXdpPort, Port};
+use fastpath::io::{afxdp::AfXdpPort, AnyPort, Port};
 use fastpath::packet::{build_udp_frame, stamp, Payload, SeqTracker, UdpFrameSpec};
-use fastpath::xsk::{CopyMode, XskConfig};
+use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
 
 const N: u64 = 100_000;
 
-fn open(path: &str, iface: &str) -> Box<dyn Port> {
+fn open(path: &str, iface: &str) -> AnyPort {
     match path {
-        "afxdp" => Box::new(
+        "afxdp" => AnyPort::AfXdp(Box::new(
             AfXdpPort::open(
                 iface,
                 0,
-                &XskConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
+                &XskConfig {
+                    socket: SocketConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
+                    ..Default::default()
+                },
                 None,
                 false,
             )
             .unwrap_or_else(|e| panic!("{e}")),
-        ),
-        "tpacket" => Box::new(TpacketPort::open(iface, TpacketOptions::default()).unwrap_or_else(|e| panic!("{e}"))),
+        )),
+        "tpacket" => {
+            AnyPort::Tpacket(TpacketPort::open(iface, TpacketOptions::default()).unwrap_or_else(|e| panic!("{e}")))
+        }
         other => panic!("no backend {other}"),
     }
 }
@@ -43,7 +48,7 @@ fn receive(path: &'static str) {
         let mut t = SeqTracker::default();
         let mut idle = Instant::now();
         while t.unique() < N && idle.elapsed() < Duration::from_secs(5) {
-            if port.rx_burst(256, 100, &mut |p| t.record(p)).unwrap() > 0 {
+            if port.rx_burst(256, 100, |p: &[u8]| t.record(p)).unwrap() > 0 {
                 idle = Instant::now();
             }
         }
@@ -213,7 +218,7 @@ struct Env {
     tap: bool,
 }
 
-fn open_in_env(path: &str, env: &Env) -> Box<dyn Port> {
+fn open_in_env(path: &str, env: &Env) -> AnyPort {
     use fastpath::io::{self, tap::TapOptions, PortSpec};
     match path {
         "tap" | "tap-uring" => {
@@ -355,7 +360,7 @@ fn kernel_peer_rx(path: &'static str, env: &Env) {
         let mut t = SeqTracker::default();
         let mut idle = Instant::now();
         while t.unique() < N && idle.elapsed() < Duration::from_secs(3) {
-            if port.rx_burst(256, 100, &mut |p| t.record(p)).unwrap() > 0 {
+            if port.rx_burst(256, 100, |p: &[u8]| t.record(p)).unwrap() > 0 {
                 idle = Instant::now();
             }
         }
@@ -483,7 +488,7 @@ fn tpacket_fanout_spreads_flows_over_workers() {
                 tx.send(()).unwrap();
                 let mut t = SeqTracker::default();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    port.rx_burst(256, 50, &mut |p| t.record(p)).unwrap();
+                    port.rx_burst(256, 50, |p: &[u8]| t.record(p)).unwrap();
                 }
                 t
             })

@@ -1,5 +1,5 @@
-//! The run loops behind `fastpath bench` and `fastpath gen`: rxdrop, txonly, l2fwd on an
-//! [`XskSocket`], and the xdp-live generator. Hot loops allocate nothing; counters are
+//! The run loops behind `fastpath bench` and `fastpath gen`: rxdrop, txonly, l2fwd on any
+//! [`Port`] (AF_XDP or the other backends), and the xdp-live generator. Hot loops allocate nothing; counters are
 //! published once per batch.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bpf::XdpGen;
-use crate::packet::{self, Payload, UdpFrameSpec};
+use crate::io::{Port, PortError};
+use crate::packet::{self, Payload};
 use crate::stats::{Counters, Ctr};
 use crate::sys::{self, SysError};
-use crate::xsk::{XdpDesc, XskSocket};
 
 /// How a loop waits when there is nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,262 +84,155 @@ impl Pacer {
     }
 }
 
-#[inline]
-fn frame_base(addr: u64, frame_size: u32) -> u64 {
-    addr & !(frame_size as u64 - 1)
-}
-
-/// Puts the first `n` frames of the UMEM on the FILL ring.
-fn prefill(sock: &mut XskSocket, n: u32) {
-    sock.fill_first_frames(n);
-}
-
-#[inline]
-fn wait_rx(sock: &XskSocket, wait: Wait, counters: &Counters) -> Result<(), SysError> {
-    match wait {
-        Wait::Poll(ms) => {
-            counters.add(Ctr::Wakeups, 1);
-            sock.poll_rx(ms)?;
-        }
-        Wait::Spin => {
-            sock.kick_rx();
+impl Wait {
+    /// The port API's timeout for this wait: poll for `ms`, or 0 (kick and return).
+    #[inline]
+    fn timeout_ms(self) -> i32 {
+        match self {
+            Wait::Poll(ms) => ms,
+            Wait::Spin => 0,
         }
     }
-    Ok(())
 }
 
-/// rxdrop: receive and recycle every frame to the FILL ring, calling `on_packet` with each
-/// packet's bytes. Runs until `stop`.
-pub fn rxdrop(
-    sock: &mut XskSocket,
+/// rxdrop: receive and give every frame back to the kernel, calling `on_packet` with each
+/// packet's bytes. Runs until `stop`. The same loop for every backend; `on_packet` is
+/// monomorphised into the backend's receive loop.
+pub fn rxdrop<P: Port>(
+    port: &mut P,
     opts: LoopOpts,
     counters: &Counters,
     stop: &AtomicBool,
     mut on_packet: impl FnMut(&[u8]),
-) -> Result<(), SysError> {
-    let fs = sock.config().frame_size;
-    prefill(sock, sock.config().frame_count);
+) -> Result<(), PortError> {
+    let timeout = opts.wait.timeout_ms();
     while !stop.load(Ordering::Relaxed) {
-        let (ri, n) = sock.rx.peek(opts.batch_size);
+        let mut bytes = 0u64;
+        let n = port.rx_burst(opts.batch_size as usize, timeout, |p| {
+            bytes += p.len() as u64;
+            on_packet(p);
+        })?;
         if n == 0 {
-            wait_rx(sock, opts.wait, counters)?;
+            if timeout > 0 {
+                counters.add(Ctr::Wakeups, 1);
+            }
             continue;
         }
-        // Frames are conserved (FILL size >= frames in flight), so room appears as soon as the
-        // kernel consumes; spin until it does.
-        let fi = loop {
-            if let Some(fi) = sock.fill.reserve(n) {
-                break fi;
-            }
-            if stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            sock.kick_rx();
-        };
-        let mut bytes = 0u64;
-        for i in 0..n {
-            let d = sock.rx.read(ri.wrapping_add(i));
-            on_packet(sock.frame(d.addr, d.len));
-            bytes += d.len as u64;
-            sock.fill.write(fi.wrapping_add(i), frame_base(d.addr, fs));
-        }
-        sock.fill.submit(n);
-        sock.rx.release(n);
         counters.add(Ctr::RxPackets, n as u64);
         counters.add(Ctr::RxBytes, bytes);
     }
     Ok(())
 }
 
-/// Returns completed TX frames to `free`; returns how many.
-#[inline]
-fn drain_completions(sock: &mut XskSocket, free: &mut Vec<u64>, batch: u32) -> u32 {
-    let (ci, n) = sock.comp.peek(batch);
-    for i in 0..n {
-        free.push(sock.comp.read(ci.wrapping_add(i)));
+/// l2fwd: swap the MAC addresses of each received frame and send it back out of the same port
+/// (on AF_XDP from the same UMEM frame, no copy). Runs until `stop`.
+pub fn l2fwd<P: Port>(port: &mut P, opts: LoopOpts, counters: &Counters, stop: &AtomicBool) -> Result<(), PortError> {
+    let timeout = opts.wait.timeout_ms();
+    while !stop.load(Ordering::Relaxed) {
+        let mut bytes = 0u64;
+        let (rx, tx) = port.fwd_burst(opts.batch_size as usize, timeout, |p| {
+            packet::swap_macs(p);
+            bytes += p.len() as u64;
+            true
+        })?;
+        if rx == 0 {
+            if timeout > 0 {
+                counters.add(Ctr::Wakeups, 1);
+            }
+            continue;
+        }
+        counters.add(Ctr::RxPackets, rx as u64);
+        counters.add(Ctr::RxBytes, bytes);
+        counters.add(Ctr::TxPackets, tx as u64);
+        counters.add(Ctr::TxBytes, bytes);
     }
-    sock.comp.release(n);
-    n
+    Ok(())
 }
 
-/// txonly: sends `spec` frames, each stamped with `stream`, the next sequence number (from 1)
-/// and the send time; drains completions. Stops at `limits.count`, or `stop`; then waits up to
-/// 5 s for outstanding completions (with a count reached, missing completions are an error: `--count N`
-/// means N frames submitted AND completed), or 300 ms when stopped early. Returns the number of
-/// packets sent.
-pub fn txonly(
-    sock: &mut XskSocket,
-    spec: &UdpFrameSpec,
+/// txonly: sends copies of `template` (a whole frame with the fastpath payload, see
+/// [`packet::stamp`]), each stamped with `stream`, the next sequence number (from 1) and the
+/// send time, paced and bounded by `limits`. Stops at `limits.count`, or `stop`; then waits up
+/// to 5 s for outstanding completions (with a count reached, missing completions are an error:
+/// `--count N` means N frames submitted AND completed), or 300 ms when stopped early. Returns
+/// the number of packets sent. The same loop for every backend.
+pub fn txonly<P: Port>(
+    port: &mut P,
+    template: &[u8],
     stream: u16,
     limits: SendLimits,
     opts: LoopOpts,
     counters: &Counters,
     stop: &AtomicBool,
-) -> Result<u64, SysError> {
-    let frames = sock.config().frame_count;
-    // Write the template into every frame once; per packet only the payload changes.
-    let mut free: Vec<u64> = Vec::with_capacity(frames as usize);
-    for i in (0..frames).rev() {
-        let a = sock.frame_addr(i);
-        packet::build_udp_frame(spec, sock.frame_mut(a, spec.frame_len as u32));
-        free.push(a);
-    }
-    let len = spec.frame_len as u32;
+) -> Result<u64, PortError> {
     let mut pacer = Pacer::new(limits);
     let mut seq = 0u64;
-    let mut outstanding = 0u64;
-    // Descriptors queued per kick: what one copy-mode sendto will take (XDP_MAX_TX_SKB_BUDGET,
-    // 32 by default), so each system call moves as many frames as the kernel allows.
-    let per_kick = sock.tx_skb_budget().unwrap_or(32).max(opts.batch_size) as u64;
+    // Frames offered per call: what one system call of the backend moves (copy-mode AF_XDP:
+    // XDP_MAX_TX_SKB_BUDGET descriptors per sendto).
+    let per_call = port.tx_batch_hint().max(opts.batch_size as usize) as u64;
+    let len = template.len() as u64;
+    let mut idle = 0u32;
+    // Backends that complete on accept (they copied the frame) report no completions.
+    let sync = port.tx_reap()?.is_none();
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
-        let done = drain_completions(sock, &mut free, per_kick.max(256) as u32);
-        outstanding -= done as u64;
-        counters.add(Ctr::TxCompleted, done as u64);
-        let mut queued = 0u64;
-        while queued < per_kick {
-            let want = pacer.allowed(opts.batch_size.min(free.len() as u32) as u64) as u32;
-            if want == 0 {
-                break;
-            }
-            let (ti, got) = sock.tx.reserve_up_to(want);
-            if got == 0 {
-                break;
-            }
-            let now = sys::monotonic_ns();
-            for i in 0..got {
-                let a = free.pop().expect("want <= free.len()");
-                seq += 1;
-                packet::stamp(sock.frame_mut(a, len), &Payload { stream, seq, tstamp_ns: now });
-                sock.tx.write(ti.wrapping_add(i), XdpDesc { addr: a, len, options: 0 });
-            }
-            sock.tx.submit(got);
-            pacer.took(got as u64);
-            queued += got as u64;
+        if let Some(done) = port.tx_reap()? {
+            counters.add(Ctr::TxCompleted, done);
         }
-        if queued > 0 {
-            outstanding += queued;
-            counters.add(Ctr::TxPackets, queued);
-            counters.add(Ctr::TxBytes, queued * len as u64);
-            counters.add(Ctr::Wakeups, 1);
-            sock.kick_tx()?;
+        let want = pacer.allowed(per_call) as usize;
+        if want == 0 {
+            if let Some(w) = pacer.wait_time() {
+                if w > Duration::from_micros(100) {
+                    std::thread::sleep(w - Duration::from_micros(60));
+                }
+            }
             continue;
         }
-        // Nothing may go yet: either pacing, or every frame is in flight. Kick only while the
-        // kernel has TX descriptors left to take.
-        if sock.tx.pending() > 0 {
-            counters.add(Ctr::Wakeups, 1);
-            sock.kick_tx()?;
-        } else if let Some(w) = pacer.wait_time() {
-            if w > Duration::from_micros(100) {
-                std::thread::sleep(w - Duration::from_micros(60));
+        let now = sys::monotonic_ns();
+        let base = seq;
+        let k = port.tx_stamped(template, want, |i, buf| {
+            packet::stamp(buf, &Payload { stream, seq: base + 1 + i as u64, tstamp_ns: now })
+        })? as u64;
+        if k == 0 {
+            // Every frame in flight or the ring full: the backend pushed what it had; back off
+            // a little after many empty rounds.
+            idle += 1;
+            if idle > 64 {
+                std::thread::yield_now();
             }
+            continue;
         }
+        idle = 0;
+        seq += k;
+        pacer.took(k);
+        counters.add(Ctr::TxPackets, k);
+        counters.add(Ctr::TxBytes, k * len);
+        if sync {
+            counters.add(Ctr::TxCompleted, k);
+        }
+        counters.add(Ctr::Wakeups, 1);
     }
-    // Every descriptor submitted must come back on the COMPLETION ring before the count is
-    // reported: the summary is taken after this thread ends, so `tx_completed` is final.
-    // An interrupted run (signal, interface gone) waits briefly: on a link that is down the
-    // kernel may never complete them, and the run must end within a second.
+    // Every frame accepted must be completed before the count is reported: the summary is
+    // taken after this thread ends, so `tx_completed` is final. An interrupted run (signal,
+    // interface gone) waits briefly: on a link that is down the kernel may never complete them.
     let wait = if pacer.done() { Duration::from_secs(5) } else { Duration::from_millis(300) };
     let deadline = Instant::now() + wait;
+    let mut outstanding = port.tx_outstanding()?;
     while outstanding > 0 && Instant::now() < deadline {
-        sock.kick_tx()?;
-        let done = drain_completions(sock, &mut free, 4096);
-        outstanding -= done as u64;
-        counters.add(Ctr::TxCompleted, done as u64);
-        if done == 0 {
-            std::thread::sleep(Duration::from_micros(100));
+        if let Some(done) = port.tx_reap()? {
+            counters.add(Ctr::TxCompleted, done);
         }
+        std::thread::sleep(Duration::from_micros(100));
+        outstanding = port.tx_outstanding()?;
+    }
+    if let Some(done) = port.tx_reap()? {
+        counters.add(Ctr::TxCompleted, done);
     }
     if outstanding > 0 && pacer.done() {
-        return Err(SysError {
+        return Err(PortError::Sys(SysError {
             call: format!("txonly: {outstanding} of {seq} TX frames not completed by the kernel within 5 s"),
             errno: libc::ETIMEDOUT,
-        });
+        }));
     }
     Ok(seq)
-}
-
-/// Moves up to `max` completed TX frames to the FILL ring; returns how many.
-#[inline]
-fn recycle_completions(sock: &mut XskSocket, max: u32, stop: &AtomicBool) -> u32 {
-    let (ci, n) = sock.comp.peek(max);
-    if n == 0 {
-        return 0;
-    }
-    // Frames are conserved: FILL always has room for every frame we own, once the kernel
-    // consumes what is there.
-    let fi = loop {
-        if let Some(fi) = sock.fill.reserve(n) {
-            break fi;
-        }
-        if stop.load(Ordering::Relaxed) {
-            sock.comp.cancel(n);
-            return 0;
-        }
-        sock.kick_rx();
-    };
-    for i in 0..n {
-        let a = sock.comp.read(ci.wrapping_add(i));
-        sock.fill.write(fi.wrapping_add(i), a);
-    }
-    sock.fill.submit(n);
-    sock.comp.release(n);
-    n
-}
-
-/// l2fwd: swap MAC addresses and send each frame back on the same queue from the same UMEM frame
-/// (no copy); completed frames go back to the FILL ring. Runs until `stop`.
-pub fn l2fwd(sock: &mut XskSocket, opts: LoopOpts, counters: &Counters, stop: &AtomicBool) -> Result<(), SysError> {
-    prefill(sock, sock.config().frame_count);
-    // TX descriptors submitted and not yet completed: kick only while there are some, so an
-    // idle loop makes no system calls (copy mode always asks for a wakeup).
-    let mut in_flight = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let done = recycle_completions(sock, opts.batch_size.max(256), stop);
-        in_flight -= done as u64;
-        counters.add(Ctr::TxCompleted, done as u64);
-        let (ri, n) = sock.rx.peek(opts.batch_size);
-        if n == 0 {
-            if in_flight > 0 && sock.tx.pending() > 0 {
-                counters.add(Ctr::Wakeups, 1);
-                sock.kick_tx()?;
-            }
-            wait_rx(sock, opts.wait, counters)?;
-            continue;
-        }
-        let ti = loop {
-            if let Some(ti) = sock.tx.reserve(n) {
-                break ti;
-            }
-            // TX full: push it out and take completions so it drains.
-            if stop.load(Ordering::Relaxed) {
-                sock.rx.cancel(n);
-                return Ok(());
-            }
-            counters.add(Ctr::Wakeups, 1);
-            sock.kick_tx()?;
-            let done = recycle_completions(sock, n.max(opts.batch_size), stop);
-            in_flight -= done as u64;
-            counters.add(Ctr::TxCompleted, done as u64);
-        };
-        let mut bytes = 0u64;
-        for i in 0..n {
-            let d = sock.rx.read(ri.wrapping_add(i));
-            packet::swap_macs(sock.frame_mut(d.addr, d.len));
-            bytes += d.len as u64;
-            sock.tx.write(ti.wrapping_add(i), XdpDesc { addr: d.addr, len: d.len, options: 0 });
-        }
-        sock.tx.submit(n);
-        sock.rx.release(n);
-        in_flight += n as u64;
-        counters.add(Ctr::RxPackets, n as u64);
-        counters.add(Ctr::RxBytes, bytes);
-        counters.add(Ctr::TxPackets, n as u64);
-        counters.add(Ctr::TxBytes, bytes);
-        counters.add(Ctr::Wakeups, 1);
-        sock.kick_tx()?;
-    }
-    Ok(())
 }
 
 /// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by
@@ -489,11 +382,5 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         let a = p.allowed(1_000_000);
         assert!((15..=200).contains(&a), "about 20 packets due after 20 ms at 1000 pps, got {a}");
-    }
-
-    #[test]
-    fn frame_base_masks_headroom() {
-        assert_eq!(frame_base(4096 * 3 + 256 + 17, 4096), 4096 * 3);
-        assert_eq!(frame_base(2048 * 5 + 300, 2048), 2048 * 5);
     }
 }

@@ -267,6 +267,27 @@ impl SeqTracker {
         bits[w] |= 1 << b;
     }
 
+    /// Adds what `other` saw (e.g. another queue's receiver of the same streams): a
+    /// (stream, seq) seen by both counts as a duplicate.
+    pub fn merge(&mut self, other: &SeqTracker) {
+        self.frames += other.frames;
+        self.out_of_window += other.out_of_window;
+        self.corrupt += other.corrupt;
+        self.foreign += other.foreign;
+        self.duplicates += other.duplicates;
+        for (s, v) in &other.streams {
+            let mine = self.streams.entry(*s).or_default();
+            if mine.len() < v.len() {
+                self.words += (v.len() - mine.len()) as u64;
+                mine.resize(v.len(), 0);
+            }
+            for (a, b) in mine.iter_mut().zip(v) {
+                self.duplicates += (*a & *b).count_ones() as u64;
+                *a |= *b;
+            }
+        }
+    }
+
     /// Distinct (stream, seq) pairs received.
     pub fn unique(&self) -> u64 {
         self.streams.values().flat_map(|v| v.iter()).map(|w| w.count_ones() as u64).sum()

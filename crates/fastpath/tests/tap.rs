@@ -487,7 +487,7 @@ fn rx_run<P: Backend>(ns: &Netns, port: &mut P, stream: u16, window: Option<u64>
         let mut idle_since: Option<Instant> = None;
         loop {
             let n = port
-                .rx_burst(64, 100, &mut |frame| {
+                .rx_burst(64, 100, |frame: &[u8]| {
                     if frame.len() >= 38 && frame[36..38] == 7777u16.to_be_bytes() {
                         tracker.record(frame);
                         matched += 1;
@@ -522,7 +522,7 @@ fn rx_conformance<P: Backend>(tag: &str) {
         let mut port: P = setup(&ns, TapOptions::default());
         // Idle: rx_burst waits its timeout and returns nothing (no busy completion loop).
         let t = Instant::now();
-        assert_eq!(port.rx_burst(64, 300, &mut |f| panic!("unexpected frame {f:02x?}")).unwrap(), 0);
+        assert_eq!(port.rx_burst(64, 300, |f: &[u8]| panic!("unexpected frame {f:02x?}")).unwrap(), 0);
         assert!(t.elapsed() >= Duration::from_millis(280), "an idle rx_burst(timeout 300 ms) returned after {:?}", t.elapsed());
         // Phase 1, paced: every datagram arrives.
         let r = rx_run(&ns, &mut port, 2, Some(RX_WINDOW));
@@ -636,12 +636,12 @@ fn csum_conformance<P: Backend>(tag: &str) {
         sysctl(&format!("net/ipv4/conf/{IFACE}/send_redirects"), "0");
         let mut d = frame(4, mac, FAR);
         let partial = make_partial(&mut d);
-        while port.rx_burst(64, 0, &mut |_| {}).unwrap() > 0 {}
+        while port.rx_burst(64, 0, |_: &[u8]| {}).unwrap() > 0 {}
         assert!(port.tx_csum(&d, 34, 6).unwrap());
         let mut back = None;
         let t = Instant::now();
         while back.is_none() && t.elapsed() < Duration::from_secs(2) {
-            port.rx_burst(64, 100, &mut |f| {
+            port.rx_burst(64, 100, |f: &[u8]| {
                 if f.len() >= 34 && f[30..34] == FAR.octets() {
                     back = Some(f.to_vec());
                 }

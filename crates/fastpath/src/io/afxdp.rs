@@ -1,26 +1,200 @@
-//! The AF_XDP backend of the port API: an [`XskSocket`] behind the minimal `xsk_redirect`
-//! program. Receive is zero-copy from the UMEM (copy mode on drivers without zero-copy: the
-//! kernel copied the frame into the UMEM once); transmit copies into a free UMEM frame.
-//! Half of the UMEM's frames serve RX (they cycle through FILL), half TX (they cycle through
-//! the COMPLETION ring back to a free list). Needs CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW.
+//! The AF_XDP backend of the port API: an [`XskSocket`] and its share of a [`Umem`]'s frames.
+//!
+//! Receive is zero-copy from the UMEM (copy mode on drivers without zero-copy: the kernel
+//! copied the frame into the UMEM once); [`Port::fwd_burst`] sends a received frame back out
+//! from the same UMEM frame; [`Port::tx_stamped`] writes the template into each TX frame once
+//! and then only stamps it; [`Port::tx_burst`] copies into a free frame.
+//!
+//! Frames: a port starts with the [`Frame`]s it is given; up to `fill_frames` go on the FILL
+//! ring, the rest are free for TX. RX frames go straight back to FILL; forwarded frames come back
+//! through the COMPLETION ring to FILL; frames sent by `tx_*` come back to the free list.
+//!
+//! [`open_queues`] attaches an XDP program with mode fallback (native -> skb) and binds one
+//! port per queue, over one shared UMEM or one UMEM each. Needs CAP_NET_ADMIN + CAP_BPF +
+//! CAP_NET_RAW.
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+
+use serde::Serialize;
 
 use super::{Port, PortError, PortStats};
-use crate::bpf::{XdpMode, XskRedirect};
+use crate::bpf::{query_xdp, BpfError, XdpMode, XskRedirect};
 use crate::netdev::NetDev;
-use crate::xsk::{XdpDesc, XskConfig, XskError, XskSocket};
+use crate::xsk::{CopyMode, Frame, SocketConfig, Umem, XskConfig, XskError, XskSocket};
+
+/// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
+pub trait XskMap {
+    /// Puts socket `fd` in slot `queue_id`.
+    fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError>;
+}
+
+impl XskMap for XskRedirect {
+    fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError> {
+        self.insert(queue_id, fd)
+    }
+}
+
+impl XskMap for crate::bpf::Classifier {
+    fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError> {
+        crate::bpf::Classifier::insert_xsk(self, queue_id, fd)
+    }
+}
+
+/// A program attached with mode fallback, and what was obtained.
+#[derive(Debug)]
+pub struct Attached<T> {
+    /// The program; dropping it detaches it.
+    pub prog: T,
+    /// The mode the kernel reports after attaching (never merely the one asked for).
+    pub mode: XdpMode,
+    /// Fallbacks taken, one line each.
+    pub notes: Vec<String>,
+}
+
+/// Attaches with `attach(mode)`: the one mode asked for, or with `None` native then skb. The
+/// mode is read back from the kernel (`query_xdp`). Errors: as `attach`, or
+/// [`BpfError::AllModesRefused`] listing each mode's error.
+pub fn attach_with_fallback<T>(
+    iface: &str,
+    ifindex: u32,
+    mode: Option<XdpMode>,
+    attach: impl FnMut(XdpMode) -> Result<T, BpfError>,
+) -> Result<Attached<T>, BpfError> {
+    let modes: &[XdpMode] = match mode {
+        Some(XdpMode::Native) => &[XdpMode::Native],
+        Some(XdpMode::Skb) => &[XdpMode::Skb],
+        None => &[XdpMode::Native, XdpMode::Skb],
+    };
+    let (prog, asked, notes) = crate::bpf::attach_first(iface, modes, attach)?;
+    let mode = match query_xdp(ifindex) {
+        Ok(Some(p)) if p.mode == "skb" => XdpMode::Skb,
+        Ok(Some(p)) if p.mode == "native" => XdpMode::Native,
+        _ => asked,
+    };
+    Ok(Attached { prog, mode, notes })
+}
+
+/// What [`open_queues`] needs.
+#[derive(Debug, Clone)]
+pub struct QueueSetup {
+    /// Interface.
+    pub iface: String,
+    /// Queue ids, one socket each.
+    pub queues: Vec<u32>,
+    /// UMEM and socket shape. With `shared_umem`, `config.umem.frame_count` frames are split
+    /// evenly over the queues; without it, each queue has a UMEM of that many frames.
+    pub config: XskConfig,
+    /// One UMEM for every queue (XDP_SHARED_UMEM, own FILL/COMPLETION rings per socket).
+    pub shared_umem: bool,
+    /// XDP attach mode; `None`: native, falling back to skb.
+    pub xdp_mode: Option<XdpMode>,
+    /// Frames each port puts on its FILL ring (the rest are free for TX); at most the FILL
+    /// ring's size.
+    pub fill_frames: u32,
+}
+
+/// The result of [`open_queues`].
+#[derive(Debug)]
+pub struct Queues<T> {
+    /// The XDP program (None when `attach` was not given: TX only).
+    pub attached: Option<Attached<T>>,
+    /// One port per queue, in the order of `QueueSetup::queues`.
+    pub ports: Vec<AfXdpPort>,
+}
+
+/// Attaches the program made by `attach` (with [`attach_with_fallback`]; `None`: no program,
+/// for TX only), creates the UMEM(s), binds one socket per queue and inserts each in the
+/// program's XSKMAP under its queue id. In skb mode the sockets bind in copy mode (generic XDP
+/// has no zero-copy). On any error everything made so far is undone (the link closes as the
+/// partial result drops).
+pub fn open_queues<T: XskMap>(
+    setup: &QueueSetup,
+    attach: Option<&mut dyn FnMut(XdpMode) -> Result<T, BpfError>>,
+) -> Result<Queues<T>, PortError> {
+    setup.config.validate()?;
+    let n = setup.queues.len() as u32;
+    if n == 0 {
+        return Err(PortError::Config { what: "queue count", value: "0".into(), accepted: "1 or more".into() });
+    }
+    let dev = NetDev::by_name(&setup.iface).map_err(|_| XskError::NoSuchInterface { iface: setup.iface.clone() })?;
+    if let Some(count) = dev.rx_queue_count()? {
+        if let Some(&q) = setup.queues.iter().find(|&&q| q >= count) {
+            return Err(XskError::QueueOutOfRange { iface: setup.iface.clone(), queue: q, count }.into());
+        }
+    }
+    let per_queue = if setup.shared_umem { setup.config.umem.frame_count / n } else { setup.config.umem.frame_count };
+    if per_queue < 64 {
+        return Err(PortError::Config {
+            what: "frame count",
+            value: setup.config.umem.frame_count.to_string(),
+            accepted: format!("at least 64 frames per queue ({n} queues share one UMEM)"),
+        });
+    }
+    let attached = match attach {
+        Some(f) => Some(attach_with_fallback(&setup.iface, dev.ifindex, setup.xdp_mode, f)?),
+        None => None,
+    };
+    let mut sc: SocketConfig = setup.config.socket.clone();
+    if attached.as_ref().is_some_and(|a| a.mode == XdpMode::Skb) && sc.copy_mode == CopyMode::Auto {
+        sc.copy_mode = CopyMode::Copy;
+    }
+    let mut ports = Vec::with_capacity(n as usize);
+    let mut shared: Option<(Arc<Umem>, Vec<Frame>)> = None;
+    if setup.shared_umem {
+        shared = Some(Umem::new(&setup.config.umem)?);
+    }
+    for &q in &setup.queues {
+        let (umem, frames) = match shared.as_mut() {
+            Some((u, all)) => {
+                let keep = all.len() - per_queue as usize;
+                (u.clone(), all.split_off(keep))
+            }
+            None => Umem::new(&setup.config.umem)?,
+        };
+        let sock = XskSocket::bind(&umem, &setup.iface, q, &sc)?;
+        if let Some(a) = &attached {
+            a.prog.insert_xsk(q, sock.as_raw_fd())?;
+        }
+        ports.push(AfXdpPort::new(sock, frames, setup.fill_frames)?);
+    }
+    Ok(Queues { attached, ports })
+}
+
+/// What a port was given and obtained, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct XskPortInfo {
+    /// Queue id.
+    pub queue: u32,
+    /// "copy" / "zero-copy", read back from XDP_OPTIONS.
+    pub copy_mode: &'static str,
+    /// How the socket shares its UMEM.
+    pub sharing: crate::xsk::Sharing,
+    /// Frames this port started with.
+    pub frames: u32,
+}
 
 /// An AF_XDP port on one (interface, queue).
 #[derive(Debug)]
 pub struct AfXdpPort {
     sock: XskSocket,
-    _prog: XskRedirect,
-    tx_free: Vec<u64>,
+    umem: Arc<Umem>,
+    _prog: Option<XskRedirect>,
+    /// Free frames (TX, or waiting for FILL room). Capacity: every frame the port owns, so
+    /// pushes never allocate.
+    free: Vec<Frame>,
+    frames: u32,
+    /// Frame indices already holding `template` (for `tx_stamped`), one bit each.
+    templated: Vec<u64>,
+    template: Vec<u8>,
+    outstanding: u64,
     stats: PortStats,
 }
 
 impl AfXdpPort {
     /// Attaches `xsk_redirect` to `iface` (native, or skb when `xdp_mode` is `None` and the
-    /// driver refuses native) and binds a socket to `queue` with `cfg`.
+    /// driver refuses native), creates a UMEM, binds a socket to `queue` with `cfg` and puts
+    /// half of the frames on its FILL ring.
     pub fn open(
         iface: &str,
         queue: u32,
@@ -28,21 +202,54 @@ impl AfXdpPort {
         xdp_mode: Option<XdpMode>,
         force: bool,
     ) -> Result<Self, PortError> {
-        let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
-        let modes: &[XdpMode] = match xdp_mode {
-            Some(XdpMode::Native) => &[XdpMode::Native],
-            Some(XdpMode::Skb) => &[XdpMode::Skb],
-            None => &[XdpMode::Native, XdpMode::Skb],
+        let ifindex = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?.ifindex;
+        let setup = QueueSetup {
+            iface: iface.to_string(),
+            queues: vec![queue],
+            config: cfg.clone(),
+            shared_umem: false,
+            xdp_mode,
+            fill_frames: cfg.umem.frame_count / 2,
         };
-        let (prog, _, _) =
-            crate::bpf::attach_first(iface, modes, |m| XskRedirect::attach(iface, dev.ifindex, m, force))?;
-        let mut sock = XskSocket::bind(iface, queue, cfg)?;
-        prog.insert(queue, sock.as_raw_fd())?;
-        // First half of the frames on FILL for RX, second half free for TX.
-        let half = cfg.frame_count / 2;
-        sock.fill_first_frames(half);
-        let tx_free = (half..cfg.frame_count).rev().map(|i| sock.frame_addr(i)).collect();
-        Ok(Self { sock, _prog: prog, tx_free, stats: PortStats::default() })
+        let mut attach = |m| XskRedirect::attach(iface, ifindex, m, force);
+        let mut q = open_queues(&setup, Some(&mut attach))?;
+        let mut port = q.ports.pop().expect("one queue");
+        port._prog = q.attached.take().map(|a| a.prog);
+        Ok(port)
+    }
+
+    /// A port over a bound socket with its own FILL ring, owning `frames` (of the socket's
+    /// UMEM): up to `fill_frames` (and at most the FILL ring's size) go on the FILL ring now.
+    /// Errors: a socket that shares another's FILL ring ([`Sharing::SameQueue`](crate::xsk::Sharing)).
+    pub fn new(mut sock: XskSocket, mut frames: Vec<Frame>, fill_frames: u32) -> Result<Self, PortError> {
+        let Some(fill) = sock.fill.as_mut() else {
+            return Err(PortError::Config {
+                what: "socket",
+                value: format!("queue {} sharing another socket's FILL ring", sock.queue_id()),
+                accepted: "a socket with its own FILL and COMPLETION rings".into(),
+            });
+        };
+        let total = frames.len() as u32;
+        let mut fb = fill.reserve(fill_frames.min(total));
+        while fb.room() > 0 {
+            fb.push(frames.pop().expect("room <= frames"));
+        }
+        drop(fb);
+        let mut free = Vec::with_capacity(total as usize);
+        free.append(&mut frames);
+        let umem = sock.umem().clone();
+        let nframes = umem.config().frame_count as usize;
+        Ok(Self {
+            sock,
+            umem,
+            _prog: None,
+            free,
+            frames: total,
+            templated: vec![0; nframes.div_ceil(64)],
+            template: Vec::new(),
+            outstanding: 0,
+            stats: PortStats::default(),
+        })
     }
 
     /// The socket (mode read back from the kernel, statistics).
@@ -50,12 +257,57 @@ impl AfXdpPort {
         &self.sock
     }
 
-    fn reap_completions(&mut self) {
-        let (ci, n) = self.sock.comp.peek(u32::MAX);
-        for i in 0..n {
-            self.tx_free.push(self.sock.comp.read(ci.wrapping_add(i)));
+    /// What this port was given and obtained.
+    pub fn info(&self) -> XskPortInfo {
+        XskPortInfo {
+            queue: self.sock.queue_id(),
+            copy_mode: self.sock.copy_mode_name(),
+            sharing: self.sock.sharing(),
+            frames: self.frames,
         }
-        self.sock.comp.release(n);
+    }
+
+    /// COMPLETION -> free list; returns how many.
+    #[inline]
+    fn reap_to_free(&mut self) -> u64 {
+        let Some(comp) = self.sock.comp.as_mut() else { return 0 };
+        let mut n = 0;
+        for f in comp.peek(u32::MAX) {
+            self.free.push(f);
+            n += 1;
+        }
+        self.outstanding -= n;
+        n
+    }
+
+    /// COMPLETION and free list -> FILL (free frames that find no room stay free).
+    #[inline]
+    fn reap_to_fill(&mut self) -> u64 {
+        let (Some(comp), Some(fill)) = (self.sock.comp.as_mut(), self.sock.fill.as_mut()) else { return 0 };
+        let mut done = 0;
+        let mut fb = fill.reserve(u32::MAX);
+        while fb.room() > 0 {
+            let Some(f) = self.free.pop() else { break };
+            fb.push(f);
+        }
+        for f in comp.peek(u32::MAX) {
+            done += 1;
+            if fb.room() > 0 {
+                fb.push(f);
+            } else {
+                self.free.push(f);
+            }
+        }
+        self.outstanding -= done;
+        done
+    }
+
+    #[inline]
+    fn kick_tx_pending(&mut self) -> Result<(), PortError> {
+        if self.sock.tx.pending() > 0 {
+            self.sock.kick_tx()?;
+        }
+        Ok(())
     }
 }
 
@@ -64,42 +316,98 @@ impl Port for AfXdpPort {
         "afxdp"
     }
 
-    fn rx_burst(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
+    #[inline]
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, mut f: F) -> Result<usize, PortError> {
         let max = max.min(u32::MAX as usize) as u32;
-        let (mut ri, mut n) = self.sock.rx.peek(max);
-        if n == 0 {
-            if timeout_ms > 0 {
-                self.sock.poll_rx(timeout_ms)?;
-            } else {
-                self.sock.kick_rx();
+        for attempt in 0..2 {
+            let umem = &*self.umem;
+            let XskSocket { rx, fill, .. } = &mut self.sock;
+            let fill = fill.as_mut().expect("a port's socket has its own FILL ring");
+            let batch = rx.peek(max);
+            let avail = batch.len() as u32;
+            if avail > 0 {
+                // Frames are conserved (FILL holds every frame the port has), so room appears as
+                // soon as the kernel consumes; without room, leave the packets on RX for now.
+                let mut fb = fill.reserve(avail);
+                let take = fb.room();
+                let mut bytes = 0u64;
+                for fr in batch.take(take as usize) {
+                    f(umem.data(&fr));
+                    bytes += fr.len() as u64;
+                    fb.push(fr);
+                }
+                drop(fb);
+                self.stats.rx_packets += take as u64;
+                self.stats.rx_bytes += bytes;
+                if take == 0 {
+                    self.sock.kick_rx();
+                }
+                return Ok(take as usize);
             }
-            (ri, n) = self.sock.rx.peek(max);
-            if n == 0 {
-                return Ok(0);
+            drop(batch);
+            if attempt == 0 {
+                if timeout_ms > 0 {
+                    self.sock.poll_rx(timeout_ms)?;
+                } else {
+                    self.sock.kick_rx();
+                }
             }
         }
-        let fs = self.sock.config().frame_size as u64;
-        let fi = loop {
-            if let Some(fi) = self.sock.fill.reserve(n) {
-                break fi;
+        Ok(0)
+    }
+
+    #[inline]
+    fn fwd_burst<F: FnMut(&mut [u8]) -> bool>(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        mut f: F,
+    ) -> Result<(usize, usize), PortError> {
+        self.reap_to_fill();
+        let max = max.min(u32::MAX as usize) as u32;
+        for attempt in 0..2 {
+            let umem = &*self.umem;
+            let XskSocket { rx, tx, .. } = &mut self.sock;
+            let batch = rx.peek(max);
+            let avail = batch.len() as u32;
+            if avail > 0 {
+                let mut tb = tx.reserve(avail);
+                let take = tb.room();
+                let mut bytes = 0u64;
+                for mut fr in batch.take(take as usize) {
+                    if f(umem.data_mut(&mut fr)) {
+                        bytes += fr.len() as u64;
+                        tb.push(fr);
+                    } else {
+                        self.free.push(fr);
+                    }
+                }
+                let sent = tb.pushed();
+                drop(tb);
+                self.outstanding += sent as u64;
+                self.stats.rx_packets += take as u64;
+                self.stats.tx_packets += sent as u64;
+                self.stats.tx_bytes += bytes;
+                // TX full (take < avail) or frames queued: push them out.
+                self.sock.kick_tx()?;
+                return Ok((take as usize, sent as usize));
             }
-            self.sock.kick_rx();
-        };
-        for i in 0..n {
-            let d = self.sock.rx.read(ri.wrapping_add(i));
-            f(self.sock.frame(d.addr, d.len));
-            self.stats.rx_bytes += d.len as u64;
-            self.sock.fill.write(fi.wrapping_add(i), d.addr & !(fs - 1));
+            drop(batch);
+            if attempt == 0 {
+                self.kick_tx_pending()?;
+                if timeout_ms > 0 {
+                    self.sock.poll_rx(timeout_ms)?;
+                } else {
+                    self.sock.kick_rx();
+                }
+            }
         }
-        self.sock.fill.submit(n);
-        self.sock.rx.release(n);
-        self.stats.rx_packets += n as u64;
-        Ok(n as usize)
+        Ok((0, 0))
     }
 
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {
-        self.reap_completions();
-        let fs = self.sock.config().frame_size as usize;
+        self.reap_to_free();
+        let fs = self.umem.frame_size() as usize;
         // Check every frame before reserving anything: nothing half-done on bad input.
         if let Some(fr) = frames.iter().find(|f| f.is_empty() || f.len() > fs) {
             return Err(PortError::Config {
@@ -108,16 +416,22 @@ impl Port for AfXdpPort {
                 accepted: format!("use 1 to {fs} bytes (the frame size)"),
             });
         }
-        let want = frames.len().min(self.tx_free.len()) as u32;
-        let (ti, got) = self.sock.tx.reserve_up_to(want);
-        for (i, fr) in frames.iter().take(got as usize).enumerate() {
-            let a = self.tx_free.pop().expect("got <= free");
-            self.sock.frame_mut(a, fr.len() as u32).copy_from_slice(fr);
-            self.sock.tx.write(ti.wrapping_add(i as u32), XdpDesc { addr: a, len: fr.len() as u32, options: 0 });
+        let want = frames.len().min(self.free.len()) as u32;
+        let umem = &*self.umem;
+        let mut tb = self.sock.tx.reserve(want);
+        let got = tb.room();
+        for fr in frames.iter().take(got as usize) {
+            let mut f = self.free.pop().expect("got <= free");
+            // The frame's bytes change: it no longer holds any template.
+            let idx = (f.addr() / fs as u64) as usize;
+            self.templated[idx / 64] &= !(1 << (idx % 64));
+            umem.resize(&mut f, fr.len() as u32).copy_from_slice(fr);
             self.stats.tx_bytes += fr.len() as u64;
+            tb.push(f);
         }
-        self.sock.tx.submit(got);
+        drop(tb);
         self.stats.tx_packets += got as u64;
+        self.outstanding += got as u64;
         // Copy mode transmits inside sendto, at most XDP_MAX_TX_SKB_BUDGET descriptors per call:
         // kick until the kernel has taken everything, so no frame waits for the next burst.
         let mut tries = 0;
@@ -126,6 +440,66 @@ impl Port for AfXdpPort {
             tries += 1;
         }
         Ok(got as usize)
+    }
+
+    #[inline]
+    fn tx_stamped<F: FnMut(usize, &mut [u8])>(
+        &mut self,
+        template: &[u8],
+        n: usize,
+        mut stamp: F,
+    ) -> Result<usize, PortError> {
+        let fs = self.umem.frame_size() as u64;
+        if template.is_empty() || template.len() as u64 > fs {
+            return Err(PortError::Config {
+                what: "frame length",
+                value: template.len().to_string(),
+                accepted: format!("use 1 to {fs} bytes (the frame size)"),
+            });
+        }
+        if self.template.as_slice() != template {
+            // A new template: no frame holds it yet (allocates only here, never per packet).
+            self.template.clear();
+            self.template.extend_from_slice(template);
+            self.templated.iter_mut().for_each(|w| *w = 0);
+        }
+        let len = template.len() as u32;
+        let want = n.min(self.free.len()).min(u32::MAX as usize) as u32;
+        let umem = &*self.umem;
+        let mut tb = self.sock.tx.reserve(want);
+        let got = tb.room();
+        for i in 0..got as usize {
+            let mut f = self.free.pop().expect("got <= free");
+            let idx = (f.addr() / fs) as usize;
+            let bytes = umem.resize(&mut f, len);
+            if self.templated[idx / 64] & (1 << (idx % 64)) == 0 {
+                bytes.copy_from_slice(template);
+                self.templated[idx / 64] |= 1 << (idx % 64);
+            }
+            stamp(i, bytes);
+            tb.push(f);
+        }
+        drop(tb);
+        self.stats.tx_packets += got as u64;
+        self.stats.tx_bytes += got as u64 * len as u64;
+        self.outstanding += got as u64;
+        self.kick_tx_pending()?;
+        Ok(got as usize)
+    }
+
+    #[inline]
+    fn tx_reap(&mut self) -> Result<Option<u64>, PortError> {
+        Ok(Some(self.reap_to_free()))
+    }
+
+    fn tx_outstanding(&mut self) -> Result<u64, PortError> {
+        self.sock.kick_tx()?;
+        Ok(self.outstanding)
+    }
+
+    fn tx_batch_hint(&self) -> usize {
+        // What one copy-mode sendto turns into skbs (XDP_MAX_TX_SKB_BUDGET, 32 by default).
+        self.sock.tx_skb_budget().unwrap_or(32) as usize
     }
 
     fn stats(&mut self) -> Result<PortStats, PortError> {

@@ -58,7 +58,15 @@ pub enum PortError {
     Bpf(#[from] crate::bpf::BpfError),
 }
 
+/// Largest frame the default [`Port::tx_stamped`] / [`Port::fwd_burst`] stage on the stack.
+pub const STAGE_FRAME_BYTES: usize = 2048;
+/// Frames the default [`Port::tx_stamped`] / [`Port::fwd_burst`] stage per call.
+pub const STAGE_FRAMES: usize = 32;
+
 /// A packet I/O port. One thread uses a port at a time.
+///
+/// Every per-packet callback is a generic `FnMut` (monomorphised, no `dyn` on the per-packet
+/// path); runtime choice of backend is [`AnyPort`], dispatched once per burst.
 pub trait Port: Send {
     /// The backend's name: "afxdp", "tpacket", "tap" or "tap-uring".
     fn path(&self) -> &'static str;
@@ -66,14 +74,161 @@ pub trait Port: Send {
     /// Receives up to `max` packets, calling `f` with each packet's bytes (in place where the
     /// backend allows); each frame is released to the kernel when `f` returns. Waits up to
     /// `timeout_ms` for the first packet (0: do not wait). Returns the number received.
-    fn rx_burst(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError>;
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, f: F) -> Result<usize, PortError>;
 
     /// Hands `frames` (whole Ethernet frames) to the kernel for transmission; returns how many
     /// it accepted, in order (the caller retries the rest).
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError>;
 
+    /// Sends up to `n` copies of `template`, each changed by `stamp(i, bytes)` (i = 0.. in
+    /// order) in the backend's own buffer where it has one (UMEM frame, TX ring slot); returns
+    /// how many were accepted: the first k of the `i`s. The default stages up to
+    /// [`STAGE_FRAMES`] frames of at most [`STAGE_FRAME_BYTES`] on the stack and calls
+    /// [`Port::tx_burst`].
+    fn tx_stamped<F: FnMut(usize, &mut [u8])>(
+        &mut self,
+        template: &[u8],
+        n: usize,
+        mut stamp: F,
+    ) -> Result<usize, PortError> {
+        check_stage_len(template.len())?;
+        let mut stage = [[0u8; STAGE_FRAME_BYTES]; STAGE_FRAMES];
+        let len = template.len();
+        let k = n.min(STAGE_FRAMES);
+        for (i, buf) in stage.iter_mut().take(k).enumerate() {
+            buf[..len].copy_from_slice(template);
+            stamp(i, &mut buf[..len]);
+        }
+        let refs: [&[u8]; STAGE_FRAMES] = std::array::from_fn(|i| &stage[i][..len]);
+        self.tx_burst(&refs[..k])
+    }
+
+    /// Receives up to `max` packets and calls `f` with each one's bytes, writable; the ones for
+    /// which `f` returns true are sent back out of this port (l2fwd). Waits like
+    /// [`Port::rx_burst`]. Returns (received, forwarded). The default stages up to
+    /// [`STAGE_FRAMES`] frames on the stack (longer frames than [`STAGE_FRAME_BYTES`] are
+    /// received and not forwarded) and calls [`Port::tx_burst`], retrying until all are taken.
+    fn fwd_burst<F: FnMut(&mut [u8]) -> bool>(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        mut f: F,
+    ) -> Result<(usize, usize), PortError> {
+        let mut stage = [[0u8; STAGE_FRAME_BYTES]; STAGE_FRAMES];
+        let mut lens = [0usize; STAGE_FRAMES];
+        let mut k = 0;
+        let got = self.rx_burst(max.min(STAGE_FRAMES), timeout_ms, |p| {
+            if p.len() <= STAGE_FRAME_BYTES {
+                let b = &mut stage[k][..p.len()];
+                b.copy_from_slice(p);
+                if f(b) {
+                    lens[k] = p.len();
+                    k += 1;
+                }
+            }
+        })?;
+        let refs: [&[u8]; STAGE_FRAMES] = std::array::from_fn(|i| &stage[i][..lens[i]]);
+        let mut off = 0;
+        let mut idle = 0;
+        while off < k && idle < 10_000 {
+            let n = self.tx_burst(&refs[off..k])?;
+            idle = if n == 0 { idle + 1 } else { 0 };
+            off += n;
+        }
+        Ok((got, off))
+    }
+
+    /// TX frames the kernel finished with since the last call, for backends that complete
+    /// asynchronously (AF_XDP's COMPLETION ring); `None` for backends whose frames are done
+    /// once accepted (a copy was taken).
+    fn tx_reap(&mut self) -> Result<Option<u64>, PortError> {
+        Ok(None)
+    }
+
+    /// Pushes queued TX frames out; returns the frames accepted and not yet reaped as completed
+    /// by [`Port::tx_reap`] (0 for backends that complete on accept).
+    fn tx_outstanding(&mut self) -> Result<u64, PortError> {
+        Ok(0)
+    }
+
+    /// How many frames one [`Port::tx_stamped`] call should offer to move the most per
+    /// system call.
+    fn tx_batch_hint(&self) -> usize {
+        STAGE_FRAMES
+    }
+
     /// Counters, including the kernel's drop counters.
     fn stats(&mut self) -> Result<PortStats, PortError>;
+}
+
+fn check_stage_len(len: usize) -> Result<(), PortError> {
+    if len == 0 || len > STAGE_FRAME_BYTES {
+        return Err(PortError::Config {
+            what: "frame length",
+            value: len.to_string(),
+            accepted: format!("1 to {STAGE_FRAME_BYTES} bytes"),
+        });
+    }
+    Ok(())
+}
+
+/// Any backend, chosen at run time; dispatches once per burst.
+#[derive(Debug)]
+pub enum AnyPort {
+    /// AF_XDP.
+    AfXdp(Box<afxdp::AfXdpPort>),
+    /// AF_PACKET TPACKET_V3.
+    Tpacket(tpacket::TpacketPort),
+    /// TAP, readv/writev.
+    Tap(tap::TapPort),
+    /// TAP, io_uring.
+    TapUring(Box<tap_uring::TapUringPort>),
+}
+
+macro_rules! each {
+    ($self:ident, $p:ident => $e:expr) => {
+        match $self {
+            AnyPort::AfXdp($p) => $e,
+            AnyPort::Tpacket($p) => $e,
+            AnyPort::Tap($p) => $e,
+            AnyPort::TapUring($p) => $e,
+        }
+    };
+}
+
+impl Port for AnyPort {
+    fn path(&self) -> &'static str {
+        each!(self, p => p.path())
+    }
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, f: F) -> Result<usize, PortError> {
+        each!(self, p => p.rx_burst(max, timeout_ms, f))
+    }
+    fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {
+        each!(self, p => p.tx_burst(frames))
+    }
+    fn tx_stamped<F: FnMut(usize, &mut [u8])>(&mut self, template: &[u8], n: usize, stamp: F) -> Result<usize, PortError> {
+        each!(self, p => p.tx_stamped(template, n, stamp))
+    }
+    fn fwd_burst<F: FnMut(&mut [u8]) -> bool>(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        f: F,
+    ) -> Result<(usize, usize), PortError> {
+        each!(self, p => p.fwd_burst(max, timeout_ms, f))
+    }
+    fn tx_reap(&mut self) -> Result<Option<u64>, PortError> {
+        each!(self, p => p.tx_reap())
+    }
+    fn tx_outstanding(&mut self) -> Result<u64, PortError> {
+        each!(self, p => p.tx_outstanding())
+    }
+    fn tx_batch_hint(&self) -> usize {
+        each!(self, p => p.tx_batch_hint())
+    }
+    fn stats(&mut self) -> Result<PortStats, PortError> {
+        each!(self, p => p.stats())
+    }
 }
 
 /// Backend names, for `--path`.
@@ -99,11 +254,13 @@ pub enum PortSpec {
 
 /// Opens the backend named by `spec` on `iface` (for TAP: the device name) in the calling
 /// thread's network namespace.
-pub fn open(iface: &str, spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
+pub fn open(iface: &str, spec: &PortSpec) -> Result<AnyPort, PortError> {
     Ok(match spec {
-        PortSpec::AfXdp { queue, config } => Box::new(afxdp::AfXdpPort::open(iface, *queue, config, None, false)?),
-        PortSpec::Tpacket(o) => Box::new(tpacket::TpacketPort::open(iface, *o)?),
-        PortSpec::Tap(o) => Box::new(tap::TapPort::open(iface, *o)?),
-        PortSpec::TapUring(o) => Box::new(tap_uring::TapUringPort::open(iface, *o)?),
+        PortSpec::AfXdp { queue, config } => {
+            AnyPort::AfXdp(Box::new(afxdp::AfXdpPort::open(iface, *queue, config, None, false)?))
+        }
+        PortSpec::Tpacket(o) => AnyPort::Tpacket(tpacket::TpacketPort::open(iface, *o)?),
+        PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(iface, *o)?),
+        PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(iface, *o)?)),
     })
 }

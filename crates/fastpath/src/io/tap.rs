@@ -165,11 +165,11 @@ impl TapPort {
     /// frame's L4 checksum field holds only the pseudo-header sum: the checksum over
     /// `csum_start..` still has to be computed; `gso_type != 0` marks a super-frame of segments
     /// of `gso_size` payload bytes.
-    pub fn rx_burst_hdr(
+    pub fn rx_burst_hdr<F: FnMut(&VirtioNetHdr, &[u8])>(
         &mut self,
         max: usize,
         timeout_ms: i32,
-        f: &mut dyn FnMut(&VirtioNetHdr, &[u8]),
+        mut f: F,
     ) -> Result<usize, PortError> {
         let fd = self.fd.as_raw_fd();
         let vnet = self.opts.vnet_hdr;
@@ -278,8 +278,8 @@ impl Port for TapPort {
         "tap"
     }
 
-    fn rx_burst(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
-        self.rx_burst_hdr(max, timeout_ms, &mut |_, frame| f(frame))
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, mut f: F) -> Result<usize, PortError> {
+        self.rx_burst_hdr(max, timeout_ms, |_, frame| f(frame))
     }
 
     /// One `writev` per frame. A frame the kernel refuses (bad length, EINVAL for a malformed

@@ -311,11 +311,11 @@ impl TapUringPort {
 
     /// Like [`Port::rx_burst`], also handing over each packet's virtio header (all zero
     /// without `vnet_hdr`); see [`super::tap::TapPort::rx_burst_hdr`] for its meaning.
-    pub fn rx_burst_hdr(
+    pub fn rx_burst_hdr<F: FnMut(&VirtioNetHdr, &[u8])>(
         &mut self,
         max: usize,
         timeout_ms: i32,
-        f: &mut dyn FnMut(&VirtioNetHdr, &[u8]),
+        mut f: F,
     ) -> Result<usize, PortError> {
         if max == 0 {
             return Ok(0);
@@ -499,8 +499,8 @@ impl Port for TapUringPort {
         "tap-uring"
     }
 
-    fn rx_burst(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
-        self.rx_burst_hdr(max, timeout_ms, &mut |_, frame| f(frame))
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, mut f: F) -> Result<usize, PortError> {
+        self.rx_burst_hdr(max, timeout_ms, |_, frame| f(frame))
     }
 
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {

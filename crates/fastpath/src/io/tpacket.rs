@@ -228,7 +228,7 @@ impl Port for TpacketPort {
         "tpacket"
     }
 
-    fn rx_burst(&mut self, max: usize, timeout_ms: i32, f: &mut dyn FnMut(&[u8])) -> Result<usize, PortError> {
+    fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, mut f: F) -> Result<usize, PortError> {
         let bs = self.opts.block_size as usize;
         let mut count = 0;
         let mut waited = false;

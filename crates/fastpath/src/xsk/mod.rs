@@ -1,12 +1,78 @@
-//! AF_XDP sockets: UMEM, the four rings, binding, mode negotiation and XDP_STATISTICS.
+//! AF_XDP: the UMEM, the four rings, sockets (shared UMEM in both kernel modes), mode
+//! negotiation and XDP_STATISTICS.
 //!
 //! Source for kernel behaviour: Documentation/networking/af_xdp.rst and
-//! include/uapi/linux/if_xdp.h. AF_XDP needs kernel >= 4.18; need_wakeup >= 5.4;
-//! SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET >= 5.11; XDP_MAX_TX_SKB_BUDGET >= 6.17.
-//! Creating a socket needs CAP_NET_RAW; attaching its XDP program needs CAP_NET_ADMIN + CAP_BPF.
+//! include/uapi/linux/if_xdp.h. AF_XDP needs kernel >= 4.18; need_wakeup >= 5.4; a shared UMEM
+//! with per-socket FILL/COMPLETION rings >= 5.10; SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET
+//! >= 5.11; XDP_MAX_TX_SKB_BUDGET >= 6.17. Creating a socket needs CAP_NET_RAW; attaching its
+//! XDP program needs CAP_NET_ADMIN + CAP_BPF.
+//!
+//! # Who owns a frame
+//!
+//! Every frame of a [`Umem`] is, at any moment, owned by exactly one party. User space owns a
+//! frame exactly while a [`Frame`] token for it exists; the token is not `Copy` or `Clone`, and
+//! it is given up by value when the frame goes to the kernel. Frame bytes are reached only
+//! through a token ([`Umem::data`], [`Umem::data_mut`], [`Umem::resize`]), so safe code cannot
+//! read or write a frame the kernel owns.
+//!
+//! ```text
+//!   where the frame is            owner    how it gets there              token
+//!   ---------------------------   ------   ----------------------------   ------------------------
+//!   Umem::new's Vec<Frame>        user     created once per frame          Frame (addr, len 0)
+//!   FILL ring                     kernel   FillBatch::push(Frame)          consumed
+//!   being received into           kernel   (kernel took it from FILL)      -
+//!   RX ring                       user*    kernel wrote a descriptor       RxBatch yields Frame
+//!   TX ring / being sent          kernel   TxBatch::push(Frame)            consumed
+//!   COMPLETION ring               user*    kernel finished sending         CompBatch yields Frame
+//!   dropped token                 nobody   drop(Frame)                     frame out of circulation
+//! ```
+//! (*) the slot is user-side once published; the token is made when the batch yields it, and the
+//! slot is released to the kernel when the batch goes.
+//!
+//! Sockets that share a UMEM share its frames: a frame received on one socket may be sent on
+//! another (the DPDK l2fwd model), or put on the FILL ring of another; the token moves with it
+//! (it is `Send`). A token of one UMEM is refused (panic) by another UMEM's rings and memory.
+//!
+//! The unsafe code is in two files: `ring.rs` (the index protocol, descriptor reads and writes)
+//! and `umem.rs` (frame bytes).
+//!
+//! A frame given to a ring cannot be touched afterwards:
+//! ```compile_fail,E0382
+//! fn send(umem: &fastpath::xsk::Umem, tx: &mut fastpath::xsk::TxRing, mut f: fastpath::xsk::Frame) {
+//!     let mut batch = tx.reserve(1);
+//!     batch.push(f);
+//!     umem.data_mut(&mut f)[0] = 1; // error[E0382]: borrow of moved value: `f`
+//! }
+//! ```
+//! nor given while its bytes are borrowed:
+//! ```compile_fail,E0505
+//! fn fill(umem: &fastpath::xsk::Umem, fq: &mut fastpath::xsk::FillRing, mut f: fastpath::xsk::Frame) {
+//!     let bytes = umem.data_mut(&mut f);
+//!     fq.reserve(1).push(f); // error[E0505]: cannot move out of `f` because it is borrowed
+//!     bytes[0] = 1;
+//! }
+//! ```
+//! and a frame cannot be made from a number or duplicated:
+//! ```compile_fail,E0599
+//! fn twice(f: fastpath::xsk::Frame) -> (fastpath::xsk::Frame, fastpath::xsk::Frame) {
+//!     (f.clone(), f) // error[E0599]: no method named `clone` found
+//! }
+//! ```
+//! ```compile_fail,E0451
+//! let f = fastpath::xsk::Frame { addr: 0, len: 64, umem_id: 1 }; // error[E0451]: private fields
+//! ```
+//! while the same code with the order fixed compiles:
+//! ```
+//! fn send(umem: &fastpath::xsk::Umem, tx: &mut fastpath::xsk::TxRing, mut f: fastpath::xsk::Frame) {
+//!     umem.resize(&mut f, 60)[0] = 1;
+//!     tx.reserve(1).push(f);
+//! }
+//! ```
 
-pub mod ring;
+pub(crate) mod ring;
 mod socket;
+mod umem;
 
-pub use ring::{ConsRing, HeapRing, ProdRing, RawRing, XdpDesc};
-pub use socket::{BusyPoll, CopyMode, XskConfig, XskError, XskSocket, XskStats};
+pub use ring::{CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_RING_NEED_WAKEUP};
+pub use socket::{BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub use umem::{Frame, Umem, UmemConfig};

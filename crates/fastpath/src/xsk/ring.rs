@@ -31,6 +31,9 @@
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use super::umem::Frame;
+use crate::sys::Mmap;
+
 /// An AF_XDP descriptor (`struct xdp_desc` of include/uapi/linux/if_xdp.h): `addr` is the UMEM
 /// offset of the packet's first byte (frame start + headroom for RX), `len` its length in bytes.
 #[repr(C)]
@@ -51,7 +54,7 @@ pub const XDP_RING_NEED_WAKEUP: u32 = 1;
 /// descriptor array live. Built from an mmap of the socket (see `socket.rs`) or from heap memory
 /// in tests.
 #[derive(Debug, Clone, Copy)]
-pub struct RawRing<T> {
+pub(crate) struct RawRing<T> {
     /// The producer index.
     pub producer: *const AtomicU32,
     /// The consumer index.
@@ -66,7 +69,7 @@ pub struct RawRing<T> {
 
 /// The user side of a ring where user space produces (FILL, TX).
 #[derive(Debug)]
-pub struct ProdRing<T> {
+pub(crate) struct ProdRing<T> {
     raw: RawRing<T>,
     mask: u32,
     /// Our producer index, published by `submit`.
@@ -80,7 +83,7 @@ pub struct ProdRing<T> {
 
 /// The user side of a ring where user space consumes (RX, COMPLETION).
 #[derive(Debug)]
-pub struct ConsRing<T> {
+pub(crate) struct ConsRing<T> {
     raw: RawRing<T>,
     mask: u32,
     /// Last seen producer index.
@@ -148,6 +151,7 @@ impl<T: Copy> ProdRing<T> {
         self.raw.size - self.nb_free(self.raw.size) - self.cached_prod.wrapping_sub(self.published)
     }
 
+    #[cfg(test)]
     /// Reserves exactly `n` slots and returns the index of the first, or `None` (nothing
     /// reserved) when fewer than `n` are free: libxdp's all-or-nothing `xsk_ring_prod__reserve`.
     #[inline]
@@ -276,6 +280,7 @@ impl<T: Copy> ConsRing<T> {
         unsafe { &*self.raw.consumer }.store(self.released, Ordering::Release);
     }
 
+    #[cfg(test)]
     /// True if the kernel asked to be woken up (see [`ProdRing::needs_wakeup`]).
     #[inline]
     pub fn needs_wakeup(&self) -> bool {
@@ -289,16 +294,320 @@ impl<T: Copy> ConsRing<T> {
     }
 }
 
+/// The user side of a FILL ring: free frames handed to the kernel for it to receive into.
+/// Frames go in only as [`Frame`] tokens through a [`FillBatch`], so a frame on the ring cannot
+/// be read or written by safe code. Owns the ring's mapping.
+#[derive(Debug)]
+pub struct FillRing {
+    ring: ProdRing<u64>,
+    umem_id: u32,
+    frame_mask: u64,
+    _map: Option<Mmap>,
+}
+
+/// The user side of a COMPLETION ring: frames the kernel has finished sending, handed back as
+/// [`Frame`] tokens by a [`CompBatch`]. Owns the ring's mapping.
+#[derive(Debug)]
+pub struct CompRing {
+    ring: ConsRing<u64>,
+    umem_id: u32,
+    _map: Option<Mmap>,
+}
+
+/// The user side of an RX ring: received packets, handed out as [`Frame`] tokens by an
+/// [`RxBatch`]. Owns the ring's mapping.
+#[derive(Debug)]
+pub struct RxRing {
+    ring: ConsRing<XdpDesc>,
+    umem_id: u32,
+    _map: Option<Mmap>,
+}
+
+/// The user side of a TX ring: packets to send, given as [`Frame`] tokens through a
+/// [`TxBatch`]. Owns the ring's mapping.
+#[derive(Debug)]
+pub struct TxRing {
+    ring: ProdRing<XdpDesc>,
+    umem_id: u32,
+    _map: Option<Mmap>,
+}
+
+impl FillRing {
+    /// # Safety
+    /// As for [`ProdRing::new`]; `raw` points into `map` (or into memory that outlives the ring
+    /// when `map` is `None`), and the ring belongs to a socket of the UMEM `umem_id`.
+    pub(crate) unsafe fn new(raw: RawRing<u64>, map: Option<Mmap>, umem_id: u32, frame_size: u32) -> Self {
+        // SAFETY: the caller's contract.
+        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_mask: !(frame_size as u64 - 1), _map: map }
+    }
+
+    /// Reserves up to `n` slots (fewer, even 0, when the kernel has not consumed enough).
+    /// The batch submits what was pushed when it goes out of scope.
+    #[inline]
+    pub fn reserve(&mut self, n: u32) -> FillBatch<'_> {
+        let (idx, cap) = self.ring.reserve_up_to(n);
+        FillBatch { idx, cap, n: 0, umem_id: self.umem_id, frame_mask: self.frame_mask, ring: &mut self.ring }
+    }
+
+    /// True if the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`): call `recvfrom`/`poll`.
+    #[inline]
+    pub fn needs_wakeup(&self) -> bool {
+        self.ring.needs_wakeup()
+    }
+
+    /// Ring size in descriptors.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+}
+
+impl CompRing {
+    /// # Safety
+    /// As for [`FillRing::new`].
+    pub(crate) unsafe fn new(raw: RawRing<u64>, map: Option<Mmap>, umem_id: u32) -> Self {
+        // SAFETY: the caller's contract.
+        Self { ring: unsafe { ConsRing::new(raw) }, umem_id, _map: map }
+    }
+
+    /// Takes up to `n` completed frames. Frames not taken from the batch stay on the ring.
+    #[inline]
+    pub fn peek(&mut self, n: u32) -> CompBatch<'_> {
+        let (idx, n) = self.ring.peek(n);
+        CompBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
+    }
+
+    /// Ring size in descriptors.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+}
+
+impl RxRing {
+    /// # Safety
+    /// As for [`FillRing::new`].
+    pub(crate) unsafe fn new(raw: RawRing<XdpDesc>, map: Option<Mmap>, umem_id: u32) -> Self {
+        // SAFETY: the caller's contract.
+        Self { ring: unsafe { ConsRing::new(raw) }, umem_id, _map: map }
+    }
+
+    /// Takes up to `n` received packets. Packets not taken from the batch stay on the ring.
+    #[inline]
+    pub fn peek(&mut self, n: u32) -> RxBatch<'_> {
+        let (idx, n) = self.ring.peek(n);
+        RxBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
+    }
+
+    /// Ring size in descriptors.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+}
+
+impl TxRing {
+    /// # Safety
+    /// As for [`FillRing::new`].
+    pub(crate) unsafe fn new(raw: RawRing<XdpDesc>, map: Option<Mmap>, umem_id: u32) -> Self {
+        // SAFETY: the caller's contract.
+        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, _map: map }
+    }
+
+    /// Reserves up to `n` slots. The batch submits what was pushed when it goes out of scope.
+    #[inline]
+    pub fn reserve(&mut self, n: u32) -> TxBatch<'_> {
+        let (idx, cap) = self.ring.reserve_up_to(n);
+        TxBatch { idx, cap, n: 0, umem_id: self.umem_id, ring: &mut self.ring }
+    }
+
+    /// Descriptors submitted that the kernel has not taken yet.
+    #[inline]
+    pub fn pending(&mut self) -> u32 {
+        self.ring.pending()
+    }
+
+    /// True if the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`): call `sendto`.
+    #[inline]
+    pub fn needs_wakeup(&self) -> bool {
+        self.ring.needs_wakeup()
+    }
+
+    /// Ring size in descriptors.
+    pub fn size(&self) -> u32 {
+        self.ring.size()
+    }
+}
+
+/// Reserved FILL slots. [`FillBatch::push`] gives a frame to the kernel; when the batch goes,
+/// what was pushed is submitted (store-release) and unused slots are given back.
+#[derive(Debug)]
+#[must_use = "a batch submits when dropped; an unused one reserves nothing"]
+pub struct FillBatch<'r> {
+    ring: &'r mut ProdRing<u64>,
+    idx: u32,
+    cap: u32,
+    n: u32,
+    umem_id: u32,
+    frame_mask: u64,
+}
+
+impl FillBatch<'_> {
+    /// Slots left in this batch.
+    #[inline]
+    pub fn room(&self) -> u32 {
+        self.cap - self.n
+    }
+
+    /// Gives `f` to the kernel to receive into (its whole frame: the offset is masked off).
+    /// Panics if the batch is full or `f` belongs to another UMEM.
+    #[inline]
+    pub fn push(&mut self, f: Frame) {
+        assert!(self.n < self.cap, "FILL batch full ({} slots)", self.cap);
+        assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
+        self.ring.write(self.idx.wrapping_add(self.n), f.addr() & self.frame_mask);
+        self.n += 1;
+    }
+}
+
+impl Drop for FillBatch<'_> {
+    fn drop(&mut self) {
+        self.ring.cancel(self.cap - self.n);
+        self.ring.submit(self.n);
+    }
+}
+
+/// Reserved TX slots. [`TxBatch::push`] gives a packet to the kernel to send; when the batch
+/// goes, what was pushed is submitted and unused slots are given back. The caller then wakes
+/// the kernel if it asks (`XskSocket::kick_tx`).
+#[derive(Debug)]
+#[must_use = "a batch submits when dropped; an unused one reserves nothing"]
+pub struct TxBatch<'r> {
+    ring: &'r mut ProdRing<XdpDesc>,
+    idx: u32,
+    cap: u32,
+    n: u32,
+    umem_id: u32,
+}
+
+impl TxBatch<'_> {
+    /// Slots left in this batch.
+    #[inline]
+    pub fn room(&self) -> u32 {
+        self.cap - self.n
+    }
+
+    /// Queues `f` (`addr`, `len`) for sending. Panics if the batch is full or `f` belongs to
+    /// another UMEM.
+    #[inline]
+    pub fn push(&mut self, f: Frame) {
+        assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);
+        assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
+        self.ring.write(self.idx.wrapping_add(self.n), XdpDesc { addr: f.addr(), len: f.len(), options: 0 });
+        self.n += 1;
+    }
+
+    /// Packets pushed so far.
+    #[inline]
+    pub fn pushed(&self) -> u32 {
+        self.n
+    }
+}
+
+impl Drop for TxBatch<'_> {
+    fn drop(&mut self) {
+        self.ring.cancel(self.cap - self.n);
+        self.ring.submit(self.n);
+    }
+}
+
+/// Peeked RX descriptors: an iterator of received [`Frame`]s. When the batch goes, the slots
+/// of the frames taken are released to the kernel and the rest are left for the next peek.
+#[derive(Debug)]
+pub struct RxBatch<'r> {
+    ring: &'r mut ConsRing<XdpDesc>,
+    idx: u32,
+    n: u32,
+    taken: u32,
+    umem_id: u32,
+}
+
+impl Iterator for RxBatch<'_> {
+    type Item = Frame;
+
+    #[inline]
+    fn next(&mut self) -> Option<Frame> {
+        if self.taken == self.n {
+            return None;
+        }
+        let d = self.ring.read(self.idx.wrapping_add(self.taken));
+        self.taken += 1;
+        Some(Frame::new(d.addr, d.len, self.umem_id))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.n - self.taken) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for RxBatch<'_> {}
+
+impl Drop for RxBatch<'_> {
+    fn drop(&mut self) {
+        self.ring.cancel(self.n - self.taken);
+        self.ring.release(self.taken);
+    }
+}
+
+/// Peeked COMPLETION entries: an iterator of sent [`Frame`]s (len 0), user-owned again. When the
+/// batch goes, the slots of the frames taken are released and the rest are left on the ring.
+#[derive(Debug)]
+pub struct CompBatch<'r> {
+    ring: &'r mut ConsRing<u64>,
+    idx: u32,
+    n: u32,
+    taken: u32,
+    umem_id: u32,
+}
+
+impl Iterator for CompBatch<'_> {
+    type Item = Frame;
+
+    #[inline]
+    fn next(&mut self) -> Option<Frame> {
+        if self.taken == self.n {
+            return None;
+        }
+        let a = self.ring.read(self.idx.wrapping_add(self.taken));
+        self.taken += 1;
+        Some(Frame::new(a, 0, self.umem_id))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.n - self.taken) as usize;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for CompBatch<'_> {}
+
+impl Drop for CompBatch<'_> {
+    fn drop(&mut self) {
+        self.ring.cancel(self.n - self.taken);
+        self.ring.release(self.taken);
+    }
+}
+
 /// Heap-backed ring memory for tests and simulations: both sides of one ring in one process,
 /// starting at any index (to test u32 wraparound).
+#[cfg(test)]
 #[derive(Debug)]
-pub struct HeapRing<T> {
+pub(crate) struct HeapRing<T> {
     producer: Box<AtomicU32>,
     consumer: Box<AtomicU32>,
     flags: Box<AtomicU32>,
     descs: Box<[T]>,
 }
 
+#[cfg(test)]
 impl<T: Copy + Default> HeapRing<T> {
     /// A ring of `size` (power of two) entries whose indices both start at `start`.
     pub fn new(size: u32, start: u32) -> Self {

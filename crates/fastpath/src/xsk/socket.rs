@@ -1,18 +1,17 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::ring::{ConsRing, ProdRing, RawRing, XdpDesc};
+use super::ring::{CompRing, FillRing, RawRing, RxRing, TxRing, XdpDesc};
+use super::umem::{Bound, Umem, UmemConfig, SOL_XDP};
 use crate::netdev::NetDev;
 use crate::sys::{self, Mmap, SysError};
 
-/// `SOL_XDP` (include/linux/socket.h).
-const SOL_XDP: i32 = 283;
 const XDP_MMAP_OFFSETS: i32 = 1;
 const XDP_RX_RING: i32 = 2;
 const XDP_TX_RING: i32 = 3;
-const XDP_UMEM_REG: i32 = 4;
 const XDP_UMEM_FILL_RING: i32 = 5;
 const XDP_UMEM_COMPLETION_RING: i32 = 6;
 const XDP_STATISTICS: i32 = 7;
@@ -24,6 +23,7 @@ const XDP_OPTIONS_ZEROCOPY: u32 = 1;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+const XDP_SHARED_UMEM: u16 = 1 << 0;
 const SO_BUSY_POLL: i32 = 46;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
@@ -52,46 +52,52 @@ pub struct BusyPoll {
     pub budget: u32,
 }
 
-/// Shape of one AF_XDP socket and its UMEM.
-#[derive(Debug, Clone, Serialize)]
-pub struct XskConfig {
-    /// UMEM frame (chunk) size in bytes: 2048 or 4096.
-    pub frame_size: u32,
-    /// Number of frames in the UMEM.
-    pub frame_count: u32,
-    /// Headroom in bytes the kernel leaves before each received packet (XDP_UMEM_REG headroom).
-    pub headroom: u32,
-    /// RX and TX ring sizes in descriptors (power of two).
+/// Shape of one AF_XDP socket (its UMEM has its own [`UmemConfig`]).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct SocketConfig {
+    /// RX and TX ring sizes in descriptors (power of two, 64..=32768).
     pub ring_size: u32,
-    /// FILL and COMPLETION ring sizes in descriptors (power of two).
-    pub fill_size: u32,
-    /// Bind with `XDP_USE_NEED_WAKEUP` (default on).
+    /// Bind with `XDP_USE_NEED_WAKEUP` (default on; kernel >= 5.4).
     pub need_wakeup: bool,
     /// Requested data path.
     pub copy_mode: CopyMode,
     /// Busy polling, off by default.
     pub busy_poll: Option<BusyPoll>,
-    /// Back the UMEM with huge pages (MAP_HUGETLB).
-    pub huge_pages: bool,
     /// XDP_MAX_TX_SKB_BUDGET for copy-mode TX; `None` keeps the kernel default (32).
-    /// Ignored with a note on kernels without it.
+    /// Ignored with a note on kernels without it (< 6.17).
     pub tx_skb_budget: Option<u32>,
 }
 
-impl Default for XskConfig {
+impl Default for SocketConfig {
     fn default() -> Self {
-        Self {
-            frame_size: 4096,
-            frame_count: 8192,
-            headroom: 0,
-            ring_size: 2048,
-            fill_size: 4096,
-            need_wakeup: true,
-            copy_mode: CopyMode::Auto,
-            busy_poll: None,
-            huge_pages: false,
-            tx_skb_budget: None,
+        Self { ring_size: 2048, need_wakeup: true, copy_mode: CopyMode::Auto, busy_poll: None, tx_skb_budget: None }
+    }
+}
+
+impl SocketConfig {
+    /// Checks the ring size: [`XskError::BadSize`].
+    pub fn validate(&self) -> Result<(), XskError> {
+        if !self.ring_size.is_power_of_two() || !(64..=32768).contains(&self.ring_size) {
+            return Err(XskError::BadSize { what: "ring size", value: self.ring_size, min: 64, max: 32768 });
         }
+        Ok(())
+    }
+}
+
+/// A UMEM shape and a socket shape: what one socket with its own UMEM needs.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct XskConfig {
+    /// The UMEM.
+    pub umem: UmemConfig,
+    /// The socket.
+    pub socket: SocketConfig,
+}
+
+impl XskConfig {
+    /// Checks every size before anything is created.
+    pub fn validate(&self) -> Result<(), XskError> {
+        self.umem.validate()?;
+        self.socket.validate()
     }
 }
 
@@ -157,6 +163,22 @@ pub enum XskError {
         waited_ms: u64,
         /// The failed bind.
         cause: SysError,
+    },
+    /// A kernel feature this needs is absent (probed, or refused by the kernel).
+    #[error("{feature} is not supported here (needs Linux >= {min_kernel}{driver_note})")]
+    Unsupported {
+        /// The feature, e.g. "shared UMEM across queues or interfaces".
+        feature: &'static str,
+        /// The first kernel version with it.
+        min_kernel: &'static str,
+        /// ", and driver support" and the like; may be empty.
+        driver_note: String,
+    },
+    /// A socket cannot share this UMEM any more.
+    #[error("the UMEM cannot be shared: {why}")]
+    UmemUnusable {
+        /// Why, in words.
+        why: String,
     },
     /// Any other failed system call.
     #[error(transparent)]
@@ -227,73 +249,82 @@ fn read_stats(fd: BorrowedFd<'_>) -> Result<XskStats, SysError> {
     })
 }
 
-/// An AF_XDP socket bound to one (interface, queue id), with its own UMEM and four rings.
+
+/// How a socket shares its UMEM (XDP_SHARED_UMEM, Documentation/networking/af_xdp.rst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sharing {
+    /// The first socket of the UMEM: the UMEM is registered on it; it has its own FILL and
+    /// COMPLETION rings.
+    Owner,
+    /// Another socket on the same (interface, queue) as a bound one: it shares that socket's
+    /// FILL and COMPLETION rings and has none of its own (kernel >= 4.18).
+    SameQueue,
+    /// A socket on another queue or interface: its own FILL and COMPLETION rings over the same
+    /// frames (kernel >= 5.10).
+    OtherQueue,
+}
+
+/// An AF_XDP socket bound to one (interface, queue id), over a shared [`Umem`].
 ///
-/// Fields are public rings so run loops can batch freely; frames are reached through
-/// [`XskSocket::frame`] / [`XskSocket::frame_mut`] by UMEM address.
+/// Its rings are public: each is a safe type that takes and gives [`super::Frame`] tokens
+/// through batch handles, and owns its mapping, so a ring may be moved to another thread.
+/// `fill` and `comp` are `None` for a [`Sharing::SameQueue`] socket (it uses the rings of the
+/// socket it shares with).
 #[derive(Debug)]
 pub struct XskSocket {
-    /// FILL ring: free frames handed to the kernel for RX.
-    pub fill: ProdRing<u64>,
-    /// COMPLETION ring: frames the kernel has finished sending.
-    pub comp: ConsRing<u64>,
     /// RX ring: received packets.
-    pub rx: ConsRing<XdpDesc>,
+    pub rx: RxRing,
     /// TX ring: packets to send.
-    pub tx: ProdRing<XdpDesc>,
-    // The maps below back the raw pointers inside the rings; they are dropped after them.
-    _rx_map: Mmap,
-    _tx_map: Mmap,
-    _fill_map: Mmap,
-    _comp_map: Mmap,
-    umem: Mmap,
-    fd: OwnedFd,
-    config: XskConfig,
+    pub tx: TxRing,
+    /// FILL ring: free frames handed to the kernel for RX (None when sharing another socket's).
+    pub fill: Option<FillRing>,
+    /// COMPLETION ring: frames the kernel has finished sending (None when sharing another's).
+    pub comp: Option<CompRing>,
+    umem: Arc<Umem>,
+    fd: Arc<OwnedFd>,
+    config: SocketConfig,
     ifindex: u32,
     queue_id: u32,
+    sharing: Sharing,
     zero_copy: bool,
-    need_wakeup: bool,
     tx_skb_budget: Option<u32>,
     notes: Vec<String>,
 }
 
-fn check_pow2(what: &'static str, value: u32, min: u32, max: u32) -> Result<(), XskError> {
-    if !value.is_power_of_two() || value < min || value > max {
-        return Err(XskError::BadSize { what, value, min, max });
-    }
-    Ok(())
-}
-
-impl XskConfig {
-    /// Checks every size before anything is created.
-    pub fn validate(&self) -> Result<(), XskError> {
-        check_pow2("frame size", self.frame_size, 2048, 4096)?;
-        check_pow2("ring size", self.ring_size, 64, 32768)?;
-        check_pow2("fill ring size", self.fill_size, 64, 65536)?;
-        check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
-        // The kernel needs XDP_PACKET_HEADROOM (256) plus our headroom plus room for a packet.
-        let max = self.frame_size - 256 - 128;
-        if self.headroom > max {
-            return Err(XskError::BadHeadroom { headroom: self.headroom, frame_size: self.frame_size, max });
+/// Which socket to share the UMEM with, and how.
+fn pick_share(umem: &Umem, ifindex: u32, queue_id: u32) -> Result<(Sharing, Option<Arc<OwnedFd>>), XskError> {
+    let mut bound = umem.bound.lock().expect("UMEM registry lock");
+    bound.retain(|b| b.fd.strong_count() > 0);
+    if let Some(b) = bound.iter().find(|b| b.ifindex == ifindex && b.queue_id == queue_id) {
+        if let Some(fd) = b.fd.upgrade() {
+            return Ok((Sharing::SameQueue, Some(fd)));
         }
-        Ok(())
+    }
+    match bound.iter().find_map(|b| b.fd.upgrade()) {
+        Some(fd) => Ok((Sharing::OtherQueue, Some(fd))),
+        None => Err(XskError::UmemUnusable {
+            why: "every socket bound with it has been closed (create a new Umem)".into(),
+        }),
     }
 }
 
 impl XskSocket {
-    /// Creates a socket with a UMEM of `config.frame_count` frames, its rings, and binds it to
-    /// `iface` queue `queue_id` in the current network namespace.
+    /// Creates a socket over `umem` and binds it to `iface` queue `queue_id` in the current
+    /// network namespace. The first socket of a UMEM is its [`Sharing::Owner`]; a later one on
+    /// the same (interface, queue) as a bound socket is [`Sharing::SameQueue`]; any other is
+    /// [`Sharing::OtherQueue`] (kernel >= 5.10, else [`XskError::Unsupported`]).
     ///
-    /// `copy_mode: Auto` tries `XDP_ZEROCOPY`, then `XDP_COPY` on a fresh socket. `ZeroCopy` fails
-    /// with [`XskError::NoZeroCopy`] on drivers without it. EBUSY (the previous socket on this
-    /// queue still being torn down) is retried for up to 2 s. After bind the mode obtained is read
-    /// back with XDP_OPTIONS ([`XskSocket::zero_copy`]); it is never assumed.
+    /// `copy_mode: Auto` tries `XDP_ZEROCOPY`, then `XDP_COPY`. `ZeroCopy` fails with
+    /// [`XskError::NoZeroCopy`] on drivers without it. EBUSY (the previous socket on this
+    /// queue still being torn down) is retried for up to 2 s. After bind the mode obtained is
+    /// read back with XDP_OPTIONS ([`XskSocket::zero_copy`]); it is never assumed.
     ///
     /// The socket is not yet in any XSKMAP: insert [`XskSocket::as_raw_fd`] into the XDP
     /// program's map (see `bpf::XskRedirect`).
     ///
-    /// Privileges: CAP_NET_RAW (socket), CAP_IPC_LOCK or RLIMIT_MEMLOCK for the UMEM pinning.
-    pub fn bind(iface: &str, queue_id: u32, config: &XskConfig) -> Result<Self, XskError> {
+    /// Privileges: CAP_NET_RAW. Kernel >= 5.4 (need_wakeup ring layout).
+    pub fn bind(umem: &Arc<Umem>, iface: &str, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
         config.validate()?;
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         if let Some(count) = dev.rx_queue_count()? {
@@ -301,28 +332,48 @@ impl XskSocket {
                 return Err(XskError::QueueOutOfRange { iface: iface.to_string(), queue: queue_id, count });
             }
         }
+        let owner = umem.owner_fd.lock().expect("UMEM owner lock").take();
+        let (sharing, fd, share_with) = match owner {
+            Some(fd) => (Sharing::Owner, fd, None),
+            None => {
+                let (sharing, with) = pick_share(umem, dev.ifindex, queue_id)?;
+                (sharing, sys::socket_xdp()?, with)
+            }
+        };
         let try_order: &[CopyMode] = match config.copy_mode {
             CopyMode::Auto => &[CopyMode::ZeroCopy, CopyMode::Copy],
             CopyMode::Copy => &[CopyMode::Copy],
             CopyMode::ZeroCopy => &[CopyMode::ZeroCopy],
         };
-        let mut notes = Vec::new();
+        let mut s = Self::setup(umem, fd, &dev, queue_id, config, sharing)?;
+        let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
         let mut last_err = None;
         for &mode in try_order {
-            match Self::bind_once(&dev, queue_id, config, mode) {
-                Ok(mut s) => {
-                    s.notes.splice(0..0, notes);
+            match s.bind_mode(&dev, mode, shared_fd) {
+                Ok(()) => {
+                    umem.bound.lock().expect("UMEM registry lock").push(Bound {
+                        ifindex: dev.ifindex,
+                        queue_id,
+                        fd: Arc::downgrade(&s.fd),
+                    });
                     return Ok(s);
                 }
                 Err(XskError::Sys(e))
                     if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) =>
                 {
                     let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
-                    notes.push(format!(
+                    s.notes.push(format!(
                         "zero-copy refused by driver {driver} ({}); falling back to copy mode",
                         sys::errno_text(e.errno)
                     ));
                     last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
+                }
+                Err(XskError::Sys(e)) if sharing == Sharing::OtherQueue && e.errno == libc::EINVAL => {
+                    return Err(XskError::Unsupported {
+                        feature: "shared UMEM across queues or interfaces (XDP_SHARED_UMEM with own FILL/COMPLETION rings)",
+                        min_kernel: "5.10",
+                        driver_note: format!(", and a driver that takes it; bind said {}", sys::errno_text(e.errno)),
+                    });
                 }
                 Err(e) => return Err(e),
             }
@@ -330,74 +381,53 @@ impl XskSocket {
         Err(last_err.expect("at least one mode tried"))
     }
 
-    fn bind_once(dev: &NetDev, queue_id: u32, config: &XskConfig, mode: CopyMode) -> Result<Self, XskError> {
-        let fd = sys::socket_xdp()?;
-        let umem_len = config.frame_count as usize * config.frame_size as usize;
-        let umem = Mmap::anonymous(umem_len, config.huge_pages)?;
-        let mut notes = Vec::new();
-        if let Err(e) = umem.mlock() {
-            notes.push(format!("{e} (the kernel pins UMEM pages itself at XDP_UMEM_REG)"));
+    /// Creates the rings on `fd` and maps them.
+    fn setup(
+        umem: &Arc<Umem>,
+        fd: OwnedFd,
+        dev: &NetDev,
+        queue_id: u32,
+        config: &SocketConfig,
+        sharing: Sharing,
+    ) -> Result<Self, XskError> {
+        let uc = umem.config();
+        let own_fq = sharing != Sharing::SameQueue;
+        if own_fq {
+            sys::setsockopt_int(&fd, SOL_XDP, XDP_UMEM_FILL_RING, uc.fill_size as i32, "SOL_XDP, XDP_UMEM_FILL_RING")?;
+            sys::setsockopt_int(
+                &fd,
+                SOL_XDP,
+                XDP_UMEM_COMPLETION_RING,
+                uc.comp_size as i32,
+                "SOL_XDP, XDP_UMEM_COMPLETION_RING",
+            )?;
         }
-        let _ = umem.dont_dump();
-        let reg = libc::xdp_umem_reg {
-            addr: umem.as_ptr() as u64,
-            len: umem_len as u64,
-            chunk_size: config.frame_size,
-            headroom: config.headroom,
-            flags: 0,
-            tx_metadata_len: 0,
-        };
-        sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
-        sys::setsockopt_int(&fd, SOL_XDP, XDP_UMEM_FILL_RING, config.fill_size as i32, "SOL_XDP, XDP_UMEM_FILL_RING")?;
-        sys::setsockopt_int(
-            &fd,
-            SOL_XDP,
-            XDP_UMEM_COMPLETION_RING,
-            config.fill_size as i32,
-            "SOL_XDP, XDP_UMEM_COMPLETION_RING",
-        )?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_RX_RING, config.ring_size as i32, "SOL_XDP, XDP_RX_RING")?;
         sys::setsockopt_int(&fd, SOL_XDP, XDP_TX_RING, config.ring_size as i32, "SOL_XDP, XDP_TX_RING")?;
         let (off, off_len): (libc::xdp_mmap_offsets, usize) =
             sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS, "SOL_XDP, XDP_MMAP_OFFSETS")?;
         if off_len < std::mem::size_of::<libc::xdp_mmap_offsets>() {
             // Kernels before 5.4 return the v1 layout without the flags word (no need_wakeup).
-            return Err(XskError::Sys(SysError {
-                call: format!("getsockopt(SOL_XDP, XDP_MMAP_OFFSETS) returned {off_len} bytes: kernel older than 5.4 (no need_wakeup); fastpath needs >= 5.4"),
-                errno: libc::EOPNOTSUPP,
-            }));
+            return Err(XskError::Unsupported {
+                feature: "the AF_XDP ring layout with a flags word (need_wakeup)",
+                min_kernel: "5.4",
+                driver_note: String::new(),
+            });
         }
-
         let desc_sz = std::mem::size_of::<XdpDesc>();
-        let rx_map = Mmap::ring(
-            &fd,
-            off.rx.desc as usize + config.ring_size as usize * desc_sz,
-            libc::XDP_PGOFF_RX_RING as u64,
-            "XDP_PGOFF_RX_RING",
-        )?;
+        let rs = config.ring_size;
+        let rx_map =
+            Mmap::ring(&fd, off.rx.desc as usize + rs as usize * desc_sz, libc::XDP_PGOFF_RX_RING as u64, "XDP_PGOFF_RX_RING")?;
         let tx_map = Mmap::ring(
             &fd,
-            off.tx.desc as usize + config.ring_size as usize * desc_sz,
+            off.tx.desc as usize + rs as usize * desc_sz,
             libc::XDP_PGOFF_TX_RING as u32 as u64,
             "XDP_PGOFF_TX_RING",
         )?;
-        let fill_map = Mmap::ring(
-            &fd,
-            off.fr.desc as usize + config.fill_size as usize * 8,
-            libc::XDP_UMEM_PGOFF_FILL_RING,
-            "XDP_UMEM_PGOFF_FILL_RING",
-        )?;
-        let comp_map = Mmap::ring(
-            &fd,
-            off.cr.desc as usize + config.fill_size as usize * 8,
-            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
-            "XDP_UMEM_PGOFF_COMPLETION_RING",
-        )?;
-
         fn raw<T>(map: &Mmap, o: &libc::xdp_ring_offset, size: u32) -> RawRing<T> {
             let base = map.as_ptr();
-            // SAFETY (of the adds): the offsets come from XDP_MMAP_OFFSETS for this very mapping,
-            // whose length covers desc + size entries.
+            // The offsets come from XDP_MMAP_OFFSETS for this very mapping, whose length covers
+            // desc + size entries.
             RawRing {
                 producer: base.wrapping_add(o.producer as usize).cast(),
                 consumer: base.wrapping_add(o.consumer as usize).cast(),
@@ -406,17 +436,33 @@ impl XskSocket {
                 size,
             }
         }
-        // SAFETY: each RawRing points into a mapping stored in the returned socket and dropped
-        // after the rings; each ring gets exactly one user-side wrapper.
-        let (rx, tx, fill, comp) = unsafe {
-            (
-                ConsRing::new(raw::<XdpDesc>(&rx_map, &off.rx, config.ring_size)),
-                ProdRing::new(raw::<XdpDesc>(&tx_map, &off.tx, config.ring_size)),
-                ProdRing::new(raw::<u64>(&fill_map, &off.fr, config.fill_size)),
-                ConsRing::new(raw::<u64>(&comp_map, &off.cr, config.fill_size)),
-            )
-        };
-
+        let id = umem.id();
+        let (mut fill, mut comp) = (None, None);
+        if own_fq {
+            let fill_map = Mmap::ring(
+                &fd,
+                off.fr.desc as usize + uc.fill_size as usize * 8,
+                libc::XDP_UMEM_PGOFF_FILL_RING,
+                "XDP_UMEM_PGOFF_FILL_RING",
+            )?;
+            let comp_map = Mmap::ring(
+                &fd,
+                off.cr.desc as usize + uc.comp_size as usize * 8,
+                libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+                "XDP_UMEM_PGOFF_COMPLETION_RING",
+            )?;
+            let (fr, cr) = (raw::<u64>(&fill_map, &off.fr, uc.fill_size), raw::<u64>(&comp_map, &off.cr, uc.comp_size));
+            // SAFETY: each RawRing points into the mapping moved into the same ring object, and
+            // each ring gets exactly one user-side wrapper; the rings are of this UMEM.
+            unsafe {
+                fill = Some(FillRing::new(fr, Some(fill_map), id, uc.frame_size));
+                comp = Some(CompRing::new(cr, Some(comp_map), id));
+            }
+        }
+        let (rxr, txr) = (raw::<XdpDesc>(&rx_map, &off.rx, rs), raw::<XdpDesc>(&tx_map, &off.tx, rs));
+        // SAFETY: as above.
+        let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id)) };
+        let mut notes = Vec::new();
         if let Some(bp) = config.busy_poll {
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1, "SOL_SOCKET, SO_PREFER_BUSY_POLL")?;
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_BUSY_POLL, bp.timeout_us as i32, "SOL_SOCKET, SO_BUSY_POLL")?;
@@ -437,24 +483,47 @@ impl XskSocket {
                 )),
             }
         }
+        notes.extend(umem.notes().iter().cloned());
+        Ok(Self {
+            rx,
+            tx,
+            fill,
+            comp,
+            umem: umem.clone(),
+            fd: Arc::new(fd),
+            config: config.clone(),
+            ifindex: dev.ifindex,
+            queue_id,
+            sharing,
+            zero_copy: false,
+            tx_skb_budget,
+            notes,
+        })
+    }
 
+    /// One bind attempt in `mode`; on success reads the mode obtained from XDP_OPTIONS.
+    fn bind_mode(&mut self, dev: &NetDev, mode: CopyMode, shared_fd: Option<RawFd>) -> Result<(), XskError> {
         let mut flags = match mode {
             CopyMode::ZeroCopy => XDP_ZEROCOPY,
             _ => XDP_COPY,
         };
-        if config.need_wakeup {
+        if self.config.need_wakeup {
             flags |= XDP_USE_NEED_WAKEUP;
+        }
+        if shared_fd.is_some() {
+            // The kernel takes the data path of the socket it shares with: no mode flags.
+            flags = (flags & XDP_USE_NEED_WAKEUP) | XDP_SHARED_UMEM;
         }
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,
             sxdp_flags: flags,
             sxdp_ifindex: dev.ifindex,
-            sxdp_queue_id: queue_id,
-            sxdp_shared_umem_fd: 0,
+            sxdp_queue_id: self.queue_id,
+            sxdp_shared_umem_fd: shared_fd.unwrap_or(0) as u32,
         };
         let start = Instant::now();
         loop {
-            match sys::bind_xdp(&fd, &addr) {
+            match sys::bind_xdp(&*self.fd, &addr) {
                 Ok(()) => break,
                 Err(e) if e.errno == libc::EBUSY && start.elapsed() < Duration::from_secs(2) => {
                     std::thread::sleep(Duration::from_millis(20));
@@ -462,7 +531,7 @@ impl XskSocket {
                 Err(e) if e.errno == libc::EBUSY => {
                     return Err(XskError::Busy {
                         iface: dev.name.clone(),
-                        queue: queue_id,
+                        queue: self.queue_id,
                         waited_ms: start.elapsed().as_millis() as u64,
                         cause: e,
                     })
@@ -470,26 +539,20 @@ impl XskSocket {
                 Err(e) => return Err(e.into()),
             }
         }
-        let (opts, _): (libc::xdp_options, usize) = sys::getsockopt(&fd, SOL_XDP, XDP_OPTIONS, "SOL_XDP, XDP_OPTIONS")?;
-        Ok(Self {
-            fill,
-            comp,
-            rx,
-            tx,
-            _rx_map: rx_map,
-            _tx_map: tx_map,
-            _fill_map: fill_map,
-            _comp_map: comp_map,
-            umem,
-            fd,
-            config: config.clone(),
-            ifindex: dev.ifindex,
-            queue_id,
-            zero_copy: opts.flags & XDP_OPTIONS_ZEROCOPY != 0,
-            need_wakeup: config.need_wakeup,
-            tx_skb_budget,
-            notes,
-        })
+        let (opts, _): (libc::xdp_options, usize) =
+            sys::getsockopt(&*self.fd, SOL_XDP, XDP_OPTIONS, "SOL_XDP, XDP_OPTIONS")?;
+        self.zero_copy = opts.flags & XDP_OPTIONS_ZEROCOPY != 0;
+        Ok(())
+    }
+
+    /// The UMEM this socket uses.
+    pub fn umem(&self) -> &Arc<Umem> {
+        &self.umem
+    }
+
+    /// How this socket shares its UMEM.
+    pub fn sharing(&self) -> Sharing {
+        self.sharing
     }
 
     /// True if the kernel reports zero-copy (XDP_OPTIONS_ZEROCOPY read back after bind).
@@ -516,7 +579,7 @@ impl XskSocket {
         self.tx_skb_budget
     }
 
-    /// Interface index and queue id bound.
+    /// Interface index bound.
     pub fn ifindex(&self) -> u32 {
         self.ifindex
     }
@@ -527,7 +590,7 @@ impl XskSocket {
     }
 
     /// The configuration the socket was made with.
-    pub fn config(&self) -> &XskConfig {
+    pub fn config(&self) -> &SocketConfig {
         &self.config
     }
 
@@ -546,60 +609,22 @@ impl XskSocket {
         read_stats(self.fd.as_fd())
     }
 
-    /// Puts frames `0..n` of the UMEM on the FILL ring (at most the ring's size); returns how
-    /// many. For a fresh socket, before receiving.
-    pub fn fill_first_frames(&mut self, n: u32) -> u32 {
-        let n = n.min(self.fill.size());
-        let idx = self.fill.reserve(n).expect("an empty FILL ring has room");
-        for i in 0..n {
-            let a = self.frame_addr(i);
-            self.fill.write(idx.wrapping_add(i), a);
-        }
-        self.fill.submit(n);
-        n
-    }
-
-    /// UMEM address of frame `i` (its first byte; headroom not included).
-    #[inline]
-    pub fn frame_addr(&self, i: u32) -> u64 {
-        i as u64 * self.config.frame_size as u64
-    }
-
-    /// Bytes `addr..addr+len` of the UMEM. Panics if the range is outside the UMEM.
-    /// Only read frames you own (taken from RX or COMPLETION, not yet on FILL or TX).
-    #[inline]
-    pub fn frame(&self, addr: u64, len: u32) -> &[u8] {
-        let (a, l) = (addr as usize, len as usize);
-        assert!(a.checked_add(l).is_some_and(|e| e <= self.umem.len()), "frame {addr:#x}+{len} outside UMEM");
-        // SAFETY: the range is inside the UMEM mapping, which lives as long as self.
-        unsafe { std::slice::from_raw_parts(self.umem.as_ptr().add(a), l) }
-    }
-
-    /// Mutable bytes `addr..addr+len` of the UMEM. Panics if the range is outside the UMEM.
-    #[inline]
-    pub fn frame_mut(&mut self, addr: u64, len: u32) -> &mut [u8] {
-        let (a, l) = (addr as usize, len as usize);
-        assert!(a.checked_add(l).is_some_and(|e| e <= self.umem.len()), "frame {addr:#x}+{len} outside UMEM");
-        // SAFETY: the range is inside the UMEM mapping, which lives as long as self and is
-        // borrowed mutably here.
-        unsafe { std::slice::from_raw_parts_mut(self.umem.as_ptr().add(a), l) }
-    }
-
     /// Wakes the kernel for TX if needed: with need_wakeup only when the TX ring asks, without it
     /// on every call (`sendto`, Documentation/networking/af_xdp.rst "XDP_USE_NEED_WAKEUP").
     #[inline]
     pub fn kick_tx(&self) -> Result<(), SysError> {
-        if !self.need_wakeup || self.tx.needs_wakeup() {
+        if !self.config.need_wakeup || self.tx.needs_wakeup() {
             sys::kick_tx(self.fd.as_raw_fd())?;
         }
         Ok(())
     }
 
-    /// Wakes the kernel for RX when the FILL ring asks (need_wakeup), or drives NAPI when busy
-    /// polling (`recvfrom`).
+    /// Wakes the kernel for RX when the FILL ring asks (need_wakeup; a socket sharing another's
+    /// FILL ring always asks), or drives NAPI when busy polling (`recvfrom`).
     #[inline]
     pub fn kick_rx(&self) {
-        if self.config.busy_poll.is_some() || (self.need_wakeup && self.fill.needs_wakeup()) {
+        let asks = self.config.need_wakeup && self.fill.as_ref().is_none_or(|f| f.needs_wakeup());
+        if self.config.busy_poll.is_some() || asks {
             sys::kick_rx(self.fd.as_raw_fd());
         }
     }

@@ -1,0 +1,242 @@
+//! The UMEM: one registered region of equal frames, shared by any number of AF_XDP sockets, and
+//! [`Frame`], the token that says user space owns one of its frames.
+//!
+//! This file and `ring.rs` are the unsafe core: the only places that turn a UMEM address into
+//! memory. The ownership rules are in the table of the module docs (`xsk/mod.rs`).
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde::Serialize;
+
+use super::XskError;
+use crate::sys::{self, Mmap};
+
+/// `SOL_XDP` (include/linux/socket.h).
+pub(crate) const SOL_XDP: i32 = 283;
+const XDP_UMEM_REG: i32 = 4;
+
+/// Shape of a UMEM.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UmemConfig {
+    /// Frame (chunk) size in bytes: 2048 or 4096 (aligned mode, include/uapi/linux/if_xdp.h).
+    pub frame_size: u32,
+    /// Number of frames; a power of two from 64 to 2^20.
+    pub frame_count: u32,
+    /// Bytes the kernel leaves free before each received packet, on top of its own
+    /// XDP_PACKET_HEADROOM (256) in copy mode (XDP_UMEM_REG `headroom`).
+    pub headroom: u32,
+    /// FILL ring size in descriptors of each socket that has its own (power of two).
+    pub fill_size: u32,
+    /// COMPLETION ring size in descriptors of each socket that has its own (power of two).
+    pub comp_size: u32,
+    /// Back the UMEM with huge pages (MAP_HUGETLB; pages must be reserved in
+    /// /proc/sys/vm/nr_hugepages).
+    pub huge_pages: bool,
+}
+
+impl Default for UmemConfig {
+    fn default() -> Self {
+        Self { frame_size: 4096, frame_count: 8192, headroom: 0, fill_size: 4096, comp_size: 4096, huge_pages: false }
+    }
+}
+
+fn check_pow2(what: &'static str, value: u32, min: u32, max: u32) -> Result<(), XskError> {
+    if !value.is_power_of_two() || value < min || value > max {
+        return Err(XskError::BadSize { what, value, min, max });
+    }
+    Ok(())
+}
+
+impl UmemConfig {
+    /// Checks every size before anything is created: [`XskError::BadSize`] or
+    /// [`XskError::BadHeadroom`] naming the value and what is accepted.
+    pub fn validate(&self) -> Result<(), XskError> {
+        check_pow2("frame size", self.frame_size, 2048, 4096)?;
+        check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
+        check_pow2("fill ring size", self.fill_size, 64, 65536)?;
+        check_pow2("completion ring size", self.comp_size, 64, 65536)?;
+        // The kernel needs XDP_PACKET_HEADROOM (256) plus our headroom plus room for a packet.
+        let max = self.frame_size - 256 - 128;
+        if self.headroom > max {
+            return Err(XskError::BadHeadroom { headroom: self.headroom, frame_size: self.frame_size, max });
+        }
+        Ok(())
+    }
+}
+
+/// A UMEM frame that user space owns: received (from an RX or COMPLETION ring), or never given
+/// to the kernel (from [`Umem::new`]). It cannot be copied or cloned, and it is given up by
+/// value to a FILL or TX ring, so safe code cannot keep reading or writing a frame the kernel
+/// owns. Its bytes are reached through [`Umem::data`] / [`Umem::data_mut`]. Dropping it takes
+/// the frame out of circulation (memory-safe; the UMEM has one frame less).
+///
+/// `addr` is the UMEM offset of the packet's first byte (frame start + offset), `len` the
+/// packet length: the fields of `struct xdp_desc` (include/uapi/linux/if_xdp.h).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame {
+    addr: u64,
+    len: u32,
+    umem_id: u32,
+}
+
+impl Frame {
+    #[inline]
+    pub(crate) fn new(addr: u64, len: u32, umem_id: u32) -> Self {
+        Self { addr, len, umem_id }
+    }
+
+    /// UMEM offset of the packet's first byte.
+    #[inline]
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// Packet length in bytes.
+    #[inline]
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn umem_id(&self) -> u32 {
+        self.umem_id
+    }
+}
+
+static NEXT_UMEM_ID: AtomicU32 = AtomicU32::new(1);
+
+/// One bound socket that shares this UMEM: what a later socket needs to share with it.
+#[derive(Debug)]
+pub(crate) struct Bound {
+    pub ifindex: u32,
+    pub queue_id: u32,
+    pub fd: Weak<OwnedFd>,
+}
+
+/// A UMEM: `frame_count` frames of `frame_size` bytes in one page-aligned, locked mapping,
+/// registered with the kernel (`XDP_UMEM_REG`) on an AF_XDP socket that becomes the first
+/// socket bound with it. Shared with `Arc` by every socket that uses it
+/// ([`super::XskSocket::bind`]): on the same (interface, queue) they share its FILL and
+/// COMPLETION rings; on other queues or interfaces each has its own (XDP_SHARED_UMEM,
+/// Documentation/networking/af_xdp.rst "XDP_SHARED_UMEM bind flag").
+///
+/// Privileges: CAP_NET_RAW (the socket); the pinned pages count against RLIMIT_MEMLOCK unless
+/// CAP_IPC_LOCK. Kernel >= 4.18.
+#[derive(Debug)]
+pub struct Umem {
+    map: Mmap,
+    config: UmemConfig,
+    id: u32,
+    /// The socket the UMEM is registered on, until the first bind takes it.
+    pub(crate) owner_fd: Mutex<Option<OwnedFd>>,
+    /// Sockets bound with this UMEM (for XDP_SHARED_UMEM).
+    pub(crate) bound: Mutex<Vec<Bound>>,
+    notes: Vec<String>,
+}
+
+// SAFETY: the mapping is plain memory; which thread may touch which frame is decided by the
+// unique `Frame` tokens (a `&mut Frame` is needed to write), not by the `Umem`.
+unsafe impl Sync for Umem {}
+
+impl Umem {
+    /// Maps and registers a UMEM; returns it with every one of its frames as a [`Frame`]
+    /// (addr = frame start, len 0), the only time frames are created from nothing.
+    ///
+    /// Errors: a bad size ([`XskError::BadSize`], [`XskError::BadHeadroom`]); a failed
+    /// socket/mmap/setsockopt ([`XskError::Sys`]).
+    pub fn new(config: &UmemConfig) -> Result<(Arc<Umem>, Vec<Frame>), XskError> {
+        config.validate()?;
+        let fd = sys::socket_xdp()?;
+        let len = config.frame_count as usize * config.frame_size as usize;
+        let map = Mmap::anonymous(len, config.huge_pages)?;
+        let mut notes = Vec::new();
+        if let Err(e) = map.mlock() {
+            notes.push(format!("{e} (the kernel pins UMEM pages itself at XDP_UMEM_REG)"));
+        }
+        let _ = map.dont_dump();
+        let reg = libc::xdp_umem_reg {
+            addr: map.as_ptr() as u64,
+            len: len as u64,
+            chunk_size: config.frame_size,
+            headroom: config.headroom,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
+        let id = NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed);
+        let umem = Arc::new(Umem {
+            map,
+            config: config.clone(),
+            id,
+            owner_fd: Mutex::new(Some(fd)),
+            bound: Mutex::new(Vec::new()),
+            notes,
+        });
+        let fs = config.frame_size as u64;
+        let frames = (0..config.frame_count as u64).map(|i| Frame::new(i * fs, 0, id)).collect();
+        Ok((umem, frames))
+    }
+
+    /// The configuration it was made with.
+    pub fn config(&self) -> &UmemConfig {
+        &self.config
+    }
+
+    /// Frame size in bytes.
+    #[inline]
+    pub fn frame_size(&self) -> u32 {
+        self.config.frame_size
+    }
+
+    /// Notes from set-up (e.g. mlock refused).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    #[inline]
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The packet bytes of `f` (`addr .. addr + len`). Panics if `f` belongs to another UMEM.
+    #[inline]
+    pub fn data<'a>(&'a self, f: &'a Frame) -> &'a [u8] {
+        let (off, len) = self.range(f, f.len);
+        // SAFETY: `range` checked the bytes lie inside our mapping, which lives as long as
+        // `self`; the frame is user-owned (a `Frame` exists for it), so the kernel does not
+        // write it, and no `&mut` to it exists while `f` is borrowed.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(off), len) }
+    }
+
+    /// The packet bytes of `f`, writable. The borrow holds `f` too: `f` cannot be given to a
+    /// ring while the slice lives. Panics if `f` belongs to another UMEM.
+    #[inline]
+    pub fn data_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
+        let (off, len) = self.range(f, f.len);
+        // SAFETY: as in `data`; `f` is borrowed mutably and `Frame` is unique per frame, so this
+        // is the only reference to these bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(off), len) }
+    }
+
+    /// Sets `f`'s length to `len` and returns its bytes, writable: for building a packet to
+    /// send. Panics if `len` does not fit between `f.addr()` and the end of its frame, or if
+    /// `f` belongs to another UMEM.
+    #[inline]
+    pub fn resize<'a>(&'a self, f: &'a mut Frame, len: u32) -> &'a mut [u8] {
+        let room = self.config.frame_size as u64 - (f.addr & (self.config.frame_size as u64 - 1));
+        assert!(len as u64 <= room, "packet length {len} does not fit: {room} bytes left in the frame");
+        f.len = len;
+        self.data_mut(f)
+    }
+
+    #[inline]
+    fn range(&self, f: &Frame, len: u32) -> (usize, usize) {
+        assert_eq!(f.umem_id, self.id, "frame of another UMEM");
+        let (off, len) = (f.addr as usize, len as usize);
+        assert!(off.checked_add(len).is_some_and(|e| e <= self.map.len()), "frame {off:#x}+{len} outside the UMEM");
+        (off, len)
+    }
+}
