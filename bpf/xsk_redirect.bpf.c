@@ -17,10 +17,33 @@ struct {
 	__type(value, __u32);
 } xsks SEC(".maps");
 
+/* Sockets per queue: with n > 1 (several sockets on one queue sharing a UMEM's FILL and
+ * COMPLETION rings), queue q's frames go round robin, per CPU, to slots q*n .. q*n+n-1.
+ * Set before load; with the default 1 the verifier drops the branch. */
+const volatile __u32 socks_per_queue = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} rr SEC(".maps");
+
 SEC("xdp")
 int xsk_redirect(struct xdp_md *ctx)
 {
-	return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+	__u32 key = ctx->rx_queue_index;
+
+	if (socks_per_queue > 1) {
+		__u32 zero = 0;
+		__u32 *c = bpf_map_lookup_elem(&rr, &zero);
+
+		if (c) {
+			key = key * socks_per_queue + *c % socks_per_queue;
+			*c += 1;
+		}
+	}
+	return bpf_redirect_map(&xsks, key, XDP_PASS);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -436,7 +436,25 @@ pub struct XskRedirect {
 impl XskRedirect {
     /// Loads `bpf/xsk_redirect.bpf.c` and attaches it to `iface` in `mode`.
     pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
-        let (prog, xsks) = load_skel!(skel::xsk_redirect::XskRedirectSkelBuilder, "xsk_redirect", |open| {}, |s| {
+        Self::attach_shared(iface, ifindex, mode, force, 1)
+    }
+
+    /// As [`XskRedirect::attach`], for `socks_per_queue` sockets on each queue (sharing one
+    /// UMEM's FILL and COMPLETION rings, [`crate::xsk::Sharing::SameQueue`]): queue q's frames
+    /// go round robin (per CPU) to XSKMAP slots `q * socks_per_queue ..` (insert with
+    /// [`XskRedirect::insert`] at those slots). `socks_per_queue` 1..=64.
+    pub fn attach_shared(
+        iface: &str,
+        ifindex: u32,
+        mode: XdpMode,
+        force: bool,
+        socks_per_queue: u32,
+    ) -> Result<Self, BpfError> {
+        let (prog, xsks) = load_skel!(skel::xsk_redirect::XskRedirectSkelBuilder, "xsk_redirect", |open| {
+            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                ro.socks_per_queue = socks_per_queue.clamp(1, 64);
+            }
+        }, |s| {
             let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
             let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
             (prog, xsks)

@@ -511,8 +511,9 @@ impl XskSocket {
             flags |= XDP_USE_NEED_WAKEUP;
         }
         if shared_fd.is_some() {
-            // The kernel takes the data path of the socket it shares with: no mode flags.
-            flags = (flags & XDP_USE_NEED_WAKEUP) | XDP_SHARED_UMEM;
+            // A sharing socket takes the data path and need_wakeup of the UMEM's first socket;
+            // any other flag is EINVAL (xsk_bind in net/xdp/xsk.c).
+            flags = XDP_SHARED_UMEM;
         }
         let addr = libc::sockaddr_xdp {
             sxdp_family: libc::AF_XDP as u16,

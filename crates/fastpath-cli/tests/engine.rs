@@ -1,0 +1,290 @@
+//! The AF_XDP engine on a real kernel: a UMEM shared by two sockets in both kernel modes, and
+//! `bench --queues 2` with and without `--shared-umem`.
+//!
+//! Shared UMEM (Documentation/networking/af_xdp.rst, XDP_SHARED_UMEM):
+//! - same queue: two sockets on queue 0 share one FILL and one COMPLETION ring; xsk_redirect
+//!   sends queue 0's frames round robin to both;
+//! - other queues: a socket on queue 0 and one on queue 1 of a 2-queue veth, each with its own
+//!   FILL and COMPLETION ring over the same frames.
+//!
+//! In both, 200,000 frames (100,000 per socket) arrive exactly once, and a checker that tracks
+//! every frame address user space holds sees no frame handed out twice.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use common::*;
+use fastpath::bpf::{XdpMode, XskRedirect};
+use fastpath::packet::SeqTracker;
+use fastpath::xsk::{CopyMode, Frame, Sharing, SocketConfig, Umem, UmemConfig, XskSocket};
+use fastpath_testbed::{Testbed, TestbedConfig};
+
+const PER_SOCKET: u64 = 100_000;
+
+/// Frame addresses user space holds: a frame handed out while held is a double ownership.
+#[derive(Default)]
+struct Checker {
+    held: HashSet<u64>,
+    double: u64,
+    frame_size: u64,
+}
+
+impl Checker {
+    fn take(&mut self, f: &Frame) {
+        if !self.held.insert(f.addr() & !(self.frame_size - 1)) {
+            self.double += 1;
+        }
+    }
+    fn give(&mut self, f: &Frame) {
+        assert!(self.held.remove(&(f.addr() & !(self.frame_size - 1))), "gave a frame the checker did not see taken");
+    }
+}
+
+struct Outcome {
+    per_socket: Vec<SeqTracker>,
+    double: u64,
+    sharing: Vec<Sharing>,
+    drops: u64,
+}
+
+/// In ns b of `bed`: one UMEM, a socket per entry of `queues` (queue ids; repeats share the
+/// queue), xsk_redirect with `queues.len() / distinct queues` sockets per queue. Receives until
+/// every socket has PER_SOCKET frames, `stop`, or 30 s; every frame goes back to a FILL ring
+/// (the shared one, or the receiving socket's own).
+fn receive(
+    ns: &str,
+    iface: &str,
+    queues: Vec<u32>,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::Sender<()>,
+) -> std::thread::JoinHandle<Result<Outcome, fastpath_testbed::TestbedError>> {
+    let iface = iface.to_string();
+    fastpath_testbed::spawn_in_netns(ns, move || {
+        let cfg = UmemConfig { frame_count: 8192, fill_size: 8192, comp_size: 2048, ..Default::default() };
+        let (umem, mut frames) = Umem::new(&cfg).expect("UMEM");
+        let sc = SocketConfig { copy_mode: CopyMode::Copy, ring_size: 4096, ..Default::default() };
+        let mut socks: Vec<XskSocket> =
+            queues.iter().map(|&q| XskSocket::bind(&umem, &iface, q, &sc).expect("bind")).collect();
+        let distinct: HashSet<u32> = queues.iter().copied().collect();
+        let spq = (queues.len() / distinct.len()) as u32;
+        let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
+        let prog = XskRedirect::attach_shared(&iface, dev.ifindex, XdpMode::Native, false, spq).expect("attach");
+        let mut slot_of_queue = std::collections::HashMap::<u32, u32>::new();
+        for s in &socks {
+            let k = slot_of_queue.entry(s.queue_id()).or_insert(0);
+            prog.insert(s.queue_id() * spq + *k, s.as_raw_fd()).expect("XSKMAP");
+            *k += 1;
+        }
+        // Frames onto the FILL rings there are, in equal shares.
+        let fills = socks.iter().filter(|s| s.fill.is_some()).count();
+        let share = frames.len() / fills;
+        for s in socks.iter_mut() {
+            if let Some(fill) = s.fill.as_mut() {
+                let mut b = fill.reserve(share as u32);
+                while b.room() > 0 {
+                    b.push(frames.pop().unwrap());
+                }
+            }
+        }
+        ready.send(()).unwrap();
+        let mut checker = Checker { frame_size: cfg.frame_size as u64, ..Default::default() };
+        let mut trackers: Vec<SeqTracker> = socks.iter().map(|_| SeqTracker::default()).collect();
+        let mut received = vec![0u64; socks.len()];
+        let mut held: Vec<Frame> = Vec::with_capacity(8192);
+        let t0 = Instant::now();
+        while !stop.load(Ordering::Relaxed)
+            && received.iter().sum::<u64>() < PER_SOCKET * received.len() as u64
+            && t0.elapsed() < Duration::from_secs(30)
+        {
+            let mut got = 0;
+            for i in 0..socks.len() {
+                for f in socks[i].rx.peek(64) {
+                    checker.take(&f);
+                    trackers[i].record(umem.data(&f));
+                    received[i] += 1;
+                    got += 1;
+                    held.push(f);
+                }
+                // Back to a FILL ring: this socket's own, or the one it shares (socket 0's on
+                // its queue, which owns the rings).
+                let owner = if socks[i].fill.is_some() {
+                    i
+                } else {
+                    socks.iter().position(|s| s.queue_id() == socks[i].queue_id() && s.fill.is_some()).unwrap()
+                };
+                let fill = socks[owner].fill.as_mut().unwrap();
+                let mut b = fill.reserve(held.len() as u32);
+                while b.room() > 0 {
+                    let f = held.pop().unwrap();
+                    checker.give(&f);
+                    b.push(f);
+                }
+            }
+            if got == 0 {
+                for s in &socks {
+                    s.kick_rx();
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        let drops = socks.iter().map(|s| s.stats().unwrap()).map(|x| x.rx_dropped + x.rx_ring_full).sum();
+        drop(prog);
+        Outcome { per_socket: trackers, double: checker.double, sharing: socks.iter().map(|s| s.sharing()).collect(), drops }
+    })
+}
+
+fn shared_umem(queues_on_bed: u32, sockets: Vec<u32>, gen_args: &[&str], want_sharing: &[Sharing]) {
+    // No IPv6: the kernel's own neighbour discovery frames would take turns in the round robin.
+    let bed =
+        Testbed::up(&TestbedConfig { queues: queues_on_bed, ipv6: false, ..Default::default() }).expect("test bed");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let h = receive(bed.ns_b(), bed.iface_b(), sockets, stop.clone(), tx);
+    rx.recv_timeout(Duration::from_secs(20)).expect("receiver ready");
+    let g = gen_xsk(&bed, gen_args);
+    if !g.status.success() {
+        stop.store(true, Ordering::Relaxed);
+        panic!("gen: {}", stderr(&g));
+    }
+    let out = h.join().expect("receiver thread").expect("network namespace");
+    assert_eq!(out.sharing, want_sharing);
+    assert_eq!(out.double, 0, "a frame was handed to user space while user space held it");
+    assert_eq!(out.drops, 0, "the kernel dropped frames (rx_dropped + rx_ring_full)");
+    let mut all = SeqTracker::default();
+    for (i, t) in out.per_socket.iter().enumerate() {
+        assert_eq!((t.frames, t.unique(), t.duplicates, t.corrupt), (PER_SOCKET, PER_SOCKET, 0, 0), "socket {i}");
+        all.merge(t);
+    }
+    assert_eq!((all.unique(), all.duplicates), (2 * PER_SOCKET, 0), "200,000 distinct frames over both sockets");
+}
+
+#[test]
+fn shared_umem_same_queue_two_sockets_share_fill_and_completion() {
+    if !privileged("shared_umem_same_queue_two_sockets_share_fill_and_completion") {
+        return;
+    }
+    let _g = serial();
+    // One sending CPU: the veth's NAPI runs there, so the per-CPU round robin alternates exactly.
+    shared_umem(
+        1,
+        vec![0, 0],
+        &["--count", "200000", "--rate", "200000", "--cpu", "0", "--duration", "60"],
+        &[Sharing::Owner, Sharing::SameQueue],
+    );
+}
+
+#[test]
+fn shared_umem_two_queues_each_with_own_fill_and_completion() {
+    if !privileged("shared_umem_two_queues_each_with_own_fill_and_completion") {
+        return;
+    }
+    let _g = serial();
+    // gen --queues 2: stream 0 on queue 0, stream 1 on queue 1, 100,000 each.
+    shared_umem(
+        2,
+        vec![0, 1],
+        &["--queues", "2", "--count", "200000", "--rate", "200000", "--duration", "60"],
+        &[Sharing::Owner, Sharing::OtherQueue],
+    );
+}
+
+/// `bench rxdrop --queues 2` (per-queue UMEMs and `--shared-umem`) on a 2-queue test bed while
+/// `gen --queues 2` sends 100,000 frames on each queue: each queue's socket receives its
+/// 100,000 exactly once, the per-queue lines and XDP_STATISTICS add up to the totals, and
+/// sent = received + named drops.
+#[test]
+fn bench_two_queues_receive_each_queue_exactly_once() {
+    if !privileged("bench_two_queues_receive_each_queue_exactly_once") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ..Default::default() }).expect("test bed");
+    for shared in [false, true] {
+        let mut args = vec![
+            "bench",
+            "rxdrop",
+            "--netns",
+            bed.ns_b(),
+            "-i",
+            bed.iface_b(),
+            "--queues",
+            "2",
+            "--verify",
+            "--json",
+            "--duration",
+            "60",
+        ];
+        if shared {
+            args.push("--shared-umem");
+        }
+        let r = Running::start(&args);
+        let base = rx_packets(bed.ns_b(), bed.iface_b());
+        let g = gen_xsk(&bed, &["--queues", "2", "--count", "200000", "--rate", "200000", "--duration", "60", "--json"]);
+        assert!(g.status.success(), "gen: {}", stderr(&g));
+        let sent = last_json(&g)["totals"]["tx_packets"].as_u64().unwrap();
+        assert_eq!(sent, 200_000);
+        wait_rx_packets(bed.ns_b(), bed.iface_b(), base, sent);
+        let (s, status) = r.terminate();
+        assert!(status.success(), "bench --queues 2 (shared {shared}) failed: {s}");
+        assert_eq!(s["path"]["shared_umem"], shared);
+        assert_eq!(s["path"]["sockets"].as_array().map(|v| v.len()), Some(2));
+        let pq = s["per_queue"].as_array().expect("per_queue in the summary");
+        assert_eq!(pq.len(), 2);
+        let received = s["totals"]["rx_packets"].as_u64().unwrap();
+        let mut sum_rx = 0;
+        let mut sum_xsk = 0;
+        for q in pq {
+            sum_rx += q["totals"]["rx_packets"].as_u64().unwrap();
+            sum_xsk += q["xdp_statistics"]["rx_ring_full"].as_u64().unwrap()
+                + q["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
+        }
+        let drops = s["xdp_statistics"]["rx_ring_full"].as_u64().unwrap() + s["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
+        assert_eq!(sum_rx, received, "per-queue rx_packets add up to the total");
+        assert_eq!(sum_xsk, drops, "per-queue XDP_STATISTICS add up to the total");
+        // The kernel's own frames (IPv6 neighbour discovery, MLD) arrive too: `foreign`.
+        let v = &s["verify"];
+        let (unique, foreign) = (v["unique"].as_u64().unwrap(), v["foreign"].as_u64().unwrap());
+        assert_eq!((v["duplicates"].as_u64(), v["corrupt"].as_u64()), (Some(0), Some(0)));
+        assert_eq!(unique + foreign, received, "every frame received once");
+        assert!(
+            unique + drops >= sent && unique + drops <= sent + foreign,
+            "sent {sent} = received {unique} + named drops {drops} (shared {shared})"
+        );
+        if drops == 0 {
+            assert_eq!(unique, sent);
+            for q in pq {
+                let n = q["totals"]["rx_packets"].as_u64().unwrap();
+                assert!((100_000..=100_000 + foreign).contains(&n), "each queue gets its stream: {q}");
+            }
+        }
+    }
+}
+
+#[test]
+fn queue_and_cpu_options_are_checked_before_anything_is_attached() {
+    for (args, want) in [
+        (vec!["--queues", "0"], "--queues 0 is not accepted"),
+        (vec!["--queues", "2", "--cpus", "0"], "--cpus 0 is not accepted: give one CPU per queue (2)"),
+        (vec!["--queues", "2", "--cpus", "0,999"], "CPU 999 is not accepted"),
+        (vec!["--queues", "2", "--queue", "1"], "--queues N uses queues 0..N-1"),
+        (vec!["--queues", "2", "--shared-umem", "--frame-count", "64"], "at least 64 frames per queue"),
+    ] {
+        let mut a = vec!["bench", "rxdrop", "-i", "lo", "--duration", "1"];
+        a.extend(args.iter());
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(want), "{a:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    }
+}
+
+/// One test bed at a time: these tests send at full rate and count exactly.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
