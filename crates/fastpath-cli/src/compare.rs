@@ -130,7 +130,8 @@ fn receive(
             std::thread::sleep(Duration::from_millis(10));
         }
     };
-    let cfg = XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
+    let cfg =
+        XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
     match row {
         Row::UdpSocket => {
             let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
@@ -164,11 +165,15 @@ fn receive(
             ready,
         ),
         Row::AfXdpSkb => spin_port(
-            AnyPort::AfXdp(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?)),
+            AnyPort::AfXdp(Box::new(
+                AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?,
+            )),
             ready,
         ),
         Row::AfXdpNative => spin_port(
-            AnyPort::AfXdp(Box::new(AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?)),
+            AnyPort::AfXdp(Box::new(
+                AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?,
+            )),
             ready,
         ),
         Row::AfXdpClassifier => {

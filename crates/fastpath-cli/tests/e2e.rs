@@ -226,8 +226,7 @@ fn l2fwd_round_trip() {
             socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
             ..Default::default()
         };
-        let mut sock =
-            AfXdpPort::open(&if_a2, 0, &cfg, Some(fastpath::bpf::XdpMode::Native), false).unwrap();
+        let mut sock = AfXdpPort::open(&if_a2, 0, &cfg, Some(fastpath::bpf::XdpMode::Native), false).unwrap();
         ready_tx.send(()).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
         let c = fastpath::stats::Counters::default();

@@ -133,7 +133,12 @@ fn receive(
         }
         let drops = socks.iter().map(|s| s.stats().unwrap()).map(|x| x.rx_dropped + x.rx_ring_full).sum();
         drop(prog);
-        Outcome { per_socket: trackers, double: checker.double, sharing: socks.iter().map(|s| s.sharing()).collect(), drops }
+        Outcome {
+            per_socket: trackers,
+            double: checker.double,
+            sharing: socks.iter().map(|s| s.sharing()).collect(),
+            drops,
+        }
     })
 }
 
@@ -223,7 +228,8 @@ fn bench_two_queues_receive_each_queue_exactly_once() {
         }
         let r = Running::start(&args);
         let base = rx_packets(bed.ns_b(), bed.iface_b());
-        let g = gen_xsk(&bed, &["--queues", "2", "--count", "200000", "--rate", "200000", "--duration", "60", "--json"]);
+        let g =
+            gen_xsk(&bed, &["--queues", "2", "--count", "200000", "--rate", "200000", "--duration", "60", "--json"]);
         assert!(g.status.success(), "gen: {}", stderr(&g));
         let sent = last_json(&g)["totals"]["tx_packets"].as_u64().unwrap();
         assert_eq!(sent, 200_000);
@@ -242,7 +248,8 @@ fn bench_two_queues_receive_each_queue_exactly_once() {
             sum_xsk += q["xdp_statistics"]["rx_ring_full"].as_u64().unwrap()
                 + q["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
         }
-        let drops = s["xdp_statistics"]["rx_ring_full"].as_u64().unwrap() + s["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
+        let drops =
+            s["xdp_statistics"]["rx_ring_full"].as_u64().unwrap() + s["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
         assert_eq!(sum_rx, received, "per-queue rx_packets add up to the total");
         assert_eq!(sum_xsk, drops, "per-queue XDP_STATISTICS add up to the total");
         // The kernel's own frames (IPv6 neighbour discovery, MLD) arrive too: `foreign`.

@@ -450,15 +450,20 @@ impl XskRedirect {
         force: bool,
         socks_per_queue: u32,
     ) -> Result<Self, BpfError> {
-        let (prog, xsks) = load_skel!(skel::xsk_redirect::XskRedirectSkelBuilder, "xsk_redirect", |open| {
-            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-                ro.socks_per_queue = socks_per_queue.clamp(1, 64);
+        let (prog, xsks) = load_skel!(
+            skel::xsk_redirect::XskRedirectSkelBuilder,
+            "xsk_redirect",
+            |open| {
+                if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                    ro.socks_per_queue = socks_per_queue.clamp(1, 64);
+                }
+            },
+            |s| {
+                let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
+                let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
+                (prog, xsks)
             }
-        }, |s| {
-            let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
-            let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
-            (prog, xsks)
-        });
+        );
         let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
         Ok(Self { link, xsks })
     }

@@ -202,7 +202,8 @@ impl AfXdpPort {
         xdp_mode: Option<XdpMode>,
         force: bool,
     ) -> Result<Self, PortError> {
-        let ifindex = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?.ifindex;
+        let ifindex =
+            NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?.ifindex;
         let setup = QueueSetup {
             iface: iface.to_string(),
             queues: vec![queue],

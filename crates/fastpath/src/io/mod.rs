@@ -206,7 +206,12 @@ impl Port for AnyPort {
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError> {
         each!(self, p => p.tx_burst(frames))
     }
-    fn tx_stamped<F: FnMut(usize, &mut [u8])>(&mut self, template: &[u8], n: usize, stamp: F) -> Result<usize, PortError> {
+    fn tx_stamped<F: FnMut(usize, &mut [u8])>(
+        &mut self,
+        template: &[u8],
+        n: usize,
+        stamp: F,
+    ) -> Result<usize, PortError> {
         each!(self, p => p.tx_stamped(template, n, stamp))
     }
     fn fwd_burst<F: FnMut(&mut [u8]) -> bool>(

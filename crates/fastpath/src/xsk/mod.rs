@@ -2,10 +2,10 @@
 //! negotiation and XDP_STATISTICS.
 //!
 //! Source for kernel behaviour: Documentation/networking/af_xdp.rst and
-//! include/uapi/linux/if_xdp.h. AF_XDP needs kernel >= 4.18; need_wakeup >= 5.4; a shared UMEM
-//! with per-socket FILL/COMPLETION rings >= 5.10; SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET
-//! >= 5.11; XDP_MAX_TX_SKB_BUDGET >= 6.17. Creating a socket needs CAP_NET_RAW; attaching its
-//! XDP program needs CAP_NET_ADMIN + CAP_BPF.
+//! include/uapi/linux/if_xdp.h. Minimum kernels: AF_XDP 4.18; need_wakeup 5.4; a shared UMEM
+//! with per-socket FILL/COMPLETION rings 5.10; SO_PREFER_BUSY_POLL / SO_BUSY_POLL_BUDGET 5.11;
+//! XDP_MAX_TX_SKB_BUDGET 6.17. Creating a socket needs CAP_NET_RAW; attaching its XDP program
+//! needs CAP_NET_ADMIN + CAP_BPF.
 //!
 //! # Who owns a frame
 //!
@@ -73,6 +73,8 @@ pub(crate) mod ring;
 mod socket;
 mod umem;
 
-pub use ring::{CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_RING_NEED_WAKEUP};
+pub use ring::{
+    CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_RING_NEED_WAKEUP,
+};
 pub use socket::{BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use umem::{Frame, Umem, UmemConfig};

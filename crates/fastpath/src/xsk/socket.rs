@@ -249,7 +249,6 @@ fn read_stats(fd: BorrowedFd<'_>) -> Result<XskStats, SysError> {
     })
 }
 
-
 /// How a socket shares its UMEM (XDP_SHARED_UMEM, Documentation/networking/af_xdp.rst).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -303,9 +302,9 @@ fn pick_share(umem: &Umem, ifindex: u32, queue_id: u32) -> Result<(Sharing, Opti
     }
     match bound.iter().find_map(|b| b.fd.upgrade()) {
         Some(fd) => Ok((Sharing::OtherQueue, Some(fd))),
-        None => Err(XskError::UmemUnusable {
-            why: "every socket bound with it has been closed (create a new Umem)".into(),
-        }),
+        None => {
+            Err(XskError::UmemUnusable { why: "every socket bound with it has been closed (create a new Umem)".into() })
+        }
     }
 }
 
@@ -370,7 +369,8 @@ impl XskSocket {
                 }
                 Err(XskError::Sys(e)) if sharing == Sharing::OtherQueue && e.errno == libc::EINVAL => {
                     return Err(XskError::Unsupported {
-                        feature: "shared UMEM across queues or interfaces (XDP_SHARED_UMEM with own FILL/COMPLETION rings)",
+                        feature:
+                            "shared UMEM across queues or interfaces (XDP_SHARED_UMEM with own FILL/COMPLETION rings)",
                         min_kernel: "5.10",
                         driver_note: format!(", and a driver that takes it; bind said {}", sys::errno_text(e.errno)),
                     });
@@ -416,8 +416,12 @@ impl XskSocket {
         }
         let desc_sz = std::mem::size_of::<XdpDesc>();
         let rs = config.ring_size;
-        let rx_map =
-            Mmap::ring(&fd, off.rx.desc as usize + rs as usize * desc_sz, libc::XDP_PGOFF_RX_RING as u64, "XDP_PGOFF_RX_RING")?;
+        let rx_map = Mmap::ring(
+            &fd,
+            off.rx.desc as usize + rs as usize * desc_sz,
+            libc::XDP_PGOFF_RX_RING as u64,
+            "XDP_PGOFF_RX_RING",
+        )?;
         let tx_map = Mmap::ring(
             &fd,
             off.tx.desc as usize + rs as usize * desc_sz,
