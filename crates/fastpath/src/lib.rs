@@ -9,6 +9,7 @@
 //! - [`sys`]: the only module that makes raw system calls.
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod bench;
 pub mod bpf;
 pub mod io;

@@ -485,10 +485,10 @@ impl XdpDrop {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "drop_stats", cause })?
             .unwrap_or_default();
-        Ok(per_cpu.iter().fold((0, 0), |(p, b), v| {
-            let rd = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().expect("8 bytes"));
-            (p + rd(0), b + rd(8))
-        }))
+        Ok(per_cpu
+            .iter()
+            .filter_map(|v| crate::abi::read::<crate::abi::fp_pkt_stats>(v))
+            .fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
     }
 
     /// The attachment.
@@ -570,7 +570,8 @@ impl XdpGen {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "gen_seq", cause })?
             .unwrap_or_default();
-        Ok(v.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).collect())
+        // The value is a plain __u64 (bpf/xdp_gen.bpf.c); a short value reads as 0.
+        Ok(v.iter().map(|b| crate::abi::read::<u64>(b).unwrap_or(0)).collect())
     }
 }
 
