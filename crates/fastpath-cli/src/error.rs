@@ -11,6 +11,9 @@ pub const EXIT_ENV: i32 = 3;
 pub const EXIT_KERNEL: i32 = 4;
 /// Failure while running.
 pub const EXIT_RUNTIME: i32 = 5;
+/// The running kernel lacks a feature the command needs (`fastpath::features::Unsupported`:
+/// "<feature> is not supported by this kernel (needs Linux >= X)").
+pub const EXIT_UNSUPPORTED: i32 = 6;
 
 /// An error with its exit code.
 #[derive(Debug)]
@@ -33,6 +36,15 @@ pub fn kernel(e: impl Into<anyhow::Error>) -> CliError {
 pub fn runtime(e: impl Into<anyhow::Error>) -> CliError {
     CliError { code: EXIT_RUNTIME, err: e.into() }
 }
+pub fn unsupported(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_UNSUPPORTED, err: e.into() }
+}
+
+impl From<fastpath::features::Unsupported> for CliError {
+    fn from(e: fastpath::features::Unsupported) -> Self {
+        unsupported(e)
+    }
+}
 
 impl From<XskError> for CliError {
     fn from(e: XskError) -> Self {
@@ -53,6 +65,7 @@ impl From<BpfError> for CliError {
             | BpfError::UntrustedPinDir { .. }
             | BpfError::Stale { .. }
             | BpfError::OtherVersion { .. } => env(e),
+            BpfError::Unsupported(_) => unsupported(e),
             _ => kernel(e),
         }
     }

@@ -131,6 +131,9 @@ pub enum BpfError {
         /// The first map that did not fit.
         map: &'static str,
     },
+    /// The running kernel lacks a feature this needs ([`crate::features`]).
+    #[error(transparent)]
+    Unsupported(#[from] crate::features::Unsupported),
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
@@ -509,7 +512,12 @@ pub struct XdpGen {
 impl XdpGen {
     /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
     /// interface every frame is sent out of.
+    ///
+    /// Errors: [`BpfError::Unsupported`] if the kernel has no live frames
+    /// ([`Feature::LiveFrames`](crate::features::Feature::LiveFrames), Linux >= 5.18; probed once
+    /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
+        crate::features::probe().check(crate::features::Feature::LiveFrames)?;
         let (prog, seq) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
             "xdp_gen",
