@@ -62,12 +62,24 @@ macro_rules! cls_maps {
                 Ok(Self { $($name: MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
             }
             /// The first map whose value size is not this program's (pins of another version).
+            /// Key and value sizes come from the generated ABI structs (crate::abi).
             fn check_shapes(&self) -> Result<(), &'static str> {
-                let want: &[(&'static str, u32)] = &[("cls_actions", ACTION_SIZE as u32), ("cls_config", CONFIG_SIZE as u32)];
+                let want: &[(&'static str, usize, usize)] = &[
+                    ("cls_actions", 4, ACTION_SIZE),
+                    ("cls_config", 4, CONFIG_SIZE),
+                    ("cls_tuples", 4, size_of::<fp_cls_tuple>()),
+                    ("cls_rules", size_of::<fp_cls_key>(), 4),
+                    ("cls_cpu_sets", 4, size_of::<fp_cpu_set>()),
+                    ("cls_rate_total", 4, size_of::<fp_rate_total>()),
+                    ("cls_rate", size_of::<abi::fp_rate_key>(), size_of::<abi::fp_rate_bucket>()),
+                    ("cls_cache", 4, size_of::<abi::fp_cache_slot>()),
+                    ("cls_stats", 4, size_of::<fp_pkt_stats>()),
+                    ("cls_rule_stats", 4, size_of::<fp_pkt_stats>()),
+                ];
                 $(
-                    if let Some((_, size)) = want.iter().find(|(n, _)| *n == stringify!($name)) {
+                    if let Some((_, key, value)) = want.iter().find(|(n, _, _)| *n == stringify!($name)) {
                         let info = libbpf_rs::MapInfo::new(self.$name.as_fd()).map_err(|_| stringify!($name))?;
-                        if info.info.value_size != *size {
+                        if info.info.key_size as usize != *key || info.info.value_size as usize != *value {
                             return Err(stringify!($name));
                         }
                     }
