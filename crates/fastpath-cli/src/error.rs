@@ -94,3 +94,20 @@ pub fn require_privileges(what: &str) -> CliResult<()> {
     }
     Err(env(anyhow::anyhow!("fastpath {what} needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW (try sudo)")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastpath::features::{Feature, Unsupported};
+
+    #[test]
+    fn a_missing_kernel_feature_has_its_own_exit_code_and_one_line() {
+        let u = Unsupported { feature: Feature::LiveFrames.name(), min_kernel: Feature::LiveFrames.min_kernel() };
+        let e = CliError::from(BpfError::Unsupported(u));
+        assert_eq!(e.code, EXIT_UNSUPPORTED);
+        assert!(![EXIT_USAGE, EXIT_ENV, EXIT_KERNEL, EXIT_RUNTIME].contains(&EXIT_UNSUPPORTED));
+        let msg = format!("{:#}", e.err);
+        assert!(!msg.contains('\n') && msg.ends_with("(needs Linux >= 5.18)"), "{msg}");
+        assert_eq!(CliError::from(u).code, EXIT_UNSUPPORTED);
+    }
+}
