@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: (MIT OR Apache-2.0) */
 /*
  * fastpath_abi.h - the ONE definition of every struct and constant shared by
- * the BPF programs in bpf/ and the Rust library (crates/fastpath). The Rust side
- * mirrors them byte for byte (crates/fastpath/src/bpf/classifier.rs key_bytes,
- * action_bytes, install; packet.rs for the payload); the BPF_PROG_TEST_RUN fixture
- * and differential tests fail on any mismatch.
+ * the BPF programs in bpf/ and the Rust library (crates/fastpath). The Rust side is
+ * generated from this file by bindgen (crates/fastpath/build.rs -> src/abi.rs): never
+ * write a layout by hand there. The sizes below are checked on both sides: here with
+ * _Static_assert (clang -target bpf), in src/abi.rs with const assertions, so a change
+ * that moves a field is a build error, and pins of another layout are refused at open.
  */
 #ifndef FASTPATH_ABI_H
 #define FASTPATH_ABI_H
@@ -182,5 +183,19 @@ struct fp_rate_total {
 	__u64 tokens;     /* in 1/1e9 packets */
 	__u64 last_ns;
 };
+
+/* Sizes both sides rely on (map value sizes; src/abi.rs repeats them). */
+_Static_assert(sizeof(struct fp_pkt_stats) == 64, "fp_pkt_stats: one cache line per CPU");
+_Static_assert(sizeof(struct fp_payload) == FP_PAYLOAD_LEN, "fp_payload: FP_PAYLOAD_LEN bytes");
+_Static_assert(sizeof(struct fp_cls_key) == 56, "fp_cls_key: 56 bytes, no hole");
+_Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
+_Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
+_Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
+_Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
+_Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");
+_Static_assert(sizeof(struct fp_cpu_set) == 4 + 4 * FP_CLS_MAX_CPUS, "fp_cpu_set: n + cpus");
+_Static_assert(sizeof(struct fp_rate_key) == 20, "fp_rate_key: 20 bytes");
+_Static_assert(sizeof(struct fp_rate_bucket) == 16, "fp_rate_bucket: 16 bytes");
+_Static_assert(sizeof(struct fp_rate_total) == 24, "fp_rate_total: 24 bytes");
 
 #endif /* FASTPATH_ABI_H */

@@ -11,6 +11,9 @@ pub const EXIT_ENV: i32 = 3;
 pub const EXIT_KERNEL: i32 = 4;
 /// Failure while running.
 pub const EXIT_RUNTIME: i32 = 5;
+/// The running kernel lacks a feature the command needs (`fastpath::features::Unsupported`:
+/// "<feature> is not supported by this kernel (needs Linux >= X)").
+pub const EXIT_UNSUPPORTED: i32 = 6;
 
 /// An error with its exit code.
 #[derive(Debug)]
@@ -32,6 +35,15 @@ pub fn kernel(e: impl Into<anyhow::Error>) -> CliError {
 }
 pub fn runtime(e: impl Into<anyhow::Error>) -> CliError {
     CliError { code: EXIT_RUNTIME, err: e.into() }
+}
+pub fn unsupported(e: impl Into<anyhow::Error>) -> CliError {
+    CliError { code: EXIT_UNSUPPORTED, err: e.into() }
+}
+
+impl From<fastpath::features::Unsupported> for CliError {
+    fn from(e: fastpath::features::Unsupported) -> Self {
+        unsupported(e)
+    }
 }
 
 impl From<XskError> for CliError {
@@ -66,6 +78,7 @@ impl From<BpfError> for CliError {
             | BpfError::UntrustedPinDir { .. }
             | BpfError::Stale { .. }
             | BpfError::OtherVersion { .. } => env(e),
+            BpfError::Unsupported(_) => unsupported(e),
             _ => kernel(e),
         }
     }
@@ -93,4 +106,21 @@ pub fn require_privileges(what: &str) -> CliResult<()> {
         return Ok(());
     }
     Err(env(anyhow::anyhow!("fastpath {what} needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW (try sudo)")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fastpath::features::{Feature, Unsupported};
+
+    #[test]
+    fn a_missing_kernel_feature_has_its_own_exit_code_and_one_line() {
+        let u = Unsupported { feature: Feature::LiveFrames.name(), min_kernel: Feature::LiveFrames.min_kernel() };
+        let e = CliError::from(BpfError::Unsupported(u));
+        assert_eq!(e.code, EXIT_UNSUPPORTED);
+        assert!(![EXIT_USAGE, EXIT_ENV, EXIT_KERNEL, EXIT_RUNTIME].contains(&EXIT_UNSUPPORTED));
+        let msg = format!("{:#}", e.err);
+        assert!(!msg.contains('\n') && msg.ends_with("(needs Linux >= 5.18)"), "{msg}");
+        assert_eq!(CliError::from(u).code, EXIT_UNSUPPORTED);
+    }
 }

@@ -1,6 +1,8 @@
 //! fastpath: the fastest path between a Linux network interface and a user-space program.
 //!
 //! - [`xsk`]: AF_XDP sockets (UMEM, FILL/RX/TX/COMPLETION rings, mode negotiation, statistics).
+//! - [`abi`]: the kernel/user ABI of the BPF programs, generated from bpf/include/fastpath_abi.h.
+//! - [`features`]: which AF_XDP / XDP features the running kernel has (probed once, cached).
 //! - [`bpf`]: the XDP programs (`xsk_redirect`, `xdp_drop`, `xdp_gen`), attached with bpf_link.
 //! - [`packet`]: building and checking the generator's UDP/IPv4 test frames.
 //! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
@@ -9,8 +11,10 @@
 //! - [`sys`]: the only module that makes raw system calls.
 #![warn(missing_docs)]
 
+pub mod abi;
 pub mod bench;
 pub mod bpf;
+pub mod features;
 pub mod io;
 pub mod netdev;
 pub mod packet;

@@ -4,12 +4,16 @@
 
 use std::net::Ipv4Addr;
 
-/// Offset of the fastpath payload in the frame (14 Ethernet + 20 IPv4 + 8 UDP).
-pub const PAYLOAD_OFF: usize = 42;
-/// Length of the fastpath payload.
-pub const PAYLOAD_LEN: usize = 20;
-/// Payload magic.
-pub const PAYLOAD_MAGIC: u16 = 0xFA57;
+use crate::abi::{self, fp_payload};
+
+/// Offset of the fastpath payload in the frame (14 Ethernet + 20 IPv4 + 8 UDP; `FP_PAYLOAD_OFF`).
+pub const PAYLOAD_OFF: usize = abi::FP_PAYLOAD_OFF as usize;
+/// Length of the fastpath payload (`FP_PAYLOAD_LEN`, the size of `struct fp_payload`).
+pub const PAYLOAD_LEN: usize = abi::FP_PAYLOAD_LEN as usize;
+/// Payload magic (`FP_PAYLOAD_MAGIC`).
+pub const PAYLOAD_MAGIC: u16 = abi::FP_PAYLOAD_MAGIC as u16;
+const _: () =
+    assert!(PAYLOAD_MAGIC as u32 == abi::FP_PAYLOAD_MAGIC && std::mem::size_of::<fp_payload>() == PAYLOAD_LEN);
 /// Smallest frame that holds the payload.
 pub const MIN_FRAME_LEN: usize = PAYLOAD_OFF + PAYLOAD_LEN;
 /// Largest frame we build (a 1500-byte MTU plus the Ethernet header).
@@ -142,11 +146,14 @@ pub fn build_udp_frame(spec: &UdpFrameSpec, out: &mut [u8]) {
 /// Costs the same for every frame length.
 #[inline]
 pub fn stamp(frame: &mut [u8], p: &Payload) {
-    let mut new = [0u8; PAYLOAD_LEN];
-    new[0..2].copy_from_slice(&PAYLOAD_MAGIC.to_le_bytes());
-    new[2..4].copy_from_slice(&p.stream.to_le_bytes());
-    new[4..12].copy_from_slice(&p.seq.to_le_bytes());
-    new[12..20].copy_from_slice(&p.tstamp_ns.to_le_bytes());
+    // struct fp_payload, little-endian on the wire.
+    let wire = fp_payload {
+        magic: PAYLOAD_MAGIC.to_le(),
+        stream: p.stream.to_le(),
+        seq: p.seq.to_le(),
+        tstamp_ns: p.tstamp_ns.to_le(),
+    };
+    let new: [u8; PAYLOAD_LEN] = bytemuck::cast(wire);
     let old = &frame[PAYLOAD_OFF..PAYLOAD_OFF + PAYLOAD_LEN];
     let hc = u16::from_be_bytes([frame[UDP_CSUM_OFF], frame[UDP_CSUM_OFF + 1]]);
     // ~m as the one's complement sum of the inverted old words.
@@ -166,15 +173,11 @@ pub fn stamp(frame: &mut [u8], p: &Payload) {
 /// Reads the payload of a frame without checking anything else (hot path).
 #[inline]
 pub fn payload(frame: &[u8]) -> Option<Payload> {
-    let p = frame.get(PAYLOAD_OFF..PAYLOAD_OFF + PAYLOAD_LEN)?;
-    if u16::from_le_bytes([p[0], p[1]]) != PAYLOAD_MAGIC {
+    let p = abi::read::<fp_payload>(frame.get(PAYLOAD_OFF..)?)?;
+    if u16::from_le(p.magic) != PAYLOAD_MAGIC {
         return None;
     }
-    Some(Payload {
-        stream: u16::from_le_bytes([p[2], p[3]]),
-        seq: u64::from_le_bytes(p[4..12].try_into().ok()?),
-        tstamp_ns: u64::from_le_bytes(p[12..20].try_into().ok()?),
-    })
+    Some(Payload { stream: u16::from_le(p.stream), seq: u64::from_le(p.seq), tstamp_ns: u64::from_le(p.tstamp_ns) })
 }
 
 /// Checks a received frame completely: IPv4/UDP, both checksums, lengths, payload magic.

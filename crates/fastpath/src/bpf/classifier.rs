@@ -15,24 +15,37 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
+use bytemuck::{bytes_of, cast_slice, Zeroable};
+
 use super::{skel, BpfError, XdpLink, XdpMode};
+use crate::abi::{
+    self, bpf_cpumap_val, bpf_devmap_val, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple, fp_cpu_set,
+    fp_pkt_stats, fp_rate_total,
+};
 use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES};
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
 
-const STAT_COUNT: u32 = 10;
+const STAT_COUNT: u32 = abi::FP_STAT_COUNT;
 /// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h): packets per
 /// action taken, then `no_match` (default action), `malformed` (the `malformed` action),
 /// `rate_dropped` (over a rate limit; also in `drop`) and `bad_fragment` (tiny or overlapping
 /// fragments, always dropped; also in `drop`).
-pub const STAT_NAMES: [&str; 10] =
+pub const STAT_NAMES: [&str; STAT_COUNT as usize] =
     ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped", "bad_fragment"];
-/// Size of struct fp_cls_action.
-const ACTION_SIZE: usize = 24;
-/// Size of struct fp_cls_config.
-const CONFIG_SIZE: usize = 48;
-/// Size of struct fp_rate_total.
-const RATE_TOTAL_SIZE: usize = 24;
+// The names above follow the FP_ACT_* / FP_STAT_* indexes of fastpath_abi.h.
+const _: () = assert!(
+    abi::FP_ACT_REDIRECT == 5
+        && abi::FP_ACT_COUNT == 6
+        && abi::FP_STAT_NO_MATCH == 6
+        && abi::FP_STAT_MALFORMED == 7
+        && abi::FP_STAT_RATE_DROPPED == 8
+        && abi::FP_STAT_BAD_FRAG == 9
+);
+/// Size of struct fp_cls_action (the value of `cls_actions`).
+const ACTION_SIZE: usize = size_of::<fp_cls_action>();
+/// Size of struct fp_cls_config (the value of `cls_config`).
+const CONFIG_SIZE: usize = size_of::<fp_cls_config>();
 
 macro_rules! cls_maps {
     ($($name:ident),*) => {
@@ -49,12 +62,24 @@ macro_rules! cls_maps {
                 Ok(Self { $($name: MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
             }
             /// The first map whose value size is not this program's (pins of another version).
+            /// Key and value sizes come from the generated ABI structs (crate::abi).
             fn check_shapes(&self) -> Result<(), &'static str> {
-                let want: &[(&'static str, u32)] = &[("cls_actions", ACTION_SIZE as u32), ("cls_config", CONFIG_SIZE as u32)];
+                let want: &[(&'static str, usize, usize)] = &[
+                    ("cls_actions", 4, ACTION_SIZE),
+                    ("cls_config", 4, CONFIG_SIZE),
+                    ("cls_tuples", 4, size_of::<fp_cls_tuple>()),
+                    ("cls_rules", size_of::<fp_cls_key>(), 4),
+                    ("cls_cpu_sets", 4, size_of::<fp_cpu_set>()),
+                    ("cls_rate_total", 4, size_of::<fp_rate_total>()),
+                    ("cls_rate", size_of::<abi::fp_rate_key>(), size_of::<abi::fp_rate_bucket>()),
+                    ("cls_cache", 4, size_of::<abi::fp_cache_slot>()),
+                    ("cls_stats", 4, size_of::<fp_pkt_stats>()),
+                    ("cls_rule_stats", 4, size_of::<fp_pkt_stats>()),
+                ];
                 $(
-                    if let Some((_, size)) = want.iter().find(|(n, _)| *n == stringify!($name)) {
+                    if let Some((_, key, value)) = want.iter().find(|(n, _, _)| *n == stringify!($name)) {
                         let info = libbpf_rs::MapInfo::new(self.$name.as_fd()).map_err(|_| stringify!($name))?;
-                        if info.info.value_size != *size {
+                        if info.info.key_size as usize != *key || info.info.value_size as usize != *value {
                             return Err(stringify!($name));
                         }
                     }
@@ -116,42 +141,56 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
     move |cause| BpfError::Map { map, cause }
 }
 
-/// struct fp_cls_key (fastpath_abi.h): src, dst, set, tuple, proto16, frag, flags, vlan,
-/// eth_type, pad, sport_class, dport_class, len_class.
-fn key_bytes(set: u8, k: &Key) -> [u8; 56] {
-    let mut b = [0u8; 56];
-    b[0..16].copy_from_slice(&k.src);
-    b[16..32].copy_from_slice(&k.dst);
-    b[32] = set;
-    b[33] = k.tuple;
-    b[34..36].copy_from_slice(&k.proto16.to_ne_bytes());
-    b[36] = k.frag;
-    b[37] = k.flags;
-    b[38..40].copy_from_slice(&k.vlan.to_ne_bytes());
-    b[40..42].copy_from_slice(&k.eth_type.to_ne_bytes());
-    b[44..48].copy_from_slice(&k.sport_class.to_ne_bytes());
-    b[48..52].copy_from_slice(&k.dport_class.to_ne_bytes());
-    b[52..56].copy_from_slice(&k.len_class.to_ne_bytes());
-    b
+/// The `cls_rules` key of `k` in rule set `set` (struct fp_cls_key; padding zero).
+fn cls_key(set: u8, k: &Key) -> fp_cls_key {
+    fp_cls_key {
+        src: k.src,
+        dst: k.dst,
+        set,
+        tuple: k.tuple,
+        proto16: k.proto16,
+        frag: k.frag,
+        flags: k.flags,
+        vlan: k.vlan,
+        eth_type: k.eth_type,
+        sport_class: k.sport_class,
+        dport_class: k.dport_class,
+        len_class: k.len_class,
+        ..Zeroable::zeroed()
+    }
 }
 
-/// struct fp_cls_action (fastpath_abi.h): code, pad, arg, rate_pps, rate_total_pps.
-fn action_bytes(a: &ActionEntry) -> [u8; ACTION_SIZE] {
-    let mut b = [0u8; ACTION_SIZE];
-    b[0] = a.code;
-    b[4..8].copy_from_slice(&a.arg.to_ne_bytes());
-    b[8..16].copy_from_slice(&a.rate_pps.to_ne_bytes());
-    b[16..24].copy_from_slice(&a.rate_total_pps.to_ne_bytes());
-    b
+/// The `cls_actions` value of `a` (struct fp_cls_action; padding zero).
+fn cls_action(a: &ActionEntry) -> fp_cls_action {
+    fp_cls_action {
+        code: a.code,
+        arg: a.arg,
+        rate_pps: a.rate_pps,
+        rate_total_pps: a.rate_total_pps,
+        ..Zeroable::zeroed()
+    }
+}
+
+/// Reads rule set `set`'s config; all-zero (the map's initial value) if absent.
+fn read_config(map: &MapHandle, set: u32) -> Result<fp_cls_config, BpfError> {
+    let v = map.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?;
+    Ok(v.and_then(|v| abi::read::<fp_cls_config>(&v)).unwrap_or_else(Zeroable::zeroed))
 }
 
 fn mask16(plen: u8) -> [u8; 16] {
     crate::rules::mask_bits(&[0xff; 16], plen)
 }
 
-/// Writes `values` (each `vsize` bytes) at consecutive u32 keys from `first`, in batches.
-fn write_array(map: &MapHandle, name: &'static str, first: u32, values: &[u8], vsize: usize) -> Result<(), BpfError> {
-    let n = values.len() / vsize;
+/// Writes `values` at consecutive u32 keys from `first`, in batches.
+fn write_array<T: bytemuck::Pod>(
+    map: &MapHandle,
+    name: &'static str,
+    first: u32,
+    values: &[T],
+) -> Result<(), BpfError> {
+    let n = values.len();
+    let vsize = size_of::<T>();
+    let values: &[u8] = cast_slice(values);
     const CHUNK: usize = 16384;
     for start in (0..n).step_by(CHUNK) {
         let end = (start + CHUNK).min(n);
@@ -206,7 +245,7 @@ impl Classifier {
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(map_err("cls_active"))?
             .unwrap_or_default();
-        Ok(v.get(..4).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) & 1)
+        Ok(abi::read::<u32>(&v).unwrap_or(0) & 1)
     }
 
     /// Writes `c` as rule set `set` (not yet in use). `ifindex_of` resolves redirect interfaces.
@@ -223,97 +262,92 @@ impl Classifier {
         assert!(c.actions.len() <= MAX_RULES && c.tuples.len() <= MAX_TUPLES);
         assert!(c.cpu_sets.len() <= MAX_CPU_SETS && c.redirect_ifaces.len() <= MAX_REDIRECT_PORTS);
         // Actions, classes, CPU sets, redirect ports: arrays indexed by set.
-        let acts: Vec<u8> = c.actions.iter().flat_map(action_bytes).collect();
+        let acts: Vec<fp_cls_action> = c.actions.iter().map(cls_action).collect();
         if !acts.is_empty() {
-            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts, ACTION_SIZE)?;
+            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts)?;
         }
         // Full aggregate buckets for the rules that have one (last_ns 0 = never used).
         for (i, a) in c.actions.iter().enumerate() {
             if a.rate_total_pps != 0 {
                 m.cls_rate_total
-                    .update(&(set * MAX_RULES as u32 + i as u32).to_ne_bytes(), &[0u8; RATE_TOTAL_SIZE], MapFlags::ANY)
+                    .update(
+                        &(set * MAX_RULES as u32 + i as u32).to_ne_bytes(),
+                        bytes_of(&fp_rate_total::zeroed()),
+                        MapFlags::ANY,
+                    )
                     .map_err(map_err("cls_rate_total"))?;
             }
         }
-        let classes = |t: Vec<u32>| -> Vec<u8> { t.into_iter().flat_map(u32::to_ne_bytes).collect() };
-        write_array(&m.cls_port_class, "cls_port_class", set * 131072, &classes(c.sport.table()), 4)?;
-        write_array(&m.cls_port_class, "cls_port_class", set * 131072 + 65536, &classes(c.dport.table()), 4)?;
-        write_array(&m.cls_len_class, "cls_len_class", set * 65536, &classes(c.len.table()), 4)?;
+        write_array(&m.cls_port_class, "cls_port_class", set * 131072, &c.sport.table())?;
+        write_array(&m.cls_port_class, "cls_port_class", set * 131072 + 65536, &c.dport.table())?;
+        write_array(&m.cls_len_class, "cls_len_class", set * 65536, &c.len.table())?;
         for (i, cpus) in c.cpu_sets.iter().enumerate() {
-            let mut v = vec![0u8; 68];
-            v[0..4].copy_from_slice(&(cpus.len() as u32).to_ne_bytes());
-            for (j, cpu) in cpus.iter().enumerate() {
-                v[4 + 4 * j..8 + 4 * j].copy_from_slice(&cpu.to_ne_bytes());
-                // A CPUMAP entry per CPU used: 2048-frame queue to that CPU's kthread.
-                let mut val = [0u8; 8];
-                val[0..4].copy_from_slice(&2048u32.to_ne_bytes());
-                m.cpu_map.update(&cpu.to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("cpu_map"))?;
+            let mut v = fp_cpu_set { n: cpus.len() as u32, ..Zeroable::zeroed() };
+            for (slot, &cpu) in v.cpus.iter_mut().zip(cpus) {
+                *slot = cpu;
+                // A CPUMAP entry per CPU used: 2048-frame queue to that CPU's kthread, no program.
+                let val = bpf_cpumap_val { qsize: 2048, ..Zeroable::zeroed() };
+                m.cpu_map.update(&cpu.to_ne_bytes(), bytes_of(&val), MapFlags::ANY).map_err(map_err("cpu_map"))?;
             }
             m.cls_cpu_sets
-                .update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY)
+                .update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
                 .map_err(map_err("cls_cpu_sets"))?;
         }
         for (i, iface) in c.redirect_ifaces.iter().enumerate() {
-            let mut val = [0u8; 8];
-            val[0..4].copy_from_slice(&ifindex_of(iface)?.to_ne_bytes());
+            let val = bpf_devmap_val { ifindex: ifindex_of(iface)?, ..Zeroable::zeroed() };
             m.tx_ports
-                .update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), &val, MapFlags::ANY)
+                .update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), bytes_of(&val), MapFlags::ANY)
                 .map_err(map_err("tx_ports"))?;
         }
         // Hash entries.
         const CHUNK: usize = 8192;
         for chunk in c.entries.chunks(CHUNK) {
-            let keys: Vec<u8> = chunk.iter().flat_map(|(k, _)| key_bytes(set as u8, k)).collect();
-            let vals: Vec<u8> = chunk.iter().flat_map(|(_, r)| r.to_ne_bytes()).collect();
+            let keys: Vec<fp_cls_key> = chunk.iter().map(|(k, _)| cls_key(set as u8, k)).collect();
+            let vals: Vec<u32> = chunk.iter().map(|(_, r)| *r).collect();
             m.cls_rules
-                .update_batch(&keys, &vals, chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
+                .update_batch(cast_slice(&keys), cast_slice(&vals), chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
                 .map_err(map_err("cls_rules"))?;
         }
         // Tuples.
         for (i, (t, best)) in c.tuples.iter().zip(&c.tuple_best).enumerate() {
-            let mut v = [0u8; 48];
-            v[0..4].copy_from_slice(&t.fields.to_ne_bytes());
-            v[4..8].copy_from_slice(&best.to_ne_bytes());
-            v[8] = t.flags_mask;
-            v[16..32].copy_from_slice(&mask16(t.src_plen));
-            v[32..48].copy_from_slice(&mask16(t.dst_plen));
+            let v = fp_cls_tuple {
+                fields: t.fields,
+                best_rule: *best,
+                flags_mask: t.flags_mask,
+                src_mask: mask16(t.src_plen),
+                dst_mask: mask16(t.dst_plen),
+                ..Zeroable::zeroed()
+            };
             m.cls_tuples
-                .update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), &v, MapFlags::ANY)
+                .update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
                 .map_err(map_err("cls_tuples"))?;
         }
         // Zero the new set's counters, then its config last.
-        let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
+        let zero = bytes_of(&fp_pkt_stats::zeroed()).to_vec();
+        let per_cpu = vec![zero; libbpf_rs::num_possible_cpus().unwrap_or(1)];
         for i in 0..c.actions.len() as u32 {
             let k = (set * MAX_RULES as u32 + i).to_ne_bytes();
             m.cls_rule_stats.update_percpu(&k, &per_cpu, MapFlags::ANY).map_err(map_err("cls_rule_stats"))?;
         }
         for i in 0..STAT_COUNT {
-            let per_cpu = vec![vec![0u8; 64]; libbpf_rs::num_possible_cpus().unwrap_or(1)];
             m.cls_stats
                 .update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY)
                 .map_err(map_err("cls_stats"))?;
         }
         let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
         // A generation no flow-cache entry carries yet: one above both sets' (never 0).
-        let gen_of = |s: u32| -> u32 {
-            self.maps
-                .cls_config
-                .lookup(&s.to_ne_bytes(), MapFlags::ANY)
-                .ok()
-                .flatten()
-                .and_then(|v| v.get(12..16).map(|b| u32::from_ne_bytes(b.try_into().expect("4"))))
-                .unwrap_or(0)
-        };
+        let gen_of = |s: u32| read_config(&self.maps.cls_config, s).map(|c| c.gen_).unwrap_or(0);
         let gen = gen_of(0).max(gen_of(1)).wrapping_add(1).max(1);
-        // struct fp_cls_config: n_tuples, n_rules, uses, gen, dflt, malformed, pad.
-        let mut cfg = [0u8; CONFIG_SIZE];
-        cfg[0..4].copy_from_slice(&(c.tuples.len() as u32).to_ne_bytes());
-        cfg[4..8].copy_from_slice(&(c.actions.len() as u32).to_ne_bytes());
-        cfg[8..12].copy_from_slice(&uses.to_ne_bytes());
-        cfg[12..16].copy_from_slice(&gen.to_ne_bytes());
-        cfg[16..40].copy_from_slice(&action_bytes(&c.default));
-        cfg[40..44].copy_from_slice(&u32::from(c.malformed).to_ne_bytes());
-        m.cls_config.update(&set.to_ne_bytes(), &cfg, MapFlags::ANY).map_err(map_err("cls_config"))?;
+        let cfg = fp_cls_config {
+            n_tuples: c.tuples.len() as u32,
+            n_rules: c.actions.len() as u32,
+            uses,
+            gen_: gen,
+            dflt: cls_action(&c.default),
+            malformed: u32::from(c.malformed),
+            ..Zeroable::zeroed()
+        };
+        m.cls_config.update(&set.to_ne_bytes(), bytes_of(&cfg), MapFlags::ANY).map_err(map_err("cls_config"))?;
         Ok(())
     }
 
@@ -327,7 +361,12 @@ impl Classifier {
 
     /// Removes rule set `set`'s hash entries (after it stopped being active).
     pub fn clear(&self, set: u32) -> Result<(), BpfError> {
-        let stale: Vec<Vec<u8>> = self.maps.cls_rules.keys().filter(|k| k.get(32) == Some(&(set as u8))).collect();
+        let stale: Vec<Vec<u8>> = self
+            .maps
+            .cls_rules
+            .keys()
+            .filter(|k| abi::read::<fp_cls_key>(k).is_some_and(|k| u32::from(k.set) == set))
+            .collect();
         for k in stale {
             if let Err(cause) = self.maps.cls_rules.delete(&k) {
                 if cause.kind() != libbpf_rs::ErrorKind::NotFound {
@@ -336,17 +375,8 @@ impl Classifier {
             }
         }
         // Keep the generation so the next install goes above it; zero the rest.
-        let old = self
-            .maps
-            .cls_config
-            .lookup(&set.to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("cls_config"))?
-            .unwrap_or_default();
-        let mut empty = [0u8; CONFIG_SIZE];
-        if let Some(g) = old.get(12..16) {
-            empty[12..16].copy_from_slice(g);
-        }
-        self.maps.cls_config.update(&set.to_ne_bytes(), &empty, MapFlags::ANY).map_err(map_err("cls_config"))
+        let empty = fp_cls_config { gen_: read_config(&self.maps.cls_config, set)?.gen_, ..Zeroable::zeroed() };
+        self.maps.cls_config.update(&set.to_ne_bytes(), bytes_of(&empty), MapFlags::ANY).map_err(map_err("cls_config"))
     }
 
     /// Installs `c` into the inactive set and flips to it. Returns the new set. On an error
@@ -386,23 +416,12 @@ impl Classifier {
 
     /// Number of rules in `set` (from its config).
     pub fn rule_count(&self, set: u32) -> Result<usize, BpfError> {
-        let v = self
-            .maps
-            .cls_config
-            .lookup(&set.to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("cls_config"))?
-            .unwrap_or_default();
-        Ok(v.get(4..8).map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes"))).unwrap_or(0) as usize)
+        Ok(read_config(&self.maps.cls_config, set)?.n_rules as usize)
     }
 
     fn sum_percpu(&self, map: &MapHandle, name: &'static str, key: u32) -> Result<(u64, u64), BpfError> {
         let v = map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).map_err(map_err(name))?.unwrap_or_default();
-        Ok(v.iter().fold((0, 0), |(p, b), c| {
-            (
-                p + u64::from_ne_bytes(c[0..8].try_into().expect("8")),
-                b + u64::from_ne_bytes(c[8..16].try_into().expect("8")),
-            )
-        }))
+        Ok(v.iter().filter_map(|c| abi::read::<fp_pkt_stats>(c)).fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
     }
 
     /// Runs the program once over `frame` with BPF_PROG_TEST_RUN (no interface needed);

@@ -131,6 +131,9 @@ pub enum BpfError {
         /// The first map that did not fit.
         map: &'static str,
     },
+    /// The running kernel lacks a feature this needs ([`crate::features`]).
+    #[error(transparent)]
+    Unsupported(#[from] crate::features::Unsupported),
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
@@ -508,10 +511,10 @@ impl XdpDrop {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "drop_stats", cause })?
             .unwrap_or_default();
-        Ok(per_cpu.iter().fold((0, 0), |(p, b), v| {
-            let rd = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().expect("8 bytes"));
-            (p + rd(0), b + rd(8))
-        }))
+        Ok(per_cpu
+            .iter()
+            .filter_map(|v| crate::abi::read::<crate::abi::fp_pkt_stats>(v))
+            .fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
     }
 
     /// The attachment.
@@ -532,7 +535,12 @@ pub struct XdpGen {
 impl XdpGen {
     /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
     /// interface every frame is sent out of.
+    ///
+    /// Errors: [`BpfError::Unsupported`] if the kernel has no live frames
+    /// ([`Feature::LiveFrames`](crate::features::Feature::LiveFrames), Linux >= 5.18; probed once
+    /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
+        crate::features::probe().check(crate::features::Feature::LiveFrames)?;
         let (prog, seq) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
             "xdp_gen",
@@ -593,7 +601,8 @@ impl XdpGen {
             .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "gen_seq", cause })?
             .unwrap_or_default();
-        Ok(v.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).collect())
+        // The value is a plain __u64 (bpf/xdp_gen.bpf.c); a short value reads as 0.
+        Ok(v.iter().map(|b| crate::abi::read::<u64>(b).unwrap_or(0)).collect())
     }
 }
 

@@ -15,52 +15,53 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::reference::NO_VLAN;
 use super::{Action, Frag, Location, RuleError, RuleSet};
+use crate::abi;
 
 /// Most tuples (distinct field combinations) one rule set may use.
-pub const MAX_TUPLES: usize = 32;
-/// Most hash entries one rule set may compile to.
-pub const MAX_ENTRIES: usize = 1 << 20;
+pub const MAX_TUPLES: usize = abi::FP_CLS_MAX_TUPLES as usize;
+/// Most hash entries one rule set may compile to (half of `FP_CLS_MAX_ENTRIES`, which holds both sets).
+pub const MAX_ENTRIES: usize = abi::FP_CLS_MAX_ENTRIES as usize / 2;
 
-/// Field bits of [`Tuple::fields`] (mirrored in bpf/include/fastpath_abi.h).
+/// Field bits of [`Tuple::fields`] (`FP_F_*` of bpf/include/fastpath_abi.h).
 pub mod field {
     /// Outer VLAN id.
-    pub const VLAN: u32 = 1 << 0;
+    pub const VLAN: u32 = crate::abi::FP_F_VLAN;
     /// EtherType.
-    pub const ETH_TYPE: u32 = 1 << 1;
+    pub const ETH_TYPE: u32 = crate::abi::FP_F_ETH_TYPE;
     /// Source prefix.
-    pub const SRC: u32 = 1 << 2;
+    pub const SRC: u32 = crate::abi::FP_F_SRC;
     /// Destination prefix.
-    pub const DST: u32 = 1 << 3;
+    pub const DST: u32 = crate::abi::FP_F_DST;
     /// IP protocol.
-    pub const PROTO: u32 = 1 << 4;
+    pub const PROTO: u32 = crate::abi::FP_F_PROTO;
     /// Fragment state.
-    pub const FRAG: u32 = 1 << 5;
+    pub const FRAG: u32 = crate::abi::FP_F_FRAG;
     /// Source port class.
-    pub const SPORT: u32 = 1 << 6;
+    pub const SPORT: u32 = crate::abi::FP_F_SPORT;
     /// Destination port class.
-    pub const DPORT: u32 = 1 << 7;
+    pub const DPORT: u32 = crate::abi::FP_F_DPORT;
     /// Frame length class.
-    pub const LEN: u32 = 1 << 8;
+    pub const LEN: u32 = crate::abi::FP_F_LEN;
     /// TCP flags (masked).
-    pub const FLAGS: u32 = 1 << 9;
+    pub const FLAGS: u32 = crate::abi::FP_F_FLAGS;
 }
 
-/// Action codes (mirrored in fastpath_abi.h). 0 is PASS: a never-written config passes all.
+/// Action codes (`FP_ACT_*` of fastpath_abi.h). 0 is PASS: a never-written config passes all.
 pub mod action {
     /// XDP_PASS.
-    pub const PASS: u8 = 0;
+    pub const PASS: u8 = crate::abi::FP_ACT_PASS as u8;
     /// XDP_DROP.
-    pub const DROP: u8 = 1;
+    pub const DROP: u8 = crate::abi::FP_ACT_DROP as u8;
     /// XSKMAP.
-    pub const XSK: u8 = 2;
+    pub const XSK: u8 = crate::abi::FP_ACT_XSK as u8;
     /// CPUMAP.
-    pub const CPU: u8 = 3;
+    pub const CPU: u8 = crate::abi::FP_ACT_CPU as u8;
     /// XDP_TX.
-    pub const TX: u8 = 4;
+    pub const TX: u8 = crate::abi::FP_ACT_TX as u8;
     /// DEVMAP.
-    pub const REDIRECT: u8 = 5;
+    pub const REDIRECT: u8 = crate::abi::FP_ACT_REDIRECT as u8;
     /// In [`super::Compiled::malformed`] only: the default action applies.
-    pub const MALFORMED_DEFAULT: u8 = 0xff;
+    pub const MALFORMED_DEFAULT: u8 = crate::abi::FP_MALFORMED_DEFAULT as u8;
 }
 
 /// One tuple: which fields its rules constrain, and how.

@@ -73,13 +73,14 @@ use std::net::IpAddr;
 use serde::Deserialize;
 
 /// Most rules one rule set may hold (the size of the per-set action and counter arrays).
-pub const MAX_RULES: usize = 131_072;
-/// Most distinct CPU sets (`action = "cpu"`) in one rule set.
-pub const MAX_CPU_SETS: usize = 64;
-/// Most CPUs in one CPU set.
-pub const MAX_CPUS_PER_SET: usize = 16;
-/// Most distinct `redirect` interfaces in one rule set.
-pub const MAX_REDIRECT_PORTS: usize = 64;
+/// `FP_CLS_MAX_RULES` (bpf/include/fastpath_abi.h).
+pub const MAX_RULES: usize = crate::abi::FP_CLS_MAX_RULES as usize;
+/// Most distinct CPU sets (`action = "cpu"`) in one rule set (`FP_CLS_MAX_CPU_SETS`).
+pub const MAX_CPU_SETS: usize = crate::abi::FP_CLS_MAX_CPU_SETS as usize;
+/// Most CPUs in one CPU set (`FP_CLS_MAX_CPUS`).
+pub const MAX_CPUS_PER_SET: usize = crate::abi::FP_CLS_MAX_CPUS as usize;
+/// Most distinct `redirect` interfaces in one rule set (`FP_CLS_MAX_PORTS`).
+pub const MAX_REDIRECT_PORTS: usize = crate::abi::FP_CLS_MAX_PORTS as usize;
 
 /// What happens to a matching packet.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -222,7 +223,7 @@ pub struct Rule {
 
 /// With a per-source `rate` and no `rate_total`, the aggregate limit is this many sources' worth
 /// (`FP_RATE_TOTAL_SOURCES` in bpf/include/fastpath_abi.h).
-pub const RATE_TOTAL_SOURCES: u64 = 64;
+pub const RATE_TOTAL_SOURCES: u64 = crate::abi::FP_RATE_TOTAL_SOURCES as u64;
 
 /// A validated rule set: rules in evaluation order (sorted by priority, file order for ties).
 #[derive(Debug, Clone, PartialEq, Eq)]

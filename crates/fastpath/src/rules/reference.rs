@@ -7,10 +7,10 @@ use std::net::IpAddr;
 use super::{Frag, Match, RuleSet};
 
 /// Outer VLAN id of an untagged frame.
-pub const NO_VLAN: u16 = 0xffff;
+pub const NO_VLAN: u16 = crate::abi::FP_NO_VLAN as u16;
 /// IPv6 extension headers the parser walks (`FP_MAX_IPV6_EXT`). A chain still going after this
 /// many is [`Reject::Malformed`]: the kernel walks any number, so its protocol is unknown here.
-pub const MAX_IPV6_EXT: usize = 8;
+pub const MAX_IPV6_EXT: usize = crate::abi::FP_MAX_IPV6_EXT as usize;
 
 /// Why a frame cannot be classified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

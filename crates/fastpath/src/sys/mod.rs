@@ -4,6 +4,7 @@
 //! so an error printed at the top of the program says exactly what the kernel refused.
 
 pub mod packet;
+pub mod probe;
 pub mod tun;
 
 use std::ffi::CString;
