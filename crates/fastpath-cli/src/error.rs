@@ -53,7 +53,7 @@ impl From<XskError> for CliError {
             | XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadHeadroom { .. } => usage(e),
-            XskError::Unsupported { .. } => env(e),
+            XskError::Unsupported(_) => unsupported(e),
             _ => kernel(e),
         }
     }

@@ -295,3 +295,33 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// `--shared-umem` over two queues where the kernel (here: the feature table, told to refuse it
+/// with FASTPATH_DENY_FEATURES) has no shared UMEM across queues: one line naming the feature
+/// and its minimum kernel, exit 6, and no XDP program left on the interface.
+#[test]
+fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
+    if !privileged("shared_umem_refused_names_the_feature_and_leaves_nothing") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ..Default::default() }).expect("test bed");
+    let o = fastpath()
+        .env("FASTPATH_DENY_FEATURES", "shared_umem_other_queue")
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--shared-umem"])
+        .args(["--duration", "1"])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(6), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+    assert!(e.contains("shared UMEM") && e.contains("5.10"), "names the feature and its kernel: {e}");
+    assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "no XDP program left after the refusal");
+    // Without --shared-umem the same run works: one UMEM per queue needs no sharing.
+    let o = fastpath()
+        .env("FASTPATH_DENY_FEATURES", "shared_umem_other_queue")
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--duration", "0.5"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+}

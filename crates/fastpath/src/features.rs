@@ -195,8 +195,14 @@ impl Features {
     }
 
     /// `Ok` if the kernel has `f`, else [`Unsupported`] naming it and its minimum kernel.
+    ///
+    /// `FASTPATH_DENY_FEATURES=key,key` (keys of [`Feature::key`]) makes `check` refuse those
+    /// features whatever the kernel says: to exercise a fallback or an error path on a kernel
+    /// that has the feature (as libxdp's `LIBXDP_SKIP_DISPATCHER` does for its dispatcher).
     pub fn check(&self, f: Feature) -> Result<(), Unsupported> {
-        if self.supported(f) {
+        let denied = std::env::var("FASTPATH_DENY_FEATURES")
+            .is_ok_and(|v| v.split(',').any(|k| k.trim() == f.key()));
+        if self.supported(f) && !denied {
             Ok(())
         } else {
             Err(Unsupported { feature: f.name(), min_kernel: f.min_kernel() })

@@ -164,16 +164,9 @@ pub enum XskError {
         /// The failed bind.
         cause: SysError,
     },
-    /// A kernel feature this needs is absent (probed, or refused by the kernel).
-    #[error("{feature} is not supported here (needs Linux >= {min_kernel}{driver_note})")]
-    Unsupported {
-        /// The feature, e.g. "shared UMEM across queues or interfaces".
-        feature: &'static str,
-        /// The first kernel version with it.
-        min_kernel: &'static str,
-        /// ", and driver support" and the like; may be empty.
-        driver_note: String,
-    },
+    /// A kernel feature this needs is absent ([`crate::features`]).
+    #[error(transparent)]
+    Unsupported(#[from] crate::features::Unsupported),
     /// A socket cannot share this UMEM any more.
     #[error("the UMEM cannot be shared: {why}")]
     UmemUnusable {
@@ -336,6 +329,11 @@ impl XskSocket {
             Some(fd) => (Sharing::Owner, fd, None),
             None => {
                 let (sharing, with) = pick_share(umem, dev.ifindex, queue_id)?;
+                let f = match sharing {
+                    Sharing::OtherQueue => crate::features::Feature::SharedUmemOtherQueue,
+                    _ => crate::features::Feature::SharedUmem,
+                };
+                crate::features::probe().check(f)?;
                 (sharing, sys::socket_xdp()?, with)
             }
         };
@@ -368,12 +366,9 @@ impl XskSocket {
                     last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
                 }
                 Err(XskError::Sys(e)) if sharing == Sharing::OtherQueue && e.errno == libc::EINVAL => {
-                    return Err(XskError::Unsupported {
-                        feature:
-                            "shared UMEM across queues or interfaces (XDP_SHARED_UMEM with own FILL/COMPLETION rings)",
-                        min_kernel: "5.10",
-                        driver_note: format!(", and a driver that takes it; bind said {}", sys::errno_text(e.errno)),
-                    });
+                    // The probe said yes, this driver said no.
+                    let f = crate::features::Feature::SharedUmemOtherQueue;
+                    return Err(crate::features::Unsupported { feature: f.name(), min_kernel: f.min_kernel() }.into());
                 }
                 Err(e) => return Err(e),
             }
@@ -408,11 +403,8 @@ impl XskSocket {
             sys::getsockopt(&fd, SOL_XDP, XDP_MMAP_OFFSETS, "SOL_XDP, XDP_MMAP_OFFSETS")?;
         if off_len < std::mem::size_of::<libc::xdp_mmap_offsets>() {
             // Kernels before 5.4 return the v1 layout without the flags word (no need_wakeup).
-            return Err(XskError::Unsupported {
-                feature: "the AF_XDP ring layout with a flags word (need_wakeup)",
-                min_kernel: "5.4",
-                driver_note: String::new(),
-            });
+            let f = crate::features::Feature::NeedWakeup;
+            return Err(crate::features::Unsupported { feature: f.name(), min_kernel: f.min_kernel() }.into());
         }
         let desc_sz = std::mem::size_of::<XdpDesc>();
         let rs = config.ring_size;
