@@ -200,8 +200,7 @@ impl Features {
     /// features whatever the kernel says: to exercise a fallback or an error path on a kernel
     /// that has the feature (as libxdp's `LIBXDP_SKIP_DISPATCHER` does for its dispatcher).
     pub fn check(&self, f: Feature) -> Result<(), Unsupported> {
-        let denied = std::env::var("FASTPATH_DENY_FEATURES")
-            .is_ok_and(|v| v.split(',').any(|k| k.trim() == f.key()));
+        let denied = std::env::var("FASTPATH_DENY_FEATURES").is_ok_and(|v| v.split(',').any(|k| k.trim() == f.key()));
         if self.supported(f) && !denied {
             Ok(())
         } else {
