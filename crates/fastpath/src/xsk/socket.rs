@@ -96,8 +96,10 @@ pub struct XskConfig {
 impl XskConfig {
     /// Checks every size before anything is created.
     pub fn validate(&self) -> Result<(), XskError> {
-        self.umem.validate()?;
-        self.socket.validate()
+        // The socket first: the CLI derives FILL/COMPLETION sizes from the ring size, so a bad
+        // ring size is named as itself.
+        self.socket.validate()?;
+        self.umem.validate()
     }
 }
 
