@@ -12,7 +12,7 @@ fn main() {
     let multiarch = format!("-I/usr/include/{arch}-linux-gnu");
     let include = format!("-I{}", bpf_dir.join("include").display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_abi.h").display());
-    for name in ["xsk_redirect", "xdp_drop", "xdp_gen", "classifier"] {
+    for name in ["xsk_redirect", "xdp_drop", "xdp_gen", "classifier", "xdp_monitor", "xdp_redirect_cpu"] {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
         SkeletonBuilder::new()
