@@ -12,11 +12,25 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "fastpath_abi.h"
 
 /* Only the fields read; offsets come from the kernel's BTF at load. */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	struct net *net;
+} possible_net_t;
+
 struct net_device {
 	int ifindex;
+	possible_net_t nd_net;
 } __attribute__((preserve_access_index));
 
 /* include/net/xdp.h: the verdicts of a CPUMAP entry's XDP program (kernel >= 5.10). */
@@ -85,7 +99,15 @@ static __always_inline int want_dev(const struct net_device *dev)
 {
 	struct fp_mon_config *c = config();
 
-	return !c || !c->ifindex || (dev && dev->ifindex == (int)c->ifindex);
+	if (!c || !c->ifindex)
+		return 1;
+	if (!dev || BPF_CORE_READ(dev, ifindex) != (int)c->ifindex)
+		return 0;
+	/* The same ifindex names a device in every namespace: compare the namespace too (without
+	 * CONFIG_NET_NS there is only one). */
+	if (c->netns_ino && bpf_core_field_exists(dev->nd_net.net))
+		return BPF_CORE_READ(dev, nd_net.net, ns.inum) == c->netns_ino;
+	return 1;
 }
 
 static __always_inline int want_map(int map_id)
@@ -193,7 +215,8 @@ int BPF_PROG(tp_xdp_devmap_xmit, const struct net_device *from_dev, const struct
 	__u32 k = 0;
 	struct fp_mon_devmap *v;
 
-	if (!want_dev(from_dev))
+	/* Either end: the sender of a live-frames generator's frames is the namespace's loopback. */
+	if (!want_dev(from_dev) && !want_dev(to_dev))
 		return 0;
 	v = bpf_map_lookup_elem(&mon_devmap, &k);
 	if (v) {

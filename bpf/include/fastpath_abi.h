@@ -192,8 +192,11 @@ struct fp_rate_total {
 
 /* What the monitor counts; 0 = everything. Key 0 of mon_config. */
 struct fp_mon_config {
-	__u32 ifindex;    /* xdp_exception / xdp_redirect_err: dev; xdp_devmap_xmit: from_dev */
+	__u32 ifindex;    /* xdp_exception / xdp_redirect_err: dev; xdp_devmap_xmit: from_dev or to_dev */
 	__u32 cpumap_id;  /* xdp_cpumap_enqueue / xdp_cpumap_kthread: map_id */
+	__u32 netns_ino;  /* the device's network namespace (inode of /proc/PID/ns/net): ifindexes
+	                   * are per namespace */
+	__u32 _pad;
 };
 
 /* xdp_cpumap_enqueue, key = to_cpu. `processed` includes `drops` (kernel/bpf/cpumap.c

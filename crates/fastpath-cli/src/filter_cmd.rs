@@ -261,7 +261,11 @@ fn watch(
     let tp = if run.extended { crate::report::tracepoints() } else { None };
     if let Some(t) = tp {
         let ifindex = NetDev::by_name(iface).map(|d| d.ifindex).unwrap_or(0);
-        let _ = t.set_filter(fastpath::bpf::MonitorFilter { ifindex, cpumap_id: cls.cpu_map_id().unwrap_or(0) });
+        let _ = t.set_filter(fastpath::bpf::MonitorFilter {
+            ifindex,
+            cpumap_id: cls.cpu_map_id().unwrap_or(0),
+            netns_ino: fastpath::bpf::monitor::current_netns_ino(),
+        });
     }
     let tp0 = tp.and_then(|t| t.snapshot().ok());
     let mut prev_tp = tp0.clone();

@@ -1,4 +1,4 @@
-//! `fastpath bench redirect-cpu`: every frame of the interface through a CPUMAP to the CPUs of
+//! `fastpath bench redirect-cpu` (docs/ARCHITECTURE.md §4b): every frame of the interface through a CPUMAP to the CPUs of
 //! `--cpus` (library: `fastpath::bpf::cpumap`), as xdp-bench's redirect-cpu. Interval lines give
 //! the frames the interface program redirected and the frames each target CPU's CPUMAP program
 //! received, per second; the summary adds per-CPU totals and, with `-e`, the XDP tracepoint

@@ -245,3 +245,52 @@ fn bad_values_attach_nothing() {
     assert!(last_json(&o)["tracepoints"].is_object(), "{}", String::from_utf8_lossy(&o.stdout));
     assert!(attached(ns, i).is_none(), "left attached after --duration 0");
 }
+
+/// The monitor's interface filter is the ifindex AND its namespace: two test beds whose sending
+/// veths have the same ifindex, traffic out of both, and `-e` on one counts only its own
+/// `xdp_devmap_xmit` frames.
+#[test]
+fn tracepoint_filter_tells_namespaces_apart() {
+    if !privileged("tracepoint_filter_tells_namespaces_apart") {
+        return;
+    }
+    let _serial = serial();
+    let (x, y) = (bed(), bed());
+    let ifindex = |ns: &str, i: &str| -> u32 {
+        let i = i.to_string();
+        fastpath_testbed::run_in_netns(ns, move || fastpath::netdev::NetDev::by_name(&i).expect("iface").ifindex)
+            .expect("netns")
+    };
+    assert_eq!(ifindex(x.ns_a(), x.iface_a()), ifindex(y.ns_a(), y.iface_a()), "same ifindex in both beds");
+    let sink = |b: &Testbed| {
+        Running::start(&["bench", "xdpdrop", "--netns", b.ns_b(), "-i", b.iface_b(), "--json", "--duration", "60"])
+    };
+    let (sx, sy) = (sink(&x), sink(&y));
+    let mon = Running::start(&[
+        "bench",
+        "xdpdrop",
+        "--netns",
+        x.ns_a(),
+        "-i",
+        x.iface_a(),
+        "-e",
+        "--json",
+        "--duration",
+        "60",
+        "--interval",
+        "100",
+    ]);
+    let gy = gen(&y, &["--count", "50000", "--rate", "100000", "--duration", "60"]);
+    let gx = gen(&x, &["--count", "1000", "--rate", "10000", "--duration", "60"]);
+    assert_eq!(n(&gy["delivered"]), 50_000, "{gy}");
+    assert_eq!(n(&gx["delivered"]), 1_000, "{gx}");
+    // xdp_devmap_xmit fires in the sender's own flush: the counts are final once gen returned.
+    let (s, status) = mon.terminate();
+    assert!(status.success(), "{s}");
+    for r in [sx, sy] {
+        let _ = r.terminate();
+    }
+    let d = &s["tracepoints"]["devmap_xmit"];
+    assert_eq!(n(&d["sent"]), 1_000, "only this namespace's device: {d}");
+    assert_eq!(n(&d["drops"]), 0, "{d}");
+}

@@ -1,4 +1,4 @@
-//! CPUMAP redirect (`bpf/xdp_redirect_cpu.bpf.c`): an XDP program on an interface sends every
+//! CPUMAP redirect (`bpf/xdp_redirect_cpu.bpf.c`, docs/ARCHITECTURE.md §4b): an XDP program on an interface sends every
 //! frame through a CPUMAP (`kernel/bpf/cpumap.c`) to one CPU of a list, where the CPUMAP's
 //! kthread runs a second XDP program (`SEC("xdp/cpumap")`, kernel >= 5.9) that counts the frame
 //! on that CPU and drops it or passes it to the network stack. The engine of

@@ -1,4 +1,5 @@
-//! Drop accounting from the kernel's XDP tracepoints, as xdp-bench (xdp-tools) does with `-e`.
+//! Drop accounting from the kernel's XDP tracepoints, as xdp-bench (xdp-tools) does with `-e`
+//! (docs/ARCHITECTURE.md §6).
 //!
 //! [`XdpMonitor::attach`] loads `bpf/xdp_monitor.bpf.c` and attaches one BTF-enabled raw
 //! tracepoint program (`tp_btf`) to each of these tracepoints, all declared in the kernel's
@@ -17,10 +18,10 @@
 //! [`XdpMonitor::snapshot`]s and [`XdpMonitorStats::delta`] them.
 //!
 //! Tracepoints are system-wide: without a [`MonitorFilter`] the counts include every interface
-//! in every network namespace. The ifindex filter applies where the tracepoint names a device
-//! (`xdp_exception`, `xdp_redirect_err`: the receiving device; `xdp_devmap_xmit`: the sending
-//! one); ifindexes are per network namespace, so the same number may name another namespace's
-//! device too. The CPUMAP filter (a map id, global) is exact.
+//! in every network namespace. The interface filter (ifindex and network namespace) applies
+//! where the tracepoint names a device (`xdp_exception`, `xdp_redirect_err`: the receiving
+//! device; `xdp_devmap_xmit`: either device); the CPUMAP filter (a map id) to
+//! `xdp_cpumap_enqueue` and `xdp_cpumap_kthread`.
 //!
 //! Requirements: CAP_BPF + CAP_PERFMON (or root); kernel BTF (`/sys/kernel/btf/vmlinux`,
 //! CONFIG_DEBUG_INFO_BTF=y); Linux >= 5.5 for `tp_btf` and >= 5.10 for the CPUMAP program
@@ -59,10 +60,21 @@ pub struct MonitorProbe {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MonitorFilter {
     /// Interface index (in the namespace of the device): `xdp_exception` and
-    /// `xdp_redirect_err` of frames received on it, `xdp_devmap_xmit` of frames sent from it.
+    /// `xdp_redirect_err` of frames received on it, `xdp_devmap_xmit` of frames from or to it.
     pub ifindex: u32,
     /// CPUMAP id (`bpf_map_info.id`): `xdp_cpumap_enqueue` and `xdp_cpumap_kthread` of it only.
     pub cpumap_id: u32,
+    /// With `ifindex`: the device's network namespace (inode number of `/proc/PID/ns/net`);
+    /// 0 = any namespace.
+    pub netns_ino: u32,
+}
+
+/// The inode number of the calling thread's network namespace (0 if it cannot be read).
+pub fn current_netns_ino() -> u32 {
+    std::fs::read_link("/proc/thread-self/ns/net")
+        .ok()
+        .and_then(|p| p.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').parse::<u32>().ok())
+        .unwrap_or(0)
 }
 
 /// Counts by XDP action (`xdp_exception`): frames.
@@ -420,9 +432,10 @@ impl XdpMonitor {
 
     /// Counts only what `f` selects from now on (counts so far stay).
     pub fn set_filter(&self, f: MonitorFilter) -> Result<(), BpfError> {
-        let mut v = [0u8; 8];
+        let mut v = [0u8; 16];
         v[0..4].copy_from_slice(&f.ifindex.to_ne_bytes());
         v[4..8].copy_from_slice(&f.cpumap_id.to_ne_bytes());
+        v[8..12].copy_from_slice(&f.netns_ino.to_ne_bytes());
         self.config
             .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "mon_config", cause })
@@ -436,12 +449,13 @@ impl XdpMonitor {
             .map_err(|cause| BpfError::Map { map: "mon_config", cause })?
             .unwrap_or_default();
         let rd = |o: usize| v.get(o..o + 4).map_or(0, |b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
-        Ok(MonitorFilter { ifindex: rd(0), cpumap_id: rd(4) })
+        Ok(MonitorFilter { ifindex: rd(0), cpumap_id: rd(4), netns_ino: rd(8) })
     }
 
-    /// Sets the interface part of the filter (0: every interface), keeping the CPUMAP part.
+    /// Sets the interface part of the filter to `ifindex` in the calling thread's network
+    /// namespace (0: every interface), keeping the CPUMAP part.
     pub fn set_ifindex(&self, ifindex: u32) -> Result<(), BpfError> {
-        self.set_filter(MonitorFilter { ifindex, ..self.filter()? })
+        self.set_filter(MonitorFilter { ifindex, netns_ino: current_netns_ino(), ..self.filter()? })
     }
 
     /// Sets the CPUMAP part of the filter (0: every CPUMAP), keeping the interface part.
