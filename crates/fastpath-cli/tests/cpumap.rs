@@ -74,16 +74,31 @@ fn gen(bed: &Testbed, extra: &[&str]) -> Value {
     last_json(&o)
 }
 
-/// Every UDP frame sent goes to CPU 1 and arrives there: the CPUMAP program's count on CPU 1
-/// equals the frames sent, nothing runs on CPU 0. Twice: `--cpus 1`, and `--cpus 0,1
-/// --cpu-dist proto` (UDP goes to the list's second CPU).
+/// Where frames arrive is where the distribution says, every frame exactly once, counted by
+/// the CPUMAP program on the CPU it ran on (one UDP flow, paced, from a generator on CPU 0, so
+/// the veth's NAPI runs on CPU 0 only):
+/// - `--cpus 1`: all on CPU 1, nothing on CPU 0 (with `--remote-action pass` too: the kthread
+///   reports the verdicts as xdp_pass);
+/// - `--cpus 0,1 --cpu-dist proto`: UDP goes to the list's second CPU, 1;
+/// - `--cpus 0,1 --cpu-dist hash`: one flow, one CPU (either);
+/// - `--cpus 0,1` (round robin from one receiving CPU): exactly half on each.
 #[test]
-fn frames_redirected_to_cpu1_arrive_there() {
-    if !privileged("frames_redirected_to_cpu1_arrive_there") || !two_cpus("frames_redirected_to_cpu1_arrive_there") {
+fn frames_arrive_on_the_cpus_the_distribution_picks() {
+    let t = "frames_arrive_on_the_cpus_the_distribution_picks";
+    if !privileged(t) || !two_cpus(t) {
         return;
     }
     let _serial = serial();
-    for case in [&["--cpus", "1"][..], &["--cpus", "0,1", "--cpu-dist", "proto"][..]] {
+    const N: u64 = 30_000;
+    // (arguments, frames expected on CPU 0 and CPU 1 (None: all on one of them), verdict).
+    let cases: [(&[&str], Option<(u64, u64)>, &str); 5] = [
+        (&["--cpus", "1"], Some((0, N)), "xdp_drop"),
+        (&["--cpus", "1", "--remote-action", "pass"], Some((0, N)), "xdp_pass"),
+        (&["--cpus", "0,1", "--cpu-dist", "proto"], Some((0, N)), "xdp_drop"),
+        (&["--cpus", "0,1", "--cpu-dist", "hash"], None, "xdp_drop"),
+        (&["--cpus", "0,1", "--cpu-dist", "round-robin"], Some((N / 2, N / 2)), "xdp_drop"),
+    ];
+    for (case, want, verdict) in cases {
         let bed = bed();
         // A queue that holds the whole paced burst: nothing may be refused here.
         let mut args = case.to_vec();
@@ -91,20 +106,32 @@ fn frames_redirected_to_cpu1_arrive_there() {
         let rx = redirect_cpu(&bed, &args);
         let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
         let g = gen(&bed, &["--count", "30000", "--rate", "20000", "--duration", "60", "--cpu", "0"]);
-        assert_eq!(n(&g["totals"]["tx_packets"]), 30_000, "{g}");
-        assert_eq!(n(&g["delivered"]), 30_000, "the receiving veth took every frame: {g}");
-        wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, 30_000);
+        assert_eq!(n(&g["totals"]["tx_packets"]), N, "{g}");
+        assert_eq!(n(&g["delivered"]), N, "the receiving veth took every frame: {g}");
+        wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, N);
         let (s, status) = rx.terminate();
         assert!(status.success(), "redirect-cpu {case:?} exit {status:?}: {s}");
         eprintln!("{case:?}: {s}");
-        assert_eq!(n(&s["redirected"]), 30_000, "{case:?}: {s}");
-        assert_eq!(n(&s["delivered_per_cpu"]["1"]), 30_000, "{case:?}: every frame on CPU 1: {s}");
-        assert_eq!(n(&s["delivered_per_cpu"]["0"]), 0, "{case:?}: nothing on CPU 0: {s}");
+        assert_eq!(n(&s["redirected"]), N, "{case:?}: {s}");
+        assert_eq!(n(&s["delivered"]), N, "{case:?}: {s}");
+        let got = (n(&s["delivered_per_cpu"]["0"]), n(&s["delivered_per_cpu"]["1"]));
+        match want {
+            Some(w) => assert_eq!(got, w, "{case:?}: frames on CPU 0 and CPU 1: {s}"),
+            None => assert!(got == (N, 0) || got == (0, N), "{case:?}: one flow on one CPU: {s}"),
+        }
         let tp = &s["tracepoints"];
-        assert_eq!(n(&tp["cpumap_enqueue"]["1"]["processed"]), 30_000, "{case:?}: {tp}");
-        assert_eq!(n(&tp["cpumap_enqueue"]["1"]["drops"]), 0, "{case:?}: {tp}");
-        assert!(tp["cpumap_enqueue"].get("0").is_none(), "{case:?}: nothing enqueued to CPU 0: {tp}");
-        assert_eq!(n(&tp["cpumap_kthread"]["1"]["xdp_drop"]), 30_000, "{case:?}: {tp}");
+        let mut kthread = 0;
+        for (cpu, frames) in [("0", got.0), ("1", got.1)] {
+            if frames == 0 {
+                assert!(tp["cpumap_enqueue"].get(cpu).is_none(), "{case:?}: nothing enqueued to CPU {cpu}: {tp}");
+                continue;
+            }
+            assert_eq!(n(&tp["cpumap_enqueue"][cpu]["processed"]), frames, "{case:?}: {tp}");
+            assert_eq!(n(&tp["cpumap_enqueue"][cpu]["drops"]), 0, "{case:?}: {tp}");
+            assert_eq!(n(&tp["cpumap_kthread"][cpu][verdict]), frames, "{case:?}: {tp}");
+            kthread += n(&tp["cpumap_kthread"][cpu]["processed"]);
+        }
+        assert_eq!(kthread, N, "{case:?}: {tp}");
         assert_eq!(s["unaccounted"].as_i64(), Some(0), "{case:?}: {s}");
         assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "XDP program left attached after SIGTERM");
     }
