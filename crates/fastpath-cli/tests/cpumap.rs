@@ -91,7 +91,8 @@ fn frames_arrive_on_the_cpus_the_distribution_picks() {
     let _serial = serial();
     const N: u64 = 30_000;
     // (arguments, frames expected on CPU 0 and CPU 1 (None: all on one of them), verdict).
-    let cases: [(&[&str], Option<(u64, u64)>, &str); 5] = [
+    type Case = (&'static [&'static str], Option<(u64, u64)>, &'static str);
+    let cases: [Case; 5] = [
         (&["--cpus", "1"], Some((0, N)), "xdp_drop"),
         (&["--cpus", "1", "--remote-action", "pass"], Some((0, N)), "xdp_pass"),
         (&["--cpus", "0,1", "--cpu-dist", "proto"], Some((0, N)), "xdp_drop"),
