@@ -184,6 +184,59 @@ struct fp_rate_total {
 	__u64 last_ns;
 };
 
+/* ---- XDP tracepoint monitor (bpf/xdp_monitor.bpf.c; Rust side: crates/fastpath/src/bpf/monitor.rs) ----
+ * Counts what the kernel's XDP tracepoints (include/trace/events/xdp.h) report, per CPU. */
+
+#define FP_MON_ACTIONS    6    /* XDP_ABORTED..XDP_REDIRECT, then one slot for unknown actions */
+#define FP_MON_ERRNOS     256  /* redirect errors by -err; errno >= 255 lands in slot 255 */
+#define FP_MON_MAX_CPUS   256  /* cpumap enqueue counters by target CPU */
+
+/* What the monitor counts; 0 = everything. Key 0 of mon_config. */
+struct fp_mon_config {
+	__u32 ifindex;    /* xdp_exception / xdp_redirect_err: dev; xdp_devmap_xmit: from_dev or to_dev */
+	__u32 cpumap_id;  /* xdp_cpumap_enqueue / xdp_cpumap_kthread: map_id */
+	__u32 netns_ino;  /* the device's network namespace (inode of /proc/PID/ns/net): ifindexes
+	                   * are per namespace */
+	__u32 _pad;
+};
+
+/* xdp_cpumap_enqueue, key = to_cpu. `processed` includes `drops` (kernel/bpf/cpumap.c
+ * bq_flush_to_queue); `bulks` counts the tracepoint's firings (one per bulk flushed). */
+struct fp_mon_enqueue {
+	__u64 processed;
+	__u64 drops;
+	__u64 bulks;
+	__u64 _pad[5];
+} __attribute__((aligned(64)));
+
+/* xdp_cpumap_kthread, key 0, per CPU: the kthread runs on its target CPU. */
+struct fp_mon_kthread {
+	__u64 processed;
+	__u64 drops;       /* skb allocation failures */
+	__u64 sched;       /* times the kthread yielded the CPU */
+	__u64 xdp_pass;    /* verdicts of the CPUMAP entry's own XDP program */
+	__u64 xdp_drop;
+	__u64 xdp_redirect;
+	__u64 _pad[2];
+} __attribute__((aligned(64)));
+
+/* xdp_devmap_xmit (ndo_xdp_xmit of a redirect to a device), key 0. */
+struct fp_mon_devmap {
+	__u64 sent;
+	__u64 drops;
+	__u64 err;         /* calls that returned an error */
+	__u64 calls;
+	__u64 _pad[4];
+} __attribute__((aligned(64)));
+
+/* ---- CPUMAP redirect (bpf/xdp_redirect_cpu.bpf.c; Rust side: crates/fastpath/src/bpf/cpumap.rs) ---- */
+
+#define FP_RCPU_MAX_CPUS  64   /* CPUs in the --cpus list */
+#define FP_RCPU_MAP_SIZE  256  /* CPUMAP entries: key = CPU number */
+#define FP_DIST_ROUND_ROBIN 0
+#define FP_DIST_HASH        1
+#define FP_DIST_PROTO       2  /* TCP -> list[0], UDP -> list[1 % n], anything else -> list[2 % n] */
+
 /* Sizes both sides rely on (map value sizes; src/abi.rs repeats them). */
 _Static_assert(sizeof(struct fp_pkt_stats) == 64, "fp_pkt_stats: one cache line per CPU");
 _Static_assert(sizeof(struct fp_payload) == FP_PAYLOAD_LEN, "fp_payload: FP_PAYLOAD_LEN bytes");
@@ -197,5 +250,9 @@ _Static_assert(sizeof(struct fp_cpu_set) == 4 + 4 * FP_CLS_MAX_CPUS, "fp_cpu_set
 _Static_assert(sizeof(struct fp_rate_key) == 20, "fp_rate_key: 20 bytes");
 _Static_assert(sizeof(struct fp_rate_bucket) == 16, "fp_rate_bucket: 16 bytes");
 _Static_assert(sizeof(struct fp_rate_total) == 24, "fp_rate_total: 24 bytes");
+_Static_assert(sizeof(struct fp_mon_config) == 16, "fp_mon_config: 16 bytes");
+_Static_assert(sizeof(struct fp_mon_enqueue) == 64, "fp_mon_enqueue: one cache line");
+_Static_assert(sizeof(struct fp_mon_kthread) == 64, "fp_mon_kthread: one cache line");
+_Static_assert(sizeof(struct fp_mon_devmap) == 64, "fp_mon_devmap: one cache line");
 
 #endif /* FASTPATH_ABI_H */

@@ -154,6 +154,9 @@ pub enum BenchMode {
     L2fwd,
     /// The in-kernel reference: count and XDP_DROP in the driver.
     Xdpdrop,
+    /// Redirect every frame through a CPUMAP to the CPUs of --cpus (--cpu-dist, --qsize,
+    /// --remote-action); counts what each CPU received.
+    RedirectCpu,
 }
 
 /// Which port backend `bench rxdrop`/`txonly` run on.
@@ -294,9 +297,84 @@ pub struct RunArgs {
     /// One JSON object per interval and one for the summary.
     #[arg(long)]
     pub json: bool,
-    /// More counters per line.
+    /// More counters per line; on `bench` and `filter stats` also attach the XDP tracepoint
+    /// monitor (xdp_exception, xdp_redirect_err, xdp_cpumap_enqueue/kthread, xdp_devmap_xmit;
+    /// needs kernel BTF, Linux >= 5.10) and show its counters ("tracepoints" in JSON).
     #[arg(short = 'e', long)]
     pub extended: bool,
+}
+
+/// `bench redirect-cpu`: the CPUMAP and its programs.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CpumapArgs {
+    /// redirect-cpu: target CPUs, e.g. 1 or 0,2-3 (default: every online CPU but 0, which takes
+    /// the receive softirq here; CPU 0 on a one-CPU machine).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+    /// redirect-cpu: how each frame's CPU is chosen (hash: of the 5-tuple; proto: TCP to the
+    /// list's first CPU, UDP to its second, the rest to its third).
+    #[arg(long, value_enum, default_value_t = CpuDistArg::RoundRobin)]
+    pub cpu_dist: CpuDistArg,
+    /// redirect-cpu: frames each target CPU's CPUMAP queue holds (bpf_cpumap_val.qsize).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    pub qsize: u32,
+    /// redirect-cpu: verdict of the XDP program on the CPUMAP entries (runs on the target CPU).
+    #[arg(long, value_enum, default_value_t = RemoteActionArg::Drop)]
+    pub remote_action: RemoteActionArg,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum CpuDistArg {
+    #[default]
+    RoundRobin,
+    Hash,
+    Proto,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum RemoteActionArg {
+    #[default]
+    Drop,
+    Pass,
+}
+
+/// A `--cpus` list (a type of its own: clap reads `Option<Vec<_>>` as a repeated option).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+/// `--cpus`: a list like `1`, `0,2-3`; every CPU online on this machine, each once, at most 64.
+pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    let ncpu = fastpath::sys::online_cpus().min(fastpath::bpf::cpumap::MAP_SIZE as usize) as u32;
+    let bad = |what: &str| {
+        format!(
+            "--cpus {s} is not accepted: {what}; use CPUs of this machine, 0..={}, as a list like 1 or 0,2-3",
+            ncpu.saturating_sub(1)
+        )
+    };
+    let mut out: Vec<u32> = Vec::new();
+    for part in s.split(',') {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u32>(), b.trim().parse::<u32>()),
+            None => (part.trim().parse::<u32>(), part.trim().parse::<u32>()),
+        };
+        let (Ok(lo), Ok(hi)) = (lo, hi) else { return Err(bad(&format!("{part:?} is not a CPU number or range"))) };
+        if lo > hi {
+            return Err(bad(&format!("range {part} runs backwards")));
+        }
+        if hi >= ncpu {
+            return Err(bad(&format!("CPU {hi} does not exist")));
+        }
+        for c in lo..=hi {
+            if out.contains(&c) {
+                return Err(bad(&format!("CPU {c} is listed twice")));
+            }
+            out.push(c);
+        }
+    }
+    if out.len() > fastpath::bpf::cpumap::MAX_CPUS {
+        return Err(bad(&format!("{} CPUs, at most {}", out.len(), fastpath::bpf::cpumap::MAX_CPUS)));
+    }
+    Ok(CpuList(out))
 }
 
 /// The generated frames.
@@ -356,6 +434,8 @@ pub struct BenchArgs {
     /// (rules with action "xsk" reach the socket) instead of the minimal redirect program.
     #[arg(long)]
     pub rules: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub cpumap: CpumapArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -494,6 +574,17 @@ pub struct CompareArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpus("0"), Ok(CpuList(vec![0])));
+        let n = fastpath::sys::online_cpus() as u32;
+        assert_eq!(parse_cpus(&format!("0-{}", n - 1)), Ok(CpuList((0..n).collect())));
+        for bad in ["99", "x", "1-0", "0,0", ""] {
+            let e = parse_cpus(bad).unwrap_err();
+            assert!(e.starts_with(&format!("--cpus {bad} is not accepted")) && e.contains("0..="), "{e}");
+        }
+    }
 
     #[test]
     fn seconds_are_bounded() {

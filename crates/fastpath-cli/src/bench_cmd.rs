@@ -91,7 +91,7 @@ fn columns(mode: BenchMode) -> &'static [Ctr] {
         BenchMode::Rxdrop => &[Ctr::RxPackets],
         BenchMode::Txonly => &[Ctr::TxPackets, Ctr::TxCompleted],
         BenchMode::L2fwd => &[Ctr::RxPackets, Ctr::TxPackets],
-        BenchMode::Xdpdrop | BenchMode::Ddos => &[Ctr::DropPackets],
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => &[Ctr::DropPackets],
     }
 }
 
@@ -102,6 +102,7 @@ fn mode_name(m: BenchMode) -> &'static str {
         BenchMode::L2fwd => "l2fwd",
         BenchMode::Xdpdrop => "xdpdrop",
         BenchMode::Ddos => "ddos",
+        BenchMode::RedirectCpu => "redirect-cpu",
     }
 }
 
@@ -142,6 +143,9 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.mode == BenchMode::Ddos {
         return crate::ddos::run(a, stop);
     }
+    if a.mode == BenchMode::RedirectCpu {
+        return crate::redirect_cpu::run(a, stop);
+    }
     if a.xsk.iface.is_empty() {
         return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
     }
@@ -151,7 +155,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let role = match a.mode {
         BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
         BenchMode::Txonly => Role::Tx,
-        BenchMode::Xdpdrop | BenchMode::Ddos => Role::Drop,
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Role::Drop,
     };
     crate::session::validate(&a.xsk, role)?;
     if a.rules.is_some() && role != Role::Rx {
@@ -244,7 +248,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                             &s,
                         )
                         .map(|_| ()),
-                        BenchMode::Xdpdrop | BenchMode::Ddos => Ok(()),
+                        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Ok(()),
                     }
                 })
             })
@@ -323,6 +327,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             frame: g.frame.clone(),
             verify: false,
             rules: None,
+            cpumap: Default::default(),
             flood_threads: 1,
             path: crate::args::PathArg::Afxdp,
         };

@@ -286,6 +286,10 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         println!("bench ddos: set up and torn down (--duration 0)");
         return Ok(());
     }
+    // -e: the XDP tracepoint counters over the three phases (system-wide: the flood's
+    // refusals are counted at the sending veth, in the other namespace).
+    let tp = if a.run.extended { crate::report::tracepoints() } else { None };
+    let tp0 = tp.and_then(|t| t.snapshot().ok());
     let mut rows = Vec::new();
     for (name, flood, filter) in
         [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)]
@@ -293,11 +297,17 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let fl = Flood { on: flood, threads: a.flood_threads, rate: a.frame.rate };
         rows.push(phase(&bed, name, fl, filter, secs, &stop)?);
     }
+    let tracepoints = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
+        (Some(t1), Some(t0)) => Some(t1.delta(t0)),
+        _ => None,
+    };
     if a.run.json {
-        println!(
-            "{}",
-            json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows})
-        );
+        let mut o =
+            json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows});
+        if let Some(t) = &tracepoints {
+            o["tracepoints"] = json!(t);
+        }
+        println!("{o}");
     } else {
         println!(
             "{:<26} {:>12} {:>8} {:>8} {:>9} {:>9} {:>13} {:>13} {:>14}",
@@ -329,6 +339,12 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2)",
             bed.ns_a()
         );
+        if let Some(t) = &tracepoints {
+            println!("XDP tracepoints over the three phases (all interfaces):");
+            for l in crate::report::tracepoint_lines(t, 0) {
+                println!("{l}");
+            }
+        }
     }
     Ok(())
 }

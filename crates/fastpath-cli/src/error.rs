@@ -78,7 +78,8 @@ impl From<BpfError> for CliError {
             | BpfError::UntrustedPinDir { .. }
             | BpfError::Stale { .. }
             | BpfError::OtherVersion { .. } => env(e),
-            BpfError::Unsupported(_) => unsupported(e),
+            BpfError::Unsupported(_) | BpfError::MissingFeature { .. } => unsupported(e),
+            BpfError::BadValue { .. } => usage(e),
             _ => kernel(e),
         }
     }

@@ -257,6 +257,18 @@ fn watch(
         let set = cls.active().ok()?;
         Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
     };
+    // -e: the XDP tracepoint counters of this interface and the classifier's CPUMAP.
+    let tp = if run.extended { crate::report::tracepoints() } else { None };
+    if let Some(t) = tp {
+        let ifindex = NetDev::by_name(iface).map(|d| d.ifindex).unwrap_or(0);
+        let _ = t.set_filter(fastpath::bpf::MonitorFilter {
+            ifindex,
+            cpumap_id: cls.cpu_map_id().unwrap_or(0),
+            netns_ino: fastpath::bpf::monitor::current_netns_ino(),
+        });
+    }
+    let tp0 = tp.and_then(|t| t.snapshot().ok());
+    let mut prev_tp = tp0.clone();
     let start = Instant::now();
     let duration = Duration::from_secs_f64(run.duration);
     let interval = Duration::from_secs_f64(run.interval);
@@ -278,6 +290,12 @@ fn watch(
         let cur = snap();
         let dt = prev_t.elapsed().as_nanos() as u64;
         prev_t = Instant::now();
+        let cur_tp = tp.and_then(|t| t.snapshot().ok());
+        let tp_delta = match (&cur_tp, &prev_tp) {
+            (Some(a), Some(b)) => Some(a.delta(b)),
+            _ => None,
+        };
+        prev_tp = cur_tp;
         if let (Some((ps, p)), Some((cs, c))) = (&prev, &cur) {
             // After a reload the new set's counters start at zero.
             let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
@@ -289,7 +307,12 @@ fn watch(
             if run.json {
                 let o: serde_json::Map<String, serde_json::Value> =
                     rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
-                println!("{}", json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o}));
+                let mut line = json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o});
+                if let Some(d) = &tp_delta {
+                    line["period_ns"] = json!(dt);
+                    line["tracepoints"] = json!(d);
+                }
+                println!("{line}");
             } else {
                 let mut s = format!("{iface:<14}");
                 for (n, r) in &rates {
@@ -298,6 +321,9 @@ fn watch(
                     }
                 }
                 println!("{s}");
+                for l in tp_delta.as_ref().map(|d| crate::report::tracepoint_lines(d, dt)).unwrap_or_default() {
+                    println!("{l}");
+                }
             }
         }
         prev = cur;
@@ -311,10 +337,18 @@ fn watch(
         .enumerate()
         .map(|(i, c)| json!({"rule": i, "name": names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1)), "packets": c.0, "bytes": c.1}))
         .collect();
+    let tp_total = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
+        (Some(a), Some(b)) => Some(a.delta(b)),
+        _ => None,
+    };
     if run.json {
         let t: serde_json::Map<String, serde_json::Value> =
             totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
-        println!("{}", json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules}));
+        let mut o = json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules});
+        if let Some(d) = &tp_total {
+            o["tracepoints"] = json!(d);
+        }
+        println!("{o}");
         return lost;
     }
     println!("Summary  {iface}  rule set {set}, {n} rules");
@@ -329,6 +363,13 @@ fn watch(
             r["name"].as_str().unwrap_or(""),
             thousands(r["packets"].as_u64().unwrap_or(0))
         );
+    }
+    if let Some(d) = &tp_total {
+        let lines = crate::report::tracepoint_lines(d, 0);
+        println!("  tracepoints{}", if lines.is_empty() { "      no XDP drops or errors reported" } else { "" });
+        for l in lines {
+            println!("  {l}");
+        }
     }
     lost
 }

@@ -9,6 +9,7 @@ mod demo;
 mod error;
 mod filter_cmd;
 mod inject;
+mod redirect_cpu;
 mod report;
 mod session;
 mod testbed_cmd;
@@ -52,6 +53,19 @@ fn main() {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
     let _ = fastpath::sys::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice
+                                                  // -e on bench and filter stats: the XDP tracepoint monitor, attached for the whole run
+                                                  // (after every command-line value has been checked; redirect-cpu checks its own first).
+    let extended = match &cli.cmd {
+        Cmd::Bench(b) => b.run.extended && b.mode != args::BenchMode::RedirectCpu,
+        Cmd::Filter(args::FilterCmd::Stats { run, .. }) => run.extended,
+        _ => false,
+    };
+    if extended {
+        if let Err(e) = report::attach_tracepoints() {
+            eprintln!("fastpath: error: {:#}", e.err);
+            std::process::exit(e.code);
+        }
+    }
     let r = match &cli.cmd {
         Cmd::Testbed(t) => testbed_cmd::run(t),
         Cmd::Bench(b) => bench_cmd::bench(b, stop),

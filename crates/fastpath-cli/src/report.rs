@@ -6,13 +6,53 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fastpath::bpf::XdpDrop;
+use fastpath::bpf::{XdpDrop, XdpMonitor, XdpMonitorStats};
 use fastpath::netdev::{self, NetDev};
 use fastpath::stats::{rate, thousands, Counters, Ctr, COUNTERS};
 use fastpath::sys::monotonic_ns;
 use fastpath::xsk::XskStats;
 use serde::Serialize;
 use serde_json::{json, Value};
+
+/// The XDP tracepoint monitor of this process (`-e`), attached once by [`attach_tracepoints`].
+static TRACEPOINTS: std::sync::OnceLock<XdpMonitor> = std::sync::OnceLock::new();
+
+/// Attaches the XDP tracepoint monitor for the rest of the process (`-e` on `bench` and
+/// `filter stats`); the kernel detaches it when the process ends. A kernel without BTF or the
+/// tracepoints fails here, in one line naming the feature and the first kernel that has it.
+pub fn attach_tracepoints() -> crate::error::CliResult<&'static XdpMonitor> {
+    if let Some(m) = TRACEPOINTS.get() {
+        return Ok(m);
+    }
+    if !fastpath::bpf::have_privileges() {
+        return Err(crate::error::env(anyhow::anyhow!(
+            "-e/--extended attaches the XDP tracepoint monitor: it needs root or CAP_BPF + CAP_PERFMON (try sudo)"
+        )));
+    }
+    let m = XdpMonitor::attach().map_err(|e| crate::error::kernel(anyhow::anyhow!("-e/--extended: {e}")))?;
+    Ok(TRACEPOINTS.get_or_init(|| m))
+}
+
+/// The monitor attached by [`attach_tracepoints`], if any.
+pub fn tracepoints() -> Option<&'static XdpMonitor> {
+    TRACEPOINTS.get()
+}
+
+/// Text lines of tracepoint counters over `dt_ns`: the non-zero ones, as rates
+/// (`  cpumap_enqueue drops to cpu 1: 3,456/s`), or as totals when `dt_ns` is 0.
+pub fn tracepoint_lines(d: &XdpMonitorStats, dt_ns: u64) -> Vec<String> {
+    d.fields()
+        .into_iter()
+        .filter(|(_, v)| *v != 0)
+        .map(|(n, v)| {
+            if dt_ns == 0 {
+                format!("  {n}: {}", thousands(v))
+            } else {
+                format!("  {n}: {}/s", thousands(rate(v, dt_ns).round() as u64))
+            }
+        })
+        .collect()
+}
 
 /// What to watch and how to print it.
 pub struct Monitor<'a> {
@@ -38,11 +78,17 @@ pub struct Monitor<'a> {
     /// run ends and [`Monitor::link_lost`] says what happened.
     pub watch_link: Option<netdev::LinkWatch>,
     pub(crate) link_lost: std::cell::Cell<Option<netdev::LinkEvent>>,
+    /// The XDP tracepoint monitor (set by [`Monitor::for_run`] with `-e` once
+    /// [`attach_tracepoints`] ran): its counters per interval and over the run ("tracepoints").
+    pub tracepoints: Option<&'a XdpMonitor>,
+    /// More kernel counters, read at every line: (name ending in `_packets`, cumulative value),
+    /// shown as rates next to the columns and as totals in the summary.
+    pub extra: Option<&'a dyn Fn() -> Vec<(String, u64)>>,
 }
 
 impl<'a> Monitor<'a> {
     /// A monitor of `counters` for a run shaped by `run` (duration, interval, JSON, extended);
-    /// set the kernel sources (`xsk_fd`, `drop`, `gen`, `ethtool_dev`) on the result.
+    /// set the kernel sources (`xsk_fds`, `drop`, `gen`, `ethtool_dev`) on the result.
     pub fn for_run(
         prefix: String,
         columns: &'a [Ctr],
@@ -64,6 +110,8 @@ impl<'a> Monitor<'a> {
             extended: run.extended,
             watch_link: None,
             link_lost: std::cell::Cell::new(None),
+            tracepoints: if run.extended { tracepoints() } else { None },
+            extra: None,
         }
     }
 
@@ -87,6 +135,10 @@ pub struct Summary {
     pub ethtool: BTreeMap<String, u64>,
     /// The interface's own packet counters over the run (/proc/net/dev of its namespace).
     pub link: Option<netdev::LinkStats>,
+    /// Tracepoint counters over the run (`-e`).
+    pub tracepoints: Option<XdpMonitorStats>,
+    /// [`Monitor::extra`] counters over the run.
+    pub extra: BTreeMap<String, u64>,
 }
 
 impl Summary {
@@ -156,6 +208,8 @@ pub struct Watch {
     base: [u64; 7],
     base_q: Vec<[u64; 7]>,
     t0: u64,
+    tp0: Option<XdpMonitorStats>,
+    extra0: Vec<(String, u64)>,
 }
 
 impl Monitor<'_> {
@@ -174,7 +228,13 @@ impl Monitor<'_> {
         let xsk0 = read_xsk(&self.xsk_fds);
         let base = sum(&self.counters, self.drop, self.gen);
         let base_q = self.per_queue_snapshot();
-        Watch { eth0, link0, xsk0, base, base_q, t0: monotonic_ns() }
+        if let (Some(t), Some(d)) = (self.tracepoints, self.ethtool_dev.as_ref()) {
+            // Only this run's interface where the tracepoint names one.
+            let _ = t.set_ifindex(d.ifindex);
+        }
+        let tp0 = self.tracepoints.and_then(|t| t.snapshot().ok());
+        let extra0 = self.extra.map(|f| f()).unwrap_or_default();
+        Watch { eth0, link0, xsk0, base, base_q, t0: monotonic_ns(), tp0, extra0 }
     }
 
     fn per_queue_snapshot(&self) -> Vec<[u64; 7]> {
@@ -189,6 +249,7 @@ impl Monitor<'_> {
         let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(w.t0));
         let (mut prev, mut prev_t, mut prev_xsk) = (w.base, w.t0, w.xsk0.clone());
         let mut prev_q = w.base_q.clone();
+        let (mut prev_tp, mut prev_extra) = (w.tp0.clone(), w.extra0.clone());
         let mut next = start + self.interval;
         let mut watch = self.watch_link.clone();
         loop {
@@ -213,10 +274,18 @@ impl Monitor<'_> {
             let d = delta_xsk(&xsk, &prev_xsk);
             for (i, label) in self.queue_labels.iter().enumerate() {
                 if let (Some(a), Some(b)) = (prev_q.get(i), cur_q.get(i)) {
-                    self.line(label, a, b, t - prev_t, d.get(i).copied().flatten());
+                    self.line(label, a, b, t - prev_t, d.get(i).copied().flatten(), None, &[]);
                 }
             }
-            self.line(&self.prefix, &prev, &cur, t - prev_t, total_xsk(&d));
+            let tp = self.tracepoints.and_then(|m| m.snapshot().ok());
+            let extra = self.extra.map(|f| f()).unwrap_or_default();
+            let tp_delta = match (&tp, &prev_tp) {
+                (Some(a), Some(b)) => Some(a.delta(b)),
+                _ => None,
+            };
+            let extra_delta = delta_named(&extra, &prev_extra);
+            self.line(&self.prefix, &prev, &cur, t - prev_t, total_xsk(&d), tp_delta.as_ref(), &extra_delta);
+            (prev_tp, prev_extra) = (tp, extra);
             prev = cur;
             prev_q = cur_q;
             prev_t = t;
@@ -228,6 +297,11 @@ impl Monitor<'_> {
     /// its last counts (final completions) are in.
     pub fn finish(&self, w: Watch) -> Summary {
         let end = sum(&self.counters, self.drop, self.gen);
+        let tracepoints = match (self.tracepoints.and_then(|m| m.snapshot().ok()), &w.tp0) {
+            (Some(a), Some(b)) => Some(a.delta(b)),
+            _ => None,
+        };
+        let extra = delta_named(&self.extra.map(|f| f()).unwrap_or_default(), &w.extra0).into_iter().collect();
         let t1 = monotonic_ns();
         let elapsed = t1 - w.t0;
         let mut totals = BTreeMap::new();
@@ -273,10 +347,22 @@ impl Monitor<'_> {
             per_queue,
             ethtool: netdev::stats_delta(&w.eth0, &eth1).into_iter().collect(),
             link,
+            tracepoints,
+            extra,
         }
     }
 
-    fn line(&self, prefix: &str, prev: &[u64; 7], cur: &[u64; 7], dt_ns: u64, xsk: Option<XskStats>) {
+    #[allow(clippy::too_many_arguments)]
+    fn line(
+        &self,
+        prefix: &str,
+        prev: &[u64; 7],
+        cur: &[u64; 7],
+        dt_ns: u64,
+        xsk: Option<XskStats>,
+        tp: Option<&XdpMonitorStats>,
+        extra: &[(String, u64)],
+    ) {
         let per_s = |c: Ctr| rate(cur[c as usize].saturating_sub(prev[c as usize]), dt_ns);
         if self.json {
             let mut o = serde_json::Map::new();
@@ -298,12 +384,24 @@ impl Monitor<'_> {
             if let Some(x) = xsk {
                 o.insert("xdp_statistics".into(), serde_json::to_value(x).unwrap_or(Value::Null));
             }
+            for (name, v) in extra {
+                let key = name.strip_suffix("_packets").map(|n| format!("{n}_pps")).unwrap_or_else(|| name.clone());
+                o.insert(key, json!(rate(*v, dt_ns).round()));
+            }
+            if let Some(t) = tp {
+                // Counts over this interval's period_ns, under their tracepoint's name.
+                o.insert("tracepoints".into(), serde_json::to_value(t).unwrap_or(Value::Null));
+            }
             println!("{}", Value::Object(o));
             return;
         }
         let mut s = format!("{:<14}", prefix);
         for &c in self.columns {
             s += &format!(" {:>13} {:<7}", thousands(per_s(c).round() as u64), COUNTERS[c as usize].rate_label);
+        }
+        for (name, v) in extra {
+            let label = name.strip_suffix("_packets").unwrap_or(name);
+            s += &format!(" {:>13} {label}/s", thousands(rate(*v, dt_ns).round() as u64));
         }
         if self.extended {
             for c in [Ctr::RxBytes, Ctr::TxBytes] {
@@ -315,7 +413,9 @@ impl Monitor<'_> {
                     );
                 }
             }
-            s += &format!(" {:>11} wake/s", thousands(per_s(Ctr::Wakeups).round() as u64));
+            if !self.columns.is_empty() {
+                s += &format!(" {:>11} wake/s", thousands(per_s(Ctr::Wakeups).round() as u64));
+            }
         }
         if let Some(x) = xsk {
             for (name, v) in x.fields() {
@@ -325,6 +425,11 @@ impl Monitor<'_> {
             }
         }
         println!("{s}");
+        if let Some(t) = tp {
+            for l in tracepoint_lines(t, dt_ns) {
+                println!("{l}");
+            }
+        }
     }
 }
 
@@ -354,6 +459,15 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
         if !s.per_queue.is_empty() {
             o["per_queue"] = json!(s.per_queue);
         }
+        for (name, v) in &s.extra {
+            o["totals"][name] = json!(v);
+            if let Some(n) = name.strip_suffix("_packets") {
+                o["rates_pps"][format!("{n}_pps")] = json!(rate(*v, (s.duration_s * 1e9) as u64));
+            }
+        }
+        if let Some(t) = &s.tracepoints {
+            o["tracepoints"] = serde_json::to_value(t).unwrap_or(Value::Null);
+        }
         if let (Value::Object(o), Value::Object(e)) = (&mut o, extra) {
             o.extend(e);
         }
@@ -380,6 +494,22 @@ pub fn print_summary(kind: &str, path: &Value, s: &Summary, columns: &[Ctr], jso
             })
             .collect();
         println!("  {:<16} {}", q["queue"].as_str().unwrap_or("-"), cols.join(", "));
+    }
+    for (name, v) in &s.extra {
+        let label = name.strip_suffix("_packets").unwrap_or(name);
+        println!(
+            "  {:<16} {:>16}  {:>13} {label}/s",
+            name,
+            thousands(*v),
+            thousands(rate(*v, (s.duration_s * 1e9) as u64).round() as u64)
+        );
+    }
+    if let Some(t) = &s.tracepoints {
+        let lines = tracepoint_lines(t, 0);
+        println!("  tracepoints{}", if lines.is_empty() { "      no XDP drops or errors reported" } else { "" });
+        for l in lines {
+            println!("  {l}");
+        }
     }
     if let Some(x) = s.xdp_statistics {
         let nz: Vec<String> =
@@ -417,4 +547,15 @@ fn describe_path(p: &Value) -> String {
         );
     }
     s
+}
+
+/// `later - earlier` by name (names of `later`).
+fn delta_named(later: &[(String, u64)], earlier: &[(String, u64)]) -> Vec<(String, u64)> {
+    later
+        .iter()
+        .map(|(n, v)| {
+            let e = earlier.iter().find(|(m, _)| m == n).map_or(0, |(_, e)| *e);
+            (n.clone(), v.saturating_sub(e))
+        })
+        .collect()
 }

@@ -237,6 +237,12 @@ impl Classifier {
         self.link.as_ref()
     }
 
+    /// The id of the CPUMAP that `cpu` rules fill, for
+    /// [`crate::bpf::MonitorFilter::cpumap_id`] (its tracepoint counters).
+    pub fn cpu_map_id(&self) -> Result<u32, BpfError> {
+        Ok(self.maps.cpu_map.info().map_err(map_err("cpu_map"))?.info.id)
+    }
+
     /// The rule set in use (0 or 1).
     pub fn active(&self) -> Result<u32, BpfError> {
         let v = self

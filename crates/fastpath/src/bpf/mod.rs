@@ -28,10 +28,20 @@ mod skel {
     pub mod classifier {
         include!(concat!(env!("OUT_DIR"), "/classifier.skel.rs"));
     }
+    pub mod xdp_monitor {
+        include!(concat!(env!("OUT_DIR"), "/xdp_monitor.skel.rs"));
+    }
+    pub mod xdp_redirect_cpu {
+        include!(concat!(env!("OUT_DIR"), "/xdp_redirect_cpu.skel.rs"));
+    }
 }
 
 pub mod classifier;
+pub mod cpumap;
+pub mod monitor;
 pub use classifier::Classifier;
+pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
+pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
 
 /// Errors of the BPF area.
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +144,33 @@ pub enum BpfError {
     /// The running kernel lacks a feature this needs ([`crate::features`]).
     #[error(transparent)]
     Unsupported(#[from] crate::features::Unsupported),
+    /// The kernel lacks a feature fastpath needs here (one the probes of [`crate::features`]
+    /// do not cover, e.g. one tracepoint).
+    #[error("{feature} is not available in this kernel: needs Linux >= {min_kernel}")]
+    MissingFeature {
+        /// What is missing, e.g. "tracepoint xdp:xdp_cpumap_kthread (tp_btf)".
+        feature: String,
+        /// The first kernel version that has it.
+        min_kernel: &'static str,
+    },
+    /// Attaching a tracing program failed.
+    #[error("attaching {tracepoint} failed: {cause} (needs root or CAP_BPF + CAP_PERFMON)")]
+    AttachTracepoint {
+        /// The section name, e.g. "tp_btf/xdp_exception".
+        tracepoint: &'static str,
+        /// libbpf's error.
+        cause: libbpf_rs::Error,
+    },
+    /// A value the caller passed is out of range.
+    #[error("{what} {value} is not accepted: {accepted}")]
+    BadValue {
+        /// The option or parameter, e.g. "--qsize".
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        accepted: String,
+    },
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
