@@ -246,10 +246,11 @@ pub struct XskArgs {
     /// by queue id. Lines and JSON give each queue and the total.
     #[arg(long)]
     pub queues: Option<u32>,
-    /// CPUs of the queues' threads, one per queue (e.g. 0,1); default with --queues: one per
-    /// CPU in turn.
-    #[arg(long, value_delimiter = ',')]
-    pub cpus: Option<Vec<usize>>,
+    /// A CPU list like 1 or 0,2-3. With --queues: the queues' threads, one CPU per queue
+    /// (default: one per CPU in turn). bench redirect-cpu: the CPUMAP's target CPUs (default:
+    /// every online CPU but 0, which takes the receive softirq here; CPU 0 on a one-CPU machine).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
     /// One UMEM for every queue (XDP_SHARED_UMEM with a FILL/COMPLETION ring pair per socket,
     /// kernel >= 5.10; --frame-count frames split over the queues); default: one UMEM per queue.
     #[arg(long)]
@@ -307,10 +308,6 @@ pub struct RunArgs {
 /// `bench redirect-cpu`: the CPUMAP and its programs.
 #[derive(Debug, Clone, Default, Args)]
 pub struct CpumapArgs {
-    /// redirect-cpu: target CPUs, e.g. 1 or 0,2-3 (default: every online CPU but 0, which takes
-    /// the receive softirq here; CPU 0 on a one-CPU machine).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
-    pub cpus: Option<CpuList>,
     /// redirect-cpu: how each frame's CPU is chosen (hash: of the 5-tuple; proto: TCP to the
     /// list's first CPU, UDP to its second, the rest to its third).
     #[arg(long, value_enum, default_value_t = CpuDistArg::RoundRobin)]

@@ -36,7 +36,7 @@ pub fn default_cpus(online: usize) -> Vec<u32> {
 fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
     let c = &a.cpumap;
     let cfg = CpumapConfig {
-        cpus: c.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::sys::online_cpus())),
+        cpus: a.xsk.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::sys::online_cpus())),
         dist: match c.cpu_dist {
             CpuDistArg::RoundRobin => CpuDist::RoundRobin,
             CpuDistArg::Hash => CpuDist::Hash,

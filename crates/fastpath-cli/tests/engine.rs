@@ -276,7 +276,7 @@ fn queue_and_cpu_options_are_checked_before_anything_is_attached() {
     for (args, want) in [
         (vec!["--queues", "0"], "--queues 0 is not accepted"),
         (vec!["--queues", "2", "--cpus", "0"], "--cpus 0 is not accepted: give one CPU per queue (2)"),
-        (vec!["--queues", "2", "--cpus", "0,999"], "CPU 999 is not accepted"),
+        (vec!["--queues", "2", "--cpus", "0,999"], "--cpus 0,999 is not accepted"),
         (vec!["--queues", "2", "--queue", "1"], "--queues N uses queues 0..N-1"),
         (vec!["--queues", "2", "--shared-umem", "--frame-count", "64"], "at least 64 frames per queue"),
     ] {
