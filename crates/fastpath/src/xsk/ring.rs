@@ -193,6 +193,13 @@ impl<T: Copy> ProdRing<T> {
         self.cached_prod = self.cached_prod.wrapping_sub(n);
     }
 
+    /// Gives back every reserved, unsubmitted slot: a batch that was leaked (`mem::forget`)
+    /// left its reservation behind, and the next submit must not publish its unwritten slots.
+    #[inline]
+    pub fn cancel_unsubmitted(&mut self) {
+        self.cached_prod = self.published;
+    }
+
     /// Publishes the next `n` reserved slots to the kernel (store-release, barrier B).
     #[inline]
     pub fn submit(&mut self, n: u32) {
@@ -271,6 +278,16 @@ impl<T: Copy> ConsRing<T> {
         self.cached_cons = self.cached_cons.wrapping_sub(n);
     }
 
+    /// Releases every peeked, unreleased entry: a batch that was leaked (`mem::forget`) left
+    /// them behind; their frames were either taken (their tokens live on) or are lost.
+    #[inline]
+    pub fn release_unreleased(&mut self) {
+        let n = self.cached_cons.wrapping_sub(self.released);
+        if n > 0 {
+            self.release(n);
+        }
+    }
+
     /// Hands `n` peeked entries back to the kernel (store-release, barrier D).
     #[inline]
     pub fn release(&mut self, n: u32) {
@@ -345,6 +362,8 @@ impl FillRing {
     /// The batch submits what was pushed when it goes out of scope.
     #[inline]
     pub fn reserve(&mut self, n: u32) -> FillBatch<'_> {
+        // No batch is alive (it would borrow the ring): anything reserved is a leaked batch's.
+        self.ring.cancel_unsubmitted();
         let (idx, cap) = self.ring.reserve_up_to(n);
         FillBatch { idx, cap, n: 0, umem_id: self.umem_id, frame_mask: self.frame_mask, ring: &mut self.ring }
     }
@@ -372,6 +391,7 @@ impl CompRing {
     /// Takes up to `n` completed frames. Frames not taken from the batch stay on the ring.
     #[inline]
     pub fn peek(&mut self, n: u32) -> CompBatch<'_> {
+        self.ring.release_unreleased();
         let (idx, n) = self.ring.peek(n);
         CompBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
     }
@@ -393,6 +413,7 @@ impl RxRing {
     /// Takes up to `n` received packets. Packets not taken from the batch stay on the ring.
     #[inline]
     pub fn peek(&mut self, n: u32) -> RxBatch<'_> {
+        self.ring.release_unreleased();
         let (idx, n) = self.ring.peek(n);
         RxBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
     }
@@ -414,6 +435,8 @@ impl TxRing {
     /// Reserves up to `n` slots. The batch submits what was pushed when it goes out of scope.
     #[inline]
     pub fn reserve(&mut self, n: u32) -> TxBatch<'_> {
+        // No batch is alive (it would borrow the ring): anything reserved is a leaked batch's.
+        self.ring.cancel_unsubmitted();
         let (idx, cap) = self.ring.reserve_up_to(n);
         TxBatch { idx, cap, n: 0, umem_id: self.umem_id, ring: &mut self.ring }
     }
@@ -742,6 +765,35 @@ mod tests {
         assert!(!p.needs_wakeup() && !c.needs_wakeup());
         mem.set_flags(XDP_RING_NEED_WAKEUP);
         assert!(p.needs_wakeup() && c.needs_wakeup());
+    }
+
+    /// A leaked (mem::forget) FILL batch must not make a later submit publish its unwritten
+    /// slots: those hold stale addresses of frames user space may own again.
+    #[test]
+    fn leaked_batches_publish_nothing_stale() {
+        let mut mem = HeapRing::<u64>::new(8, u32::MAX - 1);
+        let raw = mem.raw();
+        // SAFETY: mem outlives both rings; one producer and one consumer; no mapping to own.
+        let (mut fill, mut cons) = unsafe { (FillRing::new(raw, None, 7, 4096), ConsRing::<u64>::new(raw)) };
+        // Stale entries in every slot, as after earlier laps.
+        {
+            let mut b = fill.reserve(8);
+            for i in 0..8 {
+                b.push(Frame::new(0xdead_0000 + i * 4096, 0, 7));
+            }
+        }
+        let (_, n) = cons.peek(8);
+        cons.release(n);
+        let mut b = fill.reserve(4);
+        b.push(Frame::new(4096, 0, 7));
+        std::mem::forget(b); // 4 reserved, 1 written, nothing submitted
+        let mut b = fill.reserve(2);
+        b.push(Frame::new(8192, 0, 7));
+        b.push(Frame::new(12288, 0, 7));
+        drop(b);
+        let (idx, n) = cons.peek(8);
+        let got: Vec<u64> = (0..n).map(|i| cons.read(idx.wrapping_add(i))).collect();
+        assert_eq!(got, vec![8192, 12288], "only the frames of the live batch are published");
     }
 
     #[derive(Debug, Clone)]
