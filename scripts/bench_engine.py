@@ -36,11 +36,21 @@ def cpu_use(a, b):
     return res
 
 
-def measure(bed, rx_args, tx_args, key, binary):
+def measure(bed, rx_args, tx_args, key, binary, sink=False):
     """Receiver in ns b (its --json summary), sender in ns a; rate = receiver's `key` per
-    sender second (for txonly: frames the veth delivered, per second)."""
+    sender second (for txonly: frames the veth delivered, per second). With `sink`, XDP_DROP on
+    the sender's veth drops what comes back (l2fwd): without it the bounced frames go up ns a's
+    IP stack (a route lookup each, ip_route_input_slow), on the forwarder's CPU, since a veth
+    delivers in the sender's context."""
     fplib.FP = binary
     rx = None
+    snk = None
+    if sink:
+        fplib.FP = FP_NEW
+        snk = fp(["bench", "xdpdrop", "--netns", bed["ns_a"], "-i", bed["iface_a"], "--duration", "600", "--json",
+                  "--interval", "100"], wait=False)
+        ready(snk)
+        fplib.FP = binary
     if rx_args:
         rx = fp(rx_args + ["--netns", bed["ns_b"], "-i", bed["iface_b"], "--duration", "600", "--json",
                            "--interval", "100"], wait=False)
@@ -50,6 +60,8 @@ def measure(bed, rx_args, tx_args, key, binary):
     t1 = cpu_times()
     time.sleep(0.3)
     rxs = finish(rx) if rx else None
+    if snk:
+        finish(snk)
     if key == "delivered":
         pkts = tx["delivered"]  # the sender's veth: frames the peer took
     elif key == "rx delivered":
@@ -57,6 +69,8 @@ def measure(bed, rx_args, tx_args, key, binary):
     else:
         pkts = rxs["totals"][key]
     cmd = " | ".join(" ".join(["fastpath"] + a) for a in ([rx_args] if rx_args else []) + [tx_args])
+    if sink:
+        cmd += " | sink: fastpath bench xdpdrop (ns a)"
     return {"mpps": pkts / tx["duration_s"] / 1e6, "cmd": cmd, "cpu": cpu_use(t0, t1)}
 
 
@@ -83,7 +97,7 @@ def one_run(d, baseline):
             out["rxdrop native copy 1q" + tag] = measure(
                 bed, ["bench", "rxdrop", "--xdp-mode", "native", "--copy-mode", "copy"] + app, gen1, "rx_packets", b)
             out["l2fwd native copy 1q" + tag] = measure(
-                bed, ["bench", "l2fwd", "--xdp-mode", "native"] + app, gen1, "tx_packets", b)
+                bed, ["bench", "l2fwd", "--xdp-mode", "native"] + app, gen1, "tx_packets", b, sink=True)
             out["txonly copy 1q" + tag] = measure(
                 bed, ["bench", "xdpdrop"], ["bench", "txonly", "--dst-mac", mac] + app + dur, "delivered", b)
         out["redirect-cpu 1q"] = measure(bed, ["bench", "redirect-cpu", "--xdp-mode", "native"], gen1,
