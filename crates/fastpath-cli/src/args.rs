@@ -562,6 +562,10 @@ pub struct CompareArgs {
     /// Also draw the table as an SVG bar chart to this file.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Also N-queue rows (2..=CPUs): AF_XDP with one socket and thread per queue over one
+    /// shared UMEM, and XDP_DROP, on an N-queue test bed with one generator thread per queue.
+    #[arg(long)]
+    pub queues: Option<u32>,
     /// Injection instead: user space hands packets to the kernel through TAP and io_uring TAP
     /// (UDP sink packets/s; TCP throughput and latency through a user-space veth<->TAP bridge).
     #[arg(long)]

@@ -36,7 +36,14 @@ enum Row {
     AfXdpNative,
     AfXdpClassifier,
     XdpDrop,
+    /// `--queues N`: AF_XDP native copy, one socket and thread per queue, one shared UMEM.
+    AfXdpQueues,
+    /// `--queues N`: in-kernel XDP_DROP on the same N-queue test bed and generator.
+    XdpDropQueues,
 }
+
+/// The rows `--queues N` adds, measured on an N-queue test bed with N generator threads.
+const QUEUE_ROWS: [Row; 2] = [Row::AfXdpQueues, Row::XdpDropQueues];
 
 const ROWS: [Row; 7] =
     [Row::UdpSocket, Row::NftDrop, Row::Tpacket, Row::AfXdpSkb, Row::AfXdpNative, Row::AfXdpClassifier, Row::XdpDrop];
@@ -51,6 +58,8 @@ impl Row {
             Row::AfXdpNative => "AF_XDP native copy",
             Row::AfXdpClassifier => "AF_XDP native copy + 100 rules",
             Row::XdpDrop => "in-kernel XDP_DROP",
+            Row::AfXdpQueues => "AF_XDP native copy, N queues",
+            Row::XdpDropQueues => "in-kernel XDP_DROP, N queues",
         }
     }
 }
@@ -111,6 +120,7 @@ fn receive(
     ns: &str,
     iface: &str,
     pin: Pin,
+    queues: u32,
     stop: &AtomicBool,
     ready: mpsc::Sender<Result<(), String>>,
 ) -> Result<u64, String> {
@@ -194,7 +204,51 @@ fn receive(
                 .map_err(|e| e.to_string())?;
             Ok(counters.get(Ctr::RxPackets))
         }
-        Row::XdpDrop => {
+        Row::AfXdpQueues => {
+            // One socket per queue over one UMEM, each in a thread of its own that waits in
+            // poll(): on a machine with as many CPUs as queues the receivers share their CPUs
+            // with the generator threads and the softirqs, and spinning would starve them.
+            use fastpath::io::afxdp::{open_queues, QueueSetup};
+            let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
+            let setup = QueueSetup {
+                iface: iface.to_string(),
+                queues: (0..queues).collect(),
+                config: cfg.clone(),
+                shared_umem: true,
+                xdp_mode: Some(XdpMode::Native),
+                fill_frames: u32::MAX,
+            };
+            let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false);
+            let q = open_queues(&setup, Some(&mut attach)).map_err(|e| e.to_string())?;
+            let ncpu = fastpath::sys::online_cpus();
+            let n = std::thread::scope(|sc| -> Result<u64, String> {
+                let workers: Vec<_> = q
+                    .ports
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, mut port)| {
+                        sc.spawn(move || -> Result<u64, String> {
+                            fastpath::sys::pin_current_thread(i % ncpu).map_err(|e| e.to_string())?;
+                            let c = Counters::default();
+                            bench::rxdrop(
+                                &mut port,
+                                LoopOpts { batch_size: 64, wait: Wait::Poll(50) },
+                                &c,
+                                stop,
+                                |_| {},
+                            )
+                            .map_err(|e| e.to_string())?;
+                            Ok(c.get(Ctr::RxPackets))
+                        })
+                    })
+                    .collect();
+                let _ = ready.send(Ok(()));
+                workers.into_iter().map(|w| w.join().map_err(|_| "receiver panicked".to_string())?).sum()
+            })?;
+            drop(q.attached);
+            Ok(n)
+        }
+        Row::XdpDrop | Row::XdpDropQueues => {
             let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
             let p = XdpDrop::attach(iface, dev.ifindex, XdpMode::Native, false).map_err(|e| e.to_string())?;
             idle(ready);
@@ -225,11 +279,12 @@ impl Counts {
 
 /// One row once: receiver up, `secs` of traffic, receiver down; what was sent and received.
 fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<AtomicBool>) -> CliResult<Counts> {
+    let queues = bed.queues();
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let (ns, iface, s2) = (bed.ns_b().to_string(), bed.iface_b().to_string(), stop.clone());
     let recv = spawn_in_netns(bed.ns_b(), move || {
-        let r = receive(row, &ns, &iface, pin, &s2, tx.clone());
+        let r = receive(row, &ns, &iface, pin, queues, &s2, tx.clone());
         if let Err(e) = &r {
             let _ = tx.send(Err(e.clone()));
         }
@@ -254,15 +309,13 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
             let sent0 = gen.total_sent().map_err(|e| e.to_string())?;
             let t0 = Instant::now();
-            let live = LiveGen::start(
-                gen.clone(),
-                &frame,
-                &[GEN_CPU],
-                SendLimits::default(),
-                64,
-                &[Arc::new(Counters::default())],
-            )
-            .map_err(|e| e.to_string())?;
+            // One generator thread per queue, CPU i: a veth's XDP transmit picks the peer's
+            // receive queue by the sending CPU (veth_xdp_xmit), so the queues all get traffic.
+            let ncpu = fastpath::sys::online_cpus();
+            let cpus: Vec<usize> = (0..queues as usize).map(|i| (GEN_CPU + i) % ncpu).collect();
+            let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+            let live = LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters)
+                .map_err(|e| e.to_string())?;
             while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -312,8 +365,18 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.inject {
         return crate::inject::run(a, stop);
     }
-    let mut results: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
-    let mut counts: Vec<Vec<Counts>> = vec![Vec::new(); ROWS.len()];
+    let ncpu = fastpath::sys::online_cpus() as u32;
+    if let Some(q) = a.queues {
+        if !(2..=ncpu.min(64)).contains(&q) {
+            return Err(usage(anyhow!(
+                "--queues {q} is not accepted: use 2..={} (one generator thread per queue, at most one per CPU)",
+                ncpu.min(64)
+            )));
+        }
+    }
+    let rows_run: Vec<Row> = ROWS.iter().copied().chain(a.queues.iter().flat_map(|_| QUEUE_ROWS)).collect();
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); rows_run.len()];
+    let mut counts: Vec<Vec<Counts>> = vec![Vec::new(); rows_run.len()];
     for run in 0..a.runs {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -334,15 +397,35 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             counts[i].push(r);
         }
         bed.down()?;
+        if let Some(q) = a.queues {
+            let bed = Testbed::up(&TestbedConfig { name: None, queues: q, sender_qdisc: false, ipv6: false })?;
+            for (k, row) in QUEUE_ROWS.iter().enumerate() {
+                let r = measure(&bed, *row, a.pin, a.duration, &stop)?;
+                if stop.load(Ordering::Relaxed) {
+                    return Err(runtime(anyhow!("interrupted: no table from a partial run (test bed removed)")));
+                }
+                results[ROWS.len() + k].push(r.mpps());
+                counts[ROWS.len() + k].push(r);
+            }
+            bed.down()?;
+        }
     }
-    let xdp = ROWS.iter().position(|r| *r == Row::XdpDrop).expect("xdp row");
-    let rows: Vec<serde_json::Value> = ROWS
+    let xdp = rows_run.iter().position(|r| *r == Row::XdpDrop).expect("xdp row");
+    let xdp_q = rows_run.iter().position(|r| *r == Row::XdpDropQueues);
+    let rows: Vec<serde_json::Value> = rows_run
         .iter()
         .enumerate()
         .map(|(i, r)| {
             let v = &results[i];
-            let pct: Vec<f64> = v.iter().zip(&results[xdp]).map(|(a, b)| if *b > 0.0 { 100.0 * a / b } else { 0.0 }).collect();
-            json!({"path": r.label(), "mpps_median": median(v), "mpps_min": v.iter().cloned().fold(f64::INFINITY, f64::min),
+            // Each row against the XDP_DROP of its own test bed, same run.
+            let reference = if QUEUE_ROWS.contains(r) { xdp_q.unwrap_or(xdp) } else { xdp };
+            let pct: Vec<f64> =
+                v.iter().zip(&results[reference]).map(|(a, b)| if *b > 0.0 { 100.0 * a / b } else { 0.0 }).collect();
+            let label = match a.queues {
+                Some(q) if QUEUE_ROWS.contains(r) => r.label().replace("N queues", &format!("{q} queues")),
+                _ => r.label().to_string(),
+            };
+            json!({"path": label, "queues": if QUEUE_ROWS.contains(r) { a.queues.unwrap_or(1) } else { 1 }, "mpps_median": median(v), "mpps_min": v.iter().cloned().fold(f64::INFINITY, f64::min),
                    "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v,
                    "sent": counts[i].iter().map(|c| c.sent).collect::<Vec<_>>(),
                    "refused": counts[i].iter().map(|c| c.refused).collect::<Vec<_>>(),
@@ -350,10 +433,11 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         })
         .collect();
     let cmd = format!(
-        "fastpath compare --runs {} --duration {} --pin {}",
+        "fastpath compare --runs {} --duration {} --pin {}{}",
         a.runs,
         a.duration,
-        if a.pin == Pin::Same { "same" } else { "split" }
+        if a.pin == Pin::Same { "same" } else { "split" },
+        a.queues.map(|q| format!(" --queues {q}")).unwrap_or_default()
     );
     if let Some(p) = &a.svg {
         std::fs::write(p, svg(&rows, &cmd)).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
@@ -362,7 +446,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         println!("{}", json!({"type": "compare", "command": cmd, "frame_len": 64, "rows": rows}));
         return Ok(());
     }
-    println!("{:<32} {:>8} {:>8} {:>8} {:>12}", "path (64-byte UDP, 1 veth queue)", "Mpps", "min", "max", "% XDP_DROP");
+    println!("{:<32} {:>8} {:>8} {:>8} {:>12}", "path (64-byte UDP)", "Mpps", "min", "max", "% XDP_DROP");
     for r in &rows {
         println!(
             "{:<32} {:>8.2} {:>8.2} {:>8.2} {:>11.1}%",
@@ -373,7 +457,11 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             r["pct_of_xdp_drop"].as_f64().unwrap_or(0.0)
         );
     }
-    println!("({cmd}; medians of {} runs; % of XDP_DROP measured in the same run)", a.runs);
+    println!(
+        "({cmd}; medians of {} runs; % of the XDP_DROP of the same test bed, measured in the same run{})",
+        a.runs,
+        if a.queues.is_some() { "; N-queue rows: N generator threads, receivers in poll()" } else { "" }
+    );
     Ok(())
 }
 

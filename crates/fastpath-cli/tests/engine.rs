@@ -325,3 +325,30 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `compare --queues 2` adds the two-queue rows (AF_XDP over a shared UMEM and XDP_DROP, on a
+/// 2-queue test bed with a generator thread per queue) next to the single-queue ones, each
+/// against the XDP_DROP of its own test bed.
+#[test]
+fn compare_adds_two_queue_rows() {
+    if !privileged("compare_adds_two_queue_rows") {
+        return;
+    }
+    let _g = serial();
+    let o = run(&["compare", "--runs", "1", "--duration", "1", "--queues", "2", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = last_json(&o);
+    let rows = v["rows"].as_array().expect("rows");
+    let find = |p: &str| rows.iter().find(|r| r["path"] == p).unwrap_or_else(|| panic!("no row {p}: {v}"));
+    for p in ["AF_XDP native copy, 2 queues", "in-kernel XDP_DROP, 2 queues"] {
+        let r = find(p);
+        assert_eq!(r["queues"], 2, "{r}");
+        let (sent, received) = (r["sent"][0].as_u64().unwrap(), r["received"][0].as_u64().unwrap());
+        assert!(received > 0 && received <= sent, "{p}: received {received} of {sent}");
+    }
+    assert_eq!(find("in-kernel XDP_DROP, 2 queues")["pct_of_xdp_drop"], 100.0);
+    assert_eq!(find("in-kernel XDP_DROP")["queues"], 1);
+    let o = run(&["compare", "--queues", "1", "--duration", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--queues 1 is not accepted"), "{}", stderr(&o));
+}
