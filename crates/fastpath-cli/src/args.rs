@@ -257,6 +257,18 @@ pub struct XskArgs {
     pub shared_umem: bool,
 }
 
+impl XdpModeArg {
+    /// The mode asked for, or None for native falling back to skb
+    /// (`fastpath::bpf::attach_with_fallback`).
+    pub fn mode(self) -> Option<fastpath::bpf::XdpMode> {
+        match self {
+            XdpModeArg::Native => Some(fastpath::bpf::XdpMode::Native),
+            XdpModeArg::Skb => Some(fastpath::bpf::XdpMode::Skb),
+            XdpModeArg::Auto => None,
+        }
+    }
+}
+
 impl XskArgs {
     /// The command line's defaults for `iface`, pinned to `cpu`: for commands that open a path
     /// themselves (demo, compare).

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, STAT_NAMES};
-use fastpath::bpf::{BpfError, Classifier, XdpMode};
+use fastpath::bpf::{BpfError, Classifier};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::{compile, Compiled};
 use fastpath::rules::{parse_cli_rules, parse_toml, Action, RuleSet};
@@ -15,7 +15,7 @@ use fastpath::stats::{rate, thousands};
 use fastpath::xsk::XskError;
 use serde_json::json;
 
-use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs, XdpModeArg};
+use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};
 use crate::bench_cmd::{check_run, enter_ns};
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
 
@@ -96,14 +96,6 @@ fn ensure_bpffs() -> CliResult<()> {
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
-fn modes(m: XdpModeArg) -> &'static [XdpMode] {
-    match m {
-        XdpModeArg::Native => &[XdpMode::Native],
-        XdpModeArg::Skb => &[XdpMode::Skb],
-        XdpModeArg::Auto => &[XdpMode::Native, XdpMode::Skb],
-    }
-}
-
 fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
     let dir = pin_dir(&t.iface);
     if !is_pinned(&t.iface)? {
@@ -157,10 +149,10 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
             // Success only with a program attached: each mode's error is kept, and the kernel is
             // asked afterwards (XdpLink::attach checks that it reports our program).
-            let ((), m, notes) = fastpath::bpf::attach_first(&target.iface, modes(*xdp_mode), |m| {
+            let att = fastpath::bpf::attach_with_fallback(&target.iface, dev.ifindex, xdp_mode.mode(), |m| {
                 cls.attach(&target.iface, dev.ifindex, m, *force)
             })?;
-            let mode = fastpath::bpf::query_xdp(dev.ifindex).ok().flatten().map(|p| p.mode).unwrap_or(m.name());
+            let (mode, notes) = (att.mode.name(), att.notes);
             for n in &notes {
                 eprintln!("note: {n}");
             }

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::{attach_first, BpfError, CpuDist, CpumapConfig, RedirectCpu, RemoteAction, XdpMode};
+use fastpath::bpf::{attach_with_fallback, BpfError, CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 use fastpath::netdev::NetDev;
 use fastpath::stats::rate;
 use fastpath::xsk::XskError;
 use serde_json::{json, Value};
 
-use crate::args::{BenchArgs, CpuDistArg, RemoteActionArg, XdpModeArg};
+use crate::args::{BenchArgs, CpuDistArg, RemoteActionArg};
 use crate::bench_cmd::{check_run, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, usage, CliResult};
 use crate::report::{print_summary, Monitor};
@@ -52,14 +52,6 @@ fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
     Ok(cfg)
 }
 
-fn modes(m: XdpModeArg) -> &'static [XdpMode] {
-    match m {
-        XdpModeArg::Native => &[XdpMode::Native],
-        XdpModeArg::Skb => &[XdpMode::Skb],
-        XdpModeArg::Auto => &[XdpMode::Native, XdpMode::Skb],
-    }
-}
-
 fn per_cpu(r: &RedirectCpu) -> Vec<u64> {
     r.delivered_per_cpu().unwrap_or_default()
 }
@@ -76,13 +68,14 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.xsk.netns)?;
     let dev = NetDev::by_name(&a.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: a.xsk.iface.clone() })?;
     let tp = if a.run.extended { Some(crate::report::attach_tracepoints()?) } else { None };
-    let (rc, mode, notes) = attach_first(&a.xsk.iface, modes(a.xsk.xdp_mode), |m| {
+    let att = attach_with_fallback(&a.xsk.iface, dev.ifindex, a.xsk.xdp_mode.mode(), |m| {
         RedirectCpu::attach(&a.xsk.iface, dev.ifindex, m, a.xsk.force, &cfg)
     })
     .map_err(|e| match e {
         BpfError::BadValue { .. } => usage(e),
         e => crate::error::CliError::from(e),
     })?;
+    let (rc, mode, notes) = (att.prog, att.mode, att.notes);
     let cpumap_id = rc.cpumap_id().map_err(kernel)?;
     if let Some(t) = tp {
         // Only this CPUMAP's enqueue/kthread events; the interface filter is set by the monitor.

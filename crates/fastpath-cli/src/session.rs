@@ -4,8 +4,9 @@
 use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
+use fastpath::bpf::attach_with_fallback;
 use fastpath::bpf::{Classifier, XdpDrop, XdpMode, XskRedirect};
-use fastpath::io::afxdp::{attach_with_fallback, open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
+use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::Compiled;
 use fastpath::xsk::{BusyPoll, CopyMode, SocketConfig, UmemConfig, XskConfig, XskError};
@@ -221,11 +222,7 @@ impl Session {
             sockets: Vec::new(),
             notes: Vec::new(),
         };
-        let xdp_mode = match x.xdp_mode {
-            XdpModeArg::Native => Some(XdpMode::Native),
-            XdpModeArg::Skb => Some(XdpMode::Skb),
-            XdpModeArg::Auto => None,
-        };
+        let xdp_mode = x.xdp_mode.mode();
         if role == Role::Drop {
             let a = attach_with_fallback(&x.iface, dev.ifindex, xdp_mode, |m| {
                 XdpDrop::attach(&x.iface, dev.ifindex, m, x.force)

@@ -7,8 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fastpath::bpf::XskRedirect;
-use fastpath::io::afxdp::attach_with_fallback;
+use fastpath::bpf::{attach_with_fallback, XskRedirect};
 use fastpath::netdev::NetDev;
 use fastpath::xsk::{SocketConfig, Umem, UmemConfig, XskSocket};
 

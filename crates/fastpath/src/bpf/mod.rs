@@ -36,7 +36,9 @@ mod skel {
     }
 }
 
+mod attach;
 pub mod classifier;
+pub use attach::{attach_with_fallback, Attached};
 pub mod cpumap;
 pub mod monitor;
 pub use classifier::Classifier;

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Port, PortError, PortStats};
-use crate::bpf::{query_xdp, BpfError, XdpMode, XskRedirect};
+pub use crate::bpf::{attach_with_fallback, Attached};
+use crate::bpf::{BpfError, XdpMode, XskRedirect};
 use crate::netdev::NetDev;
 use crate::xsk::{CopyMode, Frame, SocketConfig, Umem, XskConfig, XskError, XskSocket};
 
@@ -39,40 +40,6 @@ impl XskMap for crate::bpf::Classifier {
     fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError> {
         crate::bpf::Classifier::insert_xsk(self, queue_id, fd)
     }
-}
-
-/// A program attached with mode fallback, and what was obtained.
-#[derive(Debug)]
-pub struct Attached<T> {
-    /// The program; dropping it detaches it.
-    pub prog: T,
-    /// The mode the kernel reports after attaching (never merely the one asked for).
-    pub mode: XdpMode,
-    /// Fallbacks taken, one line each.
-    pub notes: Vec<String>,
-}
-
-/// Attaches with `attach(mode)`: the one mode asked for, or with `None` native then skb. The
-/// mode is read back from the kernel (`query_xdp`). Errors: as `attach`, or
-/// [`BpfError::AllModesRefused`] listing each mode's error.
-pub fn attach_with_fallback<T>(
-    iface: &str,
-    ifindex: u32,
-    mode: Option<XdpMode>,
-    attach: impl FnMut(XdpMode) -> Result<T, BpfError>,
-) -> Result<Attached<T>, BpfError> {
-    let modes: &[XdpMode] = match mode {
-        Some(XdpMode::Native) => &[XdpMode::Native],
-        Some(XdpMode::Skb) => &[XdpMode::Skb],
-        None => &[XdpMode::Native, XdpMode::Skb],
-    };
-    let (prog, asked, notes) = crate::bpf::attach_first(iface, modes, attach)?;
-    let mode = match query_xdp(ifindex) {
-        Ok(Some(p)) if p.mode == "skb" => XdpMode::Skb,
-        Ok(Some(p)) if p.mode == "native" => XdpMode::Native,
-        _ => asked,
-    };
-    Ok(Attached { prog, mode, notes })
 }
 
 /// What [`open_queues`] needs.
