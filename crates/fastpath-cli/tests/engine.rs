@@ -317,6 +317,16 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
     assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
     assert!(e.contains("shared UMEM") && e.contains("5.10"), "names the feature and its kernel: {e}");
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "no XDP program left after the refusal");
+    // Busy polling on a kernel without it: the same, named.
+    let o = fastpath()
+        .env("FASTPATH_DENY_FEATURES", "busy_poll")
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--busy-poll", "--duration", "1"])
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(6), "{e}");
+    assert!(e.contains("busy poll") && e.contains("5.11") && e.trim().lines().count() == 1, "{e}");
+    assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "no XDP program left after the refusal");
     // Without --shared-umem the same run works: one UMEM per queue needs no sharing.
     let o = fastpath()
         .env("FASTPATH_DENY_FEATURES", "shared_umem_other_queue")

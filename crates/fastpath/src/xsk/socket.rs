@@ -320,6 +320,15 @@ impl XskSocket {
     /// Privileges: CAP_NET_RAW. Kernel >= 5.4 (need_wakeup ring layout).
     pub fn bind(umem: &Arc<Umem>, iface: &str, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
         config.validate()?;
+        // Asked-for features the kernel lacks are refused up front, by name
+        // (`Unsupported`), not as a failed setsockopt later.
+        let features = crate::features::probe();
+        if config.need_wakeup {
+            features.check(crate::features::Feature::NeedWakeup)?;
+        }
+        if config.busy_poll.is_some() {
+            features.check(crate::features::Feature::BusyPoll)?;
+        }
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         if let Some(count) = dev.rx_queue_count()? {
             if queue_id >= count {
