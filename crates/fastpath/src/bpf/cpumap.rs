@@ -153,8 +153,8 @@ impl RedirectCpu {
             ro.cpu_dist = cfg.dist.code();
             ro.n_cpus = cfg.cpus.len() as u32;
             ro.remote_action = match cfg.remote_action {
-                RemoteAction::Drop => libbpf_rs::libbpf_sys::XDP_DROP,
-                RemoteAction::Pass => libbpf_rs::libbpf_sys::XDP_PASS,
+                RemoteAction::Drop => crate::sys::bpf::XDP_DROP,
+                RemoteAction::Pass => crate::sys::bpf::XDP_PASS,
             };
         }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_redirect_cpu", cause })?;

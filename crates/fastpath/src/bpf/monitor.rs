@@ -30,17 +30,17 @@
 //! Detaching is dropping the monitor (or the process ending): the links are file descriptors.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
 use bytemuck::{bytes_of, Zeroable};
 
 use super::{skel, BpfError};
 use crate::abi::{self, fp_mon_config, fp_mon_devmap, fp_mon_enqueue, fp_mon_kthread};
+use crate::sys::bpf::{Btf, BTF_KIND_STRUCT, BTF_KIND_TYPEDEF};
 
 /// Tracepoints of the `xdp` group the monitor needs, with the first kernel that has each in a
 /// form the monitor reads.
@@ -311,22 +311,6 @@ pub struct XdpMonitor {
     probe: MonitorProbe,
 }
 
-/// Frees a libbpf BTF object on drop.
-struct BtfGuard(*mut libbpf_sys::btf);
-
-impl Drop for BtfGuard {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from btf__parse and is freed once, here.
-        unsafe { libbpf_sys::btf__free(self.0) };
-    }
-}
-
-fn has_type(btf: &BtfGuard, name: &str, kind: u32) -> bool {
-    let Ok(c) = CString::new(name) else { return false };
-    // SAFETY: btf.0 is a live BTF object; c is a NUL-terminated string that outlives the call.
-    unsafe { libbpf_sys::btf__find_by_name_kind(btf.0, c.as_ptr(), kind) >= 0 }
-}
-
 /// The per-CPU values of `key` in `map`, each read as the map's value type `T` (a struct of
 /// [`crate::abi`], or `u64`).
 fn per_cpu<T: bytemuck::Pod>(map: &MapHandle, name: &'static str, key: u32) -> Result<Vec<T>, BpfError> {
@@ -355,35 +339,26 @@ impl XdpMonitor {
             feature: format!("kernel BTF ({}, CONFIG_DEBUG_INFO_BTF=y) for tp_btf tracepoint programs", path.display()),
             min_kernel: "5.5",
         };
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| unsupported())?;
         if !path.exists() {
             return Err(unsupported());
         }
-        // SAFETY: c is a NUL-terminated path that outlives the call; returns an owned object
-        // or NULL (errno set).
-        let p = unsafe { libbpf_sys::btf__parse(c.as_ptr(), std::ptr::null_mut()) };
-        if p.is_null() {
-            return Err(unsupported());
-        }
-        let btf = BtfGuard(p);
+        let btf = Btf::parse(path).ok_or_else(unsupported)?;
         for (tp, min) in REQUIRED {
             // A tracepoint usable by tp_btf has a `btf_trace_<name>` typedef in the kernel's BTF.
-            if !has_type(&btf, &format!("btf_trace_{tp}"), libbpf_sys::BTF_KIND_TYPEDEF) {
+            if !btf.has_type(&format!("btf_trace_{tp}"), BTF_KIND_TYPEDEF) {
                 return Err(BpfError::MissingFeature {
                     feature: format!("tracepoint xdp:{tp} (tp_btf)"),
                     min_kernel: min,
                 });
             }
         }
-        if !has_type(&btf, "xdp_cpumap_stats", libbpf_sys::BTF_KIND_STRUCT) {
+        if !btf.has_type("xdp_cpumap_stats", BTF_KIND_STRUCT) {
             return Err(BpfError::MissingFeature {
                 feature: "CPUMAP program statistics in xdp:xdp_cpumap_kthread (struct xdp_cpumap_stats)".into(),
                 min_kernel: "5.10",
             });
         }
-        Ok(MonitorProbe {
-            has_redirect_map_err: has_type(&btf, "btf_trace_xdp_redirect_map_err", libbpf_sys::BTF_KIND_TYPEDEF),
-        })
+        Ok(MonitorProbe { has_redirect_map_err: btf.has_type("btf_trace_xdp_redirect_map_err", BTF_KIND_TYPEDEF) })
     }
 
     /// Probes ([`XdpMonitor::probe`]), loads `bpf/xdp_monitor.bpf.c` and attaches its programs
