@@ -67,7 +67,7 @@ pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
 
 /// The test-bed generator frame: 64-byte UDP from `dev` (ns a, 10.99.0.1:9000) to the receiving
 /// veth (`dst_mac`, 10.99.0.2:9), checksums correct. Shared by demo, ddos and compare.
-pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::sys::SysError> {
+pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::SysError> {
     let spec = UdpFrameSpec {
         src_mac: dev.mac()?,
         dst_mac,
@@ -223,7 +223,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     // Tell the monitor when the last worker ends, however it ends (error, panic).
                     let _done = LastDone(fin, d, nq);
                     if let Some(cpu) = cpu {
-                        fastpath::sys::pin_current_thread(cpu)?;
+                        fastpath::host::pin_current_thread(cpu)?;
                     }
                     match mode {
                         BenchMode::Rxdrop if verify => {
@@ -337,7 +337,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.xsk.iface.is_empty() {
         return Err(usage(anyhow!("gen needs -i/--iface")));
     }
-    let ncpu = fastpath::sys::online_cpus();
+    let ncpu = fastpath::host::online_cpus();
     let first = g.xsk.cpu.unwrap_or(0);
     if first >= ncpu {
         return Err(usage(anyhow!("--cpu {first} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));
@@ -433,7 +433,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut port = io::open(&a.xsk.iface, &spec).map_err(port_error)?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
         // A TAP device is born down; writes to it fail with EIO until it is up.
-        fastpath::sys::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
+        fastpath::host::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
     }
     let path = json!({"iface": a.xsk.iface, "queue": 0, "driver": port.path(), "path": port.path()});
     announce(mode_name(a.mode), &path, &[], a.run.json);
@@ -455,7 +455,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         std::thread::spawn(move || -> Result<fastpath::io::PortStats, fastpath::io::PortError> {
             let _done = SetOnDrop(d);
             if let Some(cpu) = cpu {
-                fastpath::sys::pin_current_thread(cpu)?;
+                fastpath::host::pin_current_thread(cpu)?;
             }
             // The same run loops as AF_XDP, over this backend.
             match (mode, frame) {

@@ -126,7 +126,7 @@ fn receive(
 ) -> Result<u64, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
     let spin_port = |mut port: AnyPort, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
-        fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+        fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
@@ -146,15 +146,14 @@ fn receive(
         Row::UdpSocket => {
             let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
-            let mut rm = fastpath::sys::RecvMmsg::new(64);
+            fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+            let mut rm = fastpath::host::RecvMmsg::new(64);
             let _ = ready.send(Ok(()));
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let got = rm.recv(&sock).map_err(|e| e.to_string())?;
                 if got == 0 && wait > 0 {
-                    use std::os::fd::AsRawFd;
-                    let _ = fastpath::sys::poll_readable(sock.as_raw_fd(), wait);
+                    let _ = fastpath::host::poll_readable(&sock, wait);
                 }
                 n += got as u64;
             }
@@ -196,7 +195,7 @@ fn receive(
             };
             let mut sess = Session::open_with(&x, Role::Rx, Some(&c)).map_err(|e| format!("{:#}", e.err))?;
             let mut port = sess.ports.pop().ok_or("no socket")?;
-            fastpath::sys::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+            fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
             let counters = Counters::default();
             let _ = ready.send(Ok(()));
             let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
@@ -358,7 +357,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !(a.duration >= 0.0 && a.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", a.duration)));
     }
-    if fastpath::sys::online_cpus() < 2 {
+    if fastpath::host::online_cpus() < 2 {
         return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
     }
     require_privileges("compare")?;

@@ -127,7 +127,7 @@ fn phase(
                 let c = compile("--rule", &set).map_err(|e| e.to_string())?;
                 let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
                 let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
-                cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
+                cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
                 cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
                 Ok(cls)
             })();
@@ -167,7 +167,7 @@ fn phase(
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let t0 = std::time::Instant::now();
             // The attacker starts on CPU 0, away from the service's CPU 1.
-            let ncpu = fastpath::sys::online_cpus();
+            let ncpu = fastpath::host::online_cpus();
             let cpus: Vec<usize> = (0..threads as usize).map(|i| i % ncpu).collect();
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
             let live =
@@ -255,7 +255,7 @@ fn phase(
 }
 
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    let ncpu = fastpath::sys::online_cpus() as u32;
+    let ncpu = fastpath::host::online_cpus() as u32;
     if a.flood_threads == 0 || a.flood_threads > ncpu {
         return Err(crate::error::usage(anyhow!(
             "--flood-threads {} is not accepted: 1..={ncpu} (one per CPU)",

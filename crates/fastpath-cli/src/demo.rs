@@ -134,7 +134,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let mut rx_packets = None;
         let _ = ready_tx.send(Ok(()));
         if let Some(mut port) = sess.ports.pop() {
-            fastpath::sys::pin_current_thread(x.cpu.unwrap_or(1)).map_err(runtime)?;
+            fastpath::host::pin_current_thread(x.cpu.unwrap_or(1)).map_err(runtime)?;
             // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
             // so the kernels send nothing of their own: every frame is the generator's.
             bench::rxdrop(
@@ -187,7 +187,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
         let gen = Arc::new(XdpGen::load(dev.ifindex)?);
         let eth0 = dev.ethtool_stats().unwrap_or_default();
         let sent0 = gen.total_sent()?;
-        let ncpu = fastpath::sys::online_cpus();
+        let ncpu = fastpath::host::online_cpus();
         let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
         let cpu0 = fastpath::stats::CpuTimes::read().ok();
@@ -278,7 +278,7 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !(d.duration >= 0.0 && d.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", d.duration)));
     }
-    let ncpu = fastpath::sys::online_cpus();
+    let ncpu = fastpath::host::online_cpus();
     for (flag, cpu) in [("--app-cpu", d.app_cpu), ("--gen-cpu", d.gen_cpu)] {
         if cpu >= ncpu {
             return Err(usage(anyhow!("{flag} {cpu} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));

@@ -92,7 +92,7 @@ fn is_pinned(iface: &str) -> CliResult<bool> {
 }
 
 fn ensure_bpffs() -> CliResult<()> {
-    fastpath::sys::ensure_bpffs(Path::new("/sys/fs/bpf"))
+    fastpath::host::ensure_bpffs(Path::new("/sys/fs/bpf"))
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
@@ -146,7 +146,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 }
             }
             let mut cls = Classifier::load()?;
-            cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
+            cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i))?;
             // Success only with a program attached: each mode's error is kept, and the kernel is
             // asked afterwards (XdpLink::attach checks that it reports our program).
             let att = fastpath::bpf::attach_with_fallback(&target.iface, dev.ifindex, xdp_mode.mode(), |m| {
@@ -190,10 +190,10 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let cls = open_pinned(target)?;
             // One reload at a time per interface: two would install into the same inactive set.
             let _lock =
-                fastpath::sys::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
+                fastpath::host::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
             // Nothing is written into the maps of a classifier that no longer runs here.
             cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)).map_err(pinned_err)?;
-            let new = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i))?;
+            let new = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i))?;
             let ifindex = cls.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).unwrap_or(0);
             write_names(&target.iface, ifindex, &set, &source);
             println!("reloaded {}: {} rules from {source} in force (rule set {new})", target.iface, set.rules.len());

@@ -72,17 +72,17 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
     spawn_in_netns(bed.ns_b(), move || -> Result<Sink, String> {
         let mut port = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
         ip(&ns, &format!("addr add 10.99.7.1/24 dev {TAP}"))?;
-        fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
-        let mac = fastpath::sys::if_hwaddr(TAP).map_err(|e| e.to_string())?;
+        fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
+        let mac = fastpath::host::if_hwaddr(TAP).map_err(|e| e.to_string())?;
         let sock = std::net::UdpSocket::bind("10.99.7.1:9999").map_err(|e| e.to_string())?;
-        fastpath::sys::setsockopt_int(&sock, 1, 8, 8 << 20, "SOL_SOCKET, SO_RCVBUF").map_err(|e| e.to_string())?;
+        fastpath::host::set_socket_rcvbuf(&sock, 8 << 20).map_err(|e| e.to_string())?;
         sock.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let got = Arc::new(AtomicU64::new(0));
         let (s2, g2) = (stop.clone(), got.clone());
         let reader = std::thread::spawn(move || {
-            let _ = fastpath::sys::pin_current_thread(1);
-            let mut rm = fastpath::sys::RecvMmsg::new(64);
+            let _ = fastpath::host::pin_current_thread(1);
+            let mut rm = fastpath::host::RecvMmsg::new(64);
             // After stop, drain what the socket still holds: every datagram accepted is counted.
             loop {
                 let stopping = s2.load(Ordering::Relaxed);
@@ -92,12 +92,11 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
                     if stopping {
                         break;
                     }
-                    use std::os::fd::AsRawFd;
-                    let _ = fastpath::sys::poll_readable(sock.as_raw_fd(), 10);
+                    let _ = fastpath::host::poll_readable(&sock, 10);
                 }
             }
         });
-        let _ = fastpath::sys::pin_current_thread(0);
+        let _ = fastpath::host::pin_current_thread(0);
         let spec = UdpFrameSpec {
             src_mac: [2, 0, 0, 0, 0, 2],
             dst_mac: mac,
@@ -160,7 +159,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
                     mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
                 ),
             )?;
-            fastpath::sys::set_link_up(TAP).map_err(|e| e.to_string())?;
+            fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
             let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
                 .map_err(|e| e.to_string())?;
             Ok((tap, veth))
@@ -173,7 +172,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
             }
         };
         let _ = ready_tx.send(Ok(()));
-        let _ = fastpath::sys::pin_current_thread(1);
+        let _ = fastpath::host::pin_current_thread(1);
         let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| Vec::with_capacity(2048)).collect();
         let mut moved = 0u64;
         while !s2.load(Ordering::Relaxed) {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fastpath::bpf::{XdpDrop, XdpMonitor, XdpMonitorStats};
+use fastpath::host::monotonic_ns;
 use fastpath::netdev::{self, NetDev};
 use fastpath::stats::{rate, thousands, Counters, Ctr, COUNTERS};
-use fastpath::sys::monotonic_ns;
 use fastpath::xsk::XskStats;
 use serde::Serialize;
 use serde_json::{json, Value};

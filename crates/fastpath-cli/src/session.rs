@@ -123,7 +123,7 @@ pub fn worker_cpus(x: &XskArgs) -> Vec<Option<usize>> {
     let q = queue_ids(x).len();
     match (&x.cpus, x.queues) {
         (Some(list), _) => list.0.iter().map(|&c| Some(c as usize)).collect(),
-        (None, Some(_)) => (0..q).map(|i| Some(i % fastpath::sys::online_cpus())).collect(),
+        (None, Some(_)) => (0..q).map(|i| Some(i % fastpath::host::online_cpus())).collect(),
         (None, None) => vec![x.cpu],
     }
 }
@@ -147,7 +147,7 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
             )));
         }
     }
-    let n = fastpath::sys::online_cpus();
+    let n = fastpath::host::online_cpus();
     if let Some(cpu) = x.cpu {
         if cpu >= n {
             return Err(usage(anyhow!("--cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
@@ -245,7 +245,7 @@ impl Session {
                 None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(RxProg::Redirect),
                 Some(c) => {
                     let mut cls = Classifier::load()?;
-                    cls.swap_in(c, &|i| fastpath::sys::if_nametoindex(i))?;
+                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
                     cls.attach(&x.iface, dev.ifindex, m, x.force)?;
                     Ok(RxProg::Classifier(Box::new(cls)))
                 }

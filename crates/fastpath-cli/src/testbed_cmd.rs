@@ -11,7 +11,7 @@ pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
     match cmd {
         TestbedCmd::Up { name, queues, napi_cpu, sender_qdisc, json } => {
             if let Some(cpu) = napi_cpu {
-                let n = fastpath::sys::online_cpus();
+                let n = fastpath::host::online_cpus();
                 if *cpu >= n {
                     return Err(usage(anyhow!(
                         "--napi-cpu {cpu} is not accepted: this machine has CPUs 0..={}",

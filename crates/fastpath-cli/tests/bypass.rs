@@ -205,7 +205,7 @@ fn crafted_syns_to_a_dropped_port_never_reach_the_kernel() {
     let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
         let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
         let mut cls = Classifier::load().unwrap();
-        let set = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        let set = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
         cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
         ready_tx.send(()).unwrap();
         let _ = done_rx.recv_timeout(Duration::from_secs(60));

@@ -673,7 +673,7 @@ fn jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb() {
     let bed = bed();
     bed.set_mtu(9000).expect("mtu 9000");
     let (ns, i) = (bed.ns_b(), bed.iface_b());
-    let limit = (fastpath::sys::page_size() - 256 - 320 - 14).to_string();
+    let limit = (fastpath::host::page_size() - 256 - 320 - 14).to_string();
     for mode in ["rxdrop", "xdpdrop"] {
         assert_refused(
             &bed,

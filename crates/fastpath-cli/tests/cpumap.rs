@@ -34,7 +34,7 @@ fn n(v: &Value) -> u64 {
 
 /// This machine has a CPU 1 (the tests send to it); CI=true fails without one.
 fn two_cpus(test: &str) -> bool {
-    if fastpath::sys::online_cpus() >= 2 {
+    if fastpath::host::online_cpus() >= 2 {
         return true;
     }
     assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test}: needs 2 CPUs and CI=true forbids skipping");

@@ -83,7 +83,7 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
     let reloader = fastpath_testbed::spawn_in_netns(&ns_b, move || {
         let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
         let mut cls = Classifier::load().unwrap();
-        cls.swap_in(&sets[0], &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
         cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
         tx.send(()).unwrap();
         let (mut counted, mut no_match, mut reloads) = (0u64, 0u64, 0u32);
@@ -94,7 +94,7 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
         };
         while r2.load(Ordering::Relaxed) || reloads < 100 {
             let old = cls.active().unwrap();
-            cls.swap_in(&sets[(reloads as usize + 1) % 2], &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+            cls.swap_in(&sets[(reloads as usize + 1) % 2], &|i| fastpath::host::if_nametoindex(i)).unwrap();
             reloads += 1;
             // Let packets that read the old index before the flip finish, then read its totals
             // (they stay until the next install into that set zeroes them).

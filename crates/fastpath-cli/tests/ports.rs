@@ -285,7 +285,7 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     // The port is opened first (a TAP exists only then); the peer's socket is bound after.
     let sender = fastpath_testbed::spawn_in_netns(&env.port_ns, move || {
         let mut port = open_in_env(path, &e2);
-        let peer_mac = if e2.tap { fastpath::sys::if_hwaddr(&e2.iface).unwrap() } else { e2.peer_mac };
+        let peer_mac = if e2.tap { fastpath::host::if_hwaddr(&e2.iface).unwrap() } else { e2.peer_mac };
         tx_ready.send(()).unwrap();
         let _ = go_rx.recv().unwrap();
         let spec = UdpFrameSpec {
@@ -313,14 +313,7 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     let addr = format!("{}:9999", env.peer_ip);
     let sock = fastpath_testbed::run_in_netns(&env.peer_ns, move || {
         let s = std::net::UdpSocket::bind(&addr).unwrap();
-        fastpath::sys::setsockopt_int(
-            &s,
-            1, /* SOL_SOCKET */
-            8, /* SO_RCVBUF */
-            8 << 20,
-            "SOL_SOCKET, SO_RCVBUF",
-        )
-        .unwrap();
+        fastpath::host::set_socket_rcvbuf(&s, 8 << 20).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         s
     })

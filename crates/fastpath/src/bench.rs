@@ -237,8 +237,8 @@ pub fn txonly<P: Port>(
 
 /// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by
 /// `limits`, until `stop`. Call on a thread pinned to CPU `cpu` (that CPU's id is the stream id
-/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`sys::install_interrupt_handler`]; to stop it promptly, set
-/// `stop` and [`sys::interrupt_thread`] it. Frames are counted by the program's per-CPU sequence
+/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`host::install_interrupt_handler`](crate::host::install_interrupt_handler); to stop it promptly, set
+/// `stop` and [`host::interrupt_thread`](crate::host::interrupt_thread) it. Frames are counted by the program's per-CPU sequence
 /// map (exact even when a call is interrupted); `counters` get them after each call.
 /// Returns the frames this thread generated.
 pub fn gen_live(

@@ -37,7 +37,6 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use libbpf_rs::libbpf_sys;
 use serde::Serialize;
 
 use crate::sys::probe::{self as sp, Insn, ProgSpec};
@@ -586,7 +585,7 @@ impl Prober {
         let f = Feature::LiveFrames;
         let insns = [Insn::mov_r0(XDP_DROP), Insn::exit()];
         let spec = ProgSpec {
-            prog_type: libbpf_sys::BPF_PROG_TYPE_XDP,
+            prog_type: sys::bpf::BPF_PROG_TYPE_XDP,
             expected_attach_type: 0,
             attach_btf_id: 0,
             name: "fp_probe_live",
@@ -598,7 +597,7 @@ impl Prober {
             Err(e) => return self.probed(f, false, e.to_string()),
         };
         let frame = [0u8; 64];
-        match sp::prog_test_run(&prog, &frame, 1, libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES) {
+        match sp::prog_test_run(&prog, &frame, 1, sys::bpf::BPF_F_TEST_XDP_LIVE_FRAMES) {
             Ok(_) => {
                 self.probed(f, true, "BPF_PROG_RUN(XDP_DROP program, BPF_F_TEST_XDP_LIVE_FRAMES, 64-byte frame): ok")
             }
@@ -631,8 +630,8 @@ impl Prober {
         };
         let insns = [Insn::mov_r0(0), Insn::exit()];
         let spec = ProgSpec {
-            prog_type: libbpf_sys::BPF_PROG_TYPE_TRACING,
-            expected_attach_type: libbpf_sys::BPF_TRACE_RAW_TP,
+            prog_type: sys::bpf::BPF_PROG_TYPE_TRACING,
+            expected_attach_type: sys::bpf::BPF_TRACE_RAW_TP,
             attach_btf_id: exception_id,
             name: "fp_probe_tp",
             insns: &insns,
@@ -699,7 +698,7 @@ mod tests {
         assert_eq!(e.errno, libc::ENOPROTOOPT, "{e}");
         let insns = [Insn::mov_r0(XDP_DROP), Insn::exit()];
         let spec = ProgSpec {
-            prog_type: libbpf_sys::BPF_PROG_TYPE_XDP,
+            prog_type: sys::bpf::BPF_PROG_TYPE_XDP,
             expected_attach_type: 0,
             attach_btf_id: 0,
             name: "fp_probe_test",

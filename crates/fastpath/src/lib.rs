@@ -8,17 +8,22 @@
 //! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
-//! - [`sys`]: the only module that makes raw system calls.
+//! - [`host`]: CPU pinning, clock, privileges, interface basics, bpffs, lock file, batched UDP receive.
+//! - [`SysError`]: a failed system call, with the call and its arguments (the crate-private
+//!   `sys` module is the only one that makes system calls).
 #![warn(missing_docs)]
 
 pub mod abi;
 pub mod bench;
 pub mod bpf;
 pub mod features;
+pub mod host;
 pub mod io;
 pub mod netdev;
 pub mod packet;
 pub mod rules;
 pub mod stats;
-pub mod sys;
+pub(crate) mod sys;
 pub mod xsk;
+
+pub use sys::SysError;

@@ -53,7 +53,7 @@ fn compiled_tables_agree_with_reference() {
 /// FASTPATH_SEED=n to vary).
 #[test]
 fn bpf_agrees_with_reference() {
-    if fastpath::sys::geteuid() != 0 {
+    if fastpath::host::euid() != 0 {
         assert_ne!(
             std::env::var("CI").as_deref(),
             Ok("true"),
@@ -69,7 +69,7 @@ fn bpf_agrees_with_reference() {
     for round in 0..5 {
         let (text, set) = rule_set(&mut r, 60);
         let c = compile("random", &set).unwrap();
-        let active = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        let active = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
         let mut per_rule = vec![0u64; set.rules.len()];
         let (mut no_match, mut malformed, mut bad_frag) = (0u64, 0u64, 0u64);
         let mut per_action = std::collections::BTreeMap::<&str, u64>::new();

@@ -295,7 +295,7 @@ fn check(rules: &str, fixtures: Vec<F>) {
     let c = compile("fixtures.toml", &set).unwrap();
     let cls = Classifier::load().unwrap();
     for f in fixtures {
-        let active = cls.swap_in(&c, &|i| fastpath::sys::if_nametoindex(i)).unwrap();
+        let active = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
         // The reference agrees with the expectation, too.
         let reference = match fastpath::rules::reference::classify(&set, &f.frame) {
             Verdict::Rule(i) => format!("rule {i}"),
@@ -333,7 +333,7 @@ fn check(rules: &str, fixtures: Vec<F>) {
 }
 
 fn root_or_skip(name: &str) -> bool {
-    if fastpath::sys::geteuid() != 0 {
+    if fastpath::host::euid() != 0 {
         assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{name} needs root and CI forbids skipping");
         eprintln!("SKIPPED {name}: needs root");
         return false;

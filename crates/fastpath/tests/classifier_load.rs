@@ -3,7 +3,7 @@
 
 /// True if root; without it, a loud skip, or a failure under CI=true.
 fn root() -> bool {
-    if fastpath::sys::geteuid() == 0 {
+    if fastpath::host::euid() == 0 {
         return true;
     }
     assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root");
@@ -24,7 +24,7 @@ fn udp4() -> Vec<u8> {
 /// Parses, compiles and swaps in `rules`; returns the rule set now active.
 fn install(c: &fastpath::bpf::Classifier, rules: &str) -> u32 {
     let set = fastpath::rules::parse_toml("t", rules).unwrap();
-    c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::sys::if_nametoindex(i)).unwrap()
+    c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::host::if_nametoindex(i)).unwrap()
 }
 #[test]
 fn loads_and_runs() {
@@ -133,7 +133,7 @@ fn rate_total_holds_across_cpus() {
     }
     let c = fastpath::bpf::Classifier::load().unwrap();
     install(&c, "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate_total=200\n");
-    let cpus = fastpath::sys::online_cpus().clamp(1, 4);
+    let cpus = fastpath::host::online_cpus().clamp(1, 4);
     let n = 20_000u32;
     let t0 = std::time::Instant::now();
     let passed: usize = std::thread::scope(|s| {
@@ -141,7 +141,7 @@ fn rate_total_holds_across_cpus() {
             .map(|cpu| {
                 let c = &c;
                 s.spawn(move || {
-                    let _ = fastpath::sys::pin_current_thread(cpu);
+                    let _ = fastpath::host::pin_current_thread(cpu);
                     let mut f = udp4();
                     (0..n)
                         .filter(|i| {

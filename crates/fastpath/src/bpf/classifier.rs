@@ -8,11 +8,11 @@
 //! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.9 (bpf_link), batch map ops >= 5.6.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
 use bytemuck::{bytes_of, cast_slice, Zeroable};
@@ -434,18 +434,9 @@ impl Classifier {
     /// returns the XDP action. For tests and `fastpath filter check --frame`.
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
         let prog = self.prog.as_ref().expect("loaded");
-        // SAFETY: all-zero is a valid bpf_test_run_opts; sz and data fields are set below.
-        let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
-        opts.data_in = frame.as_ptr().cast();
-        opts.data_size_in = frame.len() as u32;
-        opts.repeat = 1;
-        // SAFETY: opts points to frame, which outlives the call; the kernel only reads it.
-        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
-        if rc < 0 {
-            return Err(SysError { call: format!("bpf_prog_test_run(classifier, len={})", frame.len()), errno: -rc });
-        }
-        Ok(opts.retval)
+        crate::sys::bpf::prog_test_run(prog.as_fd(), frame, 1, 0, 0, || {
+            format!("bpf_prog_test_run(classifier, len={})", frame.len())
+        })
     }
 
     /// Pins the maps and the link under `dir` (bpffs) so the classifier outlives this process.
@@ -457,14 +448,7 @@ impl Classifier {
         make_trusted_dir(dir)?;
         self.maps.pin(dir)?;
         let link = self.link.as_ref().expect("attached");
-        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
-        // SAFETY: a valid link fd and a NUL-terminated path.
-        let rc = unsafe { libbpf_sys::bpf_obj_pin(link.fd().as_raw_fd(), p.as_ptr()) };
-        if rc < 0 {
-            return Err(
-                SysError { call: format!("bpf_obj_pin(link, {})", dir.join("link").display()), errno: -rc }.into()
-            );
-        }
+        crate::sys::bpf::obj_pin(link.fd().as_fd(), &dir.join("link"), "link")?;
         Ok(())
     }
 
@@ -556,15 +540,7 @@ impl Classifier {
             other => other,
         })?;
         maps.check_shapes().map_err(|map| BpfError::OtherVersion { dir: dir.display().to_string(), map })?;
-        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
-        // SAFETY: a NUL-terminated path.
-        let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };
-        let link_fd_pinned = if fd >= 0 {
-            // SAFETY: a fresh fd we own.
-            Some(unsafe { OwnedFd::from_raw_fd(fd) })
-        } else {
-            None
-        };
+        let link_fd_pinned = crate::sys::bpf::obj_get(&dir.join("link")).ok();
         Ok(Self { maps, prog: None, link: None, link_fd_pinned })
     }
 
@@ -597,23 +573,16 @@ impl Classifier {
             check_trusted_dir(root)?;
         }
         check_trusted_dir(dir)?;
-        let p = std::ffi::CString::new(dir.join("link").to_string_lossy().as_bytes()).expect("no NUL");
         // A symlink is never followed: only a real pin is opened (bpf_obj_get follows links).
         let fd = if check_entry(&dir.join("link"))?.is_some() {
-            // SAFETY: a NUL-terminated path.
-            unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) }
+            crate::sys::bpf::obj_get(&dir.join("link")).ok()
         } else {
-            -1
+            None
         };
-        if fd >= 0 {
-            // SAFETY: a fresh fd we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            // SAFETY: a valid link fd.
-            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
-            if rc < 0 && -rc != libc::ENOLINK {
-                return Err(
-                    SysError { call: format!("bpf_link_detach({})", dir.join("link").display()), errno: -rc }.into()
-                );
+        if let Some(fd) = fd {
+            match crate::sys::bpf::link_detach(fd.as_fd(), &dir.join("link").display().to_string()) {
+                Err(e) if e.errno != libc::ENOLINK => return Err(e.into()),
+                _ => {}
             }
         }
         if let Ok(entries) = std::fs::read_dir(dir) {
@@ -628,10 +597,9 @@ impl Classifier {
     /// Detaches a pinned link now (BPF_LINK_DETACH), if this object was opened from pins.
     pub fn detach_pinned(&self) -> Result<(), SysError> {
         if let Some(fd) = &self.link_fd_pinned {
-            // SAFETY: a valid link fd.
-            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
-            if rc < 0 && -rc != libc::ENOLINK {
-                return Err(SysError { call: "bpf_link_detach(pinned classifier link)".into(), errno: -rc });
+            match crate::sys::bpf::link_detach(fd.as_fd(), "pinned classifier link") {
+                Err(e) if e.errno != libc::ENOLINK => return Err(e),
+                _ => {}
             }
         }
         Ok(())

@@ -17,7 +17,10 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
+use bytemuck::bytes_of;
+
 use super::{owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use crate::abi::{self, bpf_cpumap_val, bpf_cpumap_val__bindgen_ty_1, fp_pkt_stats};
 
 /// Most CPUs in the list (`FP_RCPU_MAX_CPUS`).
 pub const MAX_CPUS: usize = 64;
@@ -132,7 +135,7 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
 
 fn per_cpu_packets(m: &MapHandle, name: &'static str) -> Result<Vec<u64>, BpfError> {
     let v = m.lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY).map_err(map_err(name))?.unwrap_or_default();
-    Ok(v.iter().map(|b| u64::from_ne_bytes(b[..8].try_into().expect("8 bytes"))).collect())
+    Ok(v.iter().map(|b| abi::read::<fp_pkt_stats>(b).map_or(0, |st| st.packets)).collect())
 }
 
 impl RedirectCpu {
@@ -150,8 +153,8 @@ impl RedirectCpu {
             ro.cpu_dist = cfg.dist.code();
             ro.n_cpus = cfg.cpus.len() as u32;
             ro.remote_action = match cfg.remote_action {
-                RemoteAction::Drop => libbpf_rs::libbpf_sys::XDP_DROP,
-                RemoteAction::Pass => libbpf_rs::libbpf_sys::XDP_PASS,
+                RemoteAction::Drop => crate::sys::bpf::XDP_DROP,
+                RemoteAction::Pass => crate::sys::bpf::XDP_PASS,
             };
         }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_redirect_cpu", cause })?;
@@ -164,11 +167,9 @@ impl RedirectCpu {
             cpus_available
                 .update(&(i as u32).to_ne_bytes(), &cpu.to_ne_bytes(), MapFlags::ANY)
                 .map_err(map_err("cpus_available"))?;
-            // struct bpf_cpumap_val: u32 qsize, then the program's fd.
-            let mut val = [0u8; 8];
-            val[0..4].copy_from_slice(&cfg.qsize.to_ne_bytes());
-            val[4..8].copy_from_slice(&remote.as_raw_fd().to_ne_bytes());
-            cpu_map.update(&cpu.to_ne_bytes(), &val, MapFlags::ANY).map_err(map_err("cpu_map"))?;
+            let val =
+                bpf_cpumap_val { qsize: cfg.qsize, bpf_prog: bpf_cpumap_val__bindgen_ty_1 { fd: remote.as_raw_fd() } };
+            cpu_map.update(&cpu.to_ne_bytes(), bytes_of(&val), MapFlags::ANY).map_err(map_err("cpu_map"))?;
         }
         let me = Self {
             rx_stats: h(&s.maps.rx_stats, "rx_stats")?,

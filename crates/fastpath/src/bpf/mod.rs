@@ -6,10 +6,10 @@
 //! CAP_NET_ADMIN and CAP_BPF (or root).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
 use crate::sys::{self, SysError};
@@ -243,18 +243,8 @@ pub struct LinkInfo {
 
 /// Reads a link's info.
 pub fn link_info(fd: std::os::fd::BorrowedFd<'_>) -> Result<LinkInfo, SysError> {
-    // SAFETY: all-zero is a valid bpf_link_info.
-    let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
-    // SAFETY: info/len describe a valid buffer.
-    let rc = unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
-    if rc < 0 {
-        return Err(SysError { call: "bpf_obj_get_info_by_fd(link)".into(), errno: -rc });
-    }
-    let is_xdp = info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP;
-    // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
-    let ifindex = if is_xdp { unsafe { info.__bindgen_anon_1.xdp.ifindex } } else { 0 };
-    Ok(LinkInfo { id: info.id, prog_id: info.prog_id, is_xdp, ifindex })
+    let i = sys::bpf::link_info(fd)?;
+    Ok(LinkInfo { id: i.id, prog_id: i.prog_id, is_xdp: i.is_xdp, ifindex: i.ifindex })
 }
 
 /// The MTU limit of native XDP without frags support, for the error message: exact for veth
@@ -283,8 +273,8 @@ impl XdpMode {
     }
     fn flags(self) -> u32 {
         match self {
-            XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
-            XdpMode::Skb => libbpf_sys::XDP_FLAGS_SKB_MODE,
+            XdpMode::Native => sys::bpf::XDP_FLAGS_DRV_MODE,
+            XdpMode::Skb => sys::bpf::XDP_FLAGS_SKB_MODE,
         }
     }
 }
@@ -300,23 +290,7 @@ pub struct AttachedProg {
 
 /// Asks the kernel which XDP program is on `ifindex` (`bpf_xdp_query`, netlink). `None` if none.
 pub fn query_xdp(ifindex: u32) -> Result<Option<AttachedProg>, SysError> {
-    // SAFETY: all-zero is a valid bpf_xdp_query_opts; sz is set below.
-    let mut opts: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
-    opts.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
-    // SAFETY: opts is a valid, sized options struct.
-    let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
-    if rc < 0 {
-        return Err(SysError { call: format!("bpf_xdp_query(ifindex={ifindex})"), errno: -rc });
-    }
-    let mode = match opts.attach_mode as u32 {
-        libbpf_sys::XDP_ATTACHED_NONE => return Ok(None),
-        libbpf_sys::XDP_ATTACHED_DRV => "native",
-        libbpf_sys::XDP_ATTACHED_SKB => "skb",
-        libbpf_sys::XDP_ATTACHED_HW => "hw",
-        _ => "multi",
-    };
-    let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id].into_iter().find(|&i| i != 0).unwrap_or(0);
-    Ok(Some(AttachedProg { id, mode }))
+    Ok(sys::bpf::xdp_query(ifindex)?.map(|(id, mode)| AttachedProg { id, mode }))
 }
 
 /// Removes whatever XDP program is on `ifindex` in this network namespace: a bpf_link is
@@ -327,44 +301,18 @@ pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
     let Some(here) = query_xdp(ifindex)? else { return Ok(()) };
     // Links first: walk all link ids looking for the XDP link holding that program.
     let mut id = 0u32;
-    loop {
-        let mut next = 0u32;
-        // SAFETY: next is a valid out pointer.
-        if unsafe { libbpf_sys::bpf_link_get_next_id(id, &mut next) } < 0 {
-            break;
-        }
+    while let Some(next) = sys::bpf::link_next_id(id) {
         id = next;
-        // SAFETY: plain syscall wrapper; the fd is checked and owned below.
-        let fd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
-        if fd < 0 {
+        let Some(fd) = sys::bpf::link_fd_by_id(id) else { continue };
+        let Ok(info) = sys::bpf::link_info(fd.as_fd()) else { continue };
+        if !info.is_xdp || info.prog_id != here.id {
             continue;
         }
-        // SAFETY: fd is a fresh descriptor we own.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: all-zero is a valid bpf_link_info.
-        let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
-        // SAFETY: info/len describe a valid buffer.
-        if unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) } < 0 {
-            continue;
-        }
-        if info.type_ != libbpf_sys::BPF_LINK_TYPE_XDP || info.prog_id != here.id {
-            continue;
-        }
-        // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
-        let link_ifindex = unsafe { info.__bindgen_anon_1.xdp.ifindex };
-        if link_ifindex == ifindex {
-            // SAFETY: fd is a valid link fd.
-            let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
-            if rc < 0 {
-                return Err(SysError { call: format!("bpf_link_detach(link id {id})"), errno: -rc });
-            }
+        if info.ifindex == ifindex {
+            sys::bpf::link_detach(fd.as_fd(), &format!("link id {id}"))?;
         }
     }
-    for flags in [libbpf_sys::XDP_FLAGS_DRV_MODE, libbpf_sys::XDP_FLAGS_SKB_MODE] {
-        // SAFETY: plain wrapper; errors (nothing attached in that mode) are ignored.
-        unsafe { libbpf_sys::bpf_xdp_detach(ifindex as i32, flags, std::ptr::null()) };
-    }
+    sys::bpf::xdp_detach_netlink(ifindex);
     Ok(())
 }
 
@@ -386,27 +334,25 @@ impl XdpLink {
             }
             force_detach(ifindex)?;
         }
-        // SAFETY: all-zero is a valid bpf_link_create_opts; sz and flags are set below.
-        let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
-        opts.flags = mode.flags();
-        // SAFETY: prog_fd is a loaded XDP program; opts is valid.
-        let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
-        if fd < 0 {
-            let e = SysError { call: format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name()), errno: -fd };
-            if -fd == libc::ERANGE && mode == XdpMode::Native {
-                let driver = crate::netdev::NetDev::by_name(iface).and_then(|d| d.driver()).unwrap_or_default();
-                let (limit, max_hint) = mtu_limit_text(&driver);
-                let mtu = crate::sys::if_mtu(iface).unwrap_or(0);
-                return Err(BpfError::MtuTooLarge { iface: iface.to_string(), mtu, limit, max_hint, cause: e });
+        let link = sys::bpf::link_create_xdp(prog_fd, ifindex, mode.flags(), || {
+            format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name())
+        });
+        let link = match link {
+            Ok(fd) => fd,
+            Err(e) => {
+                if e.errno == libc::ERANGE && mode == XdpMode::Native {
+                    let driver = crate::netdev::NetDev::by_name(iface).and_then(|d| d.driver()).unwrap_or_default();
+                    let (limit, max_hint) = mtu_limit_text(&driver);
+                    let mtu = crate::sys::if_mtu(iface).unwrap_or(0);
+                    return Err(BpfError::MtuTooLarge { iface: iface.to_string(), mtu, limit, max_hint, cause: e });
+                }
+                if matches!(e.errno, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
+                    return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), cause: e });
+                }
+                return Err(e.into());
             }
-            if matches!(-fd, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
-                return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), cause: e });
-            }
-            return Err(e.into());
-        }
-        // SAFETY: fd is a fresh link descriptor we own.
-        let me = Self { link: unsafe { OwnedFd::from_raw_fd(fd) }, ifindex, mode };
+        };
+        let me = Self { link, ifindex, mode };
         // Never trust the call alone: the kernel must report our program on the interface.
         let ours = link_info(me.link.as_fd())?.prog_id;
         match query_xdp(ifindex)? {
@@ -442,12 +388,10 @@ impl XdpLink {
 
     /// Detaches now (same as drop, but reports errors).
     pub fn detach(self) -> Result<(), SysError> {
-        // SAFETY: link is a valid link fd.
-        let rc = unsafe { libbpf_sys::bpf_link_detach(self.link.as_raw_fd()) };
-        if rc < 0 && -rc != libc::ENOLINK {
-            return Err(SysError { call: "bpf_link_detach(xdp link)".into(), errno: -rc });
+        match sys::bpf::link_detach(self.link.as_fd(), "xdp link") {
+            Err(e) if e.errno != libc::ENOLINK => Err(e),
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -606,24 +550,20 @@ impl XdpGen {
     /// count frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
     /// `Ok(false)` (the kernel's EINTR) having sent part of the frames; `Ok(true)` means all.
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
-        // SAFETY: all-zero is a valid bpf_test_run_opts; sz and fields are set below.
-        let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
-        opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
-        opts.data_in = frame.as_ptr().cast();
-        opts.data_size_in = frame.len() as u32;
-        opts.repeat = repeat as i32;
-        opts.flags = libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES;
-        opts.batch_size = batch_size;
-        // SAFETY: opts points to frame, which outlives the call; the kernel only reads it.
-        let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(self.prog.as_raw_fd(), &mut opts) };
-        if rc == -libc::EINTR {
-            return Ok(false);
-        }
-        if rc < 0 {
-            return Err(SysError {
-                call: format!("bpf_prog_test_run(xdp_gen, BPF_F_TEST_XDP_LIVE_FRAMES, repeat={repeat}, batch_size={batch_size}, len={})", frame.len()),
-                errno: -rc,
-            });
+        let r = sys::bpf::prog_test_run(
+            self.prog.as_fd(),
+            frame,
+            repeat,
+            sys::bpf::BPF_F_TEST_XDP_LIVE_FRAMES,
+            batch_size,
+            || {
+                format!("bpf_prog_test_run(xdp_gen, BPF_F_TEST_XDP_LIVE_FRAMES, repeat={repeat}, batch_size={batch_size}, len={})", frame.len())
+            },
+        );
+        match r {
+            Err(e) if e.errno == libc::EINTR => return Ok(false),
+            Err(e) => return Err(e),
+            Ok(_) => {}
         }
         Ok(true)
     }

@@ -30,14 +30,17 @@
 //! Detaching is dropping the monitor (or the process ending): the links are file descriptors.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
 use std::mem::MaybeUninit;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
+use bytemuck::{bytes_of, Zeroable};
+
 use super::{skel, BpfError};
+use crate::abi::{self, fp_mon_config, fp_mon_devmap, fp_mon_enqueue, fp_mon_kthread};
+use crate::sys::bpf::{Btf, BTF_KIND_STRUCT, BTF_KIND_TYPEDEF};
 
 /// Tracepoints of the `xdp` group the monitor needs, with the first kernel that has each in a
 /// form the monitor reads.
@@ -308,34 +311,17 @@ pub struct XdpMonitor {
     probe: MonitorProbe,
 }
 
-/// Frees a libbpf BTF object on drop.
-struct BtfGuard(*mut libbpf_sys::btf);
-
-impl Drop for BtfGuard {
-    fn drop(&mut self) {
-        // SAFETY: the pointer came from btf__parse and is freed once, here.
-        unsafe { libbpf_sys::btf__free(self.0) };
-    }
-}
-
-fn has_type(btf: &BtfGuard, name: &str, kind: u32) -> bool {
-    let Ok(c) = CString::new(name) else { return false };
-    // SAFETY: btf.0 is a live BTF object; c is a NUL-terminated string that outlives the call.
-    unsafe { libbpf_sys::btf__find_by_name_kind(btf.0, c.as_ptr(), kind) >= 0 }
-}
-
-fn sum_percpu(map: &MapHandle, name: &'static str, key: u32, fields: usize) -> Result<Vec<u64>, BpfError> {
+/// The per-CPU values of `key` in `map`, each read as the map's value type `T` (a struct of
+/// [`crate::abi`], or `u64`).
+fn per_cpu<T: bytemuck::Pod>(map: &MapHandle, name: &'static str, key: u32) -> Result<Vec<T>, BpfError> {
     let per_cpu =
         map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).map_err(|cause| BpfError::Map { map: name, cause })?;
-    let mut out = vec![0u64; fields];
-    for v in per_cpu.unwrap_or_default() {
-        for (i, o) in out.iter_mut().enumerate() {
-            if let Some(b) = v.get(8 * i..8 * i + 8) {
-                *o += u64::from_ne_bytes(b.try_into().expect("8 bytes"));
-            }
-        }
-    }
-    Ok(out)
+    Ok(per_cpu.unwrap_or_default().iter().filter_map(|v| abi::read::<T>(v)).collect())
+}
+
+/// A `u64` counter of a per-CPU map, summed over CPUs.
+fn sum_u64(map: &MapHandle, name: &'static str, key: u32) -> Result<u64, BpfError> {
+    Ok(per_cpu::<u64>(map, name, key)?.iter().sum())
 }
 
 impl XdpMonitor {
@@ -353,35 +339,26 @@ impl XdpMonitor {
             feature: format!("kernel BTF ({}, CONFIG_DEBUG_INFO_BTF=y) for tp_btf tracepoint programs", path.display()),
             min_kernel: "5.5",
         };
-        let c = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| unsupported())?;
         if !path.exists() {
             return Err(unsupported());
         }
-        // SAFETY: c is a NUL-terminated path that outlives the call; returns an owned object
-        // or NULL (errno set).
-        let p = unsafe { libbpf_sys::btf__parse(c.as_ptr(), std::ptr::null_mut()) };
-        if p.is_null() {
-            return Err(unsupported());
-        }
-        let btf = BtfGuard(p);
+        let btf = Btf::parse(path).ok_or_else(unsupported)?;
         for (tp, min) in REQUIRED {
             // A tracepoint usable by tp_btf has a `btf_trace_<name>` typedef in the kernel's BTF.
-            if !has_type(&btf, &format!("btf_trace_{tp}"), libbpf_sys::BTF_KIND_TYPEDEF) {
+            if !btf.has_type(&format!("btf_trace_{tp}"), BTF_KIND_TYPEDEF) {
                 return Err(BpfError::MissingFeature {
                     feature: format!("tracepoint xdp:{tp} (tp_btf)"),
                     min_kernel: min,
                 });
             }
         }
-        if !has_type(&btf, "xdp_cpumap_stats", libbpf_sys::BTF_KIND_STRUCT) {
+        if !btf.has_type("xdp_cpumap_stats", BTF_KIND_STRUCT) {
             return Err(BpfError::MissingFeature {
                 feature: "CPUMAP program statistics in xdp:xdp_cpumap_kthread (struct xdp_cpumap_stats)".into(),
                 min_kernel: "5.10",
             });
         }
-        Ok(MonitorProbe {
-            has_redirect_map_err: has_type(&btf, "btf_trace_xdp_redirect_map_err", libbpf_sys::BTF_KIND_TYPEDEF),
-        })
+        Ok(MonitorProbe { has_redirect_map_err: btf.has_type("btf_trace_xdp_redirect_map_err", BTF_KIND_TYPEDEF) })
     }
 
     /// Probes ([`XdpMonitor::probe`]), loads `bpf/xdp_monitor.bpf.c` and attaches its programs
@@ -432,12 +409,9 @@ impl XdpMonitor {
 
     /// Counts only what `f` selects from now on (counts so far stay).
     pub fn set_filter(&self, f: MonitorFilter) -> Result<(), BpfError> {
-        let mut v = [0u8; 16];
-        v[0..4].copy_from_slice(&f.ifindex.to_ne_bytes());
-        v[4..8].copy_from_slice(&f.cpumap_id.to_ne_bytes());
-        v[8..12].copy_from_slice(&f.netns_ino.to_ne_bytes());
+        let v = fp_mon_config { ifindex: f.ifindex, cpumap_id: f.cpumap_id, netns_ino: f.netns_ino, _pad: 0 };
         self.config
-            .update(&0u32.to_ne_bytes(), &v, MapFlags::ANY)
+            .update(&0u32.to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "mon_config", cause })
     }
 
@@ -447,9 +421,9 @@ impl XdpMonitor {
             .config
             .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
             .map_err(|cause| BpfError::Map { map: "mon_config", cause })?
-            .unwrap_or_default();
-        let rd = |o: usize| v.get(o..o + 4).map_or(0, |b| u32::from_ne_bytes(b.try_into().expect("4 bytes")));
-        Ok(MonitorFilter { ifindex: rd(0), cpumap_id: rd(4), netns_ino: rd(8) })
+            .and_then(|v| abi::read::<fp_mon_config>(&v))
+            .unwrap_or_else(Zeroable::zeroed);
+        Ok(MonitorFilter { ifindex: v.ifindex, cpumap_id: v.cpumap_id, netns_ino: v.netns_ino })
     }
 
     /// Sets the interface part of the filter to `ifindex` in the calling thread's network
@@ -468,46 +442,48 @@ impl XdpMonitor {
         let mut s = XdpMonitorStats::default();
         let mut ex = [0u64; 6];
         for (i, e) in ex.iter_mut().enumerate() {
-            *e = sum_percpu(&self.exception, "mon_exception", i as u32, 1)?[0];
+            *e = sum_u64(&self.exception, "mon_exception", i as u32)?;
         }
         s.exceptions =
             XdpActions { aborted: ex[0], drop: ex[1], pass: ex[2], tx: ex[3], redirect: ex[4], unknown: ex[5] };
         for e in 0..256u32 {
-            let n = sum_percpu(&self.redirect_err, "mon_redirect_err", e, 1)?[0];
+            let n = sum_u64(&self.redirect_err, "mon_redirect_err", e)?;
             if n != 0 {
                 s.redirect_errors.insert(errno_name(e), n);
             }
         }
         let ncpu = libbpf_rs::num_possible_cpus().unwrap_or(1).min(256);
         for cpu in 0..ncpu as u32 {
-            let v = sum_percpu(&self.enqueue, "mon_enqueue", cpu, 3)?;
-            if v.iter().any(|&x| x != 0) {
-                s.cpumap_enqueue.insert(cpu, CpumapEnqueue { processed: v[0], drops: v[1], bulks: v[2] });
+            let mut e = CpumapEnqueue::default();
+            for v in per_cpu::<fp_mon_enqueue>(&self.enqueue, "mon_enqueue", cpu)? {
+                e.processed += v.processed;
+                e.drops += v.drops;
+                e.bulks += v.bulks;
+            }
+            if e != CpumapEnqueue::default() {
+                s.cpumap_enqueue.insert(cpu, e);
             }
         }
         // One value per CPU: the kthread's own CPU.
-        let per_cpu = self
-            .kthread
-            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(|cause| BpfError::Map { map: "mon_kthread", cause })?
-            .unwrap_or_default();
-        for (cpu, b) in per_cpu.iter().enumerate() {
-            let r =
-                |i: usize| b.get(8 * i..8 * i + 8).map_or(0, |x| u64::from_ne_bytes(x.try_into().expect("8 bytes")));
+        for (cpu, v) in per_cpu::<fp_mon_kthread>(&self.kthread, "mon_kthread", 0)?.iter().enumerate() {
             let k = CpumapKthread {
-                processed: r(0),
-                drops: r(1),
-                sched: r(2),
-                xdp_pass: r(3),
-                xdp_drop: r(4),
-                xdp_redirect: r(5),
+                processed: v.processed,
+                drops: v.drops,
+                sched: v.sched,
+                xdp_pass: v.xdp_pass,
+                xdp_drop: v.xdp_drop,
+                xdp_redirect: v.xdp_redirect,
             };
             if k != CpumapKthread::default() {
                 s.cpumap_kthread.insert(cpu as u32, k);
             }
         }
-        let d = sum_percpu(&self.devmap, "mon_devmap", 0, 4)?;
-        s.devmap_xmit = DevmapXmit { sent: d[0], drops: d[1], err: d[2], calls: d[3] };
+        for d in per_cpu::<fp_mon_devmap>(&self.devmap, "mon_devmap", 0)? {
+            s.devmap_xmit.sent += d.sent;
+            s.devmap_xmit.drops += d.drops;
+            s.devmap_xmit.err += d.err;
+            s.devmap_xmit.calls += d.calls;
+        }
         Ok(s)
     }
 }

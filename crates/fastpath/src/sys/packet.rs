@@ -36,6 +36,7 @@ pub const TP_STATUS_AVAILABLE: u32 = 0;
 /// TX frame to send.
 pub const TP_STATUS_SEND_REQUEST: u32 = 1;
 /// TX frame being sent.
+#[allow(dead_code)] // the kernel's status value, listed for completeness
 pub const TP_STATUS_SENDING: u32 = 2;
 /// TX frame the kernel refused.
 pub const TP_STATUS_WRONG_FORMAT: u32 = 4;

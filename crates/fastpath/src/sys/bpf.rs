@@ -1,0 +1,236 @@
+//! Every libbpf-sys call of the library outside the feature probes ([`super::probe`]): XDP
+//! links (create, info, detach, walk), `bpf_xdp_query`/`bpf_xdp_detach`, BPF_PROG_TEST_RUN,
+//! pinning in bpffs (and mounting it), kernel BTF lookups.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::ptr::NonNull;
+
+use libbpf_rs::libbpf_sys;
+
+use super::SysError;
+
+/// Mounts bpffs at `path` unless a bpffs is already mounted there (needs CAP_SYS_ADMIN).
+pub fn ensure_bpffs(path: &std::path::Path) -> Result<(), SysError> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let p = path.to_string_lossy();
+    if mounts.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        let (_, mnt, fstype) = (f.next(), f.next(), f.next());
+        mnt == Some(&*p) && fstype == Some("bpf")
+    }) {
+        return Ok(());
+    }
+    let target =
+        CString::new(p.as_bytes()).map_err(|_| SysError { call: format!("mount({p:?})"), errno: libc::EINVAL })?;
+    let fstype = CString::new("bpf").expect("no NUL");
+    // SAFETY: valid NUL-terminated strings; no data argument.
+    let rc = unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if rc < 0 {
+        return Err(SysError::last(format!("mount(\"bpf\", {p:?}, \"bpf\")")));
+    }
+    Ok(())
+}
+
+/// The libbpf-sys constants the BPF modules and the feature probes name.
+pub use libbpf_sys::{
+    BPF_F_TEST_XDP_LIVE_FRAMES, BPF_PROG_TYPE_TRACING, BPF_PROG_TYPE_XDP, BPF_TRACE_RAW_TP, BTF_KIND_STRUCT,
+    BTF_KIND_TYPEDEF, XDP_DROP, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
+};
+
+/// What `bpf_link_get_info_by_fd` says about a link.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkInfo {
+    /// Link id.
+    pub id: u32,
+    /// Id of the program the link holds.
+    pub prog_id: u32,
+    /// True for an XDP link.
+    pub is_xdp: bool,
+    /// For an XDP link: its interface (0 once detached); 0 otherwise.
+    pub ifindex: u32,
+}
+
+/// Reads a link's info (`bpf_obj_get_info_by_fd`).
+pub fn link_info(fd: BorrowedFd<'_>) -> Result<LinkInfo, SysError> {
+    // SAFETY: all-zero is a valid bpf_link_info.
+    let mut info: libbpf_sys::bpf_link_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_link_info>() as u32;
+    // SAFETY: info/len describe a valid buffer.
+    let rc = unsafe { libbpf_sys::bpf_link_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    if rc < 0 {
+        return Err(SysError { call: "bpf_obj_get_info_by_fd(link)".into(), errno: -rc });
+    }
+    let is_xdp = info.type_ == libbpf_sys::BPF_LINK_TYPE_XDP;
+    // SAFETY: the xdp member is the one the kernel fills for BPF_LINK_TYPE_XDP.
+    let ifindex = if is_xdp { unsafe { info.__bindgen_anon_1.xdp.ifindex } } else { 0 };
+    Ok(LinkInfo { id: info.id, prog_id: info.prog_id, is_xdp, ifindex })
+}
+
+/// The XDP program on `ifindex` (`bpf_xdp_query`, netlink): its id and "native", "skb", "hw"
+/// or "multi"; `None` if none.
+pub fn xdp_query(ifindex: u32) -> Result<Option<(u32, &'static str)>, SysError> {
+    // SAFETY: all-zero is a valid bpf_xdp_query_opts; sz is set below.
+    let mut opts: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
+    // SAFETY: opts is a valid, sized options struct.
+    let rc = unsafe { libbpf_sys::bpf_xdp_query(ifindex as i32, 0, &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_xdp_query(ifindex={ifindex})"), errno: -rc });
+    }
+    let mode = match opts.attach_mode as u32 {
+        libbpf_sys::XDP_ATTACHED_NONE => return Ok(None),
+        libbpf_sys::XDP_ATTACHED_DRV => "native",
+        libbpf_sys::XDP_ATTACHED_SKB => "skb",
+        libbpf_sys::XDP_ATTACHED_HW => "hw",
+        _ => "multi",
+    };
+    let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id].into_iter().find(|&i| i != 0).unwrap_or(0);
+    Ok(Some((id, mode)))
+}
+
+/// The next BPF link id after `id` (`bpf_link_get_next_id`); `None` at the end.
+pub fn link_next_id(id: u32) -> Option<u32> {
+    let mut next = 0u32;
+    // SAFETY: next is a valid out pointer.
+    if unsafe { libbpf_sys::bpf_link_get_next_id(id, &mut next) } < 0 {
+        return None;
+    }
+    Some(next)
+}
+
+/// An fd for link `id` (`bpf_link_get_fd_by_id`); `None` if it is gone or not ours to open.
+pub fn link_fd_by_id(id: u32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall wrapper; the fd is checked and owned below.
+    let fd = unsafe { libbpf_sys::bpf_link_get_fd_by_id(id) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `bpf_link_detach` (BPF_LINK_DETACH, kernel >= 5.9); errors name the link as `label`.
+pub fn link_detach(fd: BorrowedFd<'_>, label: &str) -> Result<(), SysError> {
+    // SAFETY: fd is a valid link fd.
+    let rc = unsafe { libbpf_sys::bpf_link_detach(fd.as_raw_fd()) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_link_detach({label})"), errno: -rc });
+    }
+    Ok(())
+}
+
+/// `bpf_xdp_detach` of a netlink-attached program on `ifindex`, native then skb mode; errors
+/// (nothing attached in that mode) are ignored.
+pub fn xdp_detach_netlink(ifindex: u32) {
+    for flags in [libbpf_sys::XDP_FLAGS_DRV_MODE, libbpf_sys::XDP_FLAGS_SKB_MODE] {
+        // SAFETY: plain wrapper; errors (nothing attached in that mode) are ignored.
+        unsafe { libbpf_sys::bpf_xdp_detach(ifindex as i32, flags, std::ptr::null()) };
+    }
+}
+
+/// `bpf_link_create(prog_fd, ifindex, BPF_XDP)` with XDP `flags`; `label` names the call in
+/// errors.
+pub fn link_create_xdp(
+    prog_fd: RawFd,
+    ifindex: u32,
+    flags: u32,
+    label: impl FnOnce() -> String,
+) -> Result<OwnedFd, SysError> {
+    // SAFETY: all-zero is a valid bpf_link_create_opts; sz and flags are set below.
+    let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
+    opts.flags = flags;
+    // SAFETY: prog_fd is a loaded XDP program; opts is valid.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_XDP, &opts) };
+    if fd < 0 {
+        return Err(SysError { call: label(), errno: -fd });
+    }
+    // SAFETY: fd is a fresh link descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `bpf_prog_test_run_opts` (BPF_PROG_TEST_RUN) of `prog` over `data`, `repeat` times, with
+/// `flags` and `batch_size` (0: the kernel's default); returns the program's return value.
+/// `label` names the call in errors.
+pub fn prog_test_run(
+    prog: BorrowedFd<'_>,
+    data: &[u8],
+    repeat: u32,
+    flags: u32,
+    batch_size: u32,
+    label: impl FnOnce() -> String,
+) -> Result<u32, SysError> {
+    // SAFETY: all-zero is a valid bpf_test_run_opts; sz and fields are set below.
+    let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
+    opts.data_in = data.as_ptr().cast();
+    opts.data_size_in = data.len() as u32;
+    opts.repeat = repeat as i32;
+    opts.flags = flags;
+    opts.batch_size = batch_size;
+    // SAFETY: opts points to data, which outlives the call; the kernel only reads it.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: label(), errno: -rc });
+    }
+    Ok(opts.retval)
+}
+
+fn path_cstring(path: &Path, call: &str) -> Result<CString, SysError> {
+    CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| SysError { call: format!("{call}({})", path.display()), errno: libc::EINVAL })
+}
+
+/// `bpf_obj_pin(fd, path)`: pins a BPF object (here a link) in bpffs; errors name it `what`.
+pub fn obj_pin(fd: BorrowedFd<'_>, path: &Path, what: &str) -> Result<(), SysError> {
+    let p = path_cstring(path, "bpf_obj_pin")?;
+    // SAFETY: a valid fd and a NUL-terminated path.
+    let rc = unsafe { libbpf_sys::bpf_obj_pin(fd.as_raw_fd(), p.as_ptr()) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_obj_pin({what}, {})", path.display()), errno: -rc });
+    }
+    Ok(())
+}
+
+/// `bpf_obj_get(path)`: opens a pinned BPF object (follows symlinks).
+pub fn obj_get(path: &Path) -> Result<OwnedFd, SysError> {
+    let p = path_cstring(path, "bpf_obj_get")?;
+    // SAFETY: a NUL-terminated path.
+    let fd = unsafe { libbpf_sys::bpf_obj_get(p.as_ptr()) };
+    if fd < 0 {
+        return Err(SysError { call: format!("bpf_obj_get({})", path.display()), errno: -fd });
+    }
+    // SAFETY: a fresh fd we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A BTF object parsed by libbpf (`btf__parse`), freed on drop.
+#[derive(Debug)]
+pub struct Btf(NonNull<libbpf_sys::btf>);
+
+impl Btf {
+    /// Parses the BTF at `path` (e.g. `/sys/kernel/btf/vmlinux`); `None` if it cannot.
+    pub fn parse(path: &Path) -> Option<Self> {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: c is a NUL-terminated path that outlives the call; returns an owned object
+        // or NULL (errno set).
+        let p = unsafe { libbpf_sys::btf__parse(c.as_ptr(), std::ptr::null_mut()) };
+        NonNull::new(p).map(Self)
+    }
+
+    /// True if a type `name` of `kind` (`BTF_KIND_TYPEDEF`, `BTF_KIND_STRUCT`, ...) exists.
+    pub fn has_type(&self, name: &str, kind: u32) -> bool {
+        let Ok(c) = CString::new(name) else { return false };
+        // SAFETY: self.0 is a live BTF object; c is a NUL-terminated string that outlives the call.
+        unsafe { libbpf_sys::btf__find_by_name_kind(self.0.as_ptr(), c.as_ptr(), kind) >= 0 }
+    }
+}
+
+impl Drop for Btf {
+    fn drop(&mut self) {
+        // SAFETY: the pointer came from btf__parse and is freed once, here.
+        unsafe { libbpf_sys::btf__free(self.0.as_ptr()) };
+    }
+}
