@@ -219,7 +219,7 @@ fn receive(
             };
             let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false);
             let q = open_queues(&setup, Some(&mut attach)).map_err(|e| e.to_string())?;
-            let ncpu = fastpath::sys::online_cpus();
+            let ncpu = fastpath::host::online_cpus();
             let n = std::thread::scope(|sc| -> Result<u64, String> {
                 let workers: Vec<_> = q
                     .ports
@@ -227,7 +227,7 @@ fn receive(
                     .enumerate()
                     .map(|(i, mut port)| {
                         sc.spawn(move || -> Result<u64, String> {
-                            fastpath::sys::pin_current_thread(i % ncpu).map_err(|e| e.to_string())?;
+                            fastpath::host::pin_current_thread(i % ncpu).map_err(|e| e.to_string())?;
                             let c = Counters::default();
                             bench::rxdrop(
                                 &mut port,
@@ -310,7 +310,7 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
             let t0 = Instant::now();
             // One generator thread per queue, CPU i: a veth's XDP transmit picks the peer's
             // receive queue by the sending CPU (veth_xdp_xmit), so the queues all get traffic.
-            let ncpu = fastpath::sys::online_cpus();
+            let ncpu = fastpath::host::online_cpus();
             let cpus: Vec<usize> = (0..queues as usize).map(|i| (GEN_CPU + i) % ncpu).collect();
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
             let live = LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters)
@@ -364,7 +364,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.inject {
         return crate::inject::run(a, stop);
     }
-    let ncpu = fastpath::sys::online_cpus() as u32;
+    let ncpu = fastpath::host::online_cpus() as u32;
     if let Some(q) = a.queues {
         if !(2..=ncpu.min(64)).contains(&q) {
             return Err(usage(anyhow!(
