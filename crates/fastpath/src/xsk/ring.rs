@@ -204,6 +204,11 @@ impl<T: Copy> ProdRing<T> {
     #[inline]
     pub fn submit(&mut self, n: u32) {
         assert!(n <= self.cached_prod.wrapping_sub(self.published), "submit of {n}: more than reserved");
+        if n == 0 {
+            // No store: the index's cache line is shared with the kernel, and a spinning loop
+            // that stores on every empty round makes the kernel's side miss on it each time.
+            return;
+        }
         self.published = self.published.wrapping_add(n);
         self.producer().store(self.published, Ordering::Release);
     }
@@ -292,6 +297,11 @@ impl<T: Copy> ConsRing<T> {
     #[inline]
     pub fn release(&mut self, n: u32) {
         assert!(n <= self.cached_cons.wrapping_sub(self.released), "release of {n}: more than peeked");
+        if n == 0 {
+            // No store on an empty round (see `ProdRing::submit`): an empty peek in a spin loop
+            // must not pull the consumer index's cache line away from the kernel's producer.
+            return;
+        }
         self.released = self.released.wrapping_add(n);
         // SAFETY: valid for our life (contract of `new`).
         unsafe { &*self.raw.consumer }.store(self.released, Ordering::Release);
