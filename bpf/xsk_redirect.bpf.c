@@ -12,7 +12,7 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
-	__uint(max_entries, FP_MAX_QUEUES);
+	__uint(max_entries, FP_MAX_QUEUES * FP_MAX_QUEUES); /* queue * socks_per_queue + i */
 	__type(key, __u32);
 	__type(value, __u32);
 } xsks SEC(".maps");

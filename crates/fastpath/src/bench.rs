@@ -172,13 +172,22 @@ pub fn txonly<P: Port>(
     let len = template.len() as u64;
     let mut idle = 0u32;
     // Backends that complete on accept (they copied the frame) report no completions.
-    let sync = port.tx_reap()?.is_none();
+    let sync = match port.tx_reap()? {
+        None => true,
+        Some(done) => {
+            counters.add(Ctr::TxCompleted, done);
+            false
+        }
+    };
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
         if let Some(done) = port.tx_reap()? {
             counters.add(Ctr::TxCompleted, done);
         }
         let want = pacer.allowed(per_call) as usize;
         if want == 0 {
+            // Paced: push out what is queued (copy mode sends at most its budget per kick),
+            // then wait for the next frame's time.
+            port.tx_outstanding()?;
             if let Some(w) = pacer.wait_time() {
                 if w > Duration::from_micros(100) {
                     std::thread::sleep(w - Duration::from_micros(60));
@@ -226,6 +235,7 @@ pub fn txonly<P: Port>(
     if let Some(done) = port.tx_reap()? {
         counters.add(Ctr::TxCompleted, done);
     }
+    let outstanding = port.tx_outstanding()?;
     if outstanding > 0 && pacer.done() {
         return Err(PortError::Sys(SysError {
             call: format!("txonly: {outstanding} of {seq} TX frames not completed by the kernel within 5 s"),

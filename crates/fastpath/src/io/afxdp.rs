@@ -204,7 +204,11 @@ impl AfXdpPort {
         }
         drop(fb);
         let mut free = Vec::with_capacity(total as usize);
-        free.append(&mut frames);
+        let fs = sock.umem().frame_size();
+        free.extend(frames.drain(..).map(|mut f| {
+            f.reset(fs);
+            f
+        }));
         let umem = sock.umem().clone();
         let nframes = umem.config().frame_count as usize;
         Ok(Self {
@@ -244,7 +248,7 @@ impl AfXdpPort {
             self.free.push(f);
             n += 1;
         }
-        self.outstanding -= n;
+        self.outstanding = self.outstanding.saturating_sub(n);
         n
     }
 
@@ -252,21 +256,31 @@ impl AfXdpPort {
     #[inline]
     fn reap_to_fill(&mut self) -> u64 {
         let (Some(comp), Some(fill)) = (self.sock.comp.as_mut(), self.sock.fill.as_mut()) else { return 0 };
+        let shift = self.umem.frame_size().trailing_zeros();
+        let templated = &mut self.templated;
+        // A frame on FILL is the kernel's to write: it no longer holds a template.
+        let mut untemplate = |f: &Frame| {
+            let idx = (f.addr() >> shift) as usize;
+            templated[idx / 64] &= !(1 << (idx % 64));
+        };
         let mut done = 0;
         let mut fb = fill.reserve(u32::MAX);
         while fb.room() > 0 {
             let Some(f) = self.free.pop() else { break };
+            untemplate(&f);
             fb.push(f);
         }
-        for f in comp.peek(u32::MAX) {
+        for mut f in comp.peek(u32::MAX) {
             done += 1;
             if fb.room() > 0 {
+                untemplate(&f);
                 fb.push(f);
             } else {
+                f.reset(1 << shift);
                 self.free.push(f);
             }
         }
-        self.outstanding -= done;
+        self.outstanding = self.outstanding.saturating_sub(done);
         done
     }
 
@@ -347,6 +361,7 @@ impl Port for AfXdpPort {
                         bytes += fr.len() as u64;
                         tb.push(fr);
                     } else {
+                        fr.reset(umem.frame_size());
                         self.free.push(fr);
                     }
                 }
@@ -425,6 +440,8 @@ impl Port for AfXdpPort {
                 accepted: format!("use 1 to {fs} bytes (the frame size)"),
             });
         }
+        // Completed frames back to the free list: a caller may loop on tx_stamped alone.
+        self.reap_to_free();
         if self.template.as_slice() != template {
             // A new template: no frame holds it yet (allocates only here, never per packet).
             self.template.clear();
@@ -461,7 +478,7 @@ impl Port for AfXdpPort {
     }
 
     fn tx_outstanding(&mut self) -> Result<u64, PortError> {
-        self.sock.kick_tx()?;
+        self.kick_tx_pending()?;
         Ok(self.outstanding)
     }
 

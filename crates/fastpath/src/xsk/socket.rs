@@ -309,8 +309,11 @@ impl XskSocket {
     /// the same (interface, queue) as a bound socket is [`Sharing::SameQueue`]; any other is
     /// [`Sharing::OtherQueue`] (kernel >= 5.10, else [`XskError::Unsupported`]).
     ///
-    /// `copy_mode: Auto` tries `XDP_ZEROCOPY`, then `XDP_COPY`. `ZeroCopy` fails with
-    /// [`XskError::NoZeroCopy`] on drivers without it. EBUSY (the previous socket on this
+    /// `copy_mode: Auto` binds with neither `XDP_ZEROCOPY` nor `XDP_COPY`: the kernel tries
+    /// zero-copy and falls back to copy on any driver refusal (with a note). `ZeroCopy` fails
+    /// with [`XskError::NoZeroCopy`] on drivers without it. A sharing socket takes the data path
+    /// of the UMEM's first socket. If the first bind of a UMEM fails, the UMEM cannot be used
+    /// again ([`XskError::UmemUnusable`]): its registration lives on that socket. EBUSY (the previous socket on this
     /// queue still being torn down) is retried for up to 2 s. After bind the mode obtained is
     /// read back with XDP_OPTIONS ([`XskSocket::zero_copy`]); it is never assumed.
     ///
@@ -348,43 +351,50 @@ impl XskSocket {
                 (sharing, sys::socket_xdp()?, with)
             }
         };
-        let try_order: &[CopyMode] = match config.copy_mode {
-            CopyMode::Auto => &[CopyMode::ZeroCopy, CopyMode::Copy],
-            CopyMode::Copy => &[CopyMode::Copy],
-            CopyMode::ZeroCopy => &[CopyMode::ZeroCopy],
-        };
-        let mut s = Self::setup(umem, fd, &dev, queue_id, config, sharing)?;
-        let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
-        let mut last_err = None;
-        for &mode in try_order {
-            match s.bind_mode(&dev, mode, shared_fd) {
-                Ok(()) => {
-                    umem.bound.lock().expect("UMEM registry lock").push(Bound {
-                        ifindex: dev.ifindex,
-                        queue_id,
-                        fd: Arc::downgrade(&s.fd),
-                    });
-                    return Ok(s);
+        let owner = sharing == Sharing::Owner;
+        let mut s = match Self::setup(umem, fd, &dev, queue_id, config, sharing) {
+            Ok(s) => s,
+            Err(e) => {
+                if owner {
+                    umem.owner_failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
-                Err(XskError::Sys(e))
-                    if mode == CopyMode::ZeroCopy && matches!(e.errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) =>
-                {
+                return Err(e);
+            }
+        };
+        let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
+        match s.bind_mode(&dev, config.copy_mode, shared_fd) {
+            Ok(()) => {
+                if config.copy_mode == CopyMode::Auto && !s.zero_copy && shared_fd.is_none() {
+                    // Auto binds with neither XDP_COPY nor XDP_ZEROCOPY: the kernel tries
+                    // zero-copy and falls back to copy on any driver refusal (xp_assign_dev in
+                    // net/xdp/xsk_buff_pool.c); XDP_OPTIONS says which it chose.
                     let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
                     s.notes.push(format!(
-                        "zero-copy refused by driver {driver} ({}); falling back to copy mode",
-                        sys::errno_text(e.errno)
+                        "zero-copy refused by driver {driver}: the kernel bound in copy mode (read back from XDP_OPTIONS)"
                     ));
-                    last_err = Some(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e });
                 }
-                Err(XskError::Sys(e)) if sharing == Sharing::OtherQueue && e.errno == libc::EINVAL => {
-                    // The probe said yes, this driver said no.
-                    let f = crate::features::Feature::SharedUmemOtherQueue;
-                    return Err(crate::features::Unsupported { feature: f.name(), min_kernel: f.min_kernel() }.into());
+                umem.bound.lock().expect("UMEM registry lock").push(Bound {
+                    ifindex: dev.ifindex,
+                    queue_id,
+                    fd: Arc::downgrade(&s.fd),
+                });
+                Ok(s)
+            }
+            Err(e) => {
+                if owner {
+                    // The UMEM was registered on this socket, whose rings now exist: the fd
+                    // cannot be bound again, and the UMEM with it.
+                    umem.owner_failed.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
-                Err(e) => return Err(e),
+                match e {
+                    XskError::Sys(e) if config.copy_mode == CopyMode::ZeroCopy && e.errno != libc::EBUSY => {
+                        let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
+                        Err(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e })
+                    }
+                    e => Err(e),
+                }
             }
         }
-        Err(last_err.expect("at least one mode tried"))
     }
 
     /// Creates the rings on `fd` and maps them.
@@ -512,7 +522,8 @@ impl XskSocket {
     fn bind_mode(&mut self, dev: &NetDev, mode: CopyMode, shared_fd: Option<RawFd>) -> Result<(), XskError> {
         let mut flags = match mode {
             CopyMode::ZeroCopy => XDP_ZEROCOPY,
-            _ => XDP_COPY,
+            CopyMode::Copy => XDP_COPY,
+            CopyMode::Auto => 0,
         };
         if self.config.need_wakeup {
             flags |= XDP_USE_NEED_WAKEUP;

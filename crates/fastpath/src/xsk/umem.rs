@@ -104,6 +104,13 @@ impl Frame {
     pub(crate) fn umem_id(&self) -> u32 {
         self.umem_id
     }
+
+    /// Back to the start of its frame, empty: a free frame, whatever offset it was received at.
+    #[inline]
+    pub fn reset(&mut self, frame_size: u32) {
+        self.addr &= !(frame_size as u64 - 1);
+        self.len = 0;
+    }
 }
 
 static NEXT_UMEM_ID: AtomicU32 = AtomicU32::new(1);
@@ -134,6 +141,8 @@ pub struct Umem {
     pub(crate) owner_fd: Mutex<Option<OwnedFd>>,
     /// Sockets bound with this UMEM (for XDP_SHARED_UMEM).
     pub(crate) bound: Mutex<Vec<Bound>>,
+    /// The first socket's set-up or bind failed: the registration is gone with it.
+    pub(crate) owner_failed: std::sync::atomic::AtomicBool,
     notes: Vec<String>,
 }
 
@@ -166,13 +175,18 @@ impl Umem {
             tx_metadata_len: 0,
         };
         sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
-        let id = NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed);
+        // Ids are never reused (a wrapped id would let one UMEM's tokens open another's memory):
+        // after 2^32 - 1 UMEMs in one process, creating another panics.
+        let id = NEXT_UMEM_ID
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| i.checked_add(1))
+            .expect("UMEM ids exhausted: 2^32 - 1 UMEMs created in this process");
         let umem = Arc::new(Umem {
             map,
             config: config.clone(),
             id,
             owner_fd: Mutex::new(Some(fd)),
             bound: Mutex::new(Vec::new()),
+            owner_failed: std::sync::atomic::AtomicBool::new(false),
             notes,
         });
         let fs = config.frame_size as u64;
