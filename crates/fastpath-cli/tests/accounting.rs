@@ -6,12 +6,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// A count from JSON output: a missing key or a non-number FAILS the test (it never reads as 0).
-#[track_caller]
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("expected a count in the JSON output, found {v}"))
-}
-
 /// A rate from JSON output: missing FAILS.
 #[track_caller]
 fn f(v: &Value) -> f64 {

@@ -12,13 +12,7 @@ fn bed() -> Testbed {
 
 /// One line on stderr, naming `needle`, exit code `code`, nothing attached afterwards.
 fn assert_refused(bed: &Testbed, args: &[&str], code: i32, needles: &[&str]) {
-    let o = run(args);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(code), "{args:?}: exit {:?}, stderr: {err}", o.status);
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected, got: {err}");
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: {err:?} does not mention {n:?}");
-    }
+    assert_one_line_refusal(&format!("{args:?}"), &run(args), code, needles);
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "{args:?} left an XDP program attached");
 }
 

@@ -20,18 +20,6 @@ fn bed() -> Testbed {
 }
 
 /// One test of this file at a time: one of them floods both CPUs.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A counter from JSON output; a missing key FAILS the test (it must never read as 0).
-#[track_caller]
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
-}
-
 /// This machine has a CPU 1 (the tests send to it); CI=true fails without one.
 fn two_cpus(test: &str) -> bool {
     if fastpath::host::online_cpus() >= 2 {

@@ -20,18 +20,6 @@ fn bed() -> Testbed {
 /// both CPUs at full rate; run side by side (cargo runs a file's tests in parallel) a flood
 /// starves the paced tests' receivers, which then lose frames their exact checks do not allow
 /// (`l2fwd_round_trip` got 1,376 of 20,000 back once).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// A counter from the JSON output; a missing key FAILS the test (it must never read as 0).
-#[track_caller]
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
-}
-
 /// 100,000 sequence-numbered frames at a paced rate (AF_XDP TX, 64 frames per burst) arrive
 /// exactly once each, bytes intact (IPv4 and UDP checksums, payload magic), and the program is
 /// gone after SIGTERM.

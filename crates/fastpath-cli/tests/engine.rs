@@ -282,18 +282,8 @@ fn queue_and_cpu_options_are_checked_before_anything_is_attached() {
     ] {
         let mut a = vec!["bench", "rxdrop", "-i", "lo", "--duration", "1"];
         a.extend(args.iter());
-        let o = run(&a);
-        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", stderr(&o));
-        let e = stderr(&o);
-        assert!(e.contains(want), "{a:?}: {e}");
-        assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
+        assert_one_line_refusal(&format!("{a:?}"), &run(&a), 2, &[want]);
     }
-}
-
-/// One test bed at a time: these tests send at full rate and count exactly.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `--shared-umem` over two queues where the kernel (here: the feature table, told to refuse it
@@ -312,10 +302,7 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
         .args(["--duration", "1"])
         .output()
         .unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(6), "{e}");
-    assert_eq!(e.trim().lines().count(), 1, "one line: {e}");
-    assert!(e.contains("shared UMEM") && e.contains("5.10"), "names the feature and its kernel: {e}");
+    assert_one_line_refusal("--shared-umem refused", &o, 6, &["shared UMEM", "5.10"]);
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "no XDP program left after the refusal");
     // Busy polling on a kernel without it: the same, named.
     let o = fastpath()
@@ -323,9 +310,7 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
         .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--busy-poll", "--duration", "1"])
         .output()
         .unwrap();
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(6), "{e}");
-    assert!(e.contains("busy poll") && e.contains("5.11") && e.trim().lines().count() == 1, "{e}");
+    assert_one_line_refusal("--busy-poll refused", &o, 6, &["busy poll", "5.11"]);
     assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "no XDP program left after the refusal");
     // Without --shared-umem the same run works: one UMEM per queue needs no sharing.
     let o = fastpath()
@@ -359,8 +344,7 @@ fn compare_adds_two_queue_rows() {
     assert_eq!(find("in-kernel XDP_DROP, 2 queues")["pct_of_xdp_drop"], 100.0);
     assert_eq!(find("in-kernel XDP_DROP")["queues"], 1);
     let o = run(&["compare", "--queues", "1", "--duration", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("--queues 1 is not accepted"), "{}", stderr(&o));
+    assert_one_line_refusal("compare --queues 1", &o, 2, &["--queues 1 is not accepted", "2..="]);
 }
 
 /// Frames that came in at an offset (received, then not forwarded) are free frames from their

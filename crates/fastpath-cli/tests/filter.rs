@@ -18,12 +18,6 @@ fn quiet_bed() -> Testbed {
     Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
 }
 
-/// A counter from the JSON output; a missing key FAILS the test (it must never read as 0).
-#[track_caller]
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
-}
-
 /// Unloads the classifier pinned on `iface` in `ns` when dropped (declare it after the test
 /// bed, so it drops first): a failing test leaves no pins in /sys/fs/bpf/fastpath.
 struct Pinned<'a>(&'a str, &'a str);

@@ -166,3 +166,28 @@ pub fn gen_xsk(bed: &fastpath_testbed::Testbed, extra: &[&str]) -> Output {
     args.extend_from_slice(extra);
     run(&args)
 }
+
+/// One test bed at a time within a test binary: these tests send at full rate and count exactly.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A counter from JSON output; a missing key FAILS the test (it must never read as 0).
+#[track_caller]
+pub fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("expected a JSON counter, got {v} (missing key?)"))
+}
+
+/// A refusal as the CLI must give it: exit code `code` and one line on stderr naming every
+/// needle. Returns that line.
+#[track_caller]
+pub fn assert_one_line_refusal(what: &str, o: &Output, code: i32, needles: &[&str]) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{what}: exit {:?}, stderr: {err}", o.status);
+    assert_eq!(err.trim_end().lines().count(), 1, "{what}: one line expected, got: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{what}: {err:?} does not mention {n:?}");
+    }
+    err
+}

@@ -155,6 +155,8 @@ pub struct AfXdpPort {
     templated: Vec<u64>,
     template: Vec<u8>,
     outstanding: u64,
+    /// Completions reaped (by any call) and not yet reported by `tx_reap`.
+    unreported: u64,
     stats: PortStats,
 }
 
@@ -220,6 +222,7 @@ impl AfXdpPort {
             templated: vec![0; nframes.div_ceil(64)],
             template: Vec::new(),
             outstanding: 0,
+            unreported: 0,
             stats: PortStats::default(),
         })
     }
@@ -249,6 +252,7 @@ impl AfXdpPort {
             n += 1;
         }
         self.outstanding = self.outstanding.saturating_sub(n);
+        self.unreported += n;
         n
     }
 
@@ -281,6 +285,7 @@ impl AfXdpPort {
             }
         }
         self.outstanding = self.outstanding.saturating_sub(done);
+        self.unreported += done;
         done
     }
 
@@ -474,7 +479,10 @@ impl Port for AfXdpPort {
 
     #[inline]
     fn tx_reap(&mut self) -> Result<Option<u64>, PortError> {
-        Ok(Some(self.reap_to_free()))
+        // Every completion counts once, whichever call reaped it (tx_burst and tx_stamped reap
+        // too).
+        self.reap_to_free();
+        Ok(Some(std::mem::take(&mut self.unreported)))
     }
 
     fn tx_outstanding(&mut self) -> Result<u64, PortError> {
