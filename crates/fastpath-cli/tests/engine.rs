@@ -368,10 +368,15 @@ fn received_frames_reused_for_tx_have_their_whole_room() {
         let mut p = AfXdpPort::open(&iface, 0, &cfg, Some(XdpMode::Native), false).expect("port");
         tx.send(()).unwrap();
         // Receive (at the kernel's offset) and keep every frame: none forwarded.
+        let dropped = |p: &mut AfXdpPort| -> usize {
+            let s = p.stats().expect("stats");
+            s.drops.iter().filter(|(k, _)| k == "rx_dropped" || k == "rx_ring_full").map(|(_, v)| *v as usize).sum()
+        };
         let (mut got, t0) = (0, Instant::now());
-        while got < 1000 && t0.elapsed() < Duration::from_secs(20) {
+        while got + dropped(&mut p) < 1000 && t0.elapsed() < Duration::from_secs(20) {
             got += p.fwd_burst(64, 10, |_| false).expect("fwd_burst").0;
         }
+        let named = dropped(&mut p);
         // Every free frame, offset or not, takes a frame-size packet.
         let big = vec![0x5au8; 4096];
         let mut sent = 0;
@@ -379,11 +384,13 @@ fn received_frames_reused_for_tx_have_their_whole_room() {
             sent += p.tx_burst(&[&big[..]]).expect("tx_burst");
             let _ = p.tx_reap();
         }
-        got
+        (got, named)
     });
     rx.recv_timeout(Duration::from_secs(20)).expect("port ready");
-    let g = gen_xsk(&bed, &["--count", "1000", "--rate", "100000", "--duration", "30"]);
+    let g = gen_xsk(&bed, &["--count", "1000", "--rate", "20000", "--duration", "30"]);
     assert!(g.status.success(), "gen: {}", stderr(&g));
-    let got = h.join().unwrap().unwrap();
-    assert_eq!(got, 1000);
+    let (got, named) = h.join().unwrap().unwrap();
+    // On a loaded machine the small rings may overflow: every frame is received or named.
+    assert_eq!(got + named, 1000, "received {got} + named drops {named}");
+    assert!(got >= 300, "enough received frames ({got}) to reuse for the 300 transmits");
 }
