@@ -2,8 +2,9 @@
 """The issue-8 engine measurements on test beds of their own, side by side in each run:
 single queue (xdpdrop, rxdrop native copy, l2fwd, txonly; each as a fraction of xdpdrop in the
 same run), two queues (xdpdrop and rxdrop with per-queue UMEMs and with --shared-umem, same
-generator; efficiency = 2-queue ratio / 1-queue ratio), redirect-cpu vs xdpdrop, and CPU use
-per core during each row (/proc/stat). With --baseline BIN, the same single-queue rows with an
+generator; efficiency = 2-queue ratio / 1-queue ratio), redirect-cpu vs xdpdrop, diagnostic
+txonly and rxdrop rows with the receiver's veth NAPI threaded (against xdpdrop in that same
+configuration), and CPU use per core during each row (/proc/stat). With --baseline BIN, the same single-queue rows with an
 older build, interleaved, for before/after.
 
 Usage: scripts/bench_engine.py [--runs 3] [--duration 5] [--baseline BIN] [--json FILE]   (root)
@@ -79,6 +80,12 @@ def up(args):
     return fp(["testbed", "up", "--json"] + args)
 
 
+def threaded(bed, on):
+    """Threaded NAPI on the receiver's veth (ns b): /sys/class/net/IFACE/threaded."""
+    subprocess.run(["ip", "netns", "exec", bed["ns_b"], "sh", "-c",
+                    f"echo {on} > /sys/class/net/{bed['iface_b']}/threaded"], check=True)
+
+
 def down(bed):
     subprocess.run([FP_NEW, "testbed", "down", bed["name"]], capture_output=True)
 
@@ -102,6 +109,17 @@ def one_run(d, baseline):
                 bed, ["bench", "xdpdrop"], ["bench", "txonly", "--dst-mac", mac] + app + dur, "delivered", b)
         out["redirect-cpu 1q"] = measure(bed, ["bench", "redirect-cpu", "--xdp-mode", "native"], gen1,
                                          "rx delivered", FP_NEW)
+        # Diagnostic rows: the receiving veth's NAPI in a kernel thread of its own (threaded NAPI),
+        # so its work (the COW of each skb, the XDP program) leaves the sender's CPU, as it does
+        # on a real NIC where the receiver is another machine. Their reference is the XDP_DROP of
+        # this same configuration.
+        threaded(bed, 1)
+        out["xdpdrop 1q threaded-napi"] = measure(bed, ["bench", "xdpdrop"], gen1, "drop_packets", FP_NEW)
+        out["txonly copy 1q threaded-napi"] = measure(
+            bed, ["bench", "xdpdrop"], ["bench", "txonly", "--dst-mac", mac] + app + dur, "delivered", FP_NEW)
+        out["rxdrop native copy 1q threaded-napi"] = measure(
+            bed, ["bench", "rxdrop", "--xdp-mode", "native", "--copy-mode", "copy"] + app, gen1, "rx_packets", FP_NEW)
+        threaded(bed, 0)
     finally:
         down(bed)
     bed = up(["--queues", "2"])
@@ -134,16 +152,18 @@ def main():
         runs.append(one_run(a.duration, a.baseline))
 
     def ref(key):
+        if key.endswith("threaded-napi"):
+            return "xdpdrop 1q threaded-napi"
         return "xdpdrop 2q" if " 2q" in key else "xdpdrop 1q"
 
-    print(f"{'path':<30} {'Mpps min':>8} {'median':>7} {'max':>7}   ratio to xdpdrop, same run (min/median/max)   CPU busy %/softirq % (median)")
+    print(f"{'path':<36} {'Mpps min':>8} {'median':>7} {'max':>7}   ratio to xdpdrop, same run (min/median/max)   CPU busy %/softirq % (median)")
     for key in runs[0]:
         v = [run[key]["mpps"] for run in runs]
         ratio = [run[key]["mpps"] / run[ref(key)]["mpps"] for run in runs]
         cpus = sorted(runs[0][key]["cpu"])
         use = " ".join(f"{c} {statistics.median(r[key]['cpu'][c][0] for r in runs):.0f}/"
                        f"{statistics.median(r[key]['cpu'][c][1] for r in runs):.0f}" for c in cpus)
-        print(f"{key:<30} {min(v):>8.2f} {statistics.median(v):>7.2f} {max(v):>7.2f}   "
+        print(f"{key:<36} {min(v):>8.2f} {statistics.median(v):>7.2f} {max(v):>7.2f}   "
               f"{min(ratio):.2f} / {statistics.median(ratio):.2f} / {max(ratio):.2f}{'':<22}{use}")
     r1 = [run["rxdrop native copy 1q"]["mpps"] / run["xdpdrop 1q"]["mpps"] for run in runs]
     for k in ("rxdrop 2q per-queue UMEM", "rxdrop 2q shared UMEM", "rxdrop 2q shared UMEM poll"):
@@ -152,7 +172,7 @@ def main():
               f"(min {min(eff):.2f}, max {max(eff):.2f})")
     print("\ncommand lines (sender in ns a, receiver in ns b, 64-byte frames):")
     for key in runs[0]:
-        print(f"  {key:<30} {runs[0][key]['cmd']}")
+        print(f"  {key:<36} {runs[0][key]['cmd']}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f)

@@ -319,6 +319,18 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    // Two spinning workers (CPU 0 and 1 by default) on a 2-CPU machine leave no CPU for the
+    // receive softirq: the run notes it, and does not with --poll.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let says = out.contains("note: 2 spinning workers on every CPU (0,1)");
+    assert_eq!(says, fastpath::host::online_cpus() <= 2, "{out}");
+    let o = fastpath()
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--poll"])
+        .args(["--duration", "0.5"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !out.contains("spinning workers"), "{out} {}", stderr(&o));
 }
 
 /// `compare --queues 2` adds the two-queue rows (AF_XDP over a shared UMEM and XDP_DROP, on a
