@@ -23,6 +23,49 @@ struct {
 	__type(value, __u64);
 } gen_seq SEC(".maps");
 
+/* Pacing per CPU (struct fp_gen_pace): written by user space before a run. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_GEN_MAX_CPUS);
+	__type(key, __u32);
+	__type(value, struct fp_gen_pace);
+} gen_pace SEC(".maps");
+
+/* 1 if this run sends a frame now, 0 if it is not yet due (the run is then XDP_DROPped, its
+ * page recycled). Paced per frame, so any 1 ms window holds the nominal rate; the windows
+ * are counted here, where the frames leave. */
+static __always_inline int pace_ok(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct fp_gen_pace *p = bpf_map_lookup_elem(&gen_pace, &cpu);
+	__u64 now, ms;
+
+	if (!p || !p->interval_ns)
+		return 1;
+	now = bpf_ktime_get_ns();
+	if (now < p->next_ns)
+		return 0;
+	if (now - p->next_ns > FP_GEN_PACE_SLACK_NS)
+		p->next_ns = now;
+	p->next_ns += p->interval_ns;
+	ms = now / 1000000;
+	if (ms != p->win_ms) {
+		if (p->win_ms) {
+			__u64 c = p->win_count * p->interval_ns;
+			__u64 gap = ms - p->win_ms;
+
+			/* The closed window, then any empty ones between it and this one. */
+			p->windows += gap;
+			if (c >= 800000 && c <= 1200000)
+				p->within_20pct += 1;
+		}
+		p->win_ms = ms;
+		p->win_count = 0;
+	}
+	p->win_count += 1;
+	return 1;
+}
+
 /* Offset of the UDP checksum: 14 Ethernet + 20 IPv4 + 6. */
 #define UDP_CSUM_OFF 40
 
@@ -50,6 +93,8 @@ int xdp_gen(struct xdp_md *ctx)
 
 	if (data + FP_PAYLOAD_OFF + FP_PAYLOAD_LEN > data_end)
 		return XDP_ABORTED;
+	if (!pace_ok())
+		return XDP_DROP;
 	seq = bpf_map_lookup_elem(&gen_seq, &key);
 	if (!seq)
 		return XDP_ABORTED;

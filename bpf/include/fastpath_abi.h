@@ -229,6 +229,23 @@ struct fp_mon_devmap {
 	__u64 _pad[4];
 } __attribute__((aligned(64)));
 
+/* ---- xdp-live generator pacing (bpf/xdp_gen.bpf.c; Rust side: crates/fastpath/src/bench.rs gen_live) ---- */
+
+#define FP_GEN_MAX_CPUS      256     /* gen_pace entries: key = CPU number */
+#define FP_GEN_PACE_SLACK_NS 20000   /* after a stall longer than this, no catch-up burst */
+
+/* One CPU's pacing: user space writes interval_ns (0 = unpaced) and zeroes the rest before a
+ * run; the program sends a frame when now >= next_ns and XDP_DROPs the run otherwise, and
+ * counts whole 1 ms windows and those within 20% of 1e6 / interval_ns frames. */
+struct fp_gen_pace {
+	__u64 interval_ns;
+	__u64 next_ns;
+	__u64 win_ms;        /* the current window: CLOCK_MONOTONIC ms, 0 before the first frame */
+	__u64 win_count;     /* frames sent in it */
+	__u64 windows;       /* whole windows closed (empty ones included) */
+	__u64 within_20pct;  /* of those, windows within 20% of the nominal rate */
+};
+
 /* ---- CPUMAP redirect (bpf/xdp_redirect_cpu.bpf.c; Rust side: crates/fastpath/src/bpf/cpumap.rs) ---- */
 
 #define FP_RCPU_MAX_CPUS  64   /* CPUs in the --cpus list */
@@ -243,6 +260,7 @@ _Static_assert(sizeof(struct fp_payload) == FP_PAYLOAD_LEN, "fp_payload: FP_PAYL
 _Static_assert(sizeof(struct fp_cls_key) == 56, "fp_cls_key: 56 bytes, no hole");
 _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
+_Static_assert(sizeof(struct fp_gen_pace) == 48, "fp_gen_pace: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

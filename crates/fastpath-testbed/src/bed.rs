@@ -534,6 +534,31 @@ impl Testbed {
         Ok(())
     }
 
+    /// Gives the receiving veth's NAPI kernel threads (see [`Testbed::set_rx_napi_cpu`], which
+    /// must have turned threaded NAPI on) the real-time policy SCHED_FIFO at `priority`
+    /// (1..=99), as `chrt -f -p PRIORITY PID` would, and returns their thread ids.
+    ///
+    /// Why: a NIC's receive softirq runs with priority over any task on the CPU its interrupt
+    /// lands on; a threaded NAPI is an ordinary task and would share that CPU fairly with a
+    /// service. SCHED_FIFO restores the priority (sched(7)). Needs CAP_SYS_NICE.
+    pub fn set_rx_napi_fifo(&self, priority: i32) -> Result<Vec<i32>, TestbedError> {
+        let threads = napi_threads(&self.iface_b);
+        if threads.is_empty() {
+            return Err(TestbedError::NoNapiThreads { ns: self.ns_b.clone(), iface: self.iface_b.clone() });
+        }
+        for (pid, comm) in &threads {
+            let param = libc::sched_param { sched_priority: priority };
+            // SAFETY: a plain system call on a thread id with a valid sched_param.
+            if unsafe { libc::sched_setscheduler(*pid, libc::SCHED_FIFO, &param) } != 0 {
+                let cause = nix::Error::last();
+                if cause != nix::Error::ESRCH {
+                    return Err(TestbedError::Scheduler { pid: *pid, comm: comm.clone(), priority, cause });
+                }
+            }
+        }
+        Ok(threads.into_iter().map(|(pid, _)| pid).collect())
+    }
+
     /// Sets the MTU of both veth ends (`ip link set dev ... mtu`), e.g. 9000 for jumbo frames:
     /// above ~3500 on x86-64 a veth refuses native XDP programs without frags support.
     pub fn set_mtu(&self, mtu: u32) -> Result<(), TestbedError> {

@@ -125,6 +125,19 @@ pub enum TestbedError {
         /// A hint (may be empty).
         hint: &'static str,
     },
+
+    /// Setting the scheduling policy of a NAPI kernel thread failed.
+    #[error("sched_setscheduler(pid={pid} `{comm}`, SCHED_FIFO, priority {priority}) failed: {cause} (priority 1..=99, needs CAP_SYS_NICE)")]
+    Scheduler {
+        /// The kernel thread's id.
+        pid: i32,
+        /// The kernel thread's name.
+        comm: String,
+        /// The requested priority.
+        priority: i32,
+        /// The errno.
+        cause: nix::Error,
+    },
 }
 
 impl TestbedError {
@@ -133,7 +146,9 @@ impl TestbedError {
     pub fn needs_root(&self) -> bool {
         match self {
             TestbedError::NeedsRoot { .. } => true,
-            TestbedError::Netns { cause, .. } | TestbedError::Affinity { cause, .. } => {
+            TestbedError::Netns { cause, .. }
+            | TestbedError::Affinity { cause, .. }
+            | TestbedError::Scheduler { cause, .. } => {
                 matches!(cause, nix::Error::EPERM | nix::Error::EACCES)
             }
             TestbedError::Io { cause, .. } => cause.kind() == std::io::ErrorKind::PermissionDenied,

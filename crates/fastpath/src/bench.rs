@@ -250,7 +250,9 @@ pub fn txonly<P: Port>(
 /// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`host::install_interrupt_handler`](crate::host::install_interrupt_handler); to stop it promptly, set
 /// `stop` and [`host::interrupt_thread`](crate::host::interrupt_thread) it. Frames are counted by the program's per-CPU sequence
 /// map (exact even when a call is interrupted); `counters` get them after each call.
-/// Returns the frames this thread generated.
+/// Returns the frames this thread generated. With a rate, `pace` counts how evenly they went
+/// out: every whole 1 ms window after the first, and those within 20% of the nominal rate.
+#[allow(clippy::too_many_arguments)]
 pub fn gen_live(
     gen: &XdpGen,
     cpu: usize,
@@ -259,6 +261,7 @@ pub fn gen_live(
     batch_size: u32,
     counters: &Counters,
     stop: &AtomicBool,
+    pace: &PaceStats,
 ) -> Result<u64, SysError> {
     let read_seq = || -> Result<u64, SysError> {
         gen.per_cpu_seq()
@@ -266,21 +269,39 @@ pub fn gen_live(
             .and_then(|v| v.get(cpu).copied())
             .ok_or_else(|| SysError { call: format!("bpf_map_lookup_elem(gen_seq, cpu {cpu})"), errno: libc::EIO })
     };
-    let mut pacer = Pacer::new(limits);
-    // One BPF_PROG_RUN costs ~24 ms of set-up whatever its size (see XdpGen::run): without a
-    // rate, send in calls of up to 2^26 frames and rely on interruption to stop; with a rate,
-    // calls of 1/20 s worth of frames. Pacing is therefore per call: each call is a line-rate
-    // burst (use the xsk engine for pacing per 64-frame batch).
+    // Without a rate, send in calls of up to 2^26 frames and rely on interruption to stop.
+    // With a rate and no count, the program paces itself per frame (XdpGen::set_pace): long
+    // calls, each frame sent when due. Back-to-back BPF_PROG_RUN calls cost ~24 ms each on a
+    // 6.18 VM however few frames they carry (see XdpGen::run), so pacing by call would make
+    // each call a burst followed by silence. With a rate and a count (exact totals), calls of
+    // 100 us worth of frames, at most LIVE_PACED_CALL_FRAMES, paced here: bursty.
+    let in_prog = limits.rate_pps.is_some() && limits.count.is_none();
+    let interval_ns = match limits.rate_pps {
+        Some(r) if in_prog => (1_000_000_000 / r.max(1)).max(1),
+        _ => 0,
+    };
+    gen.set_pace(cpu, interval_ns).map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })?;
     let chunk: u64 = match limits.rate_pps {
-        Some(r) => (r / 20).clamp(64, 1 << 26),
+        _ if in_prog => 1 << 28,
+        Some(r) => (r / 10_000).clamp(1, LIVE_PACED_CALL_FRAMES),
         None => 1 << 26,
     };
+    let limits = if in_prog { SendLimits { rate_pps: None, ..limits } } else { limits };
+    let mut pacer = Pacer::new(limits);
+    let batch_size = if limits.rate_pps.is_some() { batch_size.min(chunk as u32) } else { batch_size };
+    // Frames per whole 1 ms window, and the window being counted.
+    let nominal_per_ms = limits.rate_pps.map(|r| r as f64 / 1000.0);
+    let (mut window, mut in_window) = (0u128, 0u64);
     let mut total = 0u64;
     let before = read_seq()?;
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
         let n = pacer.allowed(chunk) as u32;
         if n == 0 {
-            std::thread::sleep(Duration::from_micros(200));
+            if chunk >= 64 {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                std::hint::spin_loop();
+            }
             continue;
         }
         gen.run(frame, n, batch_size)?;
@@ -290,8 +311,51 @@ pub fn gen_live(
         pacer.took(delta.min(pacer.remaining.unwrap_or(u64::MAX)));
         counters.add(Ctr::TxPackets, delta);
         counters.add(Ctr::TxBytes, delta * frame.len() as u64);
+        if let (Some(nominal), false) = (nominal_per_ms, in_prog) {
+            let ms = pacer.start.elapsed().as_millis();
+            if ms != window {
+                // Windows with no call at all count as empty (and so, as outside 20%).
+                for w in window..ms {
+                    let count = if w == window { in_window } else { 0 };
+                    if w > 0 {
+                        pace.windows.fetch_add(1, Ordering::Relaxed);
+                        if (count as f64 - nominal).abs() <= 0.2 * nominal {
+                            pace.within_20pct.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                (window, in_window) = (ms, 0);
+            }
+            in_window += delta;
+        }
+    }
+    if in_prog {
+        let (w, ok) = gen.pace_windows(cpu).map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })?;
+        pace.windows.fetch_add(w, Ordering::Relaxed);
+        pace.within_20pct.fetch_add(ok, Ordering::Relaxed);
     }
     Ok(total)
+}
+
+/// Most frames in one paced BPF_PROG_RUN call of the xdp-live generator (see [`gen_live`]).
+pub const LIVE_PACED_CALL_FRAMES: u64 = 100;
+
+/// How evenly a paced generator sent: whole 1 ms windows, and those that held the nominal
+/// rate within 20%. Filled by [`gen_live`] when it has a rate.
+#[derive(Debug, Default)]
+pub struct PaceStats {
+    /// Whole 1 ms windows counted (the first, partial one is not).
+    pub windows: AtomicU64,
+    /// Of those, windows whose frame count was within 20% of rate / 1000.
+    pub within_20pct: AtomicU64,
+}
+
+impl PaceStats {
+    /// The share of 1 ms windows within 20% of the nominal rate, 0..=1; `None` before a window.
+    pub fn share_within_20pct(&self) -> Option<f64> {
+        let w = self.windows.load(Ordering::Relaxed);
+        (w > 0).then(|| self.within_20pct.load(Ordering::Relaxed) as f64 / w as f64)
+    }
 }
 
 /// The xdp-live generator as a set of threads, one pinned to each CPU of `cpus`, each running
@@ -303,6 +367,7 @@ pub struct LiveGen {
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     workers: Vec<std::thread::JoinHandle<Result<u64, SysError>>>,
+    pace: Arc<PaceStats>,
 }
 
 /// Sets `done` when the last of `n` workers ends, however it ends (error, panic).
@@ -332,6 +397,7 @@ impl LiveGen {
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let finished = Arc::new(AtomicU64::new(0));
+        let pace = Arc::new(PaceStats::default());
         let workers = cpus
             .iter()
             .enumerate()
@@ -340,21 +406,28 @@ impl LiveGen {
                     count: limits.count.map(|t| t / n + u64::from((i as u64) < t % n)),
                     rate_pps: limits.rate_pps.map(|r| (r / n).max(1)),
                 };
-                let (g, f, s, c) = (gen.clone(), frame.to_vec(), stop.clone(), counters[i].clone());
+                let (g, f, s, c, p) = (gen.clone(), frame.to_vec(), stop.clone(), counters[i].clone(), pace.clone());
                 let last = LastOut(finished.clone(), done.clone(), n);
                 std::thread::spawn(move || {
                     let _last = last;
                     sys::pin_current_thread(cpu)?;
-                    gen_live(&g, cpu, &f, share, batch_size, &c, &s)
+                    gen_live(&g, cpu, &f, share, batch_size, &c, &s, &p)
                 })
             })
             .collect();
-        Ok(Self { stop, done, workers })
+        Ok(Self { stop, done, workers, pace })
     }
 
     /// Set once every thread has ended (e.g. its count was reached).
     pub fn done_flag(&self) -> &AtomicBool {
         &self.done
+    }
+
+    /// How evenly the threads sent, summed over threads (each window of each thread against
+    /// that thread's share of the rate); complete once [`LiveGen::stop`] returned; empty
+    /// without a rate.
+    pub fn pace(&self) -> Arc<PaceStats> {
+        self.pace.clone()
     }
 
     /// Stops and joins the threads; returns the frames they generated.

@@ -513,6 +513,7 @@ impl XdpDrop {
 pub struct XdpGen {
     prog: OwnedFd,
     seq: MapHandle,
+    pace: MapHandle,
 }
 
 impl XdpGen {
@@ -524,7 +525,7 @@ impl XdpGen {
     /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
         crate::features::probe().check(crate::features::Feature::LiveFrames)?;
-        let (prog, seq) = load_skel!(
+        let (prog, seq, pace) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
             "xdp_gen",
             |open| {
@@ -536,18 +537,45 @@ impl XdpGen {
                 let prog = owned_prog_fd(s.progs.xdp_gen.as_fd())?;
                 let seq =
                     MapHandle::try_from(&s.maps.gen_seq).map_err(|cause| BpfError::Map { map: "gen_seq", cause })?;
-                (prog, seq)
+                let pace =
+                    MapHandle::try_from(&s.maps.gen_pace).map_err(|cause| BpfError::Map { map: "gen_pace", cause })?;
+                (prog, seq, pace)
             }
         );
-        Ok(Self { prog, seq })
+        Ok(Self { prog, seq, pace })
+    }
+
+    /// Paces the frames the program sends on CPU `cpu` to one per `interval_ns` (0: unpaced),
+    /// per frame inside the program: a run that is not yet due is XDP_DROPped (its page goes
+    /// back to the run's page pool) and not counted in [`XdpGen::per_cpu_seq`]. Resets the
+    /// CPU's window counts ([`XdpGen::pace_windows`]). `cpu` < 256 (`FP_GEN_MAX_CPUS`).
+    pub fn set_pace(&self, cpu: usize, interval_ns: u64) -> Result<(), BpfError> {
+        let v = crate::abi::fp_gen_pace { interval_ns, ..Default::default() };
+        self.pace
+            .update(&(cpu as u32).to_ne_bytes(), bytemuck::bytes_of(&v), MapFlags::ANY)
+            .map_err(|cause| BpfError::Map { map: "gen_pace", cause })
+    }
+
+    /// CPU `cpu`'s paced 1 ms windows since [`XdpGen::set_pace`]: (whole windows, of those
+    /// within 20% of the nominal rate). A window with no frame counts, as not within.
+    pub fn pace_windows(&self, cpu: usize) -> Result<(u64, u64), BpfError> {
+        let v = self
+            .pace
+            .lookup(&(cpu as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|cause| BpfError::Map { map: "gen_pace", cause })?
+            .and_then(|b| crate::abi::read::<crate::abi::fp_gen_pace>(&b))
+            .unwrap_or_default();
+        Ok((v.windows, v.within_20pct))
     }
 
     /// Runs the program `repeat` times over `frame` in live-frames mode on the calling CPU,
     /// `batch_size` frames per kernel batch (1..=256, the kernel's limit). Each run sends one frame.
     ///
-    /// Each call sets up and tears down a page pool, which costs a fixed ~24 ms on a 6.18 VM
-    /// (measured; mostly waiting, not CPU), so callers should pass large `repeat` values and
-    /// count frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
+    /// Each call sets up and tears down a page pool. Measured on a 6.18 VM (strace -T): a call
+    /// of up to ~100 frames returns in ~0.1 ms, one of 130 or more costs a fixed ~24 ms beyond
+    /// its frames (mostly waiting, not CPU). So callers pass either large `repeat` values
+    /// (full rate) or at most [`crate::bench::LIVE_PACED_CALL_FRAMES`] (paced), and count
+    /// frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
     /// `Ok(false)` (the kernel's EINTR) having sent part of the frames; `Ok(true)` means all.
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
         let r = sys::bpf::prog_test_run(
