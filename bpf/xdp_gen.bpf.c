@@ -46,7 +46,7 @@ static __always_inline int pace_ok(void)
 	if (now < p->next_ns)
 		return 0;
 	if (now - p->next_ns > FP_GEN_PACE_SLACK_NS)
-		p->next_ns = now;
+		p->next_ns = now - FP_GEN_PACE_SLACK_NS;
 	p->next_ns += p->interval_ns;
 	ms = now / 1000000;
 	if (ms != p->win_ms) {

@@ -232,7 +232,7 @@ struct fp_mon_devmap {
 /* ---- xdp-live generator pacing (bpf/xdp_gen.bpf.c; Rust side: crates/fastpath/src/bench.rs gen_live) ---- */
 
 #define FP_GEN_MAX_CPUS      256     /* gen_pace entries: key = CPU number */
-#define FP_GEN_PACE_SLACK_NS 20000   /* after a stall longer than this, no catch-up burst */
+#define FP_GEN_PACE_SLACK_NS 200000  /* frames owed after a stall are caught up to 0.2 ms worth, no more */
 
 /* One CPU's pacing: user space writes interval_ns (0 = unpaced) and zeroes the rest before a
  * run; the program sends a frame when now >= next_ns and XDP_DROPs the run otherwise, and

@@ -445,6 +445,40 @@ pub struct BenchArgs {
     pub rules: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub cpumap: CpumapArgs,
+    #[command(flatten)]
+    pub ddos: DdosArgs,
+}
+
+/// `bench ddos`: which floods, which defences.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DdosArgs {
+    /// ddos: offered flood rates, frames/s, comma-separated: 250k, 1M, 1.5M, 300000 (1k..=100M)
+    /// or max [default: 50k,100k,250k,500k,1M,2M,max; with --rate R: R alone].
+    #[arg(long, value_name = "LIST")]
+    pub flood_rates: Option<String>,
+    /// ddos: defences, comma-separated, each measured at every flood rate.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST",
+          default_value = "none,nft,iptables,fastpath,fastpath-10k")]
+    pub defences: Vec<DefenceArg>,
+    /// ddos: also draw transactions/s against offered flood rate, a line per defence, as SVG.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+}
+
+/// A defence of `bench ddos`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DefenceArg {
+    /// No filter.
+    None,
+    /// nftables: `udp dport 9 counter drop` in a prerouting chain at priority raw.
+    Nft,
+    /// iptables: `-t raw -I PREROUTING -p udp --dport 9 -j DROP` (rows left out if the command is missing).
+    Iptables,
+    /// The fastpath classifier (XDP, native) with the one rule.
+    Fastpath,
+    /// The fastpath classifier with the rule last behind 10,000 others.
+    #[value(name = "fastpath-10k")]
+    Fastpath10k,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -348,6 +348,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             verify: false,
             rules: None,
             cpumap: Default::default(),
+            ddos: Default::default(),
             flood_threads: 1,
             path: crate::args::PathArg::Afxdp,
         };

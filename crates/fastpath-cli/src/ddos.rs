@@ -1,71 +1,149 @@
-//! `fastpath bench ddos`: the end host keeps serving under attack. A test bed of its own; a TCP
-//! request/response service (sockperf server) in the receiving namespace; three phases of
-//! `--duration` seconds each: no flood, a UDP port-9 flood from the xdp-live generator with no
-//! filter, and the same flood with a classifier rule `proto=udp,dst_port=9,action=drop`.
-//! Reports TCP transactions/s and latency percentiles per phase.
+//! `fastpath bench ddos`: does the end host keep serving under attack, and which defence keeps
+//! it serving at which flood rate. A test bed of its own; a TCP request/response service
+//! (sockperf server, ping-pong) in the receiving namespace; one phase with no flood, then for
+//! each defence (`--defences`) one phase per offered flood rate (`--flood-rates`), each of
+//! `--duration` seconds. Per phase: TCP transactions/s and latency percentiles, the flood
+//! offered / reaching the victim / refused, how evenly it was paced, the service CPU's softirq
+//! share and the NAPI thread's share, and the frames the defence dropped by its own counter.
+//! Per defence: the survivable flood rate (the highest offered rate at which the service keeps
+//! at least half its no-flood transactions/s).
 //!
-//! On two CPUs the attacker shares the machine with its victim, so the set-up separates them:
-//! the generator runs on CPU 0; the receiving veth's NAPI (threaded, pinned), the sockperf
-//! server and its clients all run on CPU 1, so the flood's processing lands on the service's
-//! CPU as it would on a NIC queue's. `--rate` paces the flood (the
-//! same offered load in both flood phases); without it the generator floods as fast as it can,
-//! which on veth means as fast as the receiving side lets it (they share the softirq CPU).
+//! The model (docs/ARCHITECTURE.md, "The flood model"): a NIC queue whose interrupt lands on
+//! the service's CPU. The receiving veth's NAPI runs threaded, pinned to the service's CPU 1
+//! with SCHED_FIFO priority 50, so receive processing preempts the service there as a NIC's
+//! softirq would; the service's packets share the receive ring with the flood and are lost
+//! with it when the ring is full (no qdisc on the sending veth), as at a NIC's ring; the
+//! service and its clients run on CPU 1; the attacker (the xdp-live generator, paced per
+//! frame in its program) runs on CPU 0.
 
+use std::fmt;
 use std::process::{Child, Command, Stdio};
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bench::{self, SendLimits};
 use fastpath::bpf::{Classifier, XdpGen, XdpMode};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::compile;
-use fastpath::rules::{parse_cli_rules, Action};
+use fastpath::rules::parse_toml;
 use fastpath::stats::{thousands, Counters};
 use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::args::BenchArgs;
-use crate::error::{env, require_privileges, runtime, CliError, CliResult};
+use crate::args::{BenchArgs, DefenceArg};
+use crate::error::{env, require_privileges, runtime, usage, CliResult};
 
 const PORT: &str = "11111";
-const SERVICE_CPU: &str = "1";
+const SERVICE_CPU: usize = 1;
+/// SCHED_FIFO priority of the receiving NAPI thread (`chrt -f 50`).
+const NAPI_FIFO_PRIORITY: i32 = 50;
+/// Rules in front of the flood's rule for `fastpath-10k`.
+const RULES_IN_FRONT: usize = 10_000;
+/// The nftables table `nft` installs in the victim's namespace.
+const NFT_TABLE: &str = "fastpath_ddos";
 
-/// The flood of a phase: threads and optional rate.
-#[derive(Debug, Clone, Copy)]
-struct Flood {
-    on: bool,
-    threads: u32,
-    rate: Option<u64>,
+/// An offered flood rate: frames per second, or `max` (as fast as the generator goes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloodRate {
+    Pps(u64),
+    Max,
+}
+
+impl FromStr for FloodRate {
+    type Err = String;
+    /// `250k`, `1M`, `1.5M`, `300000` or `max`; 1,000 ..= 100,000,000 frames/s.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "max" {
+            return Ok(FloodRate::Max);
+        }
+        let bad = || format!("flood rate {s:?} is not accepted: a rate in frames/s such as 250k, 1M, 1.5M or 300000 (1k..=100M), or max");
+        let (num, mult) = match s.as_bytes().last() {
+            Some(b'k') => (&s[..s.len() - 1], 1e3),
+            Some(b'M') => (&s[..s.len() - 1], 1e6),
+            _ => (s, 1.0),
+        };
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let pps = v * mult;
+        if !pps.is_finite() || !(1e3..=1e8).contains(&pps) {
+            return Err(bad());
+        }
+        Ok(FloodRate::Pps(pps.round() as u64))
+    }
+}
+
+impl fmt::Display for FloodRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FloodRate::Max => write!(f, "max"),
+            FloodRate::Pps(p) if p % 1_000_000 == 0 => write!(f, "{}M", p / 1_000_000),
+            FloodRate::Pps(p) if p % 1_000 == 0 => write!(f, "{}k", p / 1_000),
+            FloodRate::Pps(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+/// Parses `--flood-rates`: a comma-separated list of [`FloodRate`]s, each once.
+pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let r: FloodRate = part.trim().parse()?;
+        if out.contains(&r) {
+            return Err(format!("--flood-rates {s} is not accepted: {r} is listed twice"));
+        }
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// One phase's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
-    pub phase: &'static str,
+    /// "none" for the no-flood phase and the unfiltered floods, else the defence's name.
+    pub defence: &'static str,
+    /// The offered rate as given ("250k", "max"), or "" with no flood.
+    pub offered: String,
+    /// The offered rate in frames/s: the nominal one, or for "max" the generator's measured.
+    pub offered_pps: f64,
     pub transactions_per_s: f64,
     /// sockperf's latency: half the TCP round trip, microseconds.
     pub latency_p50_us: f64,
     pub latency_p99_us: f64,
     pub latency_p999_us: f64,
     pub latency_max_us: f64,
+    /// Flood frames the generator sent per second (over the whole flood).
     pub flood_sent_pps: f64,
-    /// Frames the receiving veth accepted per second (its rx_queue_*_xdp_packets): on veth a
-    /// full 256-slot ring refuses the rest at the sender (xdp_xmit_errors), so this, not the
-    /// generator's rate, is the load the victim's CPU saw.
+    /// Frames per second the receiving veth accepted during the service's window (its
+    /// rx_queue_*_xdp_packets): the load the victim's CPU saw.
     pub reaching_victim_pps: f64,
-    pub flood_dropped_by_rule: u64,
-    /// Flood frames generated over the whole flood (not only the sockperf window).
+    /// Flood frames generated over the whole flood ...
     pub flood_sent: u64,
-    /// Of those, frames the receiving veth accepted (the sender's `tx_queue_*_xdp_xmit`: only
-    /// XDP-redirected frames, so the service's TCP is not in it) ...
+    /// ... of which the receiving veth accepted (the sender's `tx_queue_*_xdp_xmit`) ...
     pub flood_accepted: u64,
-    /// ... and frames it refused (`tx_queue_*_xdp_xmit_errors`: its 256-slot ring was full).
-    /// flood_sent = flood_accepted + flood_refused; with the filter, every accepted flood frame
-    /// is counted by the rule.
+    /// ... and refused (`tx_queue_*_xdp_xmit_errors`: its 256-slot ring was full).
     pub flood_refused: u64,
+    /// Share of the paced flood's 1 ms windows that held the nominal rate within 20%
+    /// (None for "max" and no flood).
+    pub paced_windows_within_20pct: Option<f64>,
+    /// The service CPU's time in softirq, % (/proc/stat), during the service's window.
+    pub service_cpu_softirq_pct: f64,
+    /// The receiving NAPI thread's CPU time, % of one CPU (/proc/PID/stat), same window.
+    pub napi_thread_cpu_pct: f64,
+    /// Frames the defence dropped during the phase, by its own counter (nft/iptables rule
+    /// counter, the classifier's rule counter); 0 without a defence.
+    pub dropped_by_defence: u64,
+}
+
+/// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
+/// transactions/s (None: not even the lowest).
+#[derive(Debug, Clone, Serialize)]
+pub struct Survival {
+    pub defence: &'static str,
+    pub survivable: Option<String>,
+    pub survivable_pps: Option<f64>,
 }
 
 /// Kills the child (a process we started) on drop.
@@ -104,75 +182,268 @@ fn parse_sockperf(out: &str) -> Option<(f64, f64, f64, f64, f64)> {
     Some((tps?, p50?, p99?, p999?, max?))
 }
 
-fn phase(
-    bed: &Testbed,
-    name: &'static str,
-    fl: Flood,
-    filter: bool,
-    secs: f64,
-    stop: &Arc<AtomicBool>,
-) -> CliResult<Phase> {
-    let (flood, threads, rate) = (fl.on, fl.threads, fl.rate);
-    let done = Arc::new(AtomicBool::new(false));
-    // Set once the flood has stopped, so the rule's counter is read after its last frame.
-    let filter_done = Arc::new(AtomicBool::new(false));
-    // The filter, held by a thread in ns b for the phase.
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-    let filter_thread = if filter {
-        let (iface, d) = (bed.iface_b().to_string(), filter_done.clone());
-        Some(spawn_in_netns(bed.ns_b(), move || -> u64 {
-            let r = (|| -> Result<Classifier, String> {
-                let set = parse_cli_rules(&["proto=udp,dst_port=9,action=drop".to_string()], Action::Pass)
-                    .map_err(|e| e.to_string())?;
-                let c = compile("--rule", &set).map_err(|e| e.to_string())?;
-                let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
-                let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
-                cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
-                cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
-                Ok(cls)
-            })();
-            match r {
-                Ok(cls) => {
-                    let _ = ready_tx.send(Ok(()));
-                    while !d.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    let set = cls.active().unwrap_or(0);
-                    cls.rule_counters(set, 1).ok().and_then(|v| v.first().map(|c| c.0)).unwrap_or(0)
+/// A defence installed in the victim's namespace; removed on drop (and with the namespace).
+enum Installed {
+    None,
+    Nft { ns: String },
+    Iptables { ns: String },
+    Classifier { done: Arc<AtomicBool>, req: mpsc::Sender<mpsc::Sender<u64>>, thread: Option<std::thread::JoinHandle<()>> },
+}
+
+impl DefenceArg {
+    fn name(self) -> &'static str {
+        match self {
+            DefenceArg::None => "none",
+            DefenceArg::Nft => "nft",
+            DefenceArg::Iptables => "iptables",
+            DefenceArg::Fastpath => "fastpath",
+            DefenceArg::Fastpath10k => "fastpath-10k",
+        }
+    }
+    fn describe(self) -> &'static str {
+        match self {
+            DefenceArg::None => "no filter",
+            DefenceArg::Nft => "nftables raw-table drop (prerouting, priority raw)",
+            DefenceArg::Iptables => "iptables raw-table drop (PREROUTING)",
+            DefenceArg::Fastpath => "fastpath classifier, one rule (XDP, native)",
+            DefenceArg::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
+        }
+    }
+}
+
+fn run_ok(mut c: Command, what: &str) -> CliResult<String> {
+    let o = c.output().map_err(|e| env(anyhow!("{what}: {e}")))?;
+    if !o.status.success() {
+        return Err(runtime(anyhow!("{what} failed: {}", String::from_utf8_lossy(&o.stderr).trim())));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// The flood rule's drop counter in the nftables table (`nft -j list table`).
+fn nft_count(ns: &str) -> CliResult<u64> {
+    let mut c = ns_command(ns, "nft");
+    c.args(["-j", "list", "table", "inet", NFT_TABLE]);
+    let out = run_ok(c, "nft -j list table")?;
+    let v: serde_json::Value = serde_json::from_str(&out).map_err(|e| runtime(anyhow!("nft -j output: {e}")))?;
+    let mut n = 0;
+    for item in v["nftables"].as_array().into_iter().flatten() {
+        for e in item["rule"]["expr"].as_array().into_iter().flatten() {
+            n += e["counter"]["packets"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(n)
+}
+
+/// The flood rule's packet counter in iptables' raw PREROUTING chain.
+fn iptables_count(ns: &str) -> CliResult<u64> {
+    let mut c = ns_command(ns, "iptables");
+    c.args(["-t", "raw", "-L", "PREROUTING", "-v", "-x", "-n"]);
+    let out = run_ok(c, "iptables -t raw -L PREROUTING")?;
+    Ok(out
+        .lines()
+        .filter(|l| l.contains("DROP") && l.contains("dpt:9"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum())
+}
+
+/// The rule set of a classifier defence: the flood's rule alone, or last behind
+/// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
+/// flood). Returns the TOML text and the flood rule's index.
+fn classifier_rules(in_front: usize) -> (String, usize) {
+    let mut t = String::from("default = \"pass\"\n");
+    for i in 0..in_front {
+        if i % 2 == 0 {
+            t += &format!(
+                "[[rule]]\nsrc = \"172.{}.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n",
+                16 + (i >> 16) % 16,
+                (i >> 8) & 255,
+                i & 255,
+                1000 + i % 50000
+            );
+        } else {
+            t += &format!("[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n", 168 + (i >> 16) % 8, (i >> 8) & 255);
+        }
+    }
+    t += "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n";
+    (t, in_front)
+}
+
+impl Installed {
+    fn install(d: DefenceArg, bed: &Testbed) -> CliResult<Self> {
+        let ns = bed.ns_b().to_string();
+        match d {
+            DefenceArg::None => Ok(Installed::None),
+            DefenceArg::Nft => {
+                let script = format!(
+                    "table inet {NFT_TABLE} {{\n chain pre {{\n  type filter hook prerouting priority raw; policy accept;\n  udp dport 9 counter drop\n }}\n}}\n"
+                );
+                let mut c = ns_command(&ns, "nft");
+                c.args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+                let mut child = c.spawn().map_err(|e| env(anyhow!("nft (Debian package nftables): {e}")))?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    use std::io::Write;
+                    stdin.write_all(script.as_bytes()).map_err(|e| runtime(anyhow!("nft -f -: {e}")))?;
                 }
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e));
-                    0
+                let o = child.wait_with_output().map_err(|e| runtime(anyhow!("nft -f -: {e}")))?;
+                if !o.status.success() {
+                    return Err(runtime(anyhow!("nft -f - failed: {}", String::from_utf8_lossy(&o.stderr).trim())));
+                }
+                Ok(Installed::Nft { ns })
+            }
+            DefenceArg::Iptables => {
+                let mut c = ns_command(&ns, "iptables");
+                c.args(["-t", "raw", "-I", "PREROUTING", "-p", "udp", "--dport", "9", "-j", "DROP"]);
+                run_ok(c, "iptables -t raw -I PREROUTING")?;
+                Ok(Installed::Iptables { ns })
+            }
+            DefenceArg::Fastpath | DefenceArg::Fastpath10k => {
+                let in_front = if d == DefenceArg::Fastpath10k { RULES_IN_FRONT } else { 0 };
+                let (text, index) = classifier_rules(in_front);
+                let iface = bed.iface_b().to_string();
+                let done = Arc::new(AtomicBool::new(false));
+                let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<u64>>();
+                let d2 = done.clone();
+                // The classifier is loaded, attached and held by a thread in the victim's
+                // namespace; it answers counter requests until `done`.
+                let h = spawn_in_netns(&ns, move || {
+                    let r = (|| -> Result<Classifier, String> {
+                        let set = parse_toml("ddos rules", &text).map_err(|e| e.to_string())?;
+                        let c = compile("ddos rules", &set).map_err(|e| e.to_string())?;
+                        let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+                        let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+                        cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
+                        cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
+                        Ok(cls)
+                    })();
+                    let cls = match r {
+                        Ok(c) => {
+                            let _ = ready_tx.send(Ok(()));
+                            c
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    while !d2.load(Ordering::Relaxed) {
+                        if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
+                            let set = cls.active().unwrap_or(0);
+                            let n = cls
+                                .rule_counters(set, index + 1)
+                                .ok()
+                                .and_then(|v| v.get(index).map(|c| c.0))
+                                .unwrap_or(0);
+                            let _ = reply.send(n);
+                        }
+                    }
+                });
+                match ready_rx.recv_timeout(Duration::from_secs(60)) {
+                    Ok(Ok(())) => Ok(Installed::Classifier { done, req: req_tx, thread: Some(std::thread::spawn(move || {
+                        let _ = h.join();
+                    })) }),
+                    Ok(Err(e)) => {
+                        done.store(true, Ordering::Relaxed);
+                        Err(crate::error::kernel(anyhow!("loading the classifier defence: {e}")))
+                    }
+                    Err(_) => {
+                        done.store(true, Ordering::Relaxed);
+                        Err(runtime(anyhow!("the classifier defence did not start within 60 s")))
+                    }
                 }
             }
-        }))
-    } else {
-        let _ = ready_tx.send(Ok(()));
-        None
-    };
-    if let Err(e) =
-        ready_rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("filter did not start".into()))
-    {
-        done.store(true, Ordering::Relaxed);
-        filter_done.store(true, Ordering::Relaxed);
-        return Err(crate::error::kernel(anyhow!("{e}")));
+        }
     }
+
+    /// Frames the defence has dropped so far (its own counter).
+    fn dropped(&self) -> CliResult<u64> {
+        match self {
+            Installed::None => Ok(0),
+            Installed::Nft { ns } => nft_count(ns),
+            Installed::Iptables { ns } => iptables_count(ns),
+            Installed::Classifier { req, .. } => {
+                let (tx, rx) = mpsc::channel();
+                req.send(tx).map_err(|_| runtime(anyhow!("the classifier defence's thread ended")))?;
+                rx.recv_timeout(Duration::from_secs(10))
+                    .map_err(|_| runtime(anyhow!("the classifier defence did not answer")))
+            }
+        }
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        match self {
+            Installed::None => {}
+            Installed::Nft { ns } => {
+                let _ = ns_command(ns, "nft").args(["delete", "table", "inet", NFT_TABLE]).output();
+            }
+            Installed::Iptables { ns } => {
+                let _ = ns_command(ns, "iptables")
+                    .args(["-t", "raw", "-D", "PREROUTING", "-p", "udp", "--dport", "9", "-j", "DROP"])
+                    .output();
+            }
+            Installed::Classifier { done, thread, .. } => {
+                done.store(true, Ordering::Relaxed);
+                if let Some(t) = thread.take() {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+/// (busy-or-not total, softirq) jiffies of one CPU from /proc/stat.
+fn cpu_jiffies(cpu: usize) -> (u64, u64) {
+    let name = format!("cpu{cpu}");
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.split_whitespace().next() == Some(name.as_str())).map(|l| {
+                let v: Vec<u64> = l.split_whitespace().skip(1).take(8).filter_map(|x| x.parse().ok()).collect();
+                (v.iter().sum(), v.get(6).copied().unwrap_or(0))
+            })
+        })
+        .unwrap_or((0, 0))
+}
+
+/// CPU time of the threads `pids` so far, ns (/proc/PID/schedstat, first field: time spent
+/// running; Documentation/scheduler/sched-stats.rst).
+fn thread_run_ns(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+struct Ctx<'a> {
+    bed: &'a Testbed,
+    napi_pids: Vec<i32>,
+    flood_cpus: Vec<usize>,
+    secs: f64,
+    stop: &'a Arc<AtomicBool>,
+}
+
+fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate>) -> CliResult<Phase> {
+    let bed = cx.bed;
+    let done = Arc::new(AtomicBool::new(false));
     // The flood, from ns a.
-    let flood_thread = if flood {
-        let (iface, mac_b, d) = (bed.iface_a().to_string(), bed.mac_b(), done.clone());
-        Some(spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64, (u64, u64)), String> {
+    let flood_thread = rate.map(|r| {
+        let (iface, mac_b, d, cpus) = (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone());
+        let rate_pps = match r {
+            FloodRate::Pps(p) => Some(p),
+            FloodRate::Max => None,
+        };
+        spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64, (u64, u64), Option<f64>), String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
             let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
-            let t0 = std::time::Instant::now();
-            // The attacker starts on CPU 0, away from the service's CPU 1.
-            let ncpu = fastpath::host::online_cpus();
-            let cpus: Vec<usize> = (0..threads as usize).map(|i| i % ncpu).collect();
+            let t0 = Instant::now();
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-            let live =
-                bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps: rate }, 64, &counters)
-                    .map_err(|e| e.to_string())?;
+            let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps }, 64, &counters)
+                .map_err(|e| e.to_string())?;
+            let pace = live.pace();
             while !d.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(10));
             }
@@ -184,11 +455,10 @@ fn phase(
             let sum = |err: bool| -> u64 {
                 eth.iter().filter(|(k, _)| k.contains("xdp_xmit") && k.contains("err") == err).map(|(_, v)| v).sum()
             };
-            Ok((sent, secs, (sum(false), sum(true))))
-        }))
-    } else {
-        None
-    };
+            Ok((sent, secs, (sum(false), sum(true)), pace.share_within_20pct()))
+        })
+    });
+    let drop0 = inst.dropped()?;
     bed.wait_rx_settled(Duration::from_secs(3));
     let accepted = |bed: &Testbed| -> u64 {
         Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
@@ -199,12 +469,12 @@ fn phase(
             .sum()
     };
     let acc0 = accepted(bed);
-    let t_acc = std::time::Instant::now();
+    let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
     // The service's clients, from ns a.
     let out = ns_command(bed.ns_a(), "taskset")
         .args([
             "-c",
-            SERVICE_CPU,
+            &SERVICE_CPU.to_string(),
             "sockperf",
             "ping-pong",
             "--tcp",
@@ -213,10 +483,14 @@ fn phase(
             "-p",
             PORT,
             "-t",
-            &format!("{}", secs.max(1.0).round() as u64),
+            &format!("{}", cx.secs.max(1.0).round() as u64),
         ])
         .output();
-    let reaching = accepted(bed).saturating_sub(acc0) as f64 / t_acc.elapsed().as_secs_f64();
+    let elapsed = t_acc.elapsed().as_secs_f64();
+    let (cpu1, napi1) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids));
+    let reaching = accepted(bed).saturating_sub(acc0) as f64 / elapsed;
+    let softirq_pct = 100.0 * (cpu1.1 - cpu0.1) as f64 / (cpu1.0 - cpu0.0).max(1) as f64;
+    let napi_pct = 100.0 * napi1.saturating_sub(napi0) as f64 / 1e9 / elapsed;
     done.store(true, Ordering::Relaxed);
     let flood_result = flood_thread.map(|h| {
         h.join()
@@ -224,55 +498,189 @@ fn phase(
             .and_then(|r| r.map_err(|e| runtime(anyhow!("{e:?}"))))
             .and_then(|r| r.map_err(|e| runtime(anyhow!("{e}"))))
     });
-    filter_done.store(true, Ordering::Relaxed);
-    let dropped = filter_thread.map(|h| h.join().ok().and_then(|r| r.ok()).unwrap_or(0)).unwrap_or(0);
-    let (sent, flood_secs, link) = match flood_result {
+    let (sent, flood_secs, link, paced) = match flood_result {
         Some(r) => r?,
-        None => (0, 1.0, Default::default()),
+        None => (0, 1.0, Default::default(), None),
     };
+    let dropped = inst.dropped()?.saturating_sub(drop0);
     let out = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if stop.load(Ordering::Relaxed) {
+    if cx.stop.load(Ordering::Relaxed) {
         return Err(runtime(anyhow!("interrupted")));
     }
+    let label = match rate {
+        Some(r) => format!("{} flood {r}", defence.name()),
+        None => "no flood".into(),
+    };
     let (tps, p50, p99, p999, max) = parse_sockperf(&text).ok_or_else(|| {
-        runtime(anyhow!("sockperf printed no statistics (phase {name}): {}", text.lines().last().unwrap_or("")))
+        runtime(anyhow!("sockperf printed no statistics ({label}): {}", text.lines().last().unwrap_or("")))
     })?;
+    let sent_pps = sent as f64 / flood_secs;
     Ok(Phase {
-        phase: name,
+        defence: if rate.is_some() { defence.name() } else { "none" },
+        offered: rate.map(|r| r.to_string()).unwrap_or_default(),
+        offered_pps: match rate {
+            Some(FloodRate::Pps(p)) => p as f64,
+            Some(FloodRate::Max) => sent_pps,
+            None => 0.0,
+        },
         transactions_per_s: tps,
         latency_p50_us: p50,
         latency_p99_us: p99,
         latency_p999_us: p999,
         latency_max_us: max,
-        flood_sent_pps: sent as f64 / flood_secs,
-        reaching_victim_pps: if flood { reaching } else { 0.0 },
-        flood_dropped_by_rule: dropped,
+        flood_sent_pps: sent_pps,
+        reaching_victim_pps: if rate.is_some() { reaching } else { 0.0 },
         flood_sent: sent,
         flood_accepted: link.0,
         flood_refused: link.1,
+        paced_windows_within_20pct: paced,
+        service_cpu_softirq_pct: softirq_pct,
+        napi_thread_cpu_pct: napi_pct,
+        dropped_by_defence: dropped,
     })
 }
 
+/// The survivable flood rate of each defence (see [`Survival`]).
+fn survival(phases: &[Phase], defences: &[DefenceArg], baseline_tps: f64) -> Vec<Survival> {
+    defences
+        .iter()
+        .map(|d| {
+            let best = phases
+                .iter()
+                .filter(|p| p.defence == d.name() && !p.offered.is_empty())
+                .filter(|p| p.transactions_per_s >= 0.5 * baseline_tps)
+                .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
+            Survival {
+                defence: d.name(),
+                survivable: best.map(|p| p.offered.clone()),
+                survivable_pps: best.map(|p| p.offered_pps),
+            }
+        })
+        .collect()
+}
+
+/// trans/s against offered flood rate, one line per defence; a dashed line at the no-flood
+/// figure and one at half of it.
+fn svg(phases: &[Phase], defences: &[DefenceArg], rates: &[FloodRate], baseline: f64, cmd: &str) -> String {
+    let (w, h, l, r, t, b) = (760.0, 440.0, 80.0, 190.0, 40.0, 70.0);
+    let pw = w - l - r;
+    let ph = h - t - b;
+    let ymax = phases.iter().map(|p| p.transactions_per_s).fold(baseline, f64::max) * 1.1;
+    let x = |i: usize| l + pw * (i as f64 + 0.5) / rates.len().max(1) as f64;
+    let y = |v: f64| t + ph * (1.0 - v / ymax.max(1.0));
+    let colors = ["#888888", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"14\" font-weight=\"bold\">TCP transactions/s of the service under a UDP flood, by defence</text>\n"
+    );
+    s += &format!("<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph, l + pw, t + ph);
+    s += &format!("<line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph);
+    for k in 0..=4 {
+        let v = ymax * k as f64 / 4.0;
+        s += &format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+            l - 6.0,
+            y(v) + 4.0,
+            thousands(v.round() as u64)
+        );
+    }
+    for (i, rt) in rates.iter().enumerate() {
+        s += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{rt}</text>\n", x(i), t + ph + 18.0);
+    }
+    s += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered flood rate (frames/s, 64-byte UDP to port 9)</text>\n",
+        l + pw / 2.0,
+        t + ph + 38.0
+    );
+    for (v, label) in [(baseline, "no flood"), (baseline / 2.0, "50% (survivable)")] {
+        s += &format!(
+            "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#aaa\" stroke-dasharray=\"4 3\"/>\n<text x=\"{2}\" y=\"{3}\" fill=\"#666\">{label}</text>\n",
+            y(v),
+            l + pw,
+            l + pw + 6.0,
+            y(v) + 4.0
+        );
+    }
+    for (di, d) in defences.iter().enumerate() {
+        let c = colors[di % colors.len()];
+        let pts: Vec<String> = rates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rt)| {
+                phases
+                    .iter()
+                    .find(|p| p.defence == d.name() && p.offered == rt.to_string())
+                    .map(|p| format!("{:.1},{:.1}", x(i), y(p.transactions_per_s)))
+            })
+            .collect();
+        s += &format!("<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>\n", pts.join(" "));
+        for p in &pts {
+            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+            s += &format!("<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{c}\"/>\n");
+        }
+        let ly = t + 16.0 * di as f64 + 60.0;
+        s += &format!(
+            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{c}\" stroke-width=\"2\"/><text x=\"{2}\" y=\"{3}\">{4}</text>\n",
+            l + pw + 6.0,
+            l + pw + 26.0,
+            l + pw + 30.0,
+            ly + 4.0,
+            d.name()
+        );
+    }
+    s += &format!("<text x=\"10\" y=\"{}\" fill=\"#666\">{cmd}</text>\n</svg>\n", h - 10.0);
+    s
+}
+
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    let ncpu = fastpath::host::online_cpus() as u32;
-    if a.flood_threads == 0 || a.flood_threads > ncpu {
-        return Err(crate::error::usage(anyhow!(
-            "--flood-threads {} is not accepted: 1..={ncpu} (one per CPU)",
-            a.flood_threads
+    let ncpu = fastpath::host::online_cpus();
+    if ncpu < 2 {
+        return Err(env(anyhow!("bench ddos needs 2 CPUs (the attacker's and the service's); this machine has {ncpu}")));
+    }
+    // The attacker's CPUs: every CPU but the service's, from CPU 0 up.
+    let attacker: Vec<usize> = (0..ncpu).filter(|&c| c != SERVICE_CPU).collect();
+    if a.flood_threads == 0 || a.flood_threads as usize > attacker.len() {
+        return Err(usage(anyhow!(
+            "--flood-threads {} is not accepted: 1..={} (one per CPU other than the service's CPU {SERVICE_CPU})",
+            a.flood_threads,
+            attacker.len()
         )));
+    }
+    let rates = match &a.ddos.flood_rates {
+        Some(s) => parse_flood_rates(s).map_err(|e| usage(anyhow!("{e}")))?,
+        None => match a.frame.rate {
+            Some(r) => vec![FloodRate::Pps(r)],
+            None => parse_flood_rates("50k,100k,250k,500k,1M,2M,max").map_err(|e| usage(anyhow!("{e}")))?,
+        },
+    };
+    let mut defences: Vec<DefenceArg> = Vec::new();
+    for d in &a.ddos.defences {
+        if defences.contains(d) {
+            return Err(usage(anyhow!("--defences: {} is listed twice", d.name())));
+        }
+        defences.push(*d);
     }
     require_privileges("bench ddos")?;
     if Command::new("sockperf").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
     }
-    // A qdisc on the sender so a full veth ring queues TCP instead of stalling it (docs/ARCHITECTURE.md §11).
-    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: true, ipv6: false })?;
-    // The victim's CPU: the receive NAPI of the veth (so the flood's processing), the service and
-    // its clients all run on CPU 1; the generator (the attacker) on CPU 0.
-    bed.set_rx_napi_cpu(Some(1))?;
+    let mut notes = Vec::new();
+    let have = |prog: &str| Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if defences.contains(&DefenceArg::Nft) && !have("nft") {
+        return Err(env(anyhow!("--defences nft needs nft (apt-get install nftables)")));
+    }
+    if defences.contains(&DefenceArg::Iptables) && !have("iptables") {
+        defences.retain(|d| *d != DefenceArg::Iptables);
+        notes.push("iptables: the command is not installed (Debian package iptables); its rows are left out".to_string());
+    }
+    // No qdisc on the sender: when the victim's receive ring is full the service's packets are
+    // lost with the flood's, as at a NIC's ring, instead of waiting in a qdisc for a free slot
+    // (which would give them priority over the flood).
+    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
+    bed.set_rx_napi_cpu(Some(SERVICE_CPU))?;
+    let napi_pids = bed.set_rx_napi_fifo(NAPI_FIFO_PRIORITY)?;
     let server = ns_command(bed.ns_b(), "taskset")
-        .args(["-c", SERVICE_CPU, "sockperf", "server", "--tcp", "-i", "10.99.0.2", "-p", PORT])
+        .args(["-c", &SERVICE_CPU.to_string(), "sockperf", "server", "--tcp", "-i", "10.99.0.2", "-p", PORT])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -281,70 +689,165 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     std::thread::sleep(Duration::from_millis(500));
     let secs = if a.run.duration > 0.0 { a.run.duration } else { 1.0 };
     if a.run.duration == 0.0 {
-        // Smoke mode: set up (test bed, server, classifier load) and tear down.
-        let _ = Classifier::load().map_err(CliError::from)?;
+        // Smoke mode: set up (test bed, server, every defence) and tear down.
+        for d in &defences {
+            drop(Installed::install(*d, &bed)?);
+        }
         println!("bench ddos: set up and torn down (--duration 0)");
         return Ok(());
     }
-    // -e: the XDP tracepoint counters over the three phases (system-wide: the flood's
-    // refusals are counted at the sending veth, in the other namespace).
+    let model = format!(
+        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring with the flood (no sender qdisc); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame) on CPU {}",
+        attacker[..a.flood_threads as usize].iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+    );
+    let cx = Ctx { bed: &bed, napi_pids, flood_cpus: attacker[..a.flood_threads as usize].to_vec(), secs, stop: &stop };
+    // -e: the XDP tracepoint counters over the whole run (system-wide: the flood's refusals
+    // are counted at the sending veth, in the other namespace).
     let tp = if a.run.extended { crate::report::tracepoints() } else { None };
     let tp0 = tp.and_then(|t| t.snapshot().ok());
-    let mut rows = Vec::new();
-    for (name, flood, filter) in
-        [("no flood", false, false), ("flood, no filter", true, false), ("flood, drop udp dport 9", true, true)]
-    {
-        let fl = Flood { on: flood, threads: a.flood_threads, rate: a.frame.rate };
-        rows.push(phase(&bed, name, fl, filter, secs, &stop)?);
+    let mut phases = vec![phase(&cx, DefenceArg::None, &Installed::None, None)?];
+    let baseline = phases[0].transactions_per_s;
+    for d in &defences {
+        let inst = Installed::install(*d, &bed)?;
+        for r in &rates {
+            phases.push(phase(&cx, *d, &inst, Some(*r))?);
+        }
     }
+    let surv = survival(&phases, &defences, baseline);
     let tracepoints = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
         (Some(t1), Some(t0)) => Some(t1.delta(t0)),
         _ => None,
     };
+    let cmd = format!(
+        "fastpath bench ddos --duration {secs} --flood-rates {} --defences {}",
+        rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
+        defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
+    );
+    if let Some(p) = &a.ddos.svg {
+        std::fs::write(p, svg(&phases, &defences, &rates, baseline, &cmd))
+            .map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
+    }
     if a.run.json {
-        let mut o =
-            json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs, "phases": rows});
+        let mut o = json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs,
+            "model": model, "no_flood_transactions_per_s": baseline, "phases": phases, "survivable": surv,
+            "notes": notes});
         if let Some(t) = &tracepoints {
             o["tracepoints"] = json!(t);
         }
         println!("{o}");
-    } else {
+        return Ok(());
+    }
+    println!("{model}");
+    for n in &notes {
+        println!("note: {n}");
+    }
+    println!(
+        "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}",
+        "defence",
+        "offered",
+        "trans/s",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "sent/s",
+        "reached/s",
+        "refused",
+        "paced",
+        "softirq%",
+        "napi%",
+        "dropped"
+    );
+    for p in &phases {
         println!(
-            "{:<26} {:>12} {:>8} {:>8} {:>9} {:>9} {:>13} {:>13} {:>14}",
-            "phase",
-            "TCP trans/s",
-            "p50 us",
-            "p99 us",
-            "p99.9 us",
-            "max us",
-            "flood sent/s",
-            "reached it/s",
-            "rule dropped"
+            "{:<13} {:>7} {:>10} {:>7.1} {:>7.1} {:>8.1} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}",
+            if p.offered.is_empty() { "(no flood)" } else { p.defence },
+            p.offered,
+            thousands(p.transactions_per_s.round() as u64),
+            p.latency_p50_us,
+            p.latency_p99_us,
+            p.latency_p999_us,
+            thousands(p.flood_sent_pps.round() as u64),
+            thousands(p.reaching_victim_pps.round() as u64),
+            thousands(p.flood_refused),
+            p.paced_windows_within_20pct.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into()),
+            p.service_cpu_softirq_pct,
+            p.napi_thread_cpu_pct,
+            thousands(p.dropped_by_defence)
         );
-        for r in &rows {
-            println!(
-                "{:<26} {:>12} {:>8.1} {:>8.1} {:>9.1} {:>9.1} {:>13} {:>13} {:>14}",
-                r.phase,
-                thousands(r.transactions_per_s.round() as u64),
-                r.latency_p50_us,
-                r.latency_p99_us,
-                r.latency_p999_us,
-                r.latency_max_us,
-                thousands(r.flood_sent_pps.round() as u64),
-                thousands(r.reaching_victim_pps.round() as u64),
-                thousands(r.flood_dropped_by_rule)
-            );
-        }
+    }
+    println!("survivable flood rate (highest offered rate keeping >= 50% of {} trans/s):", thousands(baseline.round() as u64));
+    for (s, d) in surv.iter().zip(&defences) {
         println!(
-            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2)",
-            bed.ns_a()
+            "  {:<13} {:<9} {}",
+            s.defence,
+            s.survivable.clone().unwrap_or_else(|| format!("< {}", rates.first().map(|r| r.to_string()).unwrap_or_default())),
+            d.describe()
         );
-        if let Some(t) = &tracepoints {
-            println!("XDP tracepoints over the three phases (all interfaces):");
-            for l in crate::report::tracepoint_lines(t, 0) {
-                println!("{l}");
-            }
+    }
+    println!(
+        "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate)",
+        bed.ns_a()
+    );
+    if let Some(t) = &tracepoints {
+        println!("XDP tracepoints over the run (all interfaces):");
+        for l in crate::report::tracepoint_lines(t, 0) {
+            println!("{l}");
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flood_rates_parse_and_refuse() {
+        assert_eq!(parse_flood_rates("250k,1.5M,max,3000").unwrap(), vec![
+            FloodRate::Pps(250_000),
+            FloodRate::Pps(1_500_000),
+            FloodRate::Max,
+            FloodRate::Pps(3000)
+        ]);
+        assert_eq!(FloodRate::Pps(2_000_000).to_string(), "2M");
+        assert_eq!(FloodRate::Pps(250_000).to_string(), "250k");
+        for bad in ["", "0", "999", "1G", "-1M", "nan", "1e9", "2M,2M", "inf"] {
+            let e = parse_flood_rates(bad).unwrap_err();
+            assert!(e.contains("not accepted") && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn survivable_rate_is_the_highest_rate_keeping_half() {
+        let ph = |d: &'static str, off: &str, pps: f64, tps: f64| Phase {
+            defence: d,
+            offered: off.into(),
+            offered_pps: pps,
+            transactions_per_s: tps,
+            latency_p50_us: 0.0,
+            latency_p99_us: 0.0,
+            latency_p999_us: 0.0,
+            latency_max_us: 0.0,
+            flood_sent_pps: pps,
+            reaching_victim_pps: 0.0,
+            flood_sent: 0,
+            flood_accepted: 0,
+            flood_refused: 0,
+            paced_windows_within_20pct: None,
+            service_cpu_softirq_pct: 0.0,
+            napi_thread_cpu_pct: 0.0,
+            dropped_by_defence: 0,
+        };
+        let phases = vec![
+            ph("none", "", 0.0, 100.0),
+            ph("none", "250k", 250e3, 40.0),
+            ph("none", "1M", 1e6, 10.0),
+            ph("fastpath", "250k", 250e3, 95.0),
+            ph("fastpath", "1M", 1e6, 50.0),
+            ph("fastpath", "max", 3.1e6, 49.9),
+        ];
+        let s = survival(&phases, &[DefenceArg::None, DefenceArg::Fastpath], 100.0);
+        assert_eq!(s[0].survivable, None);
+        assert_eq!(s[1].survivable.as_deref(), Some("1M"));
+    }
 }
