@@ -89,10 +89,16 @@ pub enum FilterCmd {
         rules: RulesArgs,
         #[command(flatten)]
         target: FilterTarget,
+        /// Print one JSON object: rules, rule set, and the time taken (`compile_ns`: read,
+        /// validate, compile; `install_ns`: write the maps and flip; `reload_ns`: the whole).
+        #[arg(long)]
+        json: bool,
     },
     /// Live counters of a classifier left by `load --detach`. If that classifier is no
     /// longer attached (the interface was deleted or recreated, or another program replaced
     /// it), the counters it kept are printed once and the command fails (exit 3) saying so.
+    /// With --json the summary also has `previous`: the totals of the rule set the last reload
+    /// replaced (kept until the next reload).
     Stats {
         #[command(flatten)]
         target: FilterTarget,
