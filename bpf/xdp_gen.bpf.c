@@ -6,15 +6,33 @@
  * every run stamps the next per-CPU sequence number, the CPU id and a
  * CLOCK_MONOTONIC timestamp into the fastpath payload, fixes the UDP checksum
  * incrementally (RFC 1624) and XDP_REDIRECTs the frame out of out_ifindex.
- * Live-frames pages keep the bytes of their previous use, so the checksum is
- * always updated from the bytes actually in the frame.
+ * The frame is Ethernet / IPv4 (no options) or IPv6 (no extension header) /
+ * UDP, as crates/fastpath/src/packet.rs builds it.
+ *
+ * With flows > 0 (`gen --flows N --seed S`) frame seq of a CPU carries flow
+ * (seq - 1) % flows: the last byte of the source address and the source port
+ * become flow_mix(flow), the same seeded bijection of 0..2^24 as
+ * packet::Flows::mix, and the IPv4 header and UDP checksums are fixed
+ * incrementally.
+ *
+ * With a pace set for the CPU (map gen_pace, `gen --rate` without --count)
+ * a run that is not yet due is XDP_DROPped, so frames leave one per interval.
+ *
+ * Live-frames pages keep the bytes of their previous use, so every checksum
+ * is always updated from the bytes actually in the frame.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "fastpath_abi.h"
 
 /* Set before load. */
 const volatile __u32 out_ifindex = 0;
+/* Number of flows (0: send the frame's own 5-tuple) and the mix's keys. */
+const volatile __u32 flows = 0;
+const volatile __u32 flow_k0 = 0;
+const volatile __u32 flow_k1 = 0;
+const volatile __u32 flow_k2 = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -66,8 +84,14 @@ static __always_inline int pace_ok(void)
 	return 1;
 }
 
-/* Offset of the UDP checksum: 14 Ethernet + 20 IPv4 + 6. */
-#define UDP_CSUM_OFF 40
+#define M24 0xffffffu
+/* 14 Ethernet + 20 IPv4 (no options) or 40 IPv6. */
+#define UDP_OFF4 34
+#define UDP_OFF6 54
+#define IP4_CSUM_OFF 24
+/* The last 16-bit word of the source address. */
+#define SRC_WORD4 28
+#define SRC_WORD6 36
 
 static __always_inline __u16 csum_fold(__u64 sum)
 {
@@ -77,13 +101,29 @@ static __always_inline __u16 csum_fold(__u64 sum)
 	return (__u16)sum;
 }
 
-SEC("xdp")
-int xdp_gen(struct xdp_md *ctx)
+/* RFC 1624 eqn. 3 for one 16-bit word: HC' = ~(~HC + ~m + m'). Words as read
+ * from the frame (any byte order, the same for all three). */
+static __always_inline __u16 csum_replace(__u16 hc, __u16 old, __u16 new)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u32 key = 0;
-	__u64 *seq;
+	return ~csum_fold((__u64)(__u16)~hc + (__u16)~old + new);
+}
+
+/* packet::Flows::mix: keyed xor, add, odd multiplies mod 2^24 and xorshifts. */
+static __always_inline __u32 flow_mix(__u32 i)
+{
+	__u32 x = (i ^ flow_k0) & M24;
+
+	x = (x * 0x9e3779u) & M24;
+	x ^= x >> 12;
+	x = (x + flow_k1) & M24;
+	x = (x * 0x85ebcbu) & M24;
+	x ^= x >> 11;
+	return (x ^ flow_k2) & M24;
+}
+
+static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, const int udp_off,
+				     const int src_word, const int ip_csum_off)
+{
 	__u32 old_words[FP_PAYLOAD_LEN / 4];
 	__u32 new_words[FP_PAYLOAD_LEN / 4];
 	struct fp_payload *p;
@@ -91,21 +131,35 @@ int xdp_gen(struct xdp_md *ctx)
 	__s64 diff;
 	__u16 csum;
 
-	if (data + FP_PAYLOAD_OFF + FP_PAYLOAD_LEN > data_end)
+	if (data + udp_off + 8 + FP_PAYLOAD_LEN > data_end)
 		return XDP_ABORTED;
-	if (!pace_ok())
-		return XDP_DROP;
-	seq = bpf_map_lookup_elem(&gen_seq, &key);
-	if (!seq)
-		return XDP_ABORTED;
-	*seq += 1;
+	p = data + udp_off + 8;
+	udp_csum = data + udp_off + 6;
 
-	p = data + FP_PAYLOAD_OFF;
-	udp_csum = data + UDP_CSUM_OFF;
+	if (flows) {
+		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
+		__u16 *aw = data + src_word;
+		__u16 *pw = data + udp_off;
+		/* Words in network byte order as they sit in the frame. */
+		__u16 new_a = bpf_htons((bpf_ntohs(*aw) & 0xff00) | (__u16)(t >> 16));
+		__u16 new_p = bpf_htons((__u16)t);
+
+		if (ip_csum_off) {
+			__u16 *ic = data + ip_csum_off;
+			*ic = csum_replace(*ic, *aw, new_a);
+		}
+		if (*udp_csum || !ip_csum_off) {
+			csum = csum_replace(csum_replace(*udp_csum, *aw, new_a), *pw, new_p);
+			*udp_csum = csum ? csum : 0xffff;
+		}
+		*aw = new_a;
+		*pw = new_p;
+	}
+
 	__builtin_memcpy(old_words, p, FP_PAYLOAD_LEN);
 	p->magic = FP_PAYLOAD_MAGIC;
 	p->stream = (__u16)bpf_get_smp_processor_id();
-	p->seq = *seq;
+	p->seq = seqno;
 	p->tstamp_ns = bpf_ktime_get_ns();
 	__builtin_memcpy(new_words, p, FP_PAYLOAD_LEN);
 
@@ -117,6 +171,28 @@ int xdp_gen(struct xdp_md *ctx)
 		*udp_csum = csum ? csum : 0xffff;
 	}
 	return bpf_redirect(out_ifindex, 0);
+}
+
+SEC("xdp")
+int xdp_gen(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 key = 0;
+	__u64 *seq;
+	__u16 *proto = data + 12;
+
+	if (data + 14 > data_end)
+		return XDP_ABORTED;
+	if (!pace_ok())
+		return XDP_DROP;
+	seq = bpf_map_lookup_elem(&gen_seq, &key);
+	if (!seq)
+		return XDP_ABORTED;
+	*seq += 1;
+	if (*proto == bpf_htons(0x86dd))
+		return gen_frame(data, data_end, *seq, UDP_OFF6, SRC_WORD6, 0);
+	return gen_frame(data, data_end, *seq, UDP_OFF4, SRC_WORD4, IP4_CSUM_OFF);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,6 +1,6 @@
 //! Command-line arguments: one spelling per concept across every subcommand (docs/ARCHITECTURE.md §7).
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -89,10 +89,16 @@ pub enum FilterCmd {
         rules: RulesArgs,
         #[command(flatten)]
         target: FilterTarget,
+        /// Print one JSON object: rules, rule set, and the time taken (`compile_ns`: read,
+        /// validate, compile; `install_ns`: write the maps and flip; `reload_ns`: the whole).
+        #[arg(long)]
+        json: bool,
     },
     /// Live counters of a classifier left by `load --detach`. If that classifier is no
     /// longer attached (the interface was deleted or recreated, or another program replaced
     /// it), the counters it kept are printed once and the command fails (exit 3) saying so.
+    /// With --json the summary also has `previous`: the totals of the rule set the last reload
+    /// replaced (kept until the next reload).
     Stats {
         #[command(flatten)]
         target: FilterTarget,
@@ -389,27 +395,38 @@ pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
 /// The generated frames.
 #[derive(Debug, Clone, Args)]
 pub struct FrameArgs {
-    /// Frame length in bytes without FCS (62..=1514).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(62..=1514))]
-    pub frame_len: u16,
+    /// Frame length in bytes without FCS: 62..=1514 for IPv4 (default 64), 82..=1514 for IPv6
+    /// (default 84).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(62..=1514))]
+    pub frame_len: Option<u16>,
     /// Ethernet source (default: the interface's address).
     #[arg(long, value_parser = parse_mac)]
     pub src_mac: Option<[u8; 6]>,
     /// Ethernet destination.
     #[arg(long, value_parser = parse_mac, default_value = "ff:ff:ff:ff:ff:ff")]
     pub dst_mac: [u8; 6],
-    /// IPv4 source.
+    /// IP source, IPv4 or IPv6 (the same version as --dst-ip).
     #[arg(long, default_value = "10.99.0.1")]
-    pub src_ip: Ipv4Addr,
-    /// IPv4 destination.
+    pub src_ip: IpAddr,
+    /// IP destination, IPv4 or IPv6.
     #[arg(long, default_value = "10.99.0.2")]
-    pub dst_ip: Ipv4Addr,
+    pub dst_ip: IpAddr,
     /// UDP source port.
     #[arg(long, default_value_t = 9000)]
     pub src_port: u16,
     /// UDP destination port.
     #[arg(long, default_value_t = 9)]
     pub dst_port: u16,
+    /// Send from N distinct 5-tuples (1..=16777216): the last byte of --src-ip and the source
+    /// port drawn per flow from a bijection seeded by --seed; frame k (from 1) of each sender
+    /// stream carries flow (k - 1) mod N, so a --count that is a multiple of N (per stream)
+    /// gives every flow the same number of frames.
+    #[arg(long, value_name = "N", value_parser = parse_flows)]
+    pub flows: Option<u32>,
+    /// Seed of --flows (an integer, 0..=18446744073709551615; default 1): the same seed gives
+    /// the same tuples.
+    #[arg(long, value_name = "S", requires = "flows", value_parser = parse_seed)]
+    pub seed: Option<u64>,
     /// Stop after this many frames.
     #[arg(long)]
     pub count: Option<u64>,
@@ -566,6 +583,22 @@ pub fn parse_iface_or_none(s: &str) -> Result<String, String> {
     parse_iface(s)
 }
 
+/// `--flows`: 1..=16777216 ([`fastpath::packet::MAX_FLOWS`]).
+pub fn parse_flows(s: &str) -> Result<u32, String> {
+    let max = fastpath::packet::MAX_FLOWS;
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--flows {s} is not accepted: use a number of flows in 1..={max} (256 source addresses x 65536 source ports)"
+        )),
+    }
+}
+
+/// `--seed`: any integer 0..=u64::MAX.
+pub fn parse_seed(s: &str) -> Result<u64, String> {
+    s.trim().parse::<u64>().map_err(|_| format!("--seed {s} is not accepted: use an integer in 0..={}", u64::MAX))
+}
+
 /// `aa:bb:cc:dd:ee:ff`.
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     let parts: Vec<&str> = s.split(':').collect();
@@ -630,6 +663,21 @@ mod tests {
         for bad in ["99", "x", "1-0", "0,0", ""] {
             let e = parse_cpus(bad).unwrap_err();
             assert!(e.starts_with(&format!("--cpus {bad} is not accepted")) && e.contains("0..="), "{e}");
+        }
+    }
+
+    #[test]
+    fn flows_and_seeds_are_bounded() {
+        assert_eq!(parse_flows("1"), Ok(1));
+        assert_eq!(parse_flows("16777216"), Ok(16_777_216));
+        for bad in ["0", "16777217", "-1", "x", "1e3", ""] {
+            let e = parse_flows(bad).unwrap_err();
+            assert!(e.starts_with(&format!("--flows {bad} is not accepted")) && e.contains("1..=16777216"), "{e}");
+        }
+        assert_eq!(parse_seed("18446744073709551615"), Ok(u64::MAX));
+        for bad in ["-1", "18446744073709551616", "x"] {
+            let e = parse_seed(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("0..=18446744073709551615"), "{e}");
         }
     }
 

@@ -47,7 +47,39 @@ pub fn enter_ns(netns: &Option<String>) -> CliResult<()> {
     Ok(())
 }
 
+/// Checks the frame options together (before anything is set up): both addresses of one IP
+/// version, a frame length that holds the IPv6 header.
+pub fn check_frame(f: &FrameArgs) -> CliResult<()> {
+    if f.src_ip.is_ipv4() != f.dst_ip.is_ipv4() {
+        return Err(usage(anyhow!(
+            "--src-ip {} with --dst-ip {} is not accepted: use two IPv4 or two IPv6 addresses",
+            f.src_ip,
+            f.dst_ip
+        )));
+    }
+    if let (Some(len), true) = (f.frame_len, f.src_ip.is_ipv6()) {
+        if (len as usize) < fastpath::packet::MIN_FRAME_LEN6 {
+            return Err(usage(anyhow!(
+                "--frame-len {len} is not accepted with IPv6 addresses: use {}..=1514",
+                fastpath::packet::MIN_FRAME_LEN6
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The frame length: --frame-len, or 64 bytes (IPv4) / 84 bytes (IPv6).
+pub fn frame_len(f: &FrameArgs) -> usize {
+    f.frame_len.map(usize::from).unwrap_or(if f.src_ip.is_ipv6() { 84 } else { 64 })
+}
+
+/// `--flows N --seed S` as the library's [`Flows`](fastpath::packet::Flows) (seed 1 by default).
+pub fn flows(f: &FrameArgs) -> Option<fastpath::packet::Flows> {
+    f.flows.and_then(|n| fastpath::packet::Flows::new(n, f.seed.unwrap_or(1)))
+}
+
 pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
+    check_frame(f)?;
     let src_mac = match f.src_mac {
         Some(m) => m,
         None => NetDev::by_name(iface)
@@ -61,7 +93,7 @@ pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
         dst_ip: f.dst_ip,
         src_port: f.src_port,
         dst_port: f.dst_port,
-        frame_len: f.frame_len as usize,
+        frame_len: frame_len(f),
     })
 }
 
@@ -71,8 +103,8 @@ pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath
     let spec = UdpFrameSpec {
         src_mac: dev.mac()?,
         dst_mac,
-        src_ip: fastpath_testbed::IP4_A,
-        dst_ip: fastpath_testbed::IP4_B,
+        src_ip: fastpath_testbed::IP4_A.into(),
+        dst_ip: fastpath_testbed::IP4_B.into(),
         src_port: 9000,
         dst_port: 9,
         frame_len: 64,
@@ -157,6 +189,7 @@ fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
 /// `fastpath bench MODE`.
 pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_run(&a.run)?;
+    check_frame(&a.frame)?;
     if a.mode == BenchMode::Ddos {
         return crate::ddos::run(a, stop);
     }
@@ -231,8 +264,14 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             .map(|(i, mut port)| {
                 let (c, s, d, t, fin) =
                     (counters[i].clone(), stop.clone(), done.clone(), tracker.clone(), finished.clone());
-                let (mode, opts, cpu, verify, template) =
-                    (a.mode, loop_opts(&a.xsk), cpus.get(i).copied().flatten(), a.verify, template.clone());
+                let (mode, opts, cpu, verify, template, flows) = (
+                    a.mode,
+                    loop_opts(&a.xsk),
+                    cpus.get(i).copied().flatten(),
+                    a.verify,
+                    template.clone(),
+                    flows(&a.frame),
+                );
                 // --count and --rate are totals: each queue sends its share.
                 let share = SendLimits {
                     count: limits.count.map(|t| t / nq as u64 + u64::from((i as u64) < t % nq as u64)),
@@ -258,10 +297,11 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                         }
                         BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, &c, &s, |_| {}),
                         BenchMode::L2fwd => bench::l2fwd(&mut port, opts, &c, &s),
-                        BenchMode::Txonly => bench::txonly(
+                        BenchMode::Txonly => bench::txonly_flows(
                             &mut port,
                             template.as_deref().expect("txonly has a frame"),
                             i as u16,
+                            flows.as_ref(),
                             share,
                             opts,
                             &c,
@@ -355,6 +395,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return bench(&b, stop);
     }
     check_run(&g.run)?;
+    check_frame(&g.frame)?;
     if g.xsk.iface.is_empty() {
         return Err(usage(anyhow!("gen needs -i/--iface")));
     }
@@ -372,9 +413,9 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
     let mut frame = vec![0u8; spec.frame_len];
     build_udp_frame(&spec, &mut frame);
-    let gen = Arc::new(XdpGen::load(dev.ifindex)?);
+    let gen = Arc::new(XdpGen::load_flows(dev.ifindex, flows(&g.frame).as_ref())?);
     let seq0 = gen.per_cpu_seq().map_err(kernel)?;
-    let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads});
+    let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": g.threads, "flows": g.frame.flows.unwrap_or(1), "seed": g.frame.flows.map(|_| g.frame.seed.unwrap_or(1))});
     announce("gen", &path, &[], g.run.json);
     let counters: Vec<Arc<Counters>> = (0..g.threads).map(|_| Arc::new(Counters::default())).collect();
     let cpus: Vec<usize> = (0..g.threads as usize).map(|i| (first + i) % ncpu).collect();
@@ -442,7 +483,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 dst_ip: a.frame.dst_ip,
                 src_port: a.frame.src_port,
                 dst_port: a.frame.dst_port,
-                frame_len: a.frame.frame_len as usize,
+                frame_len: frame_len(&a.frame),
             })
         })?;
         let mut f = vec![0u8; spec.frame_len];
@@ -473,6 +514,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             a.mode,
         );
         let opts = LoopOpts { batch_size: a.xsk.batch_size, wait: Wait::Poll(100) };
+        let flows = flows(&a.frame);
         std::thread::spawn(move || -> Result<fastpath::io::PortStats, fastpath::io::PortError> {
             let _done = SetOnDrop(d);
             if let Some(cpu) = cpu {
@@ -481,7 +523,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             // The same run loops as AF_XDP, over this backend.
             match (mode, frame) {
                 (BenchMode::Txonly, Some(f)) => {
-                    bench::txonly(&mut port, &f, 0, limits, opts, &c, &s)?;
+                    bench::txonly_flows(&mut port, &f, 0, flows.as_ref(), limits, opts, &c, &s)?;
                 }
                 (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, &c, &s)?,
                 _ => {

@@ -141,8 +141,8 @@ fn run_loops_allocate_nothing_per_packet() {
         let spec = UdpFrameSpec {
             src_mac: dev.mac().unwrap(),
             dst_mac: dst,
-            src_ip: fastpath_testbed::IP4_A,
-            dst_ip: fastpath_testbed::IP4_B,
+            src_ip: fastpath_testbed::IP4_A.into(),
+            dst_ip: fastpath_testbed::IP4_B.into(),
             src_port: 9000,
             dst_port: 9,
             frame_len: 64,

@@ -109,8 +109,8 @@ fn transmit(path: &'static str) {
         let spec = UdpFrameSpec {
             src_mac: mac_b,
             dst_mac: mac_a,
-            src_ip: fastpath_testbed::IP4_B,
-            dst_ip: fastpath_testbed::IP4_A,
+            src_ip: fastpath_testbed::IP4_B.into(),
+            dst_ip: fastpath_testbed::IP4_A.into(),
             src_port: 7,
             dst_port: 9,
             frame_len: 64,

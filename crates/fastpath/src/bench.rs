@@ -164,6 +164,23 @@ pub fn txonly<P: Port>(
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, PortError> {
+    txonly_flows(port, template, stream, None, limits, opts, counters, stop)
+}
+
+/// [`txonly`], and with `flows` frame `seq` carries flow `(seq - 1) % n` of
+/// [`Flows`](packet::Flows) (source address's last byte and source port rewritten in place,
+/// checksums fixed incrementally; IPv4 or IPv6 templates).
+#[allow(clippy::too_many_arguments)]
+pub fn txonly_flows<P: Port>(
+    port: &mut P,
+    template: &[u8],
+    stream: u16,
+    flows: Option<&packet::Flows>,
+    limits: SendLimits,
+    opts: LoopOpts,
+    counters: &Counters,
+    stop: &AtomicBool,
+) -> Result<u64, PortError> {
     let mut pacer = Pacer::new(limits);
     let mut seq = 0u64;
     // Frames offered per call: what one system call of the backend moves (copy-mode AF_XDP:
@@ -198,7 +215,11 @@ pub fn txonly<P: Port>(
         let now = sys::monotonic_ns();
         let base = seq;
         let k = port.tx_stamped(template, want, |i, buf| {
-            packet::stamp(buf, &Payload { stream, seq: base + 1 + i as u64, tstamp_ns: now })
+            let seq = base + 1 + i as u64;
+            if let Some(f) = flows {
+                f.apply(buf, f.flow_of_seq(seq));
+            }
+            packet::stamp(buf, &Payload { stream, seq, tstamp_ns: now })
         })? as u64;
         if k == 0 {
             // Every frame in flight or the ring full: the backend pushed what it had; back off

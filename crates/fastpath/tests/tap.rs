@@ -263,8 +263,8 @@ fn spec(dst_mac: [u8; 6], dst: Ipv4Addr, dst_port: u16) -> UdpFrameSpec {
     UdpFrameSpec {
         src_mac: PEER_MAC,
         dst_mac,
-        src_ip: PEER,
-        dst_ip: dst,
+        src_ip: PEER.into(),
+        dst_ip: dst.into(),
         src_port: 5555,
         dst_port,
         frame_len: FRAME_LEN,

@@ -207,6 +207,28 @@ fn write_array<T: bytemuck::Pod>(
     Ok(())
 }
 
+/// Zeroes the per-CPU `fp_pkt_stats` of keys `first..first + n` of `map` with
+/// BPF_MAP_UPDATE_BATCH (kernel >= 5.6), one system call per 8,192 keys instead of one per key.
+fn zero_percpu_stats(map: &MapHandle, name: &'static str, first: u32, n: u32) -> Result<(), BpfError> {
+    if n == 0 {
+        return Ok(());
+    }
+    // The kernel copies one value per possible CPU: a wrong count would make it read past the
+    // buffer, so no fallback here.
+    let ncpu = libbpf_rs::num_possible_cpus().map_err(map_err(name))?;
+    let vlen = size_of::<fp_pkt_stats>().next_multiple_of(8) * ncpu;
+    const CHUNK: u32 = 8192;
+    let zeros = vec![0u8; vlen * CHUNK.min(n) as usize];
+    for start in (0..n).step_by(CHUNK as usize) {
+        let end = (start + CHUNK).min(n);
+        let keys: Vec<u8> = (start..end).flat_map(|i| (first + i).to_ne_bytes()).collect();
+        crate::sys::bpf::map_update_batch(map.as_fd(), &keys, 4, &zeros, vlen, end - start, || {
+            format!("{name}, keys {}..{}", first + start, first + end)
+        })?;
+    }
+    Ok(())
+}
+
 impl Classifier {
     /// Loads the program (not attached).
     pub fn load() -> Result<Self, BpfError> {
@@ -328,18 +350,9 @@ impl Classifier {
                 .update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
                 .map_err(map_err("cls_tuples"))?;
         }
-        // Zero the new set's counters, then its config last.
-        let zero = bytes_of(&fp_pkt_stats::zeroed()).to_vec();
-        let per_cpu = vec![zero; libbpf_rs::num_possible_cpus().unwrap_or(1)];
-        for i in 0..c.actions.len() as u32 {
-            let k = (set * MAX_RULES as u32 + i).to_ne_bytes();
-            m.cls_rule_stats.update_percpu(&k, &per_cpu, MapFlags::ANY).map_err(map_err("cls_rule_stats"))?;
-        }
-        for i in 0..STAT_COUNT {
-            m.cls_stats
-                .update_percpu(&(set * STAT_COUNT + i).to_ne_bytes(), &per_cpu, MapFlags::ANY)
-                .map_err(map_err("cls_stats"))?;
-        }
+        // Zero the new set's counters (batched), then its config last.
+        zero_percpu_stats(&m.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32, c.actions.len() as u32)?;
+        zero_percpu_stats(&m.cls_stats, "cls_stats", set * STAT_COUNT, STAT_COUNT)?;
         let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
         // A generation no flow-cache entry carries yet: one above both sets' (never 0).
         let gen_of = |s: u32| read_config(&self.maps.cls_config, s).map(|c| c.gen_).unwrap_or(0);
@@ -365,18 +378,33 @@ impl Classifier {
             .map_err(map_err("cls_active"))
     }
 
-    /// Removes rule set `set`'s hash entries (after it stopped being active).
+    /// Removes rule set `set`'s hash entries (after it stopped being active): keys read with
+    /// BPF_MAP_LOOKUP_BATCH and deleted with BPF_MAP_DELETE_BATCH (kernel >= 5.6), 8,192 per
+    /// system call.
     pub fn clear(&self, set: u32) -> Result<(), BpfError> {
-        let stale: Vec<Vec<u8>> = self
-            .maps
-            .cls_rules
-            .keys()
-            .filter(|k| abi::read::<fp_cls_key>(k).is_some_and(|k| u32::from(k.set) == set))
-            .collect();
-        for k in stale {
-            if let Err(cause) = self.maps.cls_rules.delete(&k) {
+        const CHUNK: usize = 8192;
+        let ksize = size_of::<fp_cls_key>();
+        let rules = &self.maps.cls_rules;
+        let mut stale: Vec<u8> = Vec::new();
+        for (k, _) in rules.lookup_batch(CHUNK as u32, MapFlags::ANY, MapFlags::ANY).map_err(map_err("cls_rules"))? {
+            if abi::read::<fp_cls_key>(&k).is_some_and(|k| u32::from(k.set) == set) {
+                stale.extend_from_slice(&k[..ksize]);
+            }
+        }
+        for chunk in stale.chunks(CHUNK * ksize) {
+            let n = (chunk.len() / ksize) as u32;
+            if let Err(cause) = rules.delete_batch(chunk, n, MapFlags::ANY, MapFlags::ANY) {
                 if cause.kind() != libbpf_rs::ErrorKind::NotFound {
                     return Err(BpfError::Map { map: "cls_rules", cause });
+                }
+                // A key already gone stops the batch: finish this chunk one key at a time.
+                for k in chunk.chunks(ksize) {
+                    match rules.delete(k) {
+                        Err(cause) if cause.kind() != libbpf_rs::ErrorKind::NotFound => {
+                            return Err(BpfError::Map { map: "cls_rules", cause })
+                        }
+                        _ => {}
+                    }
                 }
             }
         }

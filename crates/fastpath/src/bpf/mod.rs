@@ -524,6 +524,15 @@ impl XdpGen {
     /// ([`Feature::LiveFrames`](crate::features::Feature::LiveFrames), Linux >= 5.18; probed once
     /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
+        Self::load_flows(out_ifindex, None)
+    }
+
+    /// As [`XdpGen::load`], and with `flows` every frame carries one of its 5-tuples: frame
+    /// `seq` of a CPU gets flow `(seq - 1) % n` ([`Flows`](crate::packet::Flows): the source
+    /// address's last byte and the source port rewritten, IPv4 header and UDP checksums fixed
+    /// incrementally in the program). Frames may be IPv4 or IPv6 (as
+    /// [`build_udp_frame`](crate::packet::build_udp_frame) makes them). Same errors.
+    pub fn load_flows(out_ifindex: u32, flows: Option<&crate::packet::Flows>) -> Result<Self, BpfError> {
         crate::features::probe().check(crate::features::Feature::LiveFrames)?;
         let (prog, seq, pace) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
@@ -531,6 +540,13 @@ impl XdpGen {
             |open| {
                 if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
                     ro.out_ifindex = out_ifindex;
+                    if let Some(f) = flows {
+                        let [k0, k1, k2] = f.keys();
+                        ro.flows = f.n();
+                        ro.flow_k0 = k0;
+                        ro.flow_k1 = k1;
+                        ro.flow_k2 = k2;
+                    }
                 }
             },
             |s| {

@@ -1,6 +1,6 @@
 //! Every libbpf-sys call of the library outside the feature probes ([`super::probe`]): XDP
 //! links (create, info, detach, walk), `bpf_xdp_query`/`bpf_xdp_detach`, BPF_PROG_TEST_RUN,
-//! pinning in bpffs (and mounting it), kernel BTF lookups.
+//! pinning in bpffs (and mounting it), kernel BTF lookups, batch map updates of per-CPU maps.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -88,6 +88,39 @@ pub fn xdp_query(ifindex: u32) -> Result<Option<(u32, &'static str)>, SysError> 
     };
     let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id].into_iter().find(|&i| i != 0).unwrap_or(0);
     Ok(Some((id, mode)))
+}
+
+/// `bpf_map_update_batch` (BPF_MAP_UPDATE_BATCH, kernel >= 5.6, kernel/bpf/syscall.c
+/// `generic_map_update_batch` for arrays): writes `count` elements, `keys` holding `count` keys
+/// of the map's key size and `values` `count` values as the kernel lays them out (for per-CPU
+/// maps: one value per possible CPU, each rounded up to 8 bytes). `label` names the call in
+/// errors. Panics if the slices are shorter than `count` elements of `key_size`/`value_len`.
+pub fn map_update_batch(
+    fd: BorrowedFd<'_>,
+    keys: &[u8],
+    key_size: usize,
+    values: &[u8],
+    value_len: usize,
+    count: u32,
+    label: impl FnOnce() -> String,
+) -> Result<(), SysError> {
+    assert!(keys.len() >= key_size * count as usize && values.len() >= value_len * count as usize);
+    // SAFETY: all-zero is a valid bpf_map_batch_opts; sz is set below.
+    let mut opts: libbpf_sys::bpf_map_batch_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_map_batch_opts>() as _;
+    let mut n = count;
+    // SAFETY: keys and values hold `count` elements each (asserted above); the kernel reads
+    // exactly that many; n and opts are valid for the call.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_update_batch(fd.as_raw_fd(), keys.as_ptr().cast(), values.as_ptr().cast(), &mut n, &opts)
+    };
+    if rc < 0 {
+        return Err(SysError {
+            call: format!("bpf_map_update_batch({}, count={count}, done={n})", label()),
+            errno: -rc,
+        });
+    }
+    Ok(())
 }
 
 /// The next BPF link id after `id` (`bpf_link_get_next_id`); `None` at the end.
