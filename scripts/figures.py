@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every figure of the README, in one sitting: the receive/transmit matrix (scripts/bench.py),
 the classifier (scripts/bench_classifier.py), `fastpath compare` (split and same),
-`fastpath compare --inject`, the demo's AF_XDP rxdrop vs XDP_DROP, and `fastpath bench ddos`.
+`fastpath compare --inject` and the demo's AF_XDP rxdrop vs XDP_DROP (the flood scenario has
+its own script, scripts/bench_ddos.py).
 Writes Markdown tables (each with the command that made it) and a JSON file of every
 measurement.
 
@@ -33,7 +34,7 @@ import bench  # noqa: E402
 import bench_classifier  # noqa: E402
 from fplib import FP, fp  # noqa: E402
 
-SECTIONS = ["matrix", "classifier", "compare_split", "compare_same", "demo", "ddos", "inject"]
+SECTIONS = ["matrix", "classifier", "compare_split", "compare_same", "demo", "inject"]
 
 
 def estimate(section, d, sizes):
@@ -44,7 +45,6 @@ def estimate(section, d, sizes):
         "compare_split": 7 * (d + 1.5) + 2,
         "compare_same": 7 * (d + 1.5) + 2,
         "demo": 2 * (d + 1) + 1,
-        "ddos": 3 * (max(d, 1) + 1.5) + 2,
         "inject": 2 * (2 * d + 5),
     }[section]
 
@@ -70,8 +70,6 @@ def run_section(section, d, sizes, tmp):
         return fp(["compare", "--runs", "1", "--duration", str(d), "--pin", pin, "--json"])
     if section == "demo":
         return fp(["demo", "--duration", str(d), "--json"])
-    if section == "ddos":
-        return fp(["bench", "ddos", "--duration", str(max(d, 1)), "--json"])
     if section == "inject":
         return fp(["compare", "--inject", "--runs", "1", "--duration", str(d), "--json"])
     raise ValueError(section)
@@ -221,18 +219,6 @@ def tables(state):
             summary["demo"] = {"mpps": vals, "ratio_median": rm}
         notes = sorted({r["demo"].get("ratio_note") or "" for r in runs} - {""})
         out += [f"\nWhat bounded the figures: {'; '.join(notes)}\n"] if notes else [""]
-
-    if all("ddos" in r for r in runs):
-        dd = max(d, 1)
-        out += [f"## Flood scenario (`fastpath bench ddos --duration {dd}`, medians of {n})\n",
-                "| phase | TCP trans/s | p50 us | p99 us | p99.9 us | flood sent/s | reached the victim/s | refused by the veth (frames) |",
-                "|---|---|---|---|---|---|---|---|"]
-        for i, ph in enumerate(runs[0]["ddos"]["phases"]):
-            g = lambda k: med([r["ddos"]["phases"][i][k] for r in runs])  # noqa: E731
-            out.append(f"| {ph['phase']} | {g('transactions_per_s'):,.0f} | {g('latency_p50_us'):.1f} | "
-                       f"{g('latency_p99_us'):.1f} | {g('latency_p999_us'):.1f} | {g('flood_sent_pps'):,.0f} | "
-                       f"{g('reaching_victim_pps'):,.0f} | {g('flood_refused'):,.0f} |")
-        out.append("")
 
     if all("inject" in r for r in runs):
         out += [f"## Injection (`fastpath compare --inject --runs 1 --duration {d}`, medians of {n})\n",

@@ -11,8 +11,9 @@
 //! The model (docs/ARCHITECTURE.md, "The flood model"): a NIC queue whose interrupt lands on
 //! the service's CPU. The receiving veth's NAPI runs threaded, pinned to the service's CPU 1
 //! with SCHED_FIFO priority 50, so receive processing preempts the service there as a NIC's
-//! softirq would; the service's packets share the receive ring with the flood and are lost
-//! with it when the ring is full (no qdisc on the sending veth), as at a NIC's ring; the
+//! softirq would; the service's packets share the receive ring and NAPI with the flood and are
+//! lost with it when the ring is full (no TSO and no qdisc on the sending veth), as at a NIC's
+//! ring; the
 //! service and its clients run on CPU 1; the attacker (the xdp-live generator, paced per
 //! frame in its program) runs on CPU 0.
 
@@ -92,7 +93,7 @@ pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
     for part in s.split(',') {
         let r: FloodRate = part.trim().parse()?;
         if out.contains(&r) {
-            return Err(format!("--flood-rates {s} is not accepted: {r} is listed twice"));
+            return Err(format!("--flood-rates {s} is not accepted: {r} is listed twice (each rate once, e.g. 250k,1M,max)"));
         }
         out.push(r);
     }
@@ -108,12 +109,15 @@ pub struct Phase {
     pub offered: String,
     /// The offered rate in frames/s: the nominal one, or for "max" the generator's measured.
     pub offered_pps: f64,
+    /// 0 when the service was unreachable (see `service_error`).
     pub transactions_per_s: f64,
-    /// sockperf's latency: half the TCP round trip, microseconds.
-    pub latency_p50_us: f64,
-    pub latency_p99_us: f64,
-    pub latency_p999_us: f64,
-    pub latency_max_us: f64,
+    /// sockperf's latency: half the TCP round trip, microseconds (None: unreachable).
+    pub latency_p50_us: Option<f64>,
+    pub latency_p99_us: Option<f64>,
+    pub latency_p999_us: Option<f64>,
+    pub latency_max_us: Option<f64>,
+    /// sockperf's last line when it measured nothing (e.g. its connection timed out).
+    pub service_error: Option<String>,
     /// Flood frames the generator sent per second (over the whole flood).
     pub flood_sent_pps: f64,
     /// Frames per second the receiving veth accepted during the service's window (its
@@ -512,9 +516,19 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
         Some(r) => format!("{} flood {r}", defence.name()),
         None => "no flood".into(),
     };
-    let (tps, p50, p99, p999, max) = parse_sockperf(&text).ok_or_else(|| {
-        runtime(anyhow!("sockperf printed no statistics ({label}): {}", text.lines().last().unwrap_or("")))
-    })?;
+    // Under a flood the service may be unreachable (its SYN lost at the full ring): that is a
+    // result, 0 transactions/s; without a flood it is an error.
+    let (tps, p50, p99, p999, max) = match parse_sockperf(&text) {
+        Some((t, a, b, c, d)) => (t, Some(a), Some(b), Some(c), Some(d)),
+        None if rate.is_some() => (0.0, None, None, None, None),
+        None => {
+            return Err(runtime(anyhow!(
+                "sockperf printed no statistics ({label}): {}",
+                text.lines().last().unwrap_or("")
+            )))
+        }
+    };
+    let unreachable = (tps == 0.0).then(|| text.lines().last().unwrap_or("").trim().to_string());
     let sent_pps = sent as f64 / flood_secs;
     Ok(Phase {
         defence: if rate.is_some() { defence.name() } else { "none" },
@@ -529,6 +543,7 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
         latency_p99_us: p99,
         latency_p999_us: p999,
         latency_max_us: max,
+        service_error: unreachable,
         flood_sent_pps: sent_pps,
         reaching_victim_pps: if rate.is_some() { reaching } else { 0.0 },
         flood_sent: sent,
@@ -539,6 +554,11 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
         napi_thread_cpu_pct: napi_pct,
         dropped_by_defence: dropped,
     })
+}
+
+/// A latency for the table: one decimal, or "-" when the service was unreachable.
+fn us(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
 }
 
 /// The survivable flood rate of each defence (see [`Survival`]).
@@ -656,7 +676,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut defences: Vec<DefenceArg> = Vec::new();
     for d in &a.ddos.defences {
         if defences.contains(d) {
-            return Err(usage(anyhow!("--defences: {} is listed twice", d.name())));
+            let list: Vec<&str> = a.ddos.defences.iter().map(|d| d.name()).collect();
+            return Err(usage(anyhow!("--defences {} is not accepted: {} is listed twice", list.join(","), d.name())));
         }
         defences.push(*d);
     }
@@ -677,6 +698,13 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // lost with the flood's, as at a NIC's ring, instead of waiting in a qdisc for a free slot
     // (which would give them priority over the flood).
     let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
+    // Without TSO on the sending veth every TCP skb is eligible for the receiving veth's NAPI
+    // (veth_skb_is_eligible_for_gro, drivers/net/veth.c): the service's packets then always
+    // travel the same ring and NAPI as the flood, with or without an XDP program attached, as
+    // at a NIC. With TSO they would bypass NAPI (netif_rx) unless a program is attached.
+    let mut k = ns_command(bed.ns_a(), "ethtool");
+    k.args(["-K", bed.iface_a(), "tso", "off"]);
+    run_ok(k, "ethtool -K tso off (the sending veth)")?;
     bed.set_rx_napi_cpu(Some(SERVICE_CPU))?;
     let napi_pids = bed.set_rx_napi_fifo(NAPI_FIFO_PRIORITY)?;
     let server = ns_command(bed.ns_b(), "taskset")
@@ -697,7 +725,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Ok(());
     }
     let model = format!(
-        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring with the flood (no sender qdisc); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame) on CPU {}",
+        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame) on CPU {}",
         attacker[..a.flood_threads as usize].iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
     );
     let cx = Ctx { bed: &bed, napi_pids, flood_cpus: attacker[..a.flood_threads as usize].to_vec(), secs, stop: &stop };
@@ -759,13 +787,13 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     );
     for p in &phases {
         println!(
-            "{:<13} {:>7} {:>10} {:>7.1} {:>7.1} {:>8.1} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}",
+            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}",
             if p.offered.is_empty() { "(no flood)" } else { p.defence },
             p.offered,
             thousands(p.transactions_per_s.round() as u64),
-            p.latency_p50_us,
-            p.latency_p99_us,
-            p.latency_p999_us,
+            us(p.latency_p50_us),
+            us(p.latency_p99_us),
+            us(p.latency_p999_us),
             thousands(p.flood_sent_pps.round() as u64),
             thousands(p.reaching_victim_pps.round() as u64),
             thousands(p.flood_refused),
@@ -824,10 +852,11 @@ mod tests {
             offered: off.into(),
             offered_pps: pps,
             transactions_per_s: tps,
-            latency_p50_us: 0.0,
-            latency_p99_us: 0.0,
-            latency_p999_us: 0.0,
-            latency_max_us: 0.0,
+            latency_p50_us: None,
+            latency_p99_us: None,
+            latency_p999_us: None,
+            latency_max_us: None,
+            service_error: None,
             flood_sent_pps: pps,
             reaching_victim_pps: 0.0,
             flood_sent: 0,

@@ -99,6 +99,14 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     let o = run(&call(&base(&["--xdp-mode", "turbo"])));
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("turbo") && stderr(&o).contains("native"), "{}", stderr(&o));
+    // bench ddos: flood rates and defences are checked before any test bed exists.
+    for (rates, want) in [("0", "\"0\""), ("1G", "\"1G\""), ("2M,2M", "2M is listed twice"), ("nan", "\"nan\"")] {
+        assert_refused(&bed, &["bench", "ddos", "--flood-rates", rates, "--duration", "1"], 2, &[want, "max"]);
+    }
+    let o = run(&["bench", "ddos", "--defences", "none,pf", "--duration", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("pf") && stderr(&o).contains("fastpath-10k"), "{}", stderr(&o));
+    assert_refused(&bed, &["bench", "ddos", "--defences", "nft,nft", "--duration", "1"], 2, &["nft is listed twice"]);
 }
 
 #[test]
