@@ -61,21 +61,31 @@ static __always_inline int pace_ok(void)
 	if (!p || !p->interval_ns)
 		return 1;
 	now = bpf_ktime_get_ns();
+	ms = now / 1000000;
+	if (!p->win_ms) {
+		/* The first frame: the schedule starts now, in a window of its own. */
+		p->next_ns = now;
+		p->win_ms = ms;
+		p->first_ms = ms;
+	}
 	if (now < p->next_ns)
 		return 0;
 	if (now - p->next_ns > FP_GEN_PACE_SLACK_NS)
 		p->next_ns = now - FP_GEN_PACE_SLACK_NS;
 	p->next_ns += p->interval_ns;
-	ms = now / 1000000;
 	if (ms != p->win_ms) {
-		if (p->win_ms) {
+		if (p->interval_ns <= FP_GEN_PACE_SCORED_MAX_INTERVAL_NS) {
 			__u64 c = p->win_count * p->interval_ns;
 			__u64 gap = ms - p->win_ms;
 
-			/* The closed window, then any empty ones between it and this one. */
-			p->windows += gap;
-			if (c >= 800000 && c <= 1200000)
+			/* The closed window (unless it is the first, partial one), then any
+			 * empty ones between it and this one. */
+			if (p->win_ms == p->first_ms) {
+				gap -= 1;
+			} else if (c >= 800000 && c <= 1200000) {
 				p->within_20pct += 1;
+			}
+			p->windows += gap;
 		}
 		p->win_ms = ms;
 		p->win_count = 0;
@@ -183,6 +193,9 @@ int xdp_gen(struct xdp_md *ctx)
 	__u16 *proto = data + 12;
 
 	if (data + 14 > data_end)
+		return XDP_ABORTED;
+	/* The frame must hold what gen_frame writes before it counts as sent. */
+	if (data + (*proto == bpf_htons(0x86dd) ? UDP_OFF6 : UDP_OFF4) + 8 + FP_PAYLOAD_LEN > data_end)
 		return XDP_ABORTED;
 	if (!pace_ok())
 		return XDP_DROP;

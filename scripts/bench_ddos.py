@@ -22,7 +22,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--flood-rates", default="50k,100k,250k,500k,1M,2M,max")
+    ap.add_argument("--flood-rates", default="25k,50k,100k,250k,1M,2M,max")
     ap.add_argument("--defences", default="none,nft,iptables,fastpath,fastpath-10k")
     ap.add_argument("--svg", help="the last run's chart (trans/s against offered rate)")
     ap.add_argument("--json", help="write every run's summary to this file")
@@ -34,12 +34,23 @@ def main():
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
         extra = ["--svg", a.svg] if a.svg and r == a.runs - 1 else []
         runs.append(fp(args + extra))
-    med = statistics.median
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(runs, f)
+
+    def med(values):
+        """Median of the values that are not None (an unreachable service has no latency)."""
+        v = [x for x in values if x is not None]
+        return statistics.median(v) if v else None
+
+    def num(v, fmt):
+        return "-" if v is None else format(v, fmt)
+
     base = med(r["no_flood_transactions_per_s"] for r in runs)
     cmd = "fastpath " + " ".join(args)
     print(f"{runs[0]['model']}\n")
-    print(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s "
-          f"(runs: {', '.join(f'{r['no_flood_transactions_per_s']:,.0f}' for r in runs)})\n")
+    per_run = ", ".join(f"{r['no_flood_transactions_per_s']:,.0f}" for r in runs)
+    print(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s (runs: {per_run})\n")
     print("| defence | offered | TCP trans/s | p50 us | p99 us | p99.9 us | sent/s | reached the victim/s "
           "| refused by the veth /s | paced (1 ms windows within 20%) | service CPU softirq % | NAPI thread % "
           "| dropped by the defence /s |")
@@ -54,8 +65,10 @@ def main():
         dropped = med(p["dropped_by_defence"] / s for p, s in zip(ph, secs))
         paced = [p["paced_windows_within_20pct"] for p in ph if p["paced_windows_within_20pct"] is not None]
         table[(d, o)] = (g("offered_pps"), g("transactions_per_s"))
-        print(f"| {d} | {o} | {g('transactions_per_s'):,.0f} | {g('latency_p50_us'):.1f} | "
-              f"{g('latency_p99_us'):.1f} | {g('latency_p999_us'):.1f} | {g('flood_sent_pps'):,.0f} | "
+        unreachable = sum(1 for p in ph if p["transactions_per_s"] == 0)
+        tps = num(g("transactions_per_s"), ",.0f") + (f" ({unreachable} of {len(ph)} unreachable)" if unreachable else "")
+        print(f"| {d} | {o} | {tps} | {num(g('latency_p50_us'), '.1f')} | "
+              f"{num(g('latency_p99_us'), '.1f')} | {num(g('latency_p999_us'), '.1f')} | {g('flood_sent_pps'):,.0f} | "
               f"{g('reaching_victim_pps'):,.0f} | {refused:,.0f} | "
               f"{f'{100 * med(paced):.0f}%' if paced else '-'} | {g('service_cpu_softirq_pct'):.0f} | "
               f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |")
@@ -66,9 +79,6 @@ def main():
         best = max(ok)[1] if ok else f"below {keys[0][1]}"
         per_run = [next((s["survivable"] for s in r["survivable"] if s["defence"] == d), None) or "-" for r in runs]
         print(f"| {d} | {best} | {', '.join(per_run)} |")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(runs, f)
 
 
 if __name__ == "__main__":

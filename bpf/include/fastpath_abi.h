@@ -242,9 +242,14 @@ struct fp_gen_pace {
 	__u64 next_ns;
 	__u64 win_ms;        /* the current window: CLOCK_MONOTONIC ms, 0 before the first frame */
 	__u64 win_count;     /* frames sent in it */
-	__u64 windows;       /* whole windows closed (empty ones included) */
+	__u64 windows;       /* whole windows closed (empty ones included; not the first, partial one) */
 	__u64 within_20pct;  /* of those, windows within 20% of the nominal rate */
+	__u64 first_ms;      /* the first window (partial, not scored) */
 };
+
+/* Windows are scored only at >= 5 frames per ms (interval <= 200 us): below that a whole
+ * number of frames cannot land within 20% of the nominal count. */
+#define FP_GEN_PACE_SCORED_MAX_INTERVAL_NS 200000
 
 /* ---- CPUMAP redirect (bpf/xdp_redirect_cpu.bpf.c; Rust side: crates/fastpath/src/bpf/cpumap.rs) ---- */
 
@@ -260,7 +265,7 @@ _Static_assert(sizeof(struct fp_payload) == FP_PAYLOAD_LEN, "fp_payload: FP_PAYL
 _Static_assert(sizeof(struct fp_cls_key) == 56, "fp_cls_key: 56 bytes, no hole");
 _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
-_Static_assert(sizeof(struct fp_gen_pace) == 48, "fp_gen_pace: 48 bytes");
+_Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

@@ -470,7 +470,7 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Default, Args)]
 pub struct DdosArgs {
     /// ddos: offered flood rates, frames/s, comma-separated: 250k, 1M, 1.5M, 300000 (1k..=100M)
-    /// or max [default: 50k,100k,250k,500k,1M,2M,max; with --rate R: R alone].
+    /// or max [default: 25k,50k,100k,250k,1M,2M,max; with --rate R: R alone].
     #[arg(long, value_name = "LIST")]
     pub flood_rates: Option<String>,
     /// ddos: defences, comma-separated, each measured at every flood rate.

@@ -36,7 +36,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::args::{BenchArgs, DefenceArg};
-use crate::error::{env, require_privileges, runtime, usage, CliResult};
+use crate::error::{env, require_privileges, runtime, usage, CliError, CliResult};
 
 const PORT: &str = "11111";
 const SERVICE_CPU: usize = 1;
@@ -46,6 +46,10 @@ const NAPI_FIFO_PRIORITY: i32 = 50;
 const RULES_IN_FRONT: usize = 10_000;
 /// The nftables table `nft` installs in the victim's namespace.
 const NFT_TABLE: &str = "fastpath_ddos";
+/// Distinct 5-tuples in the flood (source address's last byte and source port, seeded), so the
+/// classifier's flow cache misses as under a real flood.
+const FLOOD_FLOWS: u32 = 1_000_000;
+const FLOOD_SEED: u64 = 1;
 
 /// An offered flood rate: frames per second, or `max` (as fast as the generator goes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +85,7 @@ impl fmt::Display for FloodRate {
         match self {
             FloodRate::Max => write!(f, "max"),
             FloodRate::Pps(p) if p % 1_000_000 == 0 => write!(f, "{}M", p / 1_000_000),
+            FloodRate::Pps(p) if *p >= 1_000_000 && p % 100_000 == 0 => write!(f, "{}M", *p as f64 / 1e6),
             FloodRate::Pps(p) if p % 1_000 == 0 => write!(f, "{}k", p / 1_000),
             FloodRate::Pps(p) => write!(f, "{p}"),
         }
@@ -350,10 +355,15 @@ impl Installed {
                         done.store(true, Ordering::Relaxed);
                         Err(crate::error::kernel(anyhow!("loading the classifier defence: {e}")))
                     }
-                    Err(_) => {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
                         done.store(true, Ordering::Relaxed);
                         Err(runtime(anyhow!("the classifier defence did not start within 60 s")))
                     }
+                    // The thread ended before loading: entering the namespace failed.
+                    Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+                        Ok(Err(e)) => Err(CliError::from(e)),
+                        _ => Err(runtime(anyhow!("the classifier defence's thread ended before loading"))),
+                    },
                 }
             }
         }
@@ -428,42 +438,104 @@ struct Ctx<'a> {
     stop: &'a Arc<AtomicBool>,
 }
 
-fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate>) -> CliResult<Phase> {
+/// The flood's thread; on drop (an early return) it is told to stop and joined, so no
+/// generator outlives its phase.
+struct FloodGuard {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<FloodResult, fastpath_testbed::TestbedError>>>,
+}
+
+/// Frames sent, seconds, (accepted, refused) by the veth, share of 1 ms windows within 20%.
+type FloodResult = Result<(u64, f64, (u64, u64), Option<f64>), String>;
+
+impl FloodGuard {
+    fn finish(mut self) -> CliResult<(u64, f64, (u64, u64), Option<f64>)> {
+        self.done.store(true, Ordering::Relaxed);
+        let t = self.thread.take().ok_or_else(|| runtime(anyhow!("flood thread already joined")))?;
+        t.join()
+            .map_err(|_| runtime(anyhow!("flood thread panicked")))?
+            .map_err(|e| runtime(anyhow!("{e}")))?
+            .map_err(|e| runtime(anyhow!("{e}")))
+    }
+}
+
+impl Drop for FloodGuard {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the flood from ns a and returns once the generator runs (or failed to start).
+fn start_flood(cx: &Ctx, r: FloodRate) -> CliResult<FloodGuard> {
     let bed = cx.bed;
     let done = Arc::new(AtomicBool::new(false));
-    // The flood, from ns a.
-    let flood_thread = rate.map(|r| {
-        let (iface, mac_b, d, cpus) = (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone());
-        let rate_pps = match r {
-            FloodRate::Pps(p) => Some(p),
-            FloodRate::Max => None,
-        };
-        spawn_in_netns(bed.ns_a(), move || -> Result<(u64, f64, (u64, u64), Option<f64>), String> {
+    let (iface, mac_b, d, cpus) = (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone());
+    let rate_pps = match r {
+        FloodRate::Pps(p) => Some(p),
+        FloodRate::Max => None,
+    };
+    let (started_tx, started_rx) = mpsc::channel::<Result<(), String>>();
+    let thread = spawn_in_netns(bed.ns_a(), move || -> FloodResult {
+        let setup = (|| -> Result<_, String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
             let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
-            let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
-            let t0 = Instant::now();
+            let flows = fastpath::packet::Flows::new(FLOOD_FLOWS, FLOOD_SEED).ok_or("flood flows")?;
+            let gen = Arc::new(XdpGen::load_flows(dev.ifindex, Some(&flows)).map_err(|e| format!("{e:#}"))?);
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+            let t0 = Instant::now();
             let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps }, 64, &counters)
                 .map_err(|e| e.to_string())?;
-            let pace = live.pace();
-            while !d.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
+            Ok((dev, eth0, t0, live))
+        })();
+        let (dev, eth0, t0, live) = match setup {
+            Ok(v) => {
+                let _ = started_tx.send(Ok(()));
+                v
             }
-            let sent = live.stop().map_err(|e| e.to_string())?;
-            let secs = t0.elapsed().as_secs_f64();
-            // Let the frames still in the veth ring land before reading what it took.
-            std::thread::sleep(Duration::from_millis(100));
-            let eth = fastpath::netdev::stats_delta(&eth0, &dev.ethtool_stats().map_err(|e| e.to_string())?);
-            let sum = |err: bool| -> u64 {
-                eth.iter().filter(|(k, _)| k.contains("xdp_xmit") && k.contains("err") == err).map(|(_, v)| v).sum()
-            };
-            Ok((sent, secs, (sum(false), sum(true)), pace.share_within_20pct()))
-        })
+            Err(e) => {
+                let _ = started_tx.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let pace = live.pace();
+        while !d.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let sent = live.stop().map_err(|e| e.to_string())?;
+        let secs = t0.elapsed().as_secs_f64();
+        // Let the frames still in the veth ring land before reading what it took.
+        std::thread::sleep(Duration::from_millis(100));
+        let eth = fastpath::netdev::stats_delta(&eth0, &dev.ethtool_stats().map_err(|e| e.to_string())?);
+        let sum = |err: bool| -> u64 {
+            eth.iter().filter(|(k, _)| k.contains("xdp_xmit") && k.contains("err") == err).map(|(_, v)| v).sum()
+        };
+        Ok((sent, secs, (sum(false), sum(true)), pace.share_within_20pct()))
     });
+    let guard = FloodGuard { done, thread: Some(thread) };
+    match started_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(guard),
+        Ok(Err(e)) => Err(crate::error::kernel(anyhow!("starting the flood: {e}"))),
+        Err(_) => match guard.finish() {
+            Err(e) => Err(e),
+            Ok(_) => Err(runtime(anyhow!("the flood did not start within 30 s"))),
+        },
+    }
+}
+
+fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate>) -> CliResult<Phase> {
+    let bed = cx.bed;
+    // The defence's counter before any flood frame.
     let drop0 = inst.dropped()?;
-    bed.wait_rx_settled(Duration::from_secs(3));
+    let flood = match rate {
+        Some(r) => Some(start_flood(cx, r)?),
+        None => None,
+    };
+    // Let the paced flood settle into its schedule before the service's window.
+    std::thread::sleep(Duration::from_millis(200));
     let accepted = |bed: &Testbed| -> u64 {
         Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
             .unwrap_or_default()
@@ -475,8 +547,14 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
     let acc0 = accepted(bed);
     let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
     // The service's clients, from ns a.
-    let out = ns_command(bed.ns_a(), "taskset")
+    // `timeout -s KILL`: a client whose SYN was lost at the full ring would retry its connect
+    // for minutes; after the window and a margin the service counts as unreachable.
+    let out = ns_command(bed.ns_a(), "timeout")
         .args([
+            "-s",
+            "KILL",
+            &format!("{}", cx.secs as u64 + 5),
+            "taskset",
             "-c",
             &SERVICE_CPU.to_string(),
             "sockperf",
@@ -487,7 +565,7 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
             "-p",
             PORT,
             "-t",
-            &format!("{}", cx.secs.max(1.0).round() as u64),
+            &format!("{}", cx.secs as u64),
         ])
         .output();
     let elapsed = t_acc.elapsed().as_secs_f64();
@@ -495,15 +573,8 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
     let reaching = accepted(bed).saturating_sub(acc0) as f64 / elapsed;
     let softirq_pct = 100.0 * (cpu1.1 - cpu0.1) as f64 / (cpu1.0 - cpu0.0).max(1) as f64;
     let napi_pct = 100.0 * napi1.saturating_sub(napi0) as f64 / 1e9 / elapsed;
-    done.store(true, Ordering::Relaxed);
-    let flood_result = flood_thread.map(|h| {
-        h.join()
-            .map_err(|_| runtime(anyhow!("flood thread panicked")))
-            .and_then(|r| r.map_err(|e| runtime(anyhow!("{e:?}"))))
-            .and_then(|r| r.map_err(|e| runtime(anyhow!("{e}"))))
-    });
-    let (sent, flood_secs, link, paced) = match flood_result {
-        Some(r) => r?,
+    let (sent, flood_secs, link, paced) = match flood {
+        Some(f) => f.finish()?,
         None => (0, 1.0, Default::default(), None),
     };
     let dropped = inst.dropped()?.saturating_sub(drop0);
@@ -669,8 +740,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let rates = match &a.ddos.flood_rates {
         Some(s) => parse_flood_rates(s).map_err(|e| usage(anyhow!("{e}")))?,
         None => match a.frame.rate {
-            Some(r) => vec![FloodRate::Pps(r)],
-            None => parse_flood_rates("50k,100k,250k,500k,1M,2M,max").map_err(|e| usage(anyhow!("{e}")))?,
+            Some(r) => vec![r.to_string().parse::<FloodRate>().map_err(|e| usage(anyhow!("--rate: {e}")))?],
+            None => parse_flood_rates("25k,50k,100k,250k,1M,2M,max").map_err(|e| usage(anyhow!("{e}")))?,
         },
     };
     let mut defences: Vec<DefenceArg> = Vec::new();
@@ -714,8 +785,20 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         .spawn()
         .map_err(|e| env(anyhow!("starting sockperf server: {e}")))?;
     let _server = Reaper(server);
-    std::thread::sleep(Duration::from_millis(500));
-    let secs = if a.run.duration > 0.0 { a.run.duration } else { 1.0 };
+    // Ready when the port is listening (ss), not after a guess.
+    let t0 = Instant::now();
+    loop {
+        let o = ns_command(bed.ns_b(), "ss").args(["-Hltn", &format!("sport = :{PORT}")]).output();
+        if o.is_ok_and(|o| !o.stdout.is_empty()) {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(runtime(anyhow!("the sockperf server did not listen on port {PORT} within 10 s")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Whole seconds: sockperf's -t takes whole seconds.
+    let secs = if a.run.duration > 0.0 { a.run.duration.round().max(1.0) } else { 1.0 };
     if a.run.duration == 0.0 {
         // Smoke mode: set up (test bed, server, every defence) and tear down.
         for d in &defences {
@@ -725,7 +808,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Ok(());
     }
     let model = format!(
-        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame) on CPU {}",
+        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, 64-byte UDP to port 9 from {FLOOD_FLOWS} flows) on CPU {}",
         attacker[..a.flood_threads as usize].iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
     );
     let cx = Ctx { bed: &bed, napi_pids, flood_cpus: attacker[..a.flood_threads as usize].to_vec(), secs, stop: &stop };
@@ -839,6 +922,7 @@ mod tests {
         ]);
         assert_eq!(FloodRate::Pps(2_000_000).to_string(), "2M");
         assert_eq!(FloodRate::Pps(250_000).to_string(), "250k");
+        assert_eq!(FloodRate::Pps(1_500_000).to_string(), "1.5M");
         for bad in ["", "0", "999", "1G", "-1M", "nan", "1e9", "2M,2M", "inf"] {
             let e = parse_flood_rates(bad).unwrap_err();
             assert!(e.contains("not accepted") && !e.contains('\n'), "{bad}: {e}");

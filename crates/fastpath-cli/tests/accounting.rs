@@ -26,6 +26,8 @@ fn demo_accounts_for_every_frame() {
     if !privileged("demo_accounts_for_every_frame") {
         return;
     }
+    // Each of these floods both CPUs: one at a time.
+    let _g = serial();
     let v = ok_json(&["demo", "--duration", "1", "--json"]);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 2, "{v}");
@@ -59,6 +61,8 @@ fn compare_accounts_for_every_frame() {
     if !privileged("compare_accounts_for_every_frame") {
         return;
     }
+    // Each of these floods both CPUs: one at a time.
+    let _g = serial();
     let v = ok_json(&["compare", "--runs", "1", "--duration", "1", "--json"]);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 7, "{v}");
@@ -85,6 +89,8 @@ fn compare_inject_accounts_for_every_frame() {
     if !privileged("compare_inject_accounts_for_every_frame") {
         return;
     }
+    // Each of these floods both CPUs: one at a time.
+    let _g = serial();
     let v = ok_json(&["compare", "--inject", "--runs", "1", "--duration", "1", "--json"]);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 2, "{v}");
@@ -103,16 +109,19 @@ fn compare_inject_accounts_for_every_frame() {
 }
 
 /// `fastpath bench ddos` under its flood model, every defence at a 1 Mpps paced flood (a rate
-/// the attacker's CPU sustains on this machine) and at full rate: the service answers in every
-/// phase; each flood frame was accepted or refused by the veth, exactly; each defence's own
-/// counter saw flood frames (the classifier's: every accepted one); the pacing held; and the
-/// ordering the scenario exists to show: with the flood dropped in XDP the service does better
-/// than with no filter.
+/// the attacker's CPU sustains on this machine) and at full rate: each flood frame was accepted
+/// or refused by the veth, exactly; each defence's own counter saw flood frames (the
+/// classifier's: every accepted one); the 1 Mpps flood was sent at 1 Mpps and paced; a service
+/// that measured nothing says why; and the ordering the scenario exists to show: with the
+/// flood dropped in XDP the service does better than with no filter (strictly at 1 Mpps, where
+/// no filter leaves it unreachable; at least as well at full rate).
 #[test]
 fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
     if !privileged("ddos_defences_keep_the_service_and_account_for_every_flood_frame") {
         return;
     }
+    // Each of these floods both CPUs: one at a time.
+    let _g = serial();
     let v = ok_json(&[
         "bench",
         "ddos",
@@ -125,21 +134,23 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
         "--json",
     ]);
     let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
-    assert_eq!(phases.len(), 1 + 4 * 2, "no flood, then 4 defences x 2 rates: {v}");
+    // iptables' rows are left out (with a note) only if the command is missing.
+    let defences = v["survivable"].as_array().map(|a| a.len()).unwrap_or(0);
+    assert!(defences == 4 || (defences == 3 && v["notes"].to_string().contains("iptables")), "{v}");
+    assert_eq!(phases.len(), 1 + defences * 2, "no flood, then each defence x 2 rates: {v}");
     assert!(v["model"].as_str().is_some_and(|m| m.contains("SCHED_FIFO")), "the model is stated: {v}");
+    assert!(f(&phases[0]["transactions_per_s"]) > 0.0, "the service answers without a flood: {v}");
     let tps = |d: &str, r: &str| {
         let p = phases.iter().find(|p| p["defence"] == d && p["offered"] == r).unwrap_or_else(|| panic!("{d} {r}: {v}"));
         f(&p["transactions_per_s"])
     };
-    for p in phases {
-        assert!(f(&p["transactions_per_s"]) > 0.0, "the service answered: {p}");
+    for p in &phases[1..] {
         let (sent, accepted, refused) = (n(&p["flood_sent"]), n(&p["flood_accepted"]), n(&p["flood_refused"]));
         assert_eq!(sent, accepted + refused, "flood sent = accepted + refused: {p}");
-        if p["offered"] == "" {
-            assert_eq!(sent, 0, "{p}");
-            continue;
-        }
         assert!(sent > 0 && f(&p["reaching_victim_pps"]) > 0.0, "{p}");
+        if f(&p["transactions_per_s"]) == 0.0 {
+            assert!(p["service_error"].as_str().is_some_and(|e| !e.is_empty()), "why nothing was measured: {p}");
+        }
         let dropped = n(&p["dropped_by_defence"]);
         match p["defence"].as_str().unwrap_or("") {
             "none" => assert_eq!(dropped, 0, "{p}"),
@@ -150,9 +161,11 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
         if p["offered"] == "1M" {
             let sent_pps = f(&p["flood_sent_pps"]);
             assert!((0.85e6..=1.15e6).contains(&sent_pps), "a 1M flood is sent at 1M/s: {p}");
+            assert!(f(&p["paced_windows_within_20pct"]) > 0.5, "and paced per 1 ms window: {p}");
         }
     }
     let (none, fp) = (tps("none", "1M"), tps("fastpath", "1M"));
-    assert!(fp > none, "with the flood dropped in XDP the service does better than with no filter: {fp} vs {none}: {v}");
-    assert_eq!(v["survivable"].as_array().map(|a| a.len()), Some(4), "{v}");
+    assert!(fp > none, "at 1 Mpps the service does better with the flood dropped in XDP: {fp} vs {none}: {v}");
+    let (none, fp) = (tps("none", "max"), tps("fastpath", "max"));
+    assert!(fp >= none, "and at full rate at least as well: {fp} vs {none}: {v}");
 }

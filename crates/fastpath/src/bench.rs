@@ -292,37 +292,38 @@ pub fn gen_live(
     };
     // Without a rate, send in calls of up to 2^26 frames and rely on interruption to stop.
     // With a rate and no count, the program paces itself per frame (XdpGen::set_pace): long
-    // calls, each frame sent when due. Back-to-back BPF_PROG_RUN calls cost ~24 ms each on a
-    // 6.18 VM however few frames they carry (see XdpGen::run), so pacing by call would make
-    // each call a burst followed by silence. With a rate and a count (exact totals), calls of
-    // 100 us worth of frames, at most LIVE_PACED_CALL_FRAMES, paced here: bursty.
+    // calls, each frame sent when due, the thread's CPU busy all the while. Back-to-back
+    // BPF_PROG_RUN calls cost ~24 ms each on a 6.18 VM (see XdpGen::run), so pacing by call
+    // makes each call a burst followed by silence: that is what a rate with a count (exact
+    // totals) still does, in calls of 1/20 s worth of frames.
     let in_prog = limits.rate_pps.is_some() && limits.count.is_none();
     let interval_ns = match limits.rate_pps {
         Some(r) if in_prog => (1_000_000_000 / r.max(1)).max(1),
         _ => 0,
     };
-    gen.set_pace(cpu, interval_ns).map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })?;
+    if in_prog || cpu < crate::abi::FP_GEN_MAX_CPUS as usize {
+        gen.set_pace(cpu, interval_ns).map_err(|e| SysError {
+            call: format!("pacing the xdp-live generator on CPU {cpu} (paced on CPUs below {}): {e}", crate::abi::FP_GEN_MAX_CPUS),
+            errno: libc::EINVAL,
+        })?;
+    }
     let chunk: u64 = match limits.rate_pps {
         _ if in_prog => 1 << 28,
-        Some(r) => (r / 10_000).clamp(1, LIVE_PACED_CALL_FRAMES),
+        Some(r) => (r / 20).clamp(64, 1 << 26),
         None => 1 << 26,
     };
     let limits = if in_prog { SendLimits { rate_pps: None, ..limits } } else { limits };
     let mut pacer = Pacer::new(limits);
-    let batch_size = if limits.rate_pps.is_some() { batch_size.min(chunk as u32) } else { batch_size };
-    // Frames per whole 1 ms window, and the window being counted.
-    let nominal_per_ms = limits.rate_pps.map(|r| r as f64 / 1000.0);
+    // Frames per whole 1 ms window, and the window being counted (per-call pacing).
+    // Scored only at >= 5 frames per ms, as in the program (FP_GEN_PACE_SCORED_MAX_INTERVAL_NS).
+    let nominal_per_ms = limits.rate_pps.map(|r| r as f64 / 1000.0).filter(|&n| n >= 5.0);
     let (mut window, mut in_window) = (0u128, 0u64);
     let mut total = 0u64;
     let before = read_seq()?;
     while !stop.load(Ordering::Relaxed) && !pacer.done() {
         let n = pacer.allowed(chunk) as u32;
         if n == 0 {
-            if chunk >= 64 {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                std::hint::spin_loop();
-            }
+            std::thread::sleep(Duration::from_micros(200));
             continue;
         }
         gen.run(frame, n, batch_size)?;
@@ -358,11 +359,9 @@ pub fn gen_live(
     Ok(total)
 }
 
-/// Most frames in one paced BPF_PROG_RUN call of the xdp-live generator (see [`gen_live`]).
-pub const LIVE_PACED_CALL_FRAMES: u64 = 100;
-
 /// How evenly a paced generator sent: whole 1 ms windows, and those that held the nominal
-/// rate within 20%. Filled by [`gen_live`] when it has a rate.
+/// rate within 20%. Filled by [`gen_live`] when it has a rate of at least 5,000 frames/s per
+/// thread (below that a whole number of frames per window cannot be within 20%).
 #[derive(Debug, Default)]
 pub struct PaceStats {
     /// Whole 1 ms windows counted (the first, partial one is not).

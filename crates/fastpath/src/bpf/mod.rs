@@ -587,11 +587,11 @@ impl XdpGen {
     /// Runs the program `repeat` times over `frame` in live-frames mode on the calling CPU,
     /// `batch_size` frames per kernel batch (1..=256, the kernel's limit). Each run sends one frame.
     ///
-    /// Each call sets up and tears down a page pool. Measured on a 6.18 VM (strace -T): a call
-    /// of up to ~100 frames returns in ~0.1 ms, one of 130 or more costs a fixed ~24 ms beyond
-    /// its frames (mostly waiting, not CPU). So callers pass either large `repeat` values
-    /// (full rate) or at most [`crate::bench::LIVE_PACED_CALL_FRAMES`] (paced), and count
-    /// frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
+    /// Each call sets up and tears down a page pool. Measured on a 6.18 VM (strace -T):
+    /// back-to-back calls cost ~24 ms each beyond their frames however few they carry
+    /// (mostly waiting, not CPU; a lone call of up to ~100 frames every 50 ms or more returns
+    /// in ~0.1 ms). So callers pass large `repeat` values, pace inside the program
+    /// ([`XdpGen::set_pace`]) and count frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
     /// `Ok(false)` (the kernel's EINTR) having sent part of the frames; `Ok(true)` means all.
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
         let r = sys::bpf::prog_test_run(
