@@ -15,6 +15,9 @@
  * packet::Flows::mix, and the IPv4 header and UDP checksums are fixed
  * incrementally.
  *
+ * A TCP frame (a SYN of `bench ddos --flood syn`) gets no payload: with flows
+ * only its source address word and port change, the TCP checksum fixed.
+ *
  * With a pace set for the CPU (map gen_pace, `gen --rate` without --count)
  * a run that is not yet due is XDP_DROPped, so frames leave one per interval.
  *
@@ -183,6 +186,32 @@ static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, co
 	return bpf_redirect(out_ifindex, 0);
 }
 
+/* A TCP frame (`bench ddos --flood syn`): no fastpath payload; with flows the source
+ * address word and source port are rewritten and the TCP checksum (l4 + 16) fixed. */
+static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, const int l4_off,
+				   const int src_word, const int ip_csum_off)
+{
+	if (data + l4_off + 20 > data_end)
+		return XDP_ABORTED;
+	if (flows) {
+		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
+		__u16 *aw = data + src_word;
+		__u16 *pw = data + l4_off;
+		__u16 *tc = data + l4_off + 16;
+		__u16 new_a = bpf_htons((bpf_ntohs(*aw) & 0xff00) | (__u16)(t >> 16));
+		__u16 new_p = bpf_htons((__u16)t);
+
+		if (ip_csum_off) {
+			__u16 *ic = data + ip_csum_off;
+			*ic = csum_replace(*ic, *aw, new_a);
+		}
+		*tc = csum_replace(csum_replace(*tc, *aw, new_a), *pw, new_p);
+		*aw = new_a;
+		*pw = new_p;
+	}
+	return bpf_redirect(out_ifindex, 0);
+}
+
 SEC("xdp")
 int xdp_gen(struct xdp_md *ctx)
 {
@@ -192,10 +221,19 @@ int xdp_gen(struct xdp_md *ctx)
 	__u64 *seq;
 	__u16 *proto = data + 12;
 
+	int v6, tcp;
+	__u8 *l4proto;
+
 	if (data + 14 > data_end)
 		return XDP_ABORTED;
-	/* The frame must hold what gen_frame writes before it counts as sent. */
-	if (data + (*proto == bpf_htons(0x86dd) ? UDP_OFF6 : UDP_OFF4) + 8 + FP_PAYLOAD_LEN > data_end)
+	v6 = *proto == bpf_htons(0x86dd);
+	/* IPv4 protocol (offset 23) or IPv6 next header (offset 20). */
+	l4proto = data + (v6 ? 20 : 23);
+	if ((void *)(l4proto + 1) > data_end)
+		return XDP_ABORTED;
+	tcp = *l4proto == 6;
+	/* The frame must hold what is written into it before it counts as sent. */
+	if (data + (v6 ? UDP_OFF6 : UDP_OFF4) + (tcp ? 20 : 8 + FP_PAYLOAD_LEN) > data_end)
 		return XDP_ABORTED;
 	if (!pace_ok())
 		return XDP_DROP;
@@ -203,6 +241,10 @@ int xdp_gen(struct xdp_md *ctx)
 	if (!seq)
 		return XDP_ABORTED;
 	*seq += 1;
+	if (tcp && v6)
+		return gen_tcp(data, data_end, *seq, UDP_OFF6, SRC_WORD6, 0);
+	if (tcp)
+		return gen_tcp(data, data_end, *seq, UDP_OFF4, SRC_WORD4, IP4_CSUM_OFF);
 	if (*proto == bpf_htons(0x86dd))
 		return gen_frame(data, data_end, *seq, UDP_OFF6, SRC_WORD6, 0);
 	return gen_frame(data, data_end, *seq, UDP_OFF4, SRC_WORD4, IP4_CSUM_OFF);

@@ -6,8 +6,8 @@ shares and the defence's drops; and per defence the survivable flood rate (the h
 rate at which the median trans/s is at least half the median no-flood trans/s), with the
 per-run survivable rates beside it.
 
-Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood-rates LIST] [--defences LIST]
-                             [--svg FILE] [--json FILE]   (root)
+Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood udp|syn] [--flood-rates LIST]
+                             [--defences LIST] [--svg FILE] [--json FILE]   (root)
 """
 import argparse
 import json
@@ -22,12 +22,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--flood", default="udp", choices=["udp", "syn"])
     ap.add_argument("--flood-rates", default="25k,50k,100k,250k,1M,2M,max")
     ap.add_argument("--defences", default="none,nft,iptables,fastpath,fastpath-10k")
     ap.add_argument("--svg", help="the last run's chart (trans/s against offered rate)")
     ap.add_argument("--json", help="write every run's summary to this file")
     a = ap.parse_args()
-    args = ["bench", "ddos", "--duration", str(a.duration), "--flood-rates", a.flood_rates,
+    args = ["bench", "ddos", "--flood", a.flood, "--duration", str(a.duration), "--flood-rates", a.flood_rates,
             "--defences", a.defences, "--json"]
     runs = []
     for r in range(a.runs):

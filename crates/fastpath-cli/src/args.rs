@@ -474,12 +474,32 @@ pub struct DdosArgs {
     #[arg(long, value_name = "LIST")]
     pub flood_rates: Option<String>,
     /// ddos: defences, comma-separated, each measured at every flood rate.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "LIST",
-          default_value = "none,nft,iptables,fastpath,fastpath-10k")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "none,nft,iptables,fastpath,fastpath-10k"
+    )]
     pub defences: Vec<DefenceArg>,
     /// ddos: also draw transactions/s against offered flood rate, a line per defence, as SVG.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// ddos: the flood: UDP to port 9, or TCP SYNs to the service's listening port from spoofed
+    /// sources (10.99.1.0/24) with the kernel's SYN cookies on, the defences rate-limiting SYNs
+    /// per source and in aggregate.
+    #[arg(long, value_enum, default_value_t = FloodKind::Udp)]
+    pub flood: FloodKind,
+}
+
+/// The flood of `bench ddos`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum FloodKind {
+    /// 64-byte UDP to port 9.
+    #[default]
+    Udp,
+    /// TCP SYNs to the service's port, from spoofed sources.
+    Syn,
 }
 
 /// A defence of `bench ddos`.

@@ -35,10 +35,13 @@ use fastpath_testbed::{ns_command, spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::args::{BenchArgs, DefenceArg};
+use crate::args::{BenchArgs, DefenceArg, FloodKind};
 use crate::error::{env, require_privileges, runtime, usage, CliError, CliResult};
 
-const PORT: &str = "11111";
+/// The service's ports: phase i listens on PORT_FIRST + i, a fresh server each phase (sockperf
+/// sets no SO_REUSEADDR, and a server killed with a connection open holds its port a while).
+const PORT_FIRST: u16 = 20000;
+const PORT_LAST: u16 = 29999;
 const SERVICE_CPU: usize = 1;
 /// SCHED_FIFO priority of the receiving NAPI thread (`chrt -f 50`).
 const NAPI_FIFO_PRIORITY: i32 = 50;
@@ -50,6 +53,120 @@ const NFT_TABLE: &str = "fastpath_ddos";
 /// classifier's flow cache misses as under a real flood.
 const FLOOD_FLOWS: u32 = 1_000_000;
 const FLOOD_SEED: u64 = 1;
+
+/// SYN flood defences: SYNs per second admitted per source address, and for all sources
+/// together (the rest dropped).
+const SYN_RATE_PER_SOURCE: u32 = 100;
+const SYN_RATE_TOTAL: u32 = 2000;
+
+impl FloodKind {
+    fn name(self) -> &'static str {
+        match self {
+            FloodKind::Udp => "udp",
+            FloodKind::Syn => "syn",
+        }
+    }
+
+    /// The flood's template frame from `src_mac` to the victim: UDP to port 9 from the test
+    /// bed's sender, or a TCP SYN to the service's port from 10.99.1.1 (no route back from the
+    /// victim: its SYN-ACKs go nowhere, as to spoofed sources).
+    fn frame(self, dev: &NetDev, mac_b: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+        match self {
+            FloodKind::Udp => crate::bench_cmd::testbed_frame(dev, mac_b).map_err(|e| e.to_string()),
+            FloodKind::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
+        }
+    }
+
+    /// The nftables rules (prerouting, priority raw) of the `nft` defence.
+    fn nft_rules(self) -> String {
+        match self {
+            FloodKind::Udp => "  udp dport 9 counter drop\n".into(),
+            FloodKind::Syn => format!(
+                "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn meter fastpath_syn {{ ip saddr limit rate over {SYN_RATE_PER_SOURCE}/second }} counter drop\n  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn limit rate over {SYN_RATE_TOTAL}/second counter drop\n"
+            ),
+        }
+    }
+
+    /// The iptables rules (`-t raw`, PREROUTING, in order) of the `iptables` defence.
+    fn iptables_rules(self) -> Vec<Vec<String>> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ports = format!("{PORT_FIRST}:{PORT_LAST}");
+        match self {
+            FloodKind::Udp => vec![v(&["-p", "udp", "--dport", "9", "-j", "DROP"])],
+            FloodKind::Syn => {
+                let (per, total) = (format!("{SYN_RATE_PER_SOURCE}/sec"), format!("{SYN_RATE_TOTAL}/sec"));
+                vec![
+                    v(&[
+                        "-p",
+                        "tcp",
+                        "--dport",
+                        &ports,
+                        "--syn",
+                        "-m",
+                        "hashlimit",
+                        "--hashlimit-name",
+                        "fastpath_syn_src",
+                        "--hashlimit-mode",
+                        "srcip",
+                        "--hashlimit-above",
+                        &per,
+                        "-j",
+                        "DROP",
+                    ]),
+                    v(&[
+                        "-p",
+                        "tcp",
+                        "--dport",
+                        &ports,
+                        "--syn",
+                        "-m",
+                        "hashlimit",
+                        "--hashlimit-name",
+                        "fastpath_syn_all",
+                        "--hashlimit-above",
+                        &total,
+                        "-j",
+                        "DROP",
+                    ]),
+                ]
+            }
+        }
+    }
+
+    /// The classifier rule that meets the flood (last in the rule set).
+    fn classifier_rule(self) -> String {
+        match self {
+            FloodKind::Udp => "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n".into(),
+            FloodKind::Syn => format!(
+                "[[rule]]\nname = \"syn\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"syn,!ack\"\naction = \"pass\"\nrate = {SYN_RATE_PER_SOURCE}\nrate_total = {SYN_RATE_TOTAL}\n"
+            ),
+        }
+    }
+
+    fn describe_defence(self, d: DefenceArg) -> String {
+        match (self, d) {
+            (_, DefenceArg::None) if self == FloodKind::Syn => "no filter (SYN cookies on)".into(),
+            (_, DefenceArg::None) => "no filter".into(),
+            (FloodKind::Udp, _) => d.describe().into(),
+            (FloodKind::Syn, DefenceArg::Nft) => format!("nftables raw-table SYN limit: {SYN_RATE_PER_SOURCE}/s per source (meter), {SYN_RATE_TOTAL}/s in all"),
+            (FloodKind::Syn, DefenceArg::Iptables) => format!("iptables raw-table SYN limit (hashlimit): {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all"),
+            (FloodKind::Syn, _) => format!("{}: SYNs rate-limited, {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all", d.describe()),
+        }
+    }
+}
+
+/// A TCP SYN from 10.99.1.1:40000 to the victim's `port`, padded to 60 bytes (Ethernet's
+/// minimum without FCS; the IP total length excludes the padding).
+fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4([10, 99, 1, 1], fastpath_testbed::IP4_B.octets(), 64)
+        .tcp(40000, port, 1, 64240)
+        .syn();
+    let mut f = Vec::with_capacity(60);
+    b.write(&mut f, &[]).map_err(|e| e.to_string())?;
+    f.resize(60, 0);
+    Ok(f)
+}
 
 /// An offered flood rate: frames per second, or `max` (as fast as the generator goes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +182,9 @@ impl FromStr for FloodRate {
         if s == "max" {
             return Ok(FloodRate::Max);
         }
-        let bad = || format!("flood rate {s:?} is not accepted: a rate in frames/s such as 250k, 1M, 1.5M or 300000 (1k..=100M), or max");
+        let bad = || {
+            format!("flood rate {s:?} is not accepted: a rate in frames/s such as 250k, 1M, 1.5M or 300000 (1k..=100M), or max")
+        };
         let (num, mult) = match s.as_bytes().last() {
             Some(b'k') => (&s[..s.len() - 1], 1e3),
             Some(b'M') => (&s[..s.len() - 1], 1e6),
@@ -98,7 +217,9 @@ pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
     for part in s.split(',') {
         let r: FloodRate = part.trim().parse()?;
         if out.contains(&r) {
-            return Err(format!("--flood-rates {s} is not accepted: {r} is listed twice (each rate once, e.g. 250k,1M,max)"));
+            return Err(format!(
+                "--flood-rates {s} is not accepted: {r} is listed twice (each rate once, e.g. 250k,1M,max)"
+            ));
         }
         out.push(r);
     }
@@ -194,9 +315,18 @@ fn parse_sockperf(out: &str) -> Option<(f64, f64, f64, f64, f64)> {
 /// A defence installed in the victim's namespace; removed on drop (and with the namespace).
 enum Installed {
     None,
-    Nft { ns: String },
-    Iptables { ns: String },
-    Classifier { done: Arc<AtomicBool>, req: mpsc::Sender<mpsc::Sender<u64>>, thread: Option<std::thread::JoinHandle<()>> },
+    Nft {
+        ns: String,
+    },
+    Iptables {
+        ns: String,
+        rules: Vec<Vec<String>>,
+    },
+    Classifier {
+        done: Arc<AtomicBool>,
+        req: mpsc::Sender<mpsc::Sender<u64>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
 }
 
 impl DefenceArg {
@@ -250,7 +380,9 @@ fn iptables_count(ns: &str) -> CliResult<u64> {
     let out = run_ok(c, "iptables -t raw -L PREROUTING")?;
     Ok(out
         .lines()
-        .filter(|l| l.contains("DROP") && l.contains("dpt:9"))
+        .filter(|l| {
+            l.contains("DROP") && (l.contains("dpt:9 ") || l.contains(&format!("dpts:{PORT_FIRST}:{PORT_LAST}")))
+        })
         .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
         .sum())
 }
@@ -258,7 +390,7 @@ fn iptables_count(ns: &str) -> CliResult<u64> {
 /// The rule set of a classifier defence: the flood's rule alone, or last behind
 /// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
 /// flood). Returns the TOML text and the flood rule's index.
-fn classifier_rules(in_front: usize) -> (String, usize) {
+fn classifier_rules(in_front: usize, kind: FloodKind) -> (String, usize) {
     let mut t = String::from("default = \"pass\"\n");
     for i in 0..in_front {
         if i % 2 == 0 {
@@ -270,21 +402,26 @@ fn classifier_rules(in_front: usize) -> (String, usize) {
                 1000 + i % 50000
             );
         } else {
-            t += &format!("[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n", 168 + (i >> 16) % 8, (i >> 8) & 255);
+            t += &format!(
+                "[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n",
+                168 + (i >> 16) % 8,
+                (i >> 8) & 255
+            );
         }
     }
-    t += "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n";
+    t += &kind.classifier_rule();
     (t, in_front)
 }
 
 impl Installed {
-    fn install(d: DefenceArg, bed: &Testbed) -> CliResult<Self> {
+    fn install(d: DefenceArg, bed: &Testbed, kind: FloodKind) -> CliResult<Self> {
         let ns = bed.ns_b().to_string();
         match d {
             DefenceArg::None => Ok(Installed::None),
             DefenceArg::Nft => {
                 let script = format!(
-                    "table inet {NFT_TABLE} {{\n chain pre {{\n  type filter hook prerouting priority raw; policy accept;\n  udp dport 9 counter drop\n }}\n}}\n"
+                    "table inet {NFT_TABLE} {{\n chain pre {{\n  type filter hook prerouting priority raw; policy accept;\n{} }}\n}}\n",
+                    kind.nft_rules()
                 );
                 let mut c = ns_command(&ns, "nft");
                 c.args(["-f", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -300,14 +437,22 @@ impl Installed {
                 Ok(Installed::Nft { ns })
             }
             DefenceArg::Iptables => {
-                let mut c = ns_command(&ns, "iptables");
-                c.args(["-t", "raw", "-I", "PREROUTING", "-p", "udp", "--dport", "9", "-j", "DROP"]);
-                run_ok(c, "iptables -t raw -I PREROUTING")?;
-                Ok(Installed::Iptables { ns })
+                // The rules added so far are held by `inst`: on an error its drop removes them,
+                // so nothing is left half-applied.
+                let mut inst = Installed::Iptables { ns: ns.clone(), rules: Vec::new() };
+                for r in kind.iptables_rules() {
+                    let mut c = ns_command(&ns, "iptables");
+                    c.args(["-t", "raw", "-A", "PREROUTING"]).args(&r);
+                    run_ok(c, "iptables -t raw -A PREROUTING")?;
+                    if let Installed::Iptables { rules, .. } = &mut inst {
+                        rules.push(r);
+                    }
+                }
+                Ok(inst)
             }
             DefenceArg::Fastpath | DefenceArg::Fastpath10k => {
                 let in_front = if d == DefenceArg::Fastpath10k { RULES_IN_FRONT } else { 0 };
-                let (text, index) = classifier_rules(in_front);
+                let (text, index) = classifier_rules(in_front, kind);
                 let iface = bed.iface_b().to_string();
                 let done = Arc::new(AtomicBool::new(false));
                 let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -338,19 +483,27 @@ impl Installed {
                     while !d2.load(Ordering::Relaxed) {
                         if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
                             let set = cls.active().unwrap_or(0);
-                            let n = cls
-                                .rule_counters(set, index + 1)
-                                .ok()
-                                .and_then(|v| v.get(index).map(|c| c.0))
-                                .unwrap_or(0);
+                            // UDP: the flood rule's drops; SYN: what its rate limits dropped.
+                            let n = match kind {
+                                FloodKind::Udp => cls
+                                    .rule_counters(set, index + 1)
+                                    .ok()
+                                    .and_then(|v| v.get(index).map(|c| c.0))
+                                    .unwrap_or(0),
+                                FloodKind::Syn => cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0),
+                            };
                             let _ = reply.send(n);
                         }
                     }
                 });
                 match ready_rx.recv_timeout(Duration::from_secs(60)) {
-                    Ok(Ok(())) => Ok(Installed::Classifier { done, req: req_tx, thread: Some(std::thread::spawn(move || {
-                        let _ = h.join();
-                    })) }),
+                    Ok(Ok(())) => Ok(Installed::Classifier {
+                        done,
+                        req: req_tx,
+                        thread: Some(std::thread::spawn(move || {
+                            let _ = h.join();
+                        })),
+                    }),
                     Ok(Err(e)) => {
                         done.store(true, Ordering::Relaxed);
                         Err(crate::error::kernel(anyhow!("loading the classifier defence: {e}")))
@@ -374,7 +527,7 @@ impl Installed {
         match self {
             Installed::None => Ok(0),
             Installed::Nft { ns } => nft_count(ns),
-            Installed::Iptables { ns } => iptables_count(ns),
+            Installed::Iptables { ns, .. } => iptables_count(ns),
             Installed::Classifier { req, .. } => {
                 let (tx, rx) = mpsc::channel();
                 req.send(tx).map_err(|_| runtime(anyhow!("the classifier defence's thread ended")))?;
@@ -392,10 +545,10 @@ impl Drop for Installed {
             Installed::Nft { ns } => {
                 let _ = ns_command(ns, "nft").args(["delete", "table", "inet", NFT_TABLE]).output();
             }
-            Installed::Iptables { ns } => {
-                let _ = ns_command(ns, "iptables")
-                    .args(["-t", "raw", "-D", "PREROUTING", "-p", "udp", "--dport", "9", "-j", "DROP"])
-                    .output();
+            Installed::Iptables { ns, rules } => {
+                for r in rules.iter() {
+                    let _ = ns_command(ns, "iptables").args(["-t", "raw", "-D", "PREROUTING"]).args(r).output();
+                }
             }
             Installed::Classifier { done, thread, .. } => {
                 done.store(true, Ordering::Relaxed);
@@ -404,6 +557,39 @@ impl Drop for Installed {
                 }
             }
         }
+    }
+}
+
+/// Starts the service (sockperf server on the service's CPU) and returns once its port listens
+/// (ss). One per phase: a server whose client vanished under a flood can stop answering.
+fn start_server(bed: &Testbed, port: u16) -> CliResult<Reaper> {
+    let server = ns_command(bed.ns_b(), "taskset")
+        .args([
+            "-c",
+            &SERVICE_CPU.to_string(),
+            "sockperf",
+            "server",
+            "--tcp",
+            "-i",
+            "10.99.0.2",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| env(anyhow!("starting sockperf server: {e}")))?;
+    let server = Reaper(server);
+    let t0 = Instant::now();
+    loop {
+        let o = ns_command(bed.ns_b(), "ss").args(["-Hltn", &format!("sport = :{port}")]).output();
+        if o.is_ok_and(|o| !o.stdout.is_empty()) {
+            return Ok(server);
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(runtime(anyhow!("the sockperf server did not listen on port {port} within 10 s")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -432,6 +618,9 @@ fn thread_run_ns(pids: &[i32]) -> u64 {
 
 struct Ctx<'a> {
     bed: &'a Testbed,
+    kind: FloodKind,
+    /// Phases started so far: phase i's service listens on PORT_FIRST + i.
+    phases: std::sync::atomic::AtomicU32,
     napi_pids: Vec<i32>,
     flood_cpus: Vec<usize>,
     secs: f64,
@@ -446,10 +635,11 @@ struct FloodGuard {
 }
 
 /// Frames sent, seconds, (accepted, refused) by the veth, share of 1 ms windows within 20%.
-type FloodResult = Result<(u64, f64, (u64, u64), Option<f64>), String>;
+type FloodTotals = (u64, f64, (u64, u64), Option<f64>);
+type FloodResult = Result<FloodTotals, String>;
 
 impl FloodGuard {
-    fn finish(mut self) -> CliResult<(u64, f64, (u64, u64), Option<f64>)> {
+    fn finish(mut self) -> CliResult<FloodTotals> {
         self.done.store(true, Ordering::Relaxed);
         let t = self.thread.take().ok_or_else(|| runtime(anyhow!("flood thread already joined")))?;
         t.join()
@@ -469,10 +659,11 @@ impl Drop for FloodGuard {
 }
 
 /// Starts the flood from ns a and returns once the generator runs (or failed to start).
-fn start_flood(cx: &Ctx, r: FloodRate) -> CliResult<FloodGuard> {
+fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> CliResult<FloodGuard> {
     let bed = cx.bed;
     let done = Arc::new(AtomicBool::new(false));
-    let (iface, mac_b, d, cpus) = (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone());
+    let (iface, mac_b, d, cpus, kind) =
+        (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone(), cx.kind);
     let rate_pps = match r {
         FloodRate::Pps(p) => Some(p),
         FloodRate::Max => None,
@@ -482,7 +673,7 @@ fn start_flood(cx: &Ctx, r: FloodRate) -> CliResult<FloodGuard> {
         let setup = (|| -> Result<_, String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
-            let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
+            let frame = kind.frame(&dev, mac_b, port)?;
             let flows = fastpath::packet::Flows::new(FLOOD_FLOWS, FLOOD_SEED).ok_or("flood flows")?;
             let gen = Arc::new(XdpGen::load_flows(dev.ifindex, Some(&flows)).map_err(|e| format!("{e:#}"))?);
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
@@ -528,10 +719,13 @@ fn start_flood(cx: &Ctx, r: FloodRate) -> CliResult<FloodGuard> {
 
 fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate>) -> CliResult<Phase> {
     let bed = cx.bed;
+    let n = cx.phases.fetch_add(1, Ordering::Relaxed);
+    let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
+    let _server = start_server(bed, port)?;
     // The defence's counter before any flood frame.
     let drop0 = inst.dropped()?;
     let flood = match rate {
-        Some(r) => Some(start_flood(cx, r)?),
+        Some(r) => Some(start_flood(cx, r, port)?),
         None => None,
     };
     // Let the paced flood settle into its schedule before the service's window.
@@ -563,7 +757,7 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
             "-i",
             "10.99.0.2",
             "-p",
-            PORT,
+            &port.to_string(),
             "-t",
             &format!("{}", cx.secs as u64),
         ])
@@ -653,7 +847,14 @@ fn survival(phases: &[Phase], defences: &[DefenceArg], baseline_tps: f64) -> Vec
 
 /// trans/s against offered flood rate, one line per defence; a dashed line at the no-flood
 /// figure and one at half of it.
-fn svg(phases: &[Phase], defences: &[DefenceArg], rates: &[FloodRate], baseline: f64, cmd: &str) -> String {
+fn svg(
+    phases: &[Phase],
+    defences: &[DefenceArg],
+    rates: &[FloodRate],
+    baseline: f64,
+    cmd: &str,
+    flood: &str,
+) -> String {
     let (w, h, l, r, t, b) = (760.0, 440.0, 80.0, 190.0, 40.0, 70.0);
     let pw = w - l - r;
     let ph = h - t - b;
@@ -662,7 +863,7 @@ fn svg(phases: &[Phase], defences: &[DefenceArg], rates: &[FloodRate], baseline:
     let y = |v: f64| t + ph * (1.0 - v / ymax.max(1.0));
     let colors = ["#888888", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
     let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"14\" font-weight=\"bold\">TCP transactions/s of the service under a UDP flood, by defence</text>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"14\" font-weight=\"bold\">TCP transactions/s of the service under a {flood} flood, by defence</text>\n"
     );
     s += &format!("<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph, l + pw, t + ph);
     s += &format!("<line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph);
@@ -679,7 +880,7 @@ fn svg(phases: &[Phase], defences: &[DefenceArg], rates: &[FloodRate], baseline:
         s += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{rt}</text>\n", x(i), t + ph + 18.0);
     }
     s += &format!(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered flood rate (frames/s, 64-byte UDP to port 9)</text>\n",
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered flood rate (frames/s)</text>\n",
         l + pw / 2.0,
         t + ph + 38.0
     );
@@ -726,7 +927,9 @@ fn svg(phases: &[Phase], defences: &[DefenceArg], rates: &[FloodRate], baseline:
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let ncpu = fastpath::host::online_cpus();
     if ncpu < 2 {
-        return Err(env(anyhow!("bench ddos needs 2 CPUs (the attacker's and the service's); this machine has {ncpu}")));
+        return Err(env(anyhow!(
+            "bench ddos needs 2 CPUs (the attacker's and the service's); this machine has {ncpu}"
+        )));
     }
     // The attacker's CPUs: every CPU but the service's, from CPU 0 up.
     let attacker: Vec<usize> = (0..ncpu).filter(|&c| c != SERVICE_CPU).collect();
@@ -757,13 +960,16 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
     }
     let mut notes = Vec::new();
-    let have = |prog: &str| Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    let have =
+        |prog: &str| Command::new(prog).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
     if defences.contains(&DefenceArg::Nft) && !have("nft") {
         return Err(env(anyhow!("--defences nft needs nft (apt-get install nftables)")));
     }
     if defences.contains(&DefenceArg::Iptables) && !have("iptables") {
         defences.retain(|d| *d != DefenceArg::Iptables);
-        notes.push("iptables: the command is not installed (Debian package iptables); its rows are left out".to_string());
+        notes.push(
+            "iptables: the command is not installed (Debian package iptables); its rows are left out".to_string(),
+        );
     }
     // No qdisc on the sender: when the victim's receive ring is full the service's packets are
     // lost with the flood's, as at a NIC's ring, instead of waiting in a qdisc for a free slot
@@ -778,40 +984,36 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     run_ok(k, "ethtool -K tso off (the sending veth)")?;
     bed.set_rx_napi_cpu(Some(SERVICE_CPU))?;
     let napi_pids = bed.set_rx_napi_fifo(NAPI_FIFO_PRIORITY)?;
-    let server = ns_command(bed.ns_b(), "taskset")
-        .args(["-c", &SERVICE_CPU.to_string(), "sockperf", "server", "--tcp", "-i", "10.99.0.2", "-p", PORT])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| env(anyhow!("starting sockperf server: {e}")))?;
-    let _server = Reaper(server);
-    // Ready when the port is listening (ss), not after a guess.
-    let t0 = Instant::now();
-    loop {
-        let o = ns_command(bed.ns_b(), "ss").args(["-Hltn", &format!("sport = :{PORT}")]).output();
-        if o.is_ok_and(|o| !o.stdout.is_empty()) {
-            break;
-        }
-        if t0.elapsed() > Duration::from_secs(10) {
-            return Err(runtime(anyhow!("the sockperf server did not listen on port {PORT} within 10 s")));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
     // Whole seconds: sockperf's -t takes whole seconds.
     let secs = if a.run.duration > 0.0 { a.run.duration.round().max(1.0) } else { 1.0 };
     if a.run.duration == 0.0 {
         // Smoke mode: set up (test bed, server, every defence) and tear down.
+        drop(start_server(&bed, PORT_FIRST)?);
         for d in &defences {
-            drop(Installed::install(*d, &bed)?);
+            drop(Installed::install(*d, &bed, a.ddos.flood)?);
         }
         println!("bench ddos: set up and torn down (--duration 0)");
         return Ok(());
     }
     let model = format!(
-        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, 64-byte UDP to port 9 from {FLOOD_FLOWS} flows) on CPU {}",
+        "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, {}) on CPU {}",
+        match a.ddos.flood {
+            FloodKind::Udp => format!("64-byte UDP to port 9 from {FLOOD_FLOWS} flows"),
+            FloodKind::Syn => {
+                format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
+            }
+        },
         attacker[..a.flood_threads as usize].iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
     );
-    let cx = Ctx { bed: &bed, napi_pids, flood_cpus: attacker[..a.flood_threads as usize].to_vec(), secs, stop: &stop };
+    let cx = Ctx {
+        bed: &bed,
+        kind: a.ddos.flood,
+        phases: Default::default(),
+        napi_pids,
+        flood_cpus: attacker[..a.flood_threads as usize].to_vec(),
+        secs,
+        stop: &stop,
+    };
     // -e: the XDP tracepoint counters over the whole run (system-wide: the flood's refusals
     // are counted at the sending veth, in the other namespace).
     let tp = if a.run.extended { crate::report::tracepoints() } else { None };
@@ -819,7 +1021,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut phases = vec![phase(&cx, DefenceArg::None, &Installed::None, None)?];
     let baseline = phases[0].transactions_per_s;
     for d in &defences {
-        let inst = Installed::install(*d, &bed)?;
+        let inst = Installed::install(*d, &bed, a.ddos.flood)?;
         for r in &rates {
             phases.push(phase(&cx, *d, &inst, Some(*r))?);
         }
@@ -830,16 +1032,17 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         _ => None,
     };
     let cmd = format!(
-        "fastpath bench ddos --duration {secs} --flood-rates {} --defences {}",
+        "fastpath bench ddos --flood {} --duration {secs} --flood-rates {} --defences {}",
+        a.ddos.flood.name(),
         rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
         defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
     );
     if let Some(p) = &a.ddos.svg {
-        std::fs::write(p, svg(&phases, &defences, &rates, baseline, &cmd))
+        std::fs::write(p, svg(&phases, &defences, &rates, baseline, &cmd, &a.ddos.flood.name().to_uppercase()))
             .map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
     }
     if a.run.json {
-        let mut o = json!({"type": "summary", "bench": "ddos", "testbed": bed.name(), "duration_s": secs,
+        let mut o = json!({"type": "summary", "bench": "ddos", "flood": a.ddos.flood.name(), "testbed": bed.name(), "duration_s": secs,
             "model": model, "no_flood_transactions_per_s": baseline, "phases": phases, "survivable": surv,
             "notes": notes});
         if let Some(t) = &tracepoints {
@@ -886,13 +1089,18 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             thousands(p.dropped_by_defence)
         );
     }
-    println!("survivable flood rate (highest offered rate keeping >= 50% of {} trans/s):", thousands(baseline.round() as u64));
+    println!(
+        "survivable flood rate (highest offered rate keeping >= 50% of {} trans/s):",
+        thousands(baseline.round() as u64)
+    );
     for (s, d) in surv.iter().zip(&defences) {
         println!(
             "  {:<13} {:<9} {}",
             s.defence,
-            s.survivable.clone().unwrap_or_else(|| format!("< {}", rates.first().map(|r| r.to_string()).unwrap_or_default())),
-            d.describe()
+            s.survivable
+                .clone()
+                .unwrap_or_else(|| format!("< {}", rates.first().map(|r| r.to_string()).unwrap_or_default())),
+            a.ddos.flood.describe_defence(*d)
         );
     }
     println!(
@@ -914,12 +1122,10 @@ mod tests {
 
     #[test]
     fn flood_rates_parse_and_refuse() {
-        assert_eq!(parse_flood_rates("250k,1.5M,max,3000").unwrap(), vec![
-            FloodRate::Pps(250_000),
-            FloodRate::Pps(1_500_000),
-            FloodRate::Max,
-            FloodRate::Pps(3000)
-        ]);
+        assert_eq!(
+            parse_flood_rates("250k,1.5M,max,3000").unwrap(),
+            vec![FloodRate::Pps(250_000), FloodRate::Pps(1_500_000), FloodRate::Max, FloodRate::Pps(3000)]
+        );
         assert_eq!(FloodRate::Pps(2_000_000).to_string(), "2M");
         assert_eq!(FloodRate::Pps(250_000).to_string(), "250k");
         assert_eq!(FloodRate::Pps(1_500_000).to_string(), "1.5M");
@@ -927,6 +1133,19 @@ mod tests {
             let e = parse_flood_rates(bad).unwrap_err();
             assert!(e.contains("not accepted") && !e.contains('\n'), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn syn_frame_is_a_valid_syn_to_the_port() {
+        let f = syn_frame([2; 6], [4; 6], 20007).unwrap();
+        assert_eq!(f.len(), 60);
+        let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+        assert_eq!(ip.header().total_len(), 40, "the padding is not in the datagram");
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else { panic!("not TCP") };
+        assert!(t.syn() && !t.ack() && t.destination_port() == 20007);
+        let sum = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
+        assert_eq!(sum, t.checksum(), "TCP checksum");
     }
 
     #[test]

@@ -141,7 +141,8 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
     assert!(v["model"].as_str().is_some_and(|m| m.contains("SCHED_FIFO")), "the model is stated: {v}");
     assert!(f(&phases[0]["transactions_per_s"]) > 0.0, "the service answers without a flood: {v}");
     let tps = |d: &str, r: &str| {
-        let p = phases.iter().find(|p| p["defence"] == d && p["offered"] == r).unwrap_or_else(|| panic!("{d} {r}: {v}"));
+        let p =
+            phases.iter().find(|p| p["defence"] == d && p["offered"] == r).unwrap_or_else(|| panic!("{d} {r}: {v}"));
         f(&p["transactions_per_s"])
     };
     for p in &phases[1..] {

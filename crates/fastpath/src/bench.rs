@@ -303,7 +303,10 @@ pub fn gen_live(
     };
     if in_prog || cpu < crate::abi::FP_GEN_MAX_CPUS as usize {
         gen.set_pace(cpu, interval_ns).map_err(|e| SysError {
-            call: format!("pacing the xdp-live generator on CPU {cpu} (paced on CPUs below {}): {e}", crate::abi::FP_GEN_MAX_CPUS),
+            call: format!(
+                "pacing the xdp-live generator on CPU {cpu} (paced on CPUs below {}): {e}",
+                crate::abi::FP_GEN_MAX_CPUS
+            ),
             errno: libc::EINVAL,
         })?;
     }
