@@ -381,7 +381,9 @@ fn iptables_count(ns: &str) -> CliResult<u64> {
     Ok(out
         .lines()
         .filter(|l| {
-            l.contains("DROP") && (l.contains("dpt:9 ") || l.contains(&format!("dpts:{PORT_FIRST}:{PORT_LAST}")))
+            // The match is the last word: "udp dpt:9" or "tcp dpts:20000:29999 ... limit: above ...".
+            let dports = format!("dpts:{PORT_FIRST}:{PORT_LAST}");
+            l.contains("DROP") && l.split_whitespace().any(|w| w == "dpt:9" || w == dports)
         })
         .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
         .sum())
