@@ -94,40 +94,17 @@ impl FloodKind {
         match self {
             FloodKind::Udp => vec![v(&["-p", "udp", "--dport", "9", "-j", "DROP"])],
             FloodKind::Syn => {
-                let (per, total) = (format!("{SYN_RATE_PER_SOURCE}/sec"), format!("{SYN_RATE_TOTAL}/sec"));
+                // SYNs to the service's ports over a hashlimit: per source, then in all.
+                let over = |name: &str, mode: &[&str], rate: u32| {
+                    let mut r =
+                        v(&["-p", "tcp", "--dport", &ports, "--syn", "-m", "hashlimit", "--hashlimit-name", name]);
+                    r.extend(v(mode));
+                    r.extend(v(&["--hashlimit-above", &format!("{rate}/sec"), "-j", "DROP"]));
+                    r
+                };
                 vec![
-                    v(&[
-                        "-p",
-                        "tcp",
-                        "--dport",
-                        &ports,
-                        "--syn",
-                        "-m",
-                        "hashlimit",
-                        "--hashlimit-name",
-                        "fastpath_syn_src",
-                        "--hashlimit-mode",
-                        "srcip",
-                        "--hashlimit-above",
-                        &per,
-                        "-j",
-                        "DROP",
-                    ]),
-                    v(&[
-                        "-p",
-                        "tcp",
-                        "--dport",
-                        &ports,
-                        "--syn",
-                        "-m",
-                        "hashlimit",
-                        "--hashlimit-name",
-                        "fastpath_syn_all",
-                        "--hashlimit-above",
-                        &total,
-                        "-j",
-                        "DROP",
-                    ]),
+                    over("fastpath_syn_src", &["--hashlimit-mode", "srcip"], SYN_RATE_PER_SOURCE),
+                    over("fastpath_syn_all", &[], SYN_RATE_TOTAL),
                 ]
             }
         }
@@ -393,24 +370,7 @@ fn iptables_count(ns: &str) -> CliResult<u64> {
 /// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
 /// flood). Returns the TOML text and the flood rule's index.
 fn classifier_rules(in_front: usize, kind: FloodKind) -> (String, usize) {
-    let mut t = String::from("default = \"pass\"\n");
-    for i in 0..in_front {
-        if i % 2 == 0 {
-            t += &format!(
-                "[[rule]]\nsrc = \"172.{}.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n",
-                16 + (i >> 16) % 16,
-                (i >> 8) & 255,
-                i & 255,
-                1000 + i % 50000
-            );
-        } else {
-            t += &format!(
-                "[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n",
-                168 + (i >> 16) % 8,
-                (i >> 8) & 255
-            );
-        }
-    }
+    let mut t = fastpath::rules::mixed_rules_toml(in_front, 0);
     t += &kind.classifier_rule();
     (t, in_front)
 }

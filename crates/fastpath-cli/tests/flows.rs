@@ -197,25 +197,7 @@ fn bad_flows_are_refused() {
 /// and destination-prefix passes, `salt` shifting them) whose LAST rule drops the test bed's
 /// flood: UDP to port 9 from 10.99.0.0/24.
 fn big_rules(n: usize, salt: usize) -> String {
-    let mut s = String::from("default = \"pass\"\n");
-    for j in 0..n - 1 {
-        let i = j + salt;
-        if j % 2 == 0 {
-            s.push_str(&format!(
-                "[[rule]]\nsrc = \"172.{}.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n",
-                16 + (i >> 16) % 16,
-                (i >> 8) & 255,
-                i & 255,
-                1000 + i % 50000
-            ));
-        } else {
-            s.push_str(&format!(
-                "[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n",
-                168 + (i >> 16) % 8,
-                (i >> 8) & 255
-            ));
-        }
-    }
+    let mut s = fastpath::rules::mixed_rules_toml(n - 1, salt);
     s.push_str(
         "[[rule]]\nname = \"flood\"\nsrc = \"10.99.0.0/24\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n",
     );

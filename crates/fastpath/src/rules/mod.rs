@@ -376,6 +376,37 @@ impl Ctx<'_> {
     }
 }
 
+/// A synthetic rule file for benchmarks and tests: `default = "pass"` and `n` rules that no
+/// test-bed flood matches (as scripts/bench_classifier.py writes them): source /32 + UDP port
+/// drops (172.16.0.0/12, ports 1000..51000) and destination /24 passes (192.168.0.0/13),
+/// alternating, shifted by `salt` so that two files differ in every rule. The caller appends
+/// the rules that should match. TOML text for [`parse_toml`].
+pub fn mixed_rules_toml(n: usize, salt: usize) -> String {
+    use std::fmt::Write;
+    let mut t = String::from("default = \"pass\"\n");
+    for j in 0..n {
+        let i = j + salt;
+        if j % 2 == 0 {
+            let _ = write!(
+                t,
+                "[[rule]]\nsrc = \"172.{}.{}.{}/32\"\nproto = \"udp\"\ndst_port = {}\naction = \"drop\"\n",
+                16 + (i >> 16) % 16,
+                (i >> 8) & 255,
+                i & 255,
+                1000 + i % 50000
+            );
+        } else {
+            let _ = write!(
+                t,
+                "[[rule]]\ndst = \"192.{}.{}.0/24\"\naction = \"pass\"\n",
+                168 + (i >> 16) % 8,
+                (i >> 8) & 255
+            );
+        }
+    }
+    t
+}
+
 /// Parses and validates a TOML rule file. `source` names it in errors (usually the path).
 pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
     let ctx = Ctx { source, text };

@@ -232,3 +232,11 @@ fn crafted_fragments_and_chains_are_rejected_not_unmatched() {
     let s = set("[[rule]]\nproto = \"tcp\"\ndst_port = 22\naction = \"drop\"\n");
     assert_eq!(classify(&s, &v4(0x2000, &tcp22[..8])), Verdict::BadFragment);
 }
+
+#[test]
+fn mixed_rules_parse_and_differ_by_salt() {
+    let a = crate::rules::mixed_rules_toml(1000, 0);
+    let set = crate::rules::parse_toml("mixed", &a).expect("the synthetic rules parse");
+    assert_eq!(set.rules.len(), 1000);
+    assert_ne!(a, crate::rules::mixed_rules_toml(1000, 7), "the salt shifts the rules");
+}
