@@ -1091,7 +1091,12 @@ mod tests {
         assert_eq!(FloodRate::Pps(2_000_000).to_string(), "2M");
         assert_eq!(FloodRate::Pps(250_000).to_string(), "250k");
         assert_eq!(FloodRate::Pps(1_500_000).to_string(), "1.5M");
-        for bad in ["", "0", "999", "1G", "-1M", "nan", "1e9", "2M,2M", "inf"] {
+        // Crafted: empty parts, a bare suffix, exponents past the bound, NaN/inf, a rate that
+        // rounds to below 1k, a duplicate written two ways.
+        for bad in [
+            "", "0", "999", "1G", "-1M", "nan", "1e9", "2M,2M", "inf", "k", "M", "1e3M", "0.0009M", "1M,", "1M,1000k",
+            "max,max",
+        ] {
             let e = parse_flood_rates(bad).unwrap_err();
             assert!(e.contains("not accepted") && !e.contains('\n'), "{bad}: {e}");
         }
