@@ -8,7 +8,10 @@
  * masked the tuple's way. Tuples are sorted by the first rule they hold, so the loop stops as soon
  * as no later tuple can beat the match in hand. Port and length ranges become exact keys through
  * per-field equivalence classes (one array lookup per field). Per packet the cost is bounded by
- * the number of tuples (<= FP_CLS_MAX_TUPLES), never by the number of rules. Chosen over a
+ * the number of tuples (<= FP_CLS_MAX_TUPLES), never by the number of rules. Before a tuple's
+ * hash lookup, a bitmap over the first 16 bits of its masked addresses (`cls_prefilter`, one
+ * inlined array read) skips tuples the packet cannot match: under a flood of fresh flows every
+ * lookup is a helper call plus a hash over the whole key, the dominant cost. Chosen over a
  * bit-vector scheme (Lakshman & Stiliadis, 1998), whose per-packet AND grows with rules/64 words
  * per field, and over per-field LPM tries, which cannot express a rule's conjunction alone.
  *
@@ -45,12 +48,15 @@ struct {
 	__type(value, __u32);
 } cls_rules SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_cls_action); } cls_actions SEC(".maps");
+/* ((set * FP_CLS_MAX_TUPLES + tuple) * 2 + field(0 src, 1 dst)) * FP_CLS_PRE_WORDS + hi16 / 64 -> bits */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_TUPLES * 2 * FP_CLS_PRE_WORDS); __type(key, __u32); __type(value, __u64); } cls_prefilter SEC(".maps");
 /* set * 131072 + field(0 src, 1 dst) * 65536 + port -> class */
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4 * 65536); __type(key, __u32); __type(value, __u32); } cls_port_class SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * 65536); __type(key, __u32); __type(value, __u32); } cls_len_class SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_pkt_stats); } cls_rule_stats SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 2 * FP_STAT_COUNT); __type(key, __u32); __type(value, struct fp_pkt_stats); } cls_stats SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_CLS_CACHE_SLOTS); __type(key, __u32); __type(value, struct fp_cache_slot); } cls_cache SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, struct fp_cache_ctl); } cls_cache_ctl SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_CPU_SETS); __type(key, __u32); __type(value, struct fp_cpu_set); } cls_cpu_sets SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, FP_CLS_RATE_BUCKETS); __type(key, struct fp_rate_key); __type(value, struct fp_rate_bucket); } cls_rate SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_rate_total); } cls_rate_total SEC(".maps");
@@ -244,6 +250,17 @@ static __always_inline void count(void *map, __u32 idx, __u64 bytes)
 	}
 }
 
+/* 0 if the tuple's prefilter for `field` (0 src, 1 dst) says no entry has the packet's masked
+ * first 16 bits of `a`; 1 if one may (or the word is missing: never skip a lookup on doubt). */
+static __always_inline int may_match(__u32 set, __u32 tuple, __u32 field, const __u8 *a, const __u8 *mask)
+{
+	__u32 hi = (((__u32)a[0] << 8) | a[1]) & (((__u32)mask[0] << 8) | mask[1]);
+	__u32 wi = ((set * FP_CLS_MAX_TUPLES + tuple) * 2 + field) * FP_CLS_PRE_WORDS + (hi >> 6);
+	__u64 *w = bpf_map_lookup_elem(&cls_prefilter, &wi);
+
+	return !w || (*w >> (hi & 63)) & 1;
+}
+
 static __always_inline __u32 class_of(void *map, __u32 idx)
 {
 	__u32 *c = bpf_map_lookup_elem(map, &idx);
@@ -329,6 +346,68 @@ static __always_inline int rate_allows(__u32 set, __u32 rule, __u32 ai, struct p
 	return 1;
 }
 
+/* The tuple search: the lowest rule index whose tuple key the packet's fields hit, NO_RULE if
+ * none. A global (non-inlined) function, so the verifier checks it once for any packet rather
+ * than once per path through parse(); `p` and the classes come from the caller. `ports_c` is
+ * sport class << 32 | dport class. */
+__attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u32 n_tuples, __u64 ports_c, __u32 len_c)
+{
+	__u32 best = NO_RULE;
+
+	if (!p)
+		return NO_RULE;
+	for (__u32 i = 0; i < FP_CLS_MAX_TUPLES; i++) {
+		struct fp_cls_key key = {};
+		struct fp_cls_tuple *t;
+		__u32 ti = set * FP_CLS_MAX_TUPLES + i, f, *ri;
+
+		if (i >= n_tuples)
+			break;
+		t = bpf_map_lookup_elem(&cls_tuples, &ti);
+		if (!t)
+			break;
+		if (best != NO_RULE && best < t->best_rule)
+			break;
+		if ((t->prefilter & FP_PRE_SRC) && !may_match(set, i, 0, p->src, t->src_mask))
+			continue;
+		if ((t->prefilter & FP_PRE_DST) && !may_match(set, i, 1, p->dst, t->dst_mask))
+			continue;
+		f = t->fields;
+		key.set = set;
+		key.tuple = i;
+		if (f & FP_F_PROTO)
+			key.proto16 = p->proto16;
+		if (f & FP_F_FRAG)
+			key.frag = p->frag;
+		if (f & FP_F_FLAGS)
+			key.flags = p->flags & t->flags_mask;
+		if (f & FP_F_VLAN)
+			key.vlan = p->vlan;
+		if (f & FP_F_ETH_TYPE)
+			key.eth_type = p->eth_type;
+		if (f & FP_F_SPORT)
+			key.sport_class = ports_c >> 32;
+		if (f & FP_F_DPORT)
+			key.dport_class = (__u32)ports_c;
+		if (f & FP_F_LEN)
+			key.len_class = len_c;
+		if (f & FP_F_SRC) {
+			__u64 *d = (__u64 *)key.src, *a = (__u64 *)p->src, *m = (__u64 *)t->src_mask;
+			d[0] = a[0] & m[0];
+			d[1] = a[1] & m[1];
+		}
+		if (f & FP_F_DST) {
+			__u64 *d = (__u64 *)key.dst, *a = (__u64 *)p->dst, *m = (__u64 *)t->dst_mask;
+			d[0] = a[0] & m[0];
+			d[1] = a[1] & m[1];
+		}
+		ri = bpf_map_lookup_elem(&cls_rules, &key);
+		if (ri && *ri < best)
+			best = *ri;
+	}
+	return best;
+}
+
 SEC("xdp")
 int classifier(struct xdp_md *ctx)
 {
@@ -372,7 +451,9 @@ int classifier(struct xdp_md *ctx)
 
 	/* Flow cache: the verdict depends only on these fields and the rule set, so a packet whose
 	 * fields equal a slot's under the current generation reuses its verdict (an exact-match
-	 * cache in front of the tuple search, like Open vSwitch's EMC). */
+	 * cache in front of the tuple search, like Open vSwitch's EMC). Under a flood of fresh
+	 * flows it would only cost a random slot read and write per packet, so it switches itself
+	 * off per CPU when it does not hit and probes to come back (struct fp_cache_ctl). */
 	struct fp_flow_key fk __attribute__((aligned(8)));
 	__builtin_memcpy(fk.src, p.src, 16);
 	__builtin_memcpy(fk.dst, p.dst, 16);
@@ -387,10 +468,20 @@ int classifier(struct xdp_md *ctx)
 	__u64 *w = (__u64 *)&fk;
 	__u64 hw = w[0] ^ w[1] ^ w[2] ^ w[3] ^ w[4] ^ w[5];
 	__u32 slot_i = (__u32)((hw * 0x9e3779b97f4a7c15ull) >> 52) & (FP_CLS_CACHE_SLOTS - 1);
-	struct fp_cache_slot *slot = bpf_map_lookup_elem(&cls_cache, &slot_i);
+	struct fp_cache_slot *slot = 0;
+	struct fp_cache_ctl *ctl = bpf_map_lookup_elem(&cls_cache_ctl, &zero);
+	if (!ctl || !ctl->off || (++ctl->seen & (FP_CLS_CACHE_PROBE - 1)) == 0)
+		slot = bpf_map_lookup_elem(&cls_cache, &slot_i);
+	if (slot && ctl && ++ctl->lookups >= FP_CLS_CACHE_WINDOW) {
+		ctl->off = ctl->hits * FP_CLS_CACHE_MIN_HIT_INV < ctl->lookups;
+		ctl->lookups = 0;
+		ctl->hits = 0;
+	}
 	if (slot && slot->gen == cfg->gen && cfg->gen != 0) {
 		__u64 *sw = (__u64 *)&slot->k;
 		if (sw[0] == w[0] && sw[1] == w[1] && sw[2] == w[2] && sw[3] == w[3] && sw[4] == w[4] && sw[5] == w[5]) {
+			if (ctl)
+				ctl->hits++;
 			best = slot->rule;
 			goto decided;
 		}
@@ -401,51 +492,7 @@ int classifier(struct xdp_md *ctx)
 	if ((cfg->uses & FP_F_DPORT) && p.has_ports)
 		dport_c = class_of(&cls_port_class, set * 131072 + 65536 + p.dport);
 
-	for (__u32 i = 0; i < FP_CLS_MAX_TUPLES; i++) {
-		struct fp_cls_key key = {};
-		struct fp_cls_tuple *t;
-		__u32 ti = set * FP_CLS_MAX_TUPLES + i, f, *ri;
-
-		if (i >= cfg->n_tuples)
-			break;
-		t = bpf_map_lookup_elem(&cls_tuples, &ti);
-		if (!t)
-			break;
-		if (best != NO_RULE && best < t->best_rule)
-			break;
-		f = t->fields;
-		key.set = set;
-		key.tuple = i;
-		if (f & FP_F_PROTO)
-			key.proto16 = p.proto16;
-		if (f & FP_F_FRAG)
-			key.frag = p.frag;
-		if (f & FP_F_FLAGS)
-			key.flags = p.flags & t->flags_mask;
-		if (f & FP_F_VLAN)
-			key.vlan = p.vlan;
-		if (f & FP_F_ETH_TYPE)
-			key.eth_type = p.eth_type;
-		if (f & FP_F_SPORT)
-			key.sport_class = sport_c;
-		if (f & FP_F_DPORT)
-			key.dport_class = dport_c;
-		if (f & FP_F_LEN)
-			key.len_class = len_c;
-		if (f & FP_F_SRC) {
-			__u64 *d = (__u64 *)key.src, *a = (__u64 *)p.src, *m = (__u64 *)t->src_mask;
-			d[0] = a[0] & m[0];
-			d[1] = a[1] & m[1];
-		}
-		if (f & FP_F_DST) {
-			__u64 *d = (__u64 *)key.dst, *a = (__u64 *)p.dst, *m = (__u64 *)t->dst_mask;
-			d[0] = a[0] & m[0];
-			d[1] = a[1] & m[1];
-		}
-		ri = bpf_map_lookup_elem(&cls_rules, &key);
-		if (ri && *ri < best)
-			best = *ri;
-	}
+	best = tuple_search(&p, set, cfg->n_tuples, (__u64)sport_c << 32 | dport_c, len_c);
 
 	if (slot) {
 		/* Invalidate, fill, then validate: a nested run on this CPU never sees a new key

@@ -108,11 +108,20 @@ struct fp_cls_key {
 	__u32 len_class;
 };
 
+/* Per-tuple prefilter (struct fp_cls_tuple.prefilter): a bitmap over the first 16 bits of the
+ * masked source (destination) address of every entry of the tuple, in `cls_prefilter`. A packet
+ * whose masked first 16 bits are not in it cannot match the tuple, so its hash lookup is skipped
+ * (one inlined array read instead of a helper call and a hash over the 56-byte key). */
+#define FP_PRE_SRC 1
+#define FP_PRE_DST 2
+#define FP_CLS_PRE_WORDS 1024   /* 65536 bits per (set, tuple, field), as u64 words */
+
 struct fp_cls_tuple {
 	__u32 fields;
 	__u32 best_rule;  /* smallest rule index in the tuple */
 	__u8  flags_mask;
-	__u8  _pad[7];
+	__u8  prefilter;  /* FP_PRE_* bits: which bitmaps of this tuple the program consults */
+	__u8  _pad[6];
 	__u8  src_mask[16];
 	__u8  dst_mask[16];
 };
@@ -158,6 +167,20 @@ struct fp_cache_slot {
 	struct fp_flow_key k;
 	__u32 gen;
 	__u32 rule;       /* rule index, or 0xffffffff for no match */
+};
+
+/* The flow cache switches itself off on a CPU where it does not pay (a flood of fresh flows:
+ * every lookup misses a random slot and fills it): per window of FP_CLS_CACHE_WINDOW lookups,
+ * fewer than one hit in FP_CLS_CACHE_MIN_HIT_INV turns it off; while off, one packet in
+ * FP_CLS_CACHE_PROBE still looks up and fills, and the next window's hits turn it back on. */
+#define FP_CLS_CACHE_WINDOW      1024
+#define FP_CLS_CACHE_MIN_HIT_INV 8
+#define FP_CLS_CACHE_PROBE       64
+struct fp_cache_ctl {
+	__u32 lookups;    /* in this window */
+	__u32 hits;
+	__u32 off;        /* 1: only probes use the cache */
+	__u32 seen;       /* packets, for picking probes */
 };
 
 struct fp_cpu_set {
@@ -269,6 +292,7 @@ _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");
+_Static_assert(sizeof(struct fp_cache_ctl) == 16, "fp_cache_ctl: 16 bytes");
 _Static_assert(sizeof(struct fp_cpu_set) == 4 + 4 * FP_CLS_MAX_CPUS, "fp_cpu_set: n + cpus");
 _Static_assert(sizeof(struct fp_rate_key) == 20, "fp_rate_key: 20 bytes");
 _Static_assert(sizeof(struct fp_rate_bucket) == 16, "fp_rate_bucket: 16 bytes");

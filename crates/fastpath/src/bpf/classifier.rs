@@ -22,7 +22,7 @@ use crate::abi::{
     self, bpf_cpumap_val, bpf_devmap_val, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple, fp_cpu_set,
     fp_pkt_stats, fp_rate_total,
 };
-use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES};
+use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS};
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
 
@@ -73,6 +73,7 @@ macro_rules! cls_maps {
                     ("cls_rate_total", 4, size_of::<fp_rate_total>()),
                     ("cls_rate", size_of::<abi::fp_rate_key>(), size_of::<abi::fp_rate_bucket>()),
                     ("cls_cache", 4, size_of::<abi::fp_cache_slot>()),
+                    ("cls_prefilter", 4, 8),
                     ("cls_stats", 4, size_of::<fp_pkt_stats>()),
                     ("cls_rule_stats", 4, size_of::<fp_pkt_stats>()),
                 ];
@@ -100,6 +101,7 @@ cls_maps!(
     cls_tuples,
     cls_rules,
     cls_actions,
+    cls_prefilter,
     cls_port_class,
     cls_len_class,
     cls_rule_stats,
@@ -336,12 +338,22 @@ impl Classifier {
                 .update_batch(cast_slice(&keys), cast_slice(&vals), chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
                 .map_err(map_err("cls_rules"))?;
         }
+        // Prefilter bitmaps of the tuples in use (the others are never read).
+        if !c.prefilter_words.is_empty() {
+            write_array(
+                &m.cls_prefilter,
+                "cls_prefilter",
+                set * (MAX_TUPLES * 2 * PRE_WORDS) as u32,
+                &c.prefilter_words,
+            )?;
+        }
         // Tuples.
         for (i, (t, best)) in c.tuples.iter().zip(&c.tuple_best).enumerate() {
             let v = fp_cls_tuple {
                 fields: t.fields,
                 best_rule: *best,
                 flags_mask: t.flags_mask,
+                prefilter: c.prefilter[i],
                 src_mask: mask16(t.src_plen),
                 dst_mask: mask16(t.dst_plen),
                 ..Zeroable::zeroed()

@@ -185,6 +185,68 @@ pub struct Compiled {
     pub cpu_sets: Vec<Vec<u32>>,
     /// Redirect interfaces by DEVMAP slot.
     pub redirect_ifaces: Vec<String>,
+    /// Per tuple, the [`prefilter`] bitmaps the program consults (`FP_PRE_*` bits).
+    pub prefilter: Vec<u8>,
+    /// The bitmaps: for tuple `t` and field `f` (0 source, 1 destination), bit `h` of
+    /// `prefilter_words[(t * 2 + f) * PRE_WORDS..][h / 64]` is set when some entry of the tuple
+    /// has `h` as the first 16 bits of its masked address. Empty for fields not consulted.
+    pub prefilter_words: Vec<u64>,
+}
+
+/// u64 words of one prefilter bitmap (65536 bits).
+pub const PRE_WORDS: usize = abi::FP_CLS_PRE_WORDS as usize;
+
+/// Prefilter bits (`FP_PRE_*` of fastpath_abi.h).
+pub mod prefilter {
+    /// The source-address bitmap is consulted.
+    pub const SRC: u8 = crate::abi::FP_PRE_SRC as u8;
+    /// The destination-address bitmap is consulted.
+    pub const DST: u8 = crate::abi::FP_PRE_DST as u8;
+}
+
+/// The first 16 bits of an address (IPv4 in bytes 0..4), as the prefilter indexes them.
+fn hi16(a: &[u8; 16]) -> usize {
+    (a[0] as usize) << 8 | a[1] as usize
+}
+
+/// Builds [`Compiled::prefilter`]: a tuple's bitmap is consulted for a field it constrains with
+/// at least 8 bits in the first 16 of the address, when its entries cover at most half of the
+/// masked values there (a denser bitmap would rarely skip a lookup and cost a read each time).
+fn build_prefilter(c: &mut Compiled) {
+    c.prefilter = vec![0; c.tuples.len()];
+    c.prefilter_words = vec![0; c.tuples.len() * 2 * PRE_WORDS];
+    for (k, _) in &c.entries {
+        let t = k.tuple as usize;
+        for (f, a) in [(0, &k.src), (1, &k.dst)] {
+            let h = hi16(a);
+            c.prefilter_words[(t * 2 + f) * PRE_WORDS + h / 64] |= 1 << (h % 64);
+        }
+    }
+    for (ti, t) in c.tuples.iter().enumerate() {
+        for (f, bit, on, plen) in
+            [(0, prefilter::SRC, field::SRC, t.src_plen), (1, prefilter::DST, field::DST, t.dst_plen)]
+        {
+            let words = &c.prefilter_words[(ti * 2 + f) * PRE_WORDS..][..PRE_WORDS];
+            let set: u32 = words.iter().map(|w| w.count_ones()).sum();
+            let values = 1u32 << plen.min(16);
+            if t.fields & on != 0 && plen >= 8 && set * 2 <= values {
+                c.prefilter[ti] |= bit;
+            }
+        }
+    }
+}
+
+/// Whether tuple `ti`'s prefilter lets a packet with (unmasked) addresses `src`, `dst` through
+/// to the hash lookup; what the program's `may_match` computes.
+pub fn prefilter_admits(c: &Compiled, ti: usize, src: &[u8; 16], dst: &[u8; 16]) -> bool {
+    let t = &c.tuples[ti];
+    [(0, prefilter::SRC, src, t.src_plen), (1, prefilter::DST, dst, t.dst_plen)].into_iter().all(|(f, bit, a, plen)| {
+        if c.prefilter[ti] & bit == 0 {
+            return true;
+        }
+        let h = hi16(&super::mask_bits(a, plen));
+        c.prefilter_words[(ti * 2 + f) * PRE_WORDS + h / 64] >> (h % 64) & 1 == 1
+    })
 }
 
 fn addr_bytes(a: &std::net::IpAddr) -> [u8; 16] {
@@ -371,6 +433,7 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
         })
         .collect();
     c.entries.sort_by_key(|(k, r)| (*r, k.tuple));
+    build_prefilter(&mut c);
     let _ = NO_VLAN;
     Ok(c)
 }
@@ -386,9 +449,14 @@ pub fn lookup(c: &Compiled, p: &super::reference::Packet) -> Option<usize> {
 pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Packet) -> Option<usize> {
     let (sp, dp) = p.ports.map(|(s, d)| (c.sport.class(s), c.dport.class(d))).unwrap_or((0, 0));
     let mut best: Option<u32> = None;
+    let src = p.src.map(|a| addr_bytes(&a)).unwrap_or([0; 16]);
+    let dst = p.dst.map(|a| addr_bytes(&a)).unwrap_or([0; 16]);
     for (ti, t) in c.tuples.iter().enumerate() {
         if best.is_some_and(|b| b < c.tuple_best[ti]) {
             break;
+        }
+        if !prefilter_admits(c, ti, &src, &dst) {
+            continue;
         }
         let f = t.fields;
         let k = Key {
@@ -401,16 +469,8 @@ pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Pa
             sport_class: if f & field::SPORT != 0 { sp } else { 0 },
             dport_class: if f & field::DPORT != 0 { dp } else { 0 },
             len_class: if f & field::LEN != 0 { c.len.class(p.len) } else { 0 },
-            src: if f & field::SRC != 0 {
-                super::mask_bits(&p.src.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.src_plen)
-            } else {
-                [0; 16]
-            },
-            dst: if f & field::DST != 0 {
-                super::mask_bits(&p.dst.map(|a| addr_bytes(&a)).unwrap_or([0; 16]), t.dst_plen)
-            } else {
-                [0; 16]
-            },
+            src: if f & field::SRC != 0 { super::mask_bits(&src, t.src_plen) } else { [0; 16] },
+            dst: if f & field::DST != 0 { super::mask_bits(&dst, t.dst_plen) } else { [0; 16] },
         };
         if let Some(&ri) = map.get(&k) {
             if best.is_none_or(|b| ri < b) {

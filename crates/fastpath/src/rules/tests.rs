@@ -240,3 +240,61 @@ fn mixed_rules_parse_and_differ_by_salt() {
     assert_eq!(set.rules.len(), 1000);
     assert_ne!(a, crate::rules::mixed_rules_toml(1000, 7), "the salt shifts the rules");
 }
+
+/// The tuple prefilter skips only tuples no entry of which can match, agrees with the lookup on
+/// addresses inside and outside every prefix (including a crafted source that shares a rule's
+/// first 16 bits but not its prefix), and stays off where it would not pay.
+#[test]
+fn prefilter_skips_only_tuples_that_cannot_match() {
+    use compile::{compile, lookup, prefilter, prefilter_admits};
+    let s = set(r#"
+[[rule]]
+src = "172.16.5.0/24"
+action = "drop"
+[[rule]]
+dst = "192.168.7.9/32"
+proto = "udp"
+dst_port = 53
+action = "drop"
+[[rule]]
+src = "8.0.0.0/6"
+action = "drop"
+"#);
+    let c = compile("t.toml", &s).unwrap();
+    let ti = |plen_src: u8, plen_dst: u8| {
+        c.tuples.iter().position(|t| t.src_plen == plen_src && t.dst_plen == plen_dst).unwrap()
+    };
+    let (t_src, t_dst, t_short) = (ti(24, 0), ti(0, 32), ti(6, 0));
+    assert_eq!(c.prefilter[t_src], prefilter::SRC);
+    assert_eq!(c.prefilter[t_dst], prefilter::DST);
+    // A /6 leaves fewer than 8 bits in the first 16 to tell addresses apart: no bitmap.
+    assert_eq!(c.prefilter[t_short], 0);
+    let a = |b: [u8; 4]| {
+        let mut x = [0u8; 16];
+        x[..4].copy_from_slice(&b);
+        x
+    };
+    let other = a([10, 99, 0, 1]);
+    assert!(prefilter_admits(&c, t_src, &a([172, 16, 5, 200]), &other));
+    // Same first 16 bits, other /24: the bitmap admits it, the hash lookup must refuse it.
+    assert!(prefilter_admits(&c, t_src, &a([172, 16, 6, 1]), &other));
+    assert!(!prefilter_admits(&c, t_src, &a([172, 17, 5, 1]), &other));
+    assert!(!prefilter_admits(&c, t_src, &other, &other));
+    assert!(prefilter_admits(&c, t_dst, &other, &a([192, 168, 7, 9])));
+    assert!(!prefilter_admits(&c, t_dst, &other, &a([192, 169, 7, 9])));
+    assert!(prefilter_admits(&c, t_short, &other, &other));
+    let p = |src: [u8; 4], dst: [u8; 4]| parse(&udp4(src, dst, 1000, 53)).unwrap();
+    assert_eq!(lookup(&c, &p([172, 16, 5, 1], [1, 1, 1, 1])), Some(0));
+    assert_eq!(lookup(&c, &p([172, 16, 6, 1], [1, 1, 1, 1])), None);
+    assert_eq!(lookup(&c, &p([1, 1, 1, 1], [192, 168, 7, 9])), Some(1));
+    assert_eq!(lookup(&c, &p([11, 1, 1, 1], [192, 168, 7, 8])), Some(2));
+    assert_eq!(lookup(&c, &p([12, 1, 1, 1], [192, 168, 7, 8])), None);
+
+    // 200 /8 sources fill more than half of the 256 values a /8 can take.
+    let mut dense = String::new();
+    for i in 0..200u32 {
+        dense += &format!("[[rule]]\nsrc = \"{i}.0.0.0/8\"\naction = \"drop\"\n");
+    }
+    let c = compile("t.toml", &set(&dense)).unwrap();
+    assert_eq!(c.prefilter, vec![0], "a dense bitmap is not consulted");
+}
