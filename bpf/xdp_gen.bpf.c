@@ -22,7 +22,9 @@
  * a run that is not yet due is XDP_DROPped, so frames leave one per interval.
  *
  * Live-frames pages keep the bytes of their previous use, so every checksum
- * is always updated from the bytes actually in the frame.
+ * is always updated from the bytes actually in the frame, and the MACs and
+ * TTL / hop limit are put back from map gen_hdr (a forwarder downstream,
+ * `fastpath fwd`, rewrites them in the very page that comes back).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -43,6 +45,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } gen_seq SEC(".maps");
+
+/* What to restore before each frame leaves (struct fp_gen_hdr): written by user space with
+ * each BPF_PROG_RUN call from the frame it passes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_gen_hdr);
+} gen_hdr SEC(".maps");
 
 /* Pacing per CPU (struct fp_gen_pace): written by user space before a run. */
 struct {
@@ -212,6 +223,28 @@ static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, cons
 	return bpf_redirect(out_ifindex, 0);
 }
 
+/* Puts back the MACs and the TTL / hop limit a forwarder may have rewritten in this page's
+ * previous life (the IPv4 header checksum follows the TTL, RFC 1624). */
+static __always_inline void restore_hdr(void *data, void *data_end, int v6)
+{
+	__u32 key = 0;
+	struct fp_gen_hdr *h = bpf_map_lookup_elem(&gen_hdr, &key);
+	__u8 *b = data;
+
+	if (!h || !h->set || data + UDP_OFF4 > data_end)
+		return;
+	__builtin_memcpy(b, h->macs, 12);
+	if (v6) {
+		b[21] = h->ttl;
+	} else if (b[22] != h->ttl) {
+		__u16 *ic = data + IP4_CSUM_OFF;
+		__u16 *tw = data + 22;
+		__u16 old = *tw;
+		b[22] = h->ttl;
+		*ic = csum_replace(*ic, old, *tw);
+	}
+}
+
 SEC("xdp")
 int xdp_gen(struct xdp_md *ctx)
 {
@@ -240,6 +273,7 @@ int xdp_gen(struct xdp_md *ctx)
 	seq = bpf_map_lookup_elem(&gen_seq, &key);
 	if (!seq)
 		return XDP_ABORTED;
+	restore_hdr(data, data_end, v6);
 	*seq += 1;
 	if (tcp && v6)
 		return gen_tcp(data, data_end, *seq, UDP_OFF6, SRC_WORD6, 0);

@@ -270,6 +270,16 @@ struct fp_gen_pace {
 	__u64 first_ms;      /* the first window (partial, not scored) */
 };
 
+/* The header bytes a forwarder downstream may rewrite (both MACs, the IPv4 TTL or IPv6 hop
+ * limit), as the frame passed to BPF_PROG_RUN had them: live-frames pages keep the bytes of
+ * their previous use, and a page that went through `fastpath fwd` comes back rewritten. */
+struct fp_gen_hdr {
+	__u8 macs[12];       /* destination, then source */
+	__u8 ttl;            /* IPv4 TTL or IPv6 hop limit */
+	__u8 set;            /* 0: restore nothing */
+	__u8 _pad[2];
+};
+
 /* Windows are scored only at >= 5 frames per ms (interval <= 200 us): below that a whole
  * number of frames cannot land within 20% of the nominal count. */
 #define FP_GEN_PACE_SCORED_MAX_INTERVAL_NS 200000
@@ -289,6 +299,7 @@ _Static_assert(sizeof(struct fp_cls_key) == 56, "fp_cls_key: 56 bytes, no hole")
 _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
 _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
+_Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");
@@ -301,5 +312,29 @@ _Static_assert(sizeof(struct fp_mon_config) == 16, "fp_mon_config: 16 bytes");
 _Static_assert(sizeof(struct fp_mon_enqueue) == 64, "fp_mon_enqueue: one cache line");
 _Static_assert(sizeof(struct fp_mon_kthread) == 64, "fp_mon_kthread: one cache line");
 _Static_assert(sizeof(struct fp_mon_devmap) == 64, "fp_mon_devmap: one cache line");
+
+/* xdp_fwd (bpf/xdp_fwd.bpf.c): forwarding between ports. */
+#define FP_FWD_L2 0
+#define FP_FWD_L3 1
+#define FP_FWD_MAX_PORTS 64   /* power of two */
+struct fp_fwd_port {
+	__u32 slot;           /* index of the port's counters in fwd_stats */
+	__u32 peer_ifindex;   /* L2: where its frames go */
+	__u8  mac[6];         /* L3: frames addressed to another MAC go to the kernel */
+	__u8  _pad[2];
+};
+/* Reasons, per ingress port: every frame is counted under exactly one. */
+#define FP_FWD_FORWARDED         0   /* XDP_REDIRECT through fwd_ports */
+#define FP_FWD_DROP_PEER_DOWN    1   /* L2: the peer port is paused (down or gone): XDP_DROP */
+#define FP_FWD_PASS_NOT_IP       2   /* L3 from here on: XDP_PASS to the kernel */
+#define FP_FWD_PASS_NOT_FOR_US   3   /* destination MAC is not the port's */
+#define FP_FWD_PASS_TTL          4   /* TTL / hop limit <= 1: the kernel sends ICMP time exceeded */
+#define FP_FWD_PASS_NO_NEIGH     5   /* no neighbour entry yet: the kernel resolves it */
+#define FP_FWD_PASS_FRAG_NEEDED  6   /* larger than the egress MTU: the kernel sends ICMP */
+#define FP_FWD_PASS_FIB          7   /* any other FIB verdict (local, unreachable, forwarding off) */
+#define FP_FWD_PASS_NO_PORT      8   /* the egress interface is not a port (or is paused) */
+#define FP_FWD_PASS_MALFORMED    9   /* truncated headers */
+#define FP_FWD_COUNT             10
+_Static_assert(sizeof(struct fp_fwd_port) == 16, "fp_fwd_port: 16 bytes");
 
 #endif /* FASTPATH_ABI_H */

@@ -29,6 +29,40 @@ pub enum Cmd {
     /// Rule-based drop and steering at the driver: check, load, reload, stats, unload.
     #[command(subcommand)]
     Filter(FilterCmd),
+    /// Forward between interfaces at the driver (XDP_REDIRECT through a DEVMAP), L2 port pairs
+    /// or L3 through the kernel's FIB; follows links that go down, come up or are recreated.
+    Fwd(FwdArgs),
+}
+
+/// `fastpath fwd`.
+#[derive(Debug, Clone, Args)]
+pub struct FwdArgs {
+    /// A port (repeat: at least 2, at most 64, each once). L2 pairs them in order: the 1st
+    /// with the 2nd, the 3rd with the 4th.
+    #[arg(short = 'i', long = "iface", required = true, value_parser = parse_iface)]
+    pub ifaces: Vec<String>,
+    /// l2: frames keep their MACs and leave by the port's pair; l3: bpf_fib_lookup picks the
+    /// egress port and next hop, TTL/hop limit - 1, MACs rewritten; the kernel gets what it must
+    /// answer (TTL 1, unresolved neighbours, local destinations).
+    #[arg(long, value_enum, default_value_t = FwdModeArg::L3)]
+    pub mode: FwdModeArg,
+    /// Network namespace of the ports.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Where the XDP program runs.
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    pub xdp_mode: XdpModeArg,
+    /// Replace XDP programs that fastpath did not attach.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FwdModeArg {
+    L2,
+    L3,
 }
 
 /// Where the rules come from: a TOML file and/or one-off `--rule`s.
@@ -128,6 +162,11 @@ pub enum TestbedCmd {
         /// Give the sending veth a pfifo qdisc.
         #[arg(long)]
         sender_qdisc: bool,
+        /// Build a forwarding test bed instead: namespaces <name>-a, <name>-f, <name>-b, hosts a
+        /// (10.99.1.1, fd99:0:0:1::1) and b (10.99.2.1, fd99:0:0:2::1) routed through f (ports
+        /// <name>fa, <name>fb, kernel forwarding on) for `fastpath fwd`.
+        #[arg(long, conflicts_with_all = ["queues", "napi_cpu", "sender_qdisc"])]
+        fwd: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,

@@ -8,6 +8,7 @@ mod ddos;
 mod demo;
 mod error;
 mod filter_cmd;
+mod fwd_cmd;
 mod inject;
 mod redirect_cpu;
 mod report;
@@ -73,6 +74,7 @@ fn main() {
         Cmd::Demo(d) => demo::run(d, stop),
         Cmd::Filter(f) => filter_cmd::run(f, stop),
         Cmd::Compare(c) => compare::run(c, stop),
+        Cmd::Fwd(f) => fwd_cmd::run(f, stop),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

@@ -1,7 +1,7 @@
 //! `fastpath testbed up|down|info`.
 
 use anyhow::anyhow;
-use fastpath_testbed::{Testbed, TestbedConfig};
+use fastpath_testbed::{FwdBed, Testbed, TestbedConfig};
 
 use crate::args::TestbedCmd;
 use crate::error::{require_privileges, usage, CliResult};
@@ -9,7 +9,25 @@ use crate::error::{require_privileges, usage, CliResult};
 pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
     require_privileges("testbed")?;
     match cmd {
-        TestbedCmd::Up { name, queues, napi_cpu, sender_qdisc, json } => {
+        TestbedCmd::Up { name, fwd: true, json, .. } => {
+            let info = FwdBed::up(name.as_deref())?.keep();
+            if *json {
+                println!("{}", serde_json::to_string(&info).unwrap_or_default());
+            } else {
+                println!("forwarding test bed {}", info.name);
+                for (role, ns, iface, mac, ip4, ip6) in [
+                    ("host a", &info.ns_a, &info.iface_a, &info.mac_a, info.ip4_a, info.ip6_a),
+                    ("fwd -> a", &info.ns_f, &info.iface_fa, &info.mac_fa, info.ip4_fa, info.ip6_fa),
+                    ("fwd -> b", &info.ns_f, &info.iface_fb, &info.mac_fb, info.ip4_fb, info.ip6_fb),
+                    ("host b", &info.ns_b, &info.iface_b, &info.mac_b, info.ip4_b, info.ip6_b),
+                ] {
+                    println!("  {role:<9} netns {ns:<12} iface {iface:<14} {mac}  {ip4}/24  {ip6}/64");
+                }
+                println!("  e.g.  fastpath fwd --netns {} -i {} -i {}", info.ns_f, info.iface_fa, info.iface_fb);
+            }
+            Ok(())
+        }
+        TestbedCmd::Up { name, queues, napi_cpu, sender_qdisc, json, .. } => {
             if let Some(cpu) = napi_cpu {
                 let n = fastpath::host::online_cpus();
                 if *cpu >= n {
@@ -29,6 +47,7 @@ pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
             let _ = bed.owned(false);
             Ok(())
         }
+        TestbedCmd::Down { name } if FwdBed::exists(name) => Ok(FwdBed::down_by_name(name)?),
         TestbedCmd::Down { name } => {
             let bed = Testbed::open(name)?;
             bed.down()?;

@@ -152,7 +152,7 @@ pub fn default_name_prefix(pid: u32) -> String {
 
 /// `fp` + process id (5 base-36 digits, fixed width, covers pid_max 4194304) + counter
 /// (base 36): at most 12 characters until the counter passes 36^5.
-fn default_name() -> String {
+pub(crate) fn default_name() -> String {
     loop {
         let n = NAME_COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!("{}{}", default_name_prefix(std::process::id()), base36(u64::from(n), 1));
@@ -201,7 +201,7 @@ fn link_facts(ns: &str, iface: &str) -> Result<LinkFacts, TestbedError> {
 }
 
 /// Deletes a namespace if it exists. `Ok` if it is gone afterwards.
-fn del_netns(ns: &str) -> Result<(), TestbedError> {
+pub(crate) fn del_netns(ns: &str) -> Result<(), TestbedError> {
     if !netns_exists(ns) {
         return Ok(());
     }
@@ -212,7 +212,7 @@ fn del_netns(ns: &str) -> Result<(), TestbedError> {
 }
 
 /// Namespaces created so far by [`Testbed::up`]; deleted on drop unless disarmed.
-struct Rollback(Vec<String>);
+pub(crate) struct Rollback(pub(crate) Vec<String>);
 
 impl Drop for Rollback {
     fn drop(&mut self) {
@@ -224,7 +224,7 @@ impl Drop for Rollback {
     }
 }
 
-fn netns_add(ns: &str) -> Result<(), TestbedError> {
+pub(crate) fn netns_add(ns: &str) -> Result<(), TestbedError> {
     let _guard = NETNS_ADD_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     cmd::run("ip", &["netns", "add", ns]).map(drop)
 }

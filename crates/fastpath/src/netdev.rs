@@ -121,6 +121,34 @@ pub fn validate_ifname(name: &str) -> Result<(), String> {
     ))
 }
 
+/// An interface's state, read by name in the calling thread's netns ([`link_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkState {
+    /// Its ifindex (another one after a delete and re-create).
+    pub ifindex: u32,
+    /// IFF_UP and IFF_RUNNING (administratively up and carrier on: for a veth, its peer up too).
+    pub up: bool,
+    /// MTU in bytes.
+    pub mtu: u32,
+    /// Ethernet address.
+    pub mac: [u8; 6],
+}
+
+/// Reads an interface's [`LinkState`]; `None` if no interface has that name. Four system calls
+/// (if_nametoindex, SIOCGIFFLAGS, SIOCGIFMTU, SIOCGIFHWADDR): cheap enough to poll ten times
+/// a second.
+pub fn link_state(name: &str) -> Option<LinkState> {
+    let ifindex = sys::if_nametoindex(name).ok()?;
+    let flags = sys::if_flags(name).ok()?;
+    let running = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
+    Some(LinkState {
+        ifindex,
+        up: flags & running == running,
+        mtu: sys::if_mtu(name).ok()?,
+        mac: sys::if_hwaddr(name).ok()?,
+    })
+}
+
 /// Checks whether a name still resolves to `ifindex`, in the calling thread's netns.
 pub fn check_name(name: &str, ifindex: u32) -> Option<LinkEvent> {
     match sys::if_nametoindex(name) {

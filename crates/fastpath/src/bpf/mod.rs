@@ -34,12 +34,16 @@ mod skel {
     pub mod xdp_redirect_cpu {
         include!(concat!(env!("OUT_DIR"), "/xdp_redirect_cpu.skel.rs"));
     }
+    pub mod xdp_fwd {
+        include!(concat!(env!("OUT_DIR"), "/xdp_fwd.skel.rs"));
+    }
 }
 
 mod attach;
 pub mod classifier;
 pub use attach::{attach_with_fallback, Attached};
 pub mod cpumap;
+pub mod fwd;
 pub mod monitor;
 pub use classifier::Classifier;
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
@@ -514,6 +518,7 @@ pub struct XdpGen {
     prog: OwnedFd,
     seq: MapHandle,
     pace: MapHandle,
+    hdr: MapHandle,
 }
 
 impl XdpGen {
@@ -534,7 +539,7 @@ impl XdpGen {
     /// [`build_udp_frame`](crate::packet::build_udp_frame) makes them). Same errors.
     pub fn load_flows(out_ifindex: u32, flows: Option<&crate::packet::Flows>) -> Result<Self, BpfError> {
         crate::features::probe().check(crate::features::Feature::LiveFrames)?;
-        let (prog, seq, pace) = load_skel!(
+        let (prog, seq, pace, hdr) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
             "xdp_gen",
             |open| {
@@ -555,10 +560,12 @@ impl XdpGen {
                     MapHandle::try_from(&s.maps.gen_seq).map_err(|cause| BpfError::Map { map: "gen_seq", cause })?;
                 let pace =
                     MapHandle::try_from(&s.maps.gen_pace).map_err(|cause| BpfError::Map { map: "gen_pace", cause })?;
-                (prog, seq, pace)
+                let hdr =
+                    MapHandle::try_from(&s.maps.gen_hdr).map_err(|cause| BpfError::Map { map: "gen_hdr", cause })?;
+                (prog, seq, pace, hdr)
             }
         );
-        Ok(Self { prog, seq, pace })
+        Ok(Self { prog, seq, pace, hdr })
     }
 
     /// Paces the frames the program sends on CPU `cpu` to one per `interval_ns` (0: unpaced),
@@ -594,6 +601,16 @@ impl XdpGen {
     /// ([`XdpGen::set_pace`]) and count frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
     /// `Ok(false)` (the kernel's EINTR) having sent part of the frames; `Ok(true)` means all.
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
+        // What the program puts back in every frame (struct fp_gen_hdr): MACs and TTL.
+        if frame.len() >= 34 {
+            let mut h = crate::abi::fp_gen_hdr { set: 1, ..Default::default() };
+            h.macs.copy_from_slice(&frame[..12]);
+            h.ttl = if frame[12..14] == [0x86, 0xdd] { frame.get(21).copied().unwrap_or(64) } else { frame[22] };
+            self.hdr.update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&h), MapFlags::ANY).map_err(|e| SysError {
+                call: format!("BPF map gen_hdr update: {e}"),
+                errno: libc::EIO,
+            })?;
+        }
         let r = sys::bpf::prog_test_run(
             self.prog.as_fd(),
             frame,

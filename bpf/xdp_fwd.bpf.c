@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: (MIT OR Apache-2.0)
+/*
+ * xdp_fwd - forwarding between interfaces at the driver (`fastpath fwd`, docs/ARCHITECTURE.md §13).
+ *
+ * One program, attached to every port. Per frame it finds its ingress port in `fwd_in` and
+ *  - L2 mode: redirects the frame unchanged through the DEVMAP `fwd_ports` to the port's peer
+ *    (a bridge port pair); a peer that is paused (down, deleted) is not in `fwd_ports` and the
+ *    frame is dropped and counted `drop_peer_down`;
+ *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the main table
+ *    and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next hop,
+ *    decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
+ *    redirects through `fwd_ports`. Whatever the kernel must see instead goes to it with
+ *    XDP_PASS, each under its own counter: not IP, not addressed to the port's MAC, TTL <= 1
+ *    (the kernel sends ICMP time exceeded), no neighbour entry yet (the kernel resolves it),
+ *    fragmentation needed (the kernel sends ICMP), a FIB verdict other than success, an egress
+ *    interface that is not a port of this forwarder.
+ * Every frame is counted exactly once per ingress port (struct fp_fwd_stats), so
+ * rx = forwarded + each named pass or drop.
+ *
+ * Loaded as frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18): headers are
+ * read from the first buffer only, which the kernel guarantees to hold at least the linear
+ * part (Documentation/bpf/... xdp multi-buffer; include/net/xdp.h).
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+#include "fastpath_abi.h"
+
+#ifndef AF_INET
+#define AF_INET 2
+#endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+
+const volatile __u32 fwd_mode = FP_FWD_L2;
+
+/* ingress ifindex -> its slot, MAC and (L2) peer */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct fp_fwd_port); } fwd_in SEC(".maps");
+/* egress ifindex -> itself: the ports frames may leave by (paused ports are absent) */
+struct { __uint(type, BPF_MAP_TYPE_DEVMAP_HASH); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } fwd_ports SEC(".maps");
+/* slot * FP_FWD_COUNT + reason -> packets, bytes (per CPU) */
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS * FP_FWD_COUNT); __type(key, __u32); __type(value, struct fp_pkt_stats); } fwd_stats SEC(".maps");
+
+static __always_inline int count(__u32 slot, __u32 reason, __u64 bytes, int action)
+{
+	__u32 k = slot * FP_FWD_COUNT + reason;
+	struct fp_pkt_stats *st = bpf_map_lookup_elem(&fwd_stats, &k);
+
+	if (st) {
+		st->packets++;
+		st->bytes += bytes;
+	}
+	return action;
+}
+
+/* RFC 1624 incremental update of the IPv4 header checksum for TTL - 1 (as the kernel's
+ * ip_decrease_ttl() in include/net/ip.h). */
+static __always_inline void ipv4_decrease_ttl(struct iphdr *ip)
+{
+	__u32 check = ip->check;
+
+	check += bpf_htons(0x0100);
+	ip->check = (__u16)(check + (check >= 0xffff));
+	ip->ttl--;
+}
+
+static __always_inline int same_mac(const __u8 *a, const __u8 *b)
+{
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]) | (a[5] ^ b[5])) == 0;
+}
+
+SEC("xdp.frags")
+int xdp_fwd(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	__u32 in = ctx->ingress_ifindex;
+	struct fp_fwd_port *port = bpf_map_lookup_elem(&fwd_in, &in);
+	__u64 bytes = bpf_xdp_get_buff_len(ctx);
+	struct bpf_fib_lookup fib = {};
+	__u32 slot;
+	long rc;
+	int act;
+
+	if (!port)
+		return XDP_PASS; /* not (or no longer) a port: the kernel's frame */
+	slot = port->slot & (FP_FWD_MAX_PORTS - 1);
+
+	if (fwd_mode == FP_FWD_L2) {
+		act = bpf_redirect_map(&fwd_ports, port->peer_ifindex, XDP_DROP);
+		return count(slot, act == XDP_REDIRECT ? FP_FWD_FORWARDED : FP_FWD_DROP_PEER_DOWN, bytes, act);
+	}
+
+	if ((void *)(eth + 1) > end)
+		return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+	if (!same_mac(eth->h_dest, port->mac))
+		return count(slot, FP_FWD_PASS_NOT_FOR_US, bytes, XDP_PASS);
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end || ip->ihl < 5)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		if (ip->ttl <= 1)
+			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);
+		fib.family = AF_INET;
+		fib.tos = ip->tos;
+		fib.l4_protocol = ip->protocol;
+		fib.tot_len = bpf_ntohs(ip->tot_len);
+		fib.ipv4_src = ip->saddr;
+		fib.ipv4_dst = ip->daddr;
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		if (ip6->hop_limit <= 1)
+			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);
+		fib.family = AF_INET6;
+		fib.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
+		fib.l4_protocol = ip6->nexthdr;
+		fib.tot_len = bpf_ntohs(ip6->payload_len);
+		__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
+		__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+	} else {
+		return count(slot, FP_FWD_PASS_NOT_IP, bytes, XDP_PASS);
+	}
+	fib.ifindex = in;
+	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		return count(slot, FP_FWD_PASS_NO_NEIGH, bytes, XDP_PASS);
+	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+		return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+		return count(slot, FP_FWD_PASS_FIB, bytes, XDP_PASS);
+	/* Redirect first: only a frame that leaves by a port of ours is rewritten; any other
+	 * goes to the kernel untouched (it forwards it, decrementing the TTL once). */
+	act = bpf_redirect_map(&fwd_ports, fib.ifindex, XDP_PASS);
+	if (act != XDP_REDIRECT)
+		return count(slot, FP_FWD_PASS_NO_PORT, bytes, XDP_PASS);
+	/* The headers were bounds-checked above; re-derive them after the helper calls. */
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	eth = data;
+	if ((void *)(eth + 1) > end)
+		return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+	if (fib.family == AF_INET) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > end)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		ipv4_decrease_ttl(ip);
+	} else {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > end)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		ip6->hop_limit--;
+	}
+	__builtin_memcpy(eth->h_dest, fib.dmac, 6);
+	__builtin_memcpy(eth->h_source, fib.smac, 6);
+	return count(slot, FP_FWD_FORWARDED, bytes, XDP_REDIRECT);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

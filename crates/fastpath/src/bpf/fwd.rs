@@ -1,0 +1,273 @@
+//! Forwarding between interfaces at the driver (`bpf/xdp_fwd.bpf.c`, docs/ARCHITECTURE.md §13):
+//! the engine of `fastpath fwd --engine xdp`.
+//!
+//! One program is loaded and attached to every port (one bpf_link each). In [`FwdMode::L2`]
+//! ports form pairs and a frame leaves by its port's peer unchanged; in [`FwdMode::L3`] the
+//! kernel's FIB and neighbour table pick the egress port and next hop (`bpf_fib_lookup`), the
+//! TTL / hop limit is decremented and the MACs rewritten. Whatever the kernel must handle goes
+//! to it with XDP_PASS. Every frame is counted once per ingress port under one of
+//! [`REASONS`], so rx = forwarded + the named passes and drops.
+//!
+//! Ports can be paused (down or deleted: frames that would leave by them are dropped in L2 and
+//! passed to the kernel in L3, each counted) and resumed with a new ifindex when an interface
+//! is recreated ([`Forwarder::resume`]). Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.18 for the
+//! frags-aware program (BPF_F_XDP_HAS_FRAGS), DEVMAP_HASH >= 5.4, bpf_fib_lookup >= 4.18.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use bytemuck::{bytes_of, Zeroable};
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use serde::Serialize;
+
+use super::{attach_with_fallback, owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use crate::abi::{self, bpf_devmap_val, fp_fwd_port, fp_pkt_stats};
+
+/// Most ports of one forwarder.
+pub const MAX_PORTS: usize = abi::FP_FWD_MAX_PORTS as usize;
+
+/// Counter names, in `FP_FWD_*` order (bpf/include/fastpath_abi.h).
+pub const REASONS: [&str; abi::FP_FWD_COUNT as usize] = [
+    "forwarded",
+    "drop_peer_down",
+    "pass_not_ip",
+    "pass_not_for_us",
+    "pass_ttl",
+    "pass_no_neigh",
+    "pass_frag_needed",
+    "pass_fib",
+    "pass_no_port",
+    "pass_malformed",
+];
+
+/// How frames find their egress port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FwdMode {
+    /// Port pairs; frames keep their MACs (a bridge port pair).
+    L2,
+    /// The kernel's FIB and neighbour table; TTL decremented, MACs rewritten.
+    L3,
+}
+
+impl FwdMode {
+    /// "l2" or "l3".
+    pub fn name(self) -> &'static str {
+        match self {
+            FwdMode::L2 => "l2",
+            FwdMode::L3 => "l3",
+        }
+    }
+}
+
+/// One port as the forwarder knows it.
+#[derive(Debug)]
+pub struct Port {
+    /// Interface name (stays when the interface is deleted and recreated).
+    pub iface: String,
+    /// Current ifindex; `None` while the interface is gone.
+    pub ifindex: Option<u32>,
+    /// Its MAC (L3: frames to another MAC go to the kernel).
+    pub mac: [u8; 6],
+    /// False while paused (down or gone): nothing leaves by it.
+    pub up: bool,
+    /// L2: index of the peer port.
+    pub peer: Option<usize>,
+    /// The attach mode obtained.
+    pub mode: Option<XdpMode>,
+    link: Option<XdpLink>,
+    written_ifindex: Option<u32>,
+}
+
+/// Per-port counters: `(packets, bytes)` per [`REASONS`] entry, summed over CPUs.
+pub type PortCounters = [(u64, u64); abi::FP_FWD_COUNT as usize];
+
+/// The loaded forwarder.
+#[derive(Debug)]
+pub struct Forwarder {
+    mode: FwdMode,
+    prog: OwnedFd,
+    fwd_in: MapHandle,
+    fwd_ports: MapHandle,
+    fwd_stats: MapHandle,
+    ports: Vec<Port>,
+}
+
+fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
+    move |cause| BpfError::Map { map, cause }
+}
+
+impl Forwarder {
+    /// Loads `bpf/xdp_fwd.bpf.c` for `mode`; no port yet.
+    pub fn load(mode: FwdMode) -> Result<Self, BpfError> {
+        let mut storage = MaybeUninit::uninit();
+        let builder = skel::xdp_fwd::XdpFwdSkelBuilder::default();
+        let mut open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: "xdp_fwd", cause })?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.fwd_mode = match mode {
+                FwdMode::L2 => abi::FP_FWD_L2,
+                FwdMode::L3 => abi::FP_FWD_L3,
+            };
+        }
+        let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_fwd", cause })?;
+        let h = |m: &libbpf_rs::MapMut<'_>, name: &'static str| MapHandle::try_from(m).map_err(map_err(name));
+        Ok(Self {
+            mode,
+            prog: owned_prog_fd(s.progs.xdp_fwd.as_fd())?,
+            fwd_in: h(&s.maps.fwd_in, "fwd_in")?,
+            fwd_ports: h(&s.maps.fwd_ports, "fwd_ports")?,
+            fwd_stats: h(&s.maps.fwd_stats, "fwd_stats")?,
+            ports: Vec::new(),
+        })
+    }
+
+    /// The mode it was loaded for.
+    pub fn mode(&self) -> FwdMode {
+        self.mode
+    }
+
+    /// The ports, by index.
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// Adds a port (not yet attached: see [`Forwarder::attach`]). Errors past [`MAX_PORTS`].
+    pub fn add_port(&mut self, iface: &str, ifindex: u32, mac: [u8; 6]) -> Result<usize, BpfError> {
+        if self.ports.len() >= MAX_PORTS {
+            return Err(BpfError::BadValue {
+                what: "-i",
+                value: iface.to_string(),
+                accepted: format!("at most {MAX_PORTS} ports"),
+            });
+        }
+        self.ports.push(Port {
+            iface: iface.to_string(),
+            ifindex: Some(ifindex),
+            mac,
+            up: true,
+            peer: None,
+            mode: None,
+            link: None,
+            written_ifindex: None,
+        });
+        Ok(self.ports.len() - 1)
+    }
+
+    /// L2: frames arriving on `a` leave by `b` and the other way round.
+    pub fn pair(&mut self, a: usize, b: usize) {
+        self.ports[a].peer = Some(b);
+        self.ports[b].peer = Some(a);
+    }
+
+    /// Attaches the program to port `i` (`mode` None: native, else skb) and writes the maps.
+    /// Returns the notes of any fallback taken.
+    pub fn attach(&mut self, i: usize, mode: Option<XdpMode>, force: bool) -> Result<Vec<String>, BpfError> {
+        let p = &self.ports[i];
+        let ifindex = p.ifindex.ok_or_else(|| BpfError::BadValue {
+            what: "port",
+            value: p.iface.clone(),
+            accepted: "an interface that exists".into(),
+        })?;
+        let fd = self.prog.as_raw_fd();
+        let iface = p.iface.clone();
+        let a = attach_with_fallback(&iface, ifindex, mode, |m| XdpLink::attach(fd, &iface, ifindex, m, force))?;
+        let p = &mut self.ports[i];
+        p.link = Some(a.prog);
+        p.mode = Some(a.mode);
+        self.sync()?;
+        Ok(a.notes)
+    }
+
+    /// Pauses port `i` (down, or deleted: `gone`). Frames stop leaving by it at once.
+    pub fn pause(&mut self, i: usize, gone: bool) -> Result<(), BpfError> {
+        let p = &mut self.ports[i];
+        p.up = false;
+        if gone {
+            p.ifindex = None;
+            p.link = None; // the kernel detached it with the interface
+        }
+        self.sync()
+    }
+
+    /// Resumes port `i`, up, as `ifindex` with `mac`: re-attaches the program if the interface
+    /// is new (recreated) or lost its program. Returns the fallback notes.
+    pub fn resume(
+        &mut self,
+        i: usize,
+        ifindex: u32,
+        mac: [u8; 6],
+        mode: Option<XdpMode>,
+        force: bool,
+    ) -> Result<Vec<String>, BpfError> {
+        let reattach = {
+            let p = &self.ports[i];
+            p.ifindex != Some(ifindex) || p.link.is_none()
+        };
+        {
+            let p = &mut self.ports[i];
+            p.ifindex = Some(ifindex);
+            p.mac = mac;
+            p.up = true;
+        }
+        if reattach {
+            self.ports[i].link = None;
+            return self.attach(i, mode, force);
+        }
+        self.sync()?;
+        Ok(Vec::new())
+    }
+
+    /// Writes `fwd_in` and `fwd_ports` from the ports' state: every present port is known as
+    /// an ingress; only present and up ports can be left by.
+    fn sync(&mut self) -> Result<(), BpfError> {
+        // Egress first: a paused port stops taking frames before anything else changes.
+        for p in &self.ports {
+            if let Some(old) = p.written_ifindex {
+                if !(p.up && p.ifindex == Some(old)) {
+                    let _ = self.fwd_ports.delete(&old.to_ne_bytes());
+                }
+            }
+        }
+        for (slot, p) in self.ports.iter().enumerate() {
+            if let Some(old) = p.written_ifindex {
+                if p.ifindex != Some(old) {
+                    let _ = self.fwd_in.delete(&old.to_ne_bytes());
+                }
+            }
+            let Some(ifindex) = p.ifindex else { continue };
+            let peer_ifindex = p.peer.and_then(|j| self.ports[j].ifindex).unwrap_or(0);
+            let v = fp_fwd_port { slot: slot as u32, peer_ifindex, mac: p.mac, ..Zeroable::zeroed() };
+            self.fwd_in.update(&ifindex.to_ne_bytes(), bytes_of(&v), MapFlags::ANY).map_err(map_err("fwd_in"))?;
+        }
+        for p in &mut self.ports {
+            match p.ifindex {
+                Some(ifindex) if p.up => {
+                    let v = bpf_devmap_val { ifindex, ..Zeroable::zeroed() };
+                    self.fwd_ports
+                        .update(&ifindex.to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
+                        .map_err(map_err("fwd_ports"))?;
+                }
+                _ => {}
+            }
+            p.written_ifindex = p.ifindex;
+        }
+        Ok(())
+    }
+
+    /// Counters of port `i`.
+    pub fn counters(&self, i: usize) -> Result<PortCounters, BpfError> {
+        let mut out = [(0u64, 0u64); abi::FP_FWD_COUNT as usize];
+        for (r, o) in out.iter_mut().enumerate() {
+            let key = (i as u32 * abi::FP_FWD_COUNT + r as u32).to_ne_bytes();
+            let v = self.fwd_stats.lookup_percpu(&key, MapFlags::ANY).map_err(map_err("fwd_stats"))?;
+            for b in v.unwrap_or_default() {
+                if let Some(st) = abi::read::<fp_pkt_stats>(&b) {
+                    o.0 += st.packets;
+                    o.1 += st.bytes;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
