@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::fwd::{FwdMode, Forwarder, PortCounters, REASONS};
+use fastpath::bpf::fwd::{Forwarder, FwdMode, PortCounters, REASONS};
 use fastpath::netdev::{link_state, LinkState};
 use serde_json::json;
 
@@ -78,8 +78,8 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     let mut states: Vec<LinkState> = Vec::new();
     for i in &a.ifaces {
-        let s = link_state(i)
-            .ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
+        let s =
+            link_state(i).ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
         states.push(s);
     }
     let xdp_mode = a.xdp_mode.mode();
@@ -93,20 +93,29 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
     }
     // On any error below, dropping `fwd` detaches every program attached so far.
-    for k in 0..a.ifaces.len() {
+    for (k, st) in states.iter().enumerate() {
         for note in fwd.attach(k, xdp_mode, a.force)? {
             eprintln!("fastpath fwd: {note}");
         }
-        if !states[k].up {
+        if !st.up {
             fwd.pause(k, false)?;
         }
     }
     let ports_desc: Vec<String> = fwd
         .ports()
         .iter()
-        .map(|p| format!("{} ({}{})", p.iface, p.mode.map(|m| m.name()).unwrap_or("?"), if p.up { "" } else { ", paused" }))
+        .map(|p| {
+            format!("{} ({}{})", p.iface, p.mode.map(|m| m.name()).unwrap_or("?"), if p.up { "" } else { ", paused" })
+        })
         .collect();
-    if !a.run.json {
+    if a.run.json {
+        let ports: Vec<_> = fwd
+            .ports()
+            .iter()
+            .map(|p| json!({"iface": p.iface, "ifindex": p.ifindex, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up}))
+            .collect();
+        println!("{}", json!({"type": "ready", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "ports": ports}));
+    } else {
         println!("fwd {}: {}; Ctrl-C stops", mode.name(), ports_desc.join(", "));
     }
 
@@ -120,8 +129,8 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         std::thread::sleep(POLL.min(end.saturating_duration_since(Instant::now())));
         let t = start.elapsed().as_secs_f64();
         // Follow the links.
-        for k in 0..a.ifaces.len() {
-            let name = a.ifaces[k].clone();
+        for (k, name) in a.ifaces.iter().enumerate() {
+            let name = name.clone();
             let now = link_state(&name);
             let was = states[k];
             let known = fwd.ports()[k].ifindex;
@@ -145,7 +154,11 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                                 t,
                                 &name,
                                 "recreated",
-                                format!("re-attached as ifindex {}{}", s.ifindex, if s.up { "" } else { " (down: paused)" }),
+                                format!(
+                                    "re-attached as ifindex {}{}",
+                                    s.ifindex,
+                                    if s.up { "" } else { " (down: paused)" }
+                                ),
                             );
                             states[k] = s;
                         }
@@ -184,13 +197,15 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             prev_t = now_t;
             let mut ports = Vec::new();
             let mut text = Vec::new();
-            for k in 0..a.ifaces.len() {
+            for (k, pv) in prev.iter_mut().enumerate() {
                 let c = fwd.counters(k)?;
-                let d: PortCounters = std::array::from_fn(|r| (c[r].0 - prev[k][r].0, c[r].1 - prev[k][r].1));
+                let d: PortCounters = std::array::from_fn(|r| (c[r].0 - pv[r].0, c[r].1 - pv[r].1));
                 let rx: u64 = d.iter().map(|x| x.0).sum();
                 let other = rx - d[0].0;
-                ports.push(json!({"iface": a.ifaces[k], "rx_pps": rx as f64 / secs, "forwarded_pps": d[0].0 as f64 / secs,
-                                  "forwarded_bps": d[0].1 as f64 * 8.0 / secs, "counters": counters_json(&d)}));
+                ports.push(
+                    json!({"iface": a.ifaces[k], "rx_pps": rx as f64 / secs, "forwarded_pps": d[0].0 as f64 / secs,
+                                  "forwarded_bps": d[0].1 as f64 * 8.0 / secs, "counters": counters_json(&d)}),
+                );
                 text.push(format!(
                     "{} rx {:.3} Mpps fwd {:.3} Mpps other {}",
                     a.ifaces[k],
@@ -198,7 +213,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     d[0].0 as f64 / secs / 1e6,
                     other
                 ));
-                prev[k] = c;
+                *pv = c;
             }
             if a.run.json {
                 println!("{}", json!({"type": "interval", "t_s": t, "ports": ports}));

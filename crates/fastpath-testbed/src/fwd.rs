@@ -95,12 +95,9 @@ fn mac_of(ns: &str, iface: &str) -> Result<String, TestbedError> {
     let args = ["-n", ns, "-o", "link", "show", "dev", iface];
     let out = cmd::run("ip", &args)?;
     let tokens: Vec<&str> = out.split_whitespace().collect();
-    tokens
-        .iter()
-        .position(|t| *t == "link/ether")
-        .and_then(|i| tokens.get(i + 1))
-        .map(|s| s.to_string())
-        .ok_or_else(|| TestbedError::Parse { cmd: format!("ip {}", args.join(" ")), detail: "no `link/ether <mac>`".into() })
+    tokens.iter().position(|t| *t == "link/ether").and_then(|i| tokens.get(i + 1)).map(|s| s.to_string()).ok_or_else(
+        || TestbedError::Parse { cmd: format!("ip {}", args.join(" ")), detail: "no `link/ether <mac>`".into() },
+    )
 }
 
 impl FwdBed {
@@ -143,8 +140,7 @@ impl FwdBed {
             cmd::ip(&format!("-n {ns} route add default via {gw4}"))?;
             cmd::ip(&format!("-n {ns} -6 route add default via {gw6}"))?;
         }
-        let macs: Vec<String> =
-            ends.iter().map(|(ns, iface, _, _)| mac_of(ns, iface)).collect::<Result<_, _>>()?;
+        let macs: Vec<String> = ends.iter().map(|(ns, iface, _, _)| mac_of(ns, iface)).collect::<Result<_, _>>()?;
         // Permanent neighbours on both links, both ways.
         let neigh = [
             (&ns_a, &ia, &macs[1], FWD_IP4_FA, FWD_IP6_FA),

@@ -606,10 +606,9 @@ impl XdpGen {
             let mut h = crate::abi::fp_gen_hdr { set: 1, ..Default::default() };
             h.macs.copy_from_slice(&frame[..12]);
             h.ttl = if frame[12..14] == [0x86, 0xdd] { frame.get(21).copied().unwrap_or(64) } else { frame[22] };
-            self.hdr.update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&h), MapFlags::ANY).map_err(|e| SysError {
-                call: format!("BPF map gen_hdr update: {e}"),
-                errno: libc::EIO,
-            })?;
+            self.hdr
+                .update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&h), MapFlags::ANY)
+                .map_err(|e| SysError { call: format!("BPF map gen_hdr update: {e}"), errno: libc::EIO })?;
         }
         let r = sys::bpf::prog_test_run(
             self.prog.as_fd(),
