@@ -5,7 +5,8 @@
  * One program, attached to every port. Per frame it finds its ingress port in `fwd_in` and
  *  - L2 mode: redirects the frame unchanged through the DEVMAP `fwd_ports` to the port's peer
  *    (a bridge port pair); a peer that is paused (down, deleted) is not in `fwd_ports` and the
- *    frame is dropped and counted `drop_peer_down`;
+ *    frame is dropped and counted `drop_peer_down`; a frame larger than the peer's MTU allows
+ *    is dropped and counted `drop_mtu` (the peer's driver would drop it uncounted);
  *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the main table
  *    and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next hop,
  *    decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
@@ -28,7 +29,25 @@
 #include <linux/in.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 #include "fastpath_abi.h"
+
+/* The kernel types the tracepoints pass (CO-RE: only the fields read). */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+typedef struct {
+	struct net *net;
+} possible_net_t;
+struct net_device {
+	int ifindex;
+	possible_net_t nd_net;
+} __attribute__((preserve_access_index));
+struct bpf_prog;
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -38,6 +57,8 @@
 #endif
 
 const volatile __u32 fwd_mode = FP_FWD_L2;
+/* The ports' network namespace (inode number): ifindexes are per namespace. */
+const volatile __u32 fwd_netns_ino = 0;
 
 /* ingress ifindex -> its slot, MAC and (L2) peer */
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct fp_fwd_port); } fwd_in SEC(".maps");
@@ -45,6 +66,8 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_PORTS);
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP_HASH); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } fwd_ports SEC(".maps");
 /* slot * FP_FWD_COUNT + reason -> packets, bytes (per CPU) */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS * FP_FWD_COUNT); __type(key, __u32); __type(value, struct fp_pkt_stats); } fwd_stats SEC(".maps");
+/* slot -> what became of redirected frames (per CPU) */
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct fp_fwd_after); } fwd_after SEC(".maps");
 
 static __always_inline int count(__u32 slot, __u32 reason, __u64 bytes, int action)
 {
@@ -93,6 +116,9 @@ int xdp_fwd(struct xdp_md *ctx)
 	slot = port->slot & (FP_FWD_MAX_PORTS - 1);
 
 	if (fwd_mode == FP_FWD_L2) {
+		/* The redirect would drop it after we counted it forwarded (xdp_ok_fwd_dev()). */
+		if (port->peer_max_bytes && bytes > port->peer_max_bytes)
+			return count(slot, FP_FWD_DROP_MTU, bytes, XDP_DROP);
 		act = bpf_redirect_map(&fwd_ports, port->peer_ifindex, XDP_DROP);
 		return count(slot, act == XDP_REDIRECT ? FP_FWD_FORWARDED : FP_FWD_DROP_PEER_DOWN, bytes, act);
 	}
@@ -161,6 +187,50 @@ int xdp_fwd(struct xdp_md *ctx)
 	__builtin_memcpy(eth->h_dest, fib.dmac, 6);
 	__builtin_memcpy(eth->h_source, fib.smac, 6);
 	return count(slot, FP_FWD_FORWARDED, bytes, XDP_REDIRECT);
+}
+
+/* The port a device is, if it is one of ours (same ifindex, same network namespace). */
+static __always_inline struct fp_fwd_after *after_of(const struct net_device *dev)
+{
+	__u32 ifindex = BPF_CORE_READ(dev, ifindex);
+	struct fp_fwd_port *p;
+	__u32 slot;
+
+	if (BPF_CORE_READ(dev, nd_net.net, ns.inum) != fwd_netns_ino)
+		return NULL;
+	p = bpf_map_lookup_elem(&fwd_in, &ifindex);
+	if (!p)
+		return NULL;
+	slot = p->slot & (FP_FWD_MAX_PORTS - 1);
+	return bpf_map_lookup_elem(&fwd_after, &slot);
+}
+
+/* trace_xdp_redirect_err(dev, xdp, tgt, err, ...): a frame the program redirected (and counted
+ * forwarded) could not be enqueued (egress down, too long for it: xdp_ok_fwd_dev()). Only the
+ * first four arguments are read; they are the same since 4.x (kernel >= 5.5 for tp_btf). */
+SEC("tp_btf/xdp_redirect_err")
+int BPF_PROG(fwd_redirect_err, const struct net_device *dev, const struct bpf_prog *xdp, const void *tgt, int err)
+{
+	struct fp_fwd_after *a = after_of(dev);
+
+	if (a)
+		a->redirect_err++;
+	return 0;
+}
+
+/* trace_xdp_devmap_xmit(from_dev, to_dev, sent, drops, err): one bulk handed to the egress
+ * driver's ndo_xdp_xmit (kernel/bpf/devmap.c bq_xmit_all()). */
+SEC("tp_btf/xdp_devmap_xmit")
+int BPF_PROG(fwd_devmap_xmit, const struct net_device *from_dev, const struct net_device *to_dev, int sent, int drops,
+	     int err)
+{
+	struct fp_fwd_after *a = after_of(to_dev);
+
+	if (a) {
+		a->xmit_sent += sent > 0 ? sent : 0;
+		a->xmit_drops += drops > 0 ? drops : 0;
+	}
+	return 0;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -322,6 +322,8 @@ struct fp_fwd_port {
 	__u32 peer_ifindex;   /* L2: where its frames go */
 	__u8  mac[6];         /* L3: frames addressed to another MAC go to the kernel */
 	__u8  _pad[2];
+	__u32 peer_max_bytes; /* L2: the largest frame the peer port takes (its MTU + 14 + 4, as
+	                       * xdp_ok_fwd_dev() checks); 0: no limit known */
 };
 /* Reasons, per ingress port: every frame is counted under exactly one. */
 #define FP_FWD_FORWARDED         0   /* XDP_REDIRECT through fwd_ports */
@@ -334,7 +336,16 @@ struct fp_fwd_port {
 #define FP_FWD_PASS_FIB          7   /* any other FIB verdict (local, unreachable, forwarding off) */
 #define FP_FWD_PASS_NO_PORT      8   /* the egress interface is not a port (or is paused) */
 #define FP_FWD_PASS_MALFORMED    9   /* truncated headers */
-#define FP_FWD_COUNT             10
-_Static_assert(sizeof(struct fp_fwd_port) == 16, "fp_fwd_port: 16 bytes");
+#define FP_FWD_DROP_MTU          10  /* L2: larger than the peer's MTU allows: XDP_DROP */
+#define FP_FWD_COUNT             11
+_Static_assert(sizeof(struct fp_fwd_port) == 20, "fp_fwd_port: 20 bytes");
+/* What happened to forwarded frames after the program returned XDP_REDIRECT, per port, from
+ * the kernel's XDP tracepoints (native mode; a generic-mode redirect fires neither). */
+struct fp_fwd_after {
+	__u64 redirect_err;   /* by ingress port: the redirect failed at enqueue (xdp_redirect_err) */
+	__u64 xmit_sent;      /* by egress port: frames its driver took (xdp_devmap_xmit sent) */
+	__u64 xmit_drops;     /* by egress port: frames its driver refused (xdp_devmap_xmit drops) */
+};
+_Static_assert(sizeof(struct fp_fwd_after) == 24, "fp_fwd_after: 24 bytes");
 
 #endif /* FASTPATH_ABI_H */

@@ -1,8 +1,11 @@
 //! `fastpath fwd`: forwarding between interfaces at the driver (crates/fastpath/src/bpf/fwd.rs),
-//! with the ports followed while it runs: a port that goes down (or whose veth peer does) or is
-//! deleted is paused, one that comes back is resumed, a recreated interface gets the program
-//! again, an MTU change is logged. Every frame is counted once per ingress port
-//! (`fastpath::bpf::fwd::REASONS`).
+//! with the ports followed while it runs from rtnetlink notifications
+//! (`fastpath::netdev::watch`, docs/ARCHITECTURE.md §13): a port that goes down (or whose veth
+//! peer does) or is deleted is paused, one that comes back is resumed, a recreated interface
+//! gets the program again, an MTU change is applied and logged, queue-count, neighbour and
+//! address changes are logged. Every frame is counted once per ingress port
+//! (`fastpath::bpf::fwd::REASONS`), and what the kernel did with redirected frames afterwards
+//! per port (`after`: redirect failures, frames the egress driver took or refused).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,16 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::fwd::{Forwarder, FwdMode, PortCounters, REASONS};
+use fastpath::bpf::fwd::{AfterCounters, Forwarder, FwdMode, PortCounters, REASONS};
+use fastpath::netdev::watch::{NetEvent, NetWatch};
 use fastpath::netdev::{link_state, LinkState};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
 use crate::bench_cmd::enter_ns;
-use crate::error::{env, require_privileges, usage, CliResult};
-
-/// How often the ports' state is read.
-const POLL: Duration = Duration::from_millis(100);
+use crate::error::{env, kernel, require_privileges, usage, CliResult};
 
 fn check_args(a: &FwdArgs) -> CliResult<()> {
     let n = a.ifaces.len();
@@ -63,6 +64,108 @@ fn counters_json(c: &PortCounters) -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
+/// The longest wait for notifications: the interval lines and the end are checked at least this
+/// often.
+const WAIT_MAX: Duration = Duration::from_millis(100);
+/// Every port is re-read this often even without a notification (a backstop; notifications
+/// are what makes the forwarder react within milliseconds).
+const RESYNC: Duration = Duration::from_secs(1);
+
+/// The port (by index) an rtnetlink notification is about: its name, or the ifindex it has.
+fn port_of(fwd: &Forwarder, ifaces: &[String], name: Option<&str>, ifindex: u32) -> Option<usize> {
+    ifaces
+        .iter()
+        .position(|i| Some(i.as_str()) == name)
+        .or_else(|| fwd.ports().iter().position(|p| p.ifindex == Some(ifindex)))
+}
+
+fn mac_text(m: &[u8; 6]) -> String {
+    m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// What the forwarder knows of its ports' links, and what it does when they change.
+struct Follow {
+    json: bool,
+    xdp_mode: Option<fastpath::bpf::XdpMode>,
+    force: bool,
+    states: Vec<LinkState>,
+    queues: Vec<Option<(u32, u32)>>,
+    events: u64,
+    l3_events: u64,
+}
+
+impl Follow {
+    /// Reads port `k`'s link by name and brings the forwarder in line: a deleted interface is
+    /// paused, a recreated one re-attached, down/up pause and resume, a new MTU is applied
+    /// (L2 drop limit) and logged, a new MAC written.
+    fn follow(&mut self, fwd: &mut Forwarder, k: usize, name: &str, t: f64) -> CliResult<()> {
+        let now = link_state(name);
+        let was = self.states[k];
+        let known = fwd.ports()[k].ifindex;
+        match now {
+            None if known.is_some() => {
+                fwd.pause(k, true)?;
+                self.events += 1;
+                event_line(self.json, t, name, "deleted", "paused; waiting for it to come back".into());
+            }
+            None => {}
+            Some(s) if known != Some(s.ifindex) => {
+                // Recreated (or back after a delete): attach to the new interface.
+                match fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force) {
+                    Ok(_) => {
+                        self.events += 1;
+                        fwd.set_mtu(k, s.mtu)?;
+                        if !s.up {
+                            fwd.pause(k, false)?;
+                        }
+                        let how = if s.up { "" } else { " (down: paused)" };
+                        event_line(
+                            self.json,
+                            t,
+                            name,
+                            "recreated",
+                            format!("re-attached as ifindex {}{how}", s.ifindex),
+                        );
+                        self.states[k] = s;
+                    }
+                    // Tried again at the next notification or resync; said once per attempt.
+                    Err(e) => event_line(self.json, t, name, "reattach-failed", format!("{e}")),
+                }
+            }
+            Some(s) => {
+                if s.up != fwd.ports()[k].up {
+                    self.events += 1;
+                    if s.up {
+                        fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force)?;
+                        event_line(self.json, t, name, "up", "resumed".into());
+                    } else {
+                        fwd.pause(k, false)?;
+                        event_line(self.json, t, name, "down", "paused".into());
+                    }
+                }
+                if s.mtu != was.mtu {
+                    self.events += 1;
+                    fwd.set_mtu(k, s.mtu)?;
+                    let limit = match fwd.ports()[k].peer {
+                        Some(j) => format!(
+                            "; frames from {} over {} bytes are dropped as drop_mtu",
+                            fwd.ports()[j].iface,
+                            s.mtu.saturating_add(fastpath::bpf::fwd::L2_OVERHEAD_BYTES)
+                        ),
+                        None => "; larger frames routed to it go to the kernel (pass_frag_needed)".into(),
+                    };
+                    event_line(self.json, t, name, "mtu", format!("{} -> {} bytes{limit}", was.mtu, s.mtu));
+                }
+                if s.mac != was.mac {
+                    fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force)?;
+                }
+                self.states[k] = s;
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_args(a)?;
     require_privileges("fwd")?;
@@ -76,6 +179,8 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             "--mode l3 needs IPv4 forwarding on in this namespace (bpf_fib_lookup answers FWD_DISABLED otherwise): sysctl -w net.ipv4.ip_forward=1"
         )));
     }
+    // Subscribed before the links are read, so no change between the two is missed.
+    let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
     let mut states: Vec<LinkState> = Vec::new();
     for i in &a.ifaces {
         let s =
@@ -85,7 +190,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let xdp_mode = a.xdp_mode.mode();
     let mut fwd = Forwarder::load(mode)?;
     for (i, s) in a.ifaces.iter().zip(&states) {
-        fwd.add_port(i, s.ifindex, s.mac)?;
+        fwd.add_port(i, s.ifindex, s.mac, s.mtu)?;
     }
     if mode == FwdMode::L2 {
         for k in (0..a.ifaces.len()).step_by(2) {
@@ -123,71 +228,105 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut next_line = start + Duration::from_secs_f64(a.run.interval);
     let end = start + Duration::from_secs_f64(a.run.duration);
     let mut prev: Vec<PortCounters> = (0..a.ifaces.len()).map(|k| fwd.counters(k)).collect::<Result<_, _>>()?;
+    let mut prev_after: Vec<AfterCounters> = (0..a.ifaces.len()).map(|k| fwd.after(k)).collect::<Result<_, _>>()?;
     let mut prev_t = start;
-    let mut events = 0u64;
+    let mut fol = Follow {
+        json: a.run.json,
+        xdp_mode,
+        force: a.force,
+        states,
+        queues: vec![None; a.ifaces.len()],
+        events: 0,
+        l3_events: 0,
+    };
+    let mut last_resync = start;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        std::thread::sleep(POLL.min(end.saturating_duration_since(Instant::now())));
+        let now = Instant::now();
+        let wait =
+            RESYNC.min(next_line.saturating_duration_since(now)).min(end.saturating_duration_since(now)).min(WAIT_MAX);
+        let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
         let t = start.elapsed().as_secs_f64();
-        // Follow the links.
-        for (k, name) in a.ifaces.iter().enumerate() {
-            let name = name.clone();
-            let now = link_state(&name);
-            let was = states[k];
-            let known = fwd.ports()[k].ifindex;
-            match now {
-                None if known.is_some() => {
-                    fwd.pause(k, true)?;
-                    events += 1;
-                    event_line(a.run.json, t, &name, "deleted", "paused; waiting for it to come back".into());
-                }
-                None => {}
-                Some(s) if known != Some(s.ifindex) => {
-                    // Recreated (or back after a delete): attach to the new interface.
-                    match fwd.resume(k, s.ifindex, s.mac, xdp_mode, a.force) {
-                        Ok(_) => {
-                            events += 1;
-                            if !s.up {
-                                fwd.pause(k, false)?;
-                            }
+        let mut dirty = vec![false; a.ifaces.len()];
+        let mut resync = last_resync.elapsed() >= RESYNC;
+        for e in evs {
+            match e {
+                NetEvent::Link(l) => {
+                    if let Some(k) = port_of(&fwd, &a.ifaces, Some(&l.name), l.ifindex) {
+                        dirty[k] = true;
+                        let q = (l.rx_queues, l.tx_queues);
+                        if let Some(old) = fol.queues[k].filter(|old| *old != q) {
+                            fol.events += 1;
                             event_line(
                                 a.run.json,
                                 t,
-                                &name,
-                                "recreated",
+                                &a.ifaces[k],
+                                "queues",
                                 format!(
-                                    "re-attached as ifindex {}{}",
-                                    s.ifindex,
-                                    if s.up { "" } else { " (down: paused)" }
+                                    "rx/tx queues {}/{} -> {}/{} (the program serves every queue)",
+                                    old.0, old.1, q.0, q.1
                                 ),
                             );
-                            states[k] = s;
                         }
-                        Err(e) => {
-                            // Try again at the next poll; say why once per attempt.
-                            event_line(a.run.json, t, &name, "reattach-failed", format!("{e}"));
-                        }
+                        fol.queues[k] = Some(q);
                     }
                 }
-                Some(s) => {
-                    if s.up != fwd.ports()[k].up {
-                        events += 1;
-                        if s.up {
-                            fwd.resume(k, s.ifindex, s.mac, xdp_mode, a.force)?;
-                            event_line(a.run.json, t, &name, "up", "resumed".into());
-                        } else {
-                            fwd.pause(k, false)?;
-                            event_line(a.run.json, t, &name, "down", "paused".into());
-                        }
+                NetEvent::LinkDeleted { ifindex, name } => {
+                    if let Some(k) = port_of(&fwd, &a.ifaces, Some(&name), ifindex) {
+                        dirty[k] = true;
+                        fol.queues[k] = None;
                     }
-                    if s.mtu != was.mtu {
-                        events += 1;
-                        event_line(a.run.json, t, &name, "mtu", format!("{} -> {} bytes", was.mtu, s.mtu));
-                    }
-                    if s.mac != was.mac {
-                        fwd.resume(k, s.ifindex, s.mac, xdp_mode, a.force)?;
-                    }
-                    states[k] = s;
                 }
+                // Multicast entries (noarp) do not steer forwarding: not logged.
+                NetEvent::Neighbour { ifindex, addr, lladdr, state, deleted }
+                    if mode == FwdMode::L3 && state != "noarp" =>
+                {
+                    if let Some(k) = port_of(&fwd, &a.ifaces, None, ifindex) {
+                        fol.l3_events += 1;
+                        let ll = lladdr.map(|m| format!(" lladdr {}", mac_text(&m))).unwrap_or_default();
+                        event_line(
+                            a.run.json,
+                            t,
+                            &a.ifaces[k],
+                            "neighbour",
+                            format!(
+                                "{addr}{ll} {}{} (bpf_fib_lookup reads the neighbour table per frame)",
+                                if deleted { "deleted, was " } else { "" },
+                                state
+                            ),
+                        );
+                    }
+                }
+                NetEvent::Address { ifindex, addr, prefix_len, deleted } if mode == FwdMode::L3 => {
+                    if let Some(k) = port_of(&fwd, &a.ifaces, None, ifindex) {
+                        fol.l3_events += 1;
+                        event_line(
+                            a.run.json,
+                            t,
+                            &a.ifaces[k],
+                            "address",
+                            format!("{addr}/{prefix_len} {}", if deleted { "removed" } else { "added" }),
+                        );
+                    }
+                }
+                NetEvent::Overrun => {
+                    resync = true;
+                    event_line(
+                        a.run.json,
+                        t,
+                        "-",
+                        "overrun",
+                        "rtnetlink notifications were lost: every port re-read".into(),
+                    );
+                }
+                _ => {}
+            }
+        }
+        if resync {
+            last_resync = Instant::now();
+        }
+        for (k, (name, dirty)) in a.ifaces.iter().zip(dirty).enumerate() {
+            if dirty || resync {
+                fol.follow(&mut fwd, k, name, t)?;
             }
         }
         if Instant::now() >= next_line {
@@ -202,9 +341,18 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 let d: PortCounters = std::array::from_fn(|r| (c[r].0 - pv[r].0, c[r].1 - pv[r].1));
                 let rx: u64 = d.iter().map(|x| x.0).sum();
                 let other = rx - d[0].0;
+                let af = fwd.after(k)?;
+                let pa = std::mem::replace(&mut prev_after[k], af);
+                let after = AfterCounters {
+                    redirect_err: af.redirect_err - pa.redirect_err,
+                    xmit_sent: af.xmit_sent - pa.xmit_sent,
+                    xmit_drops: af.xmit_drops - pa.xmit_drops,
+                };
                 ports.push(
                     json!({"iface": a.ifaces[k], "rx_pps": rx as f64 / secs, "forwarded_pps": d[0].0 as f64 / secs,
-                                  "forwarded_bps": d[0].1 as f64 * 8.0 / secs, "counters": counters_json(&d)}),
+                                  "forwarded_bps": d[0].1 as f64 * 8.0 / secs,
+                                  "xmit_sent_pps": after.xmit_sent as f64 / secs,
+                                  "counters": counters_json(&d), "after": after}),
                 );
                 text.push(format!(
                     "{} rx {:.3} Mpps fwd {:.3} Mpps other {}",
@@ -226,17 +374,23 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut ports = Vec::new();
     for (k, p) in fwd.ports().iter().enumerate() {
         let c = fwd.counters(k)?;
+        let after = fwd.after(k)?;
         ports.push(json!({"iface": p.iface, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up,
-                          "counters": counters_json(&c)}));
+                          "counters": counters_json(&c), "after": after}));
     }
     if a.run.json {
         println!(
             "{}",
             json!({"type": "summary", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "duration_s": secs,
-                   "link_events": events, "ports": ports})
+                   "link_events": fol.events, "l3_events": fol.l3_events, "ports": ports})
         );
     } else {
-        println!("fwd {} ran {secs:.1} s, {events} link event(s):", mode.name());
+        println!(
+            "fwd {} ran {secs:.1} s, {} link event(s), {} neighbour/address event(s):",
+            mode.name(),
+            fol.events,
+            fol.l3_events
+        );
         for p in &ports {
             println!("  {}: {}", p["iface"].as_str().unwrap_or("?"), p["counters"]);
         }

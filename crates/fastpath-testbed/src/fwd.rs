@@ -100,6 +100,39 @@ fn mac_of(ns: &str, iface: &str) -> Result<String, TestbedError> {
     )
 }
 
+/// Addresses (IPv6 without DAD, no router advertisements), link up, GRO on.
+fn end_up(ns: &str, iface: &str, ip4: Ipv4Addr, ip6: Ipv6Addr) -> Result<(), TestbedError> {
+    cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"), "0")?;
+    cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip4}/24"), "dev", iface])?;
+    cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip6}/64"), "dev", iface, "nodad"])?;
+    cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "up"])?;
+    cmd::run_in(ns, "ethtool", &["-K", iface, "gro", "on"])?;
+    Ok(())
+}
+
+/// A host's default routes via the forwarder, and permanent neighbour entries both ways on
+/// their link (`gw`: the forwarder's addresses there, `host`: the host's).
+#[allow(clippy::too_many_arguments)]
+fn host_routes(
+    ns_host: &str,
+    i_host: &str,
+    ns_f: &str,
+    i_f: &str,
+    mac_f: &str,
+    mac_host: &str,
+    gw: (Ipv4Addr, Ipv6Addr),
+    host: (Ipv4Addr, Ipv6Addr),
+) -> Result<(), TestbedError> {
+    cmd::ip(&format!("-n {ns_host} route add default via {}", gw.0))?;
+    cmd::ip(&format!("-n {ns_host} -6 route add default via {}", gw.1))?;
+    for (ns, iface, mac, (ip4, ip6)) in [(ns_host, i_host, mac_f, gw), (ns_f, i_f, mac_host, host)] {
+        for ip in [ip4.to_string(), ip6.to_string()] {
+            cmd::ip(&format!("-n {ns} neigh replace {ip} lladdr {mac} dev {iface} nud permanent"))?;
+        }
+    }
+    Ok(())
+}
+
 impl FwdBed {
     /// Builds the test bed named `name` (1 to 12 ASCII letters or digits; `None`: a unique
     /// name). On failure part-way everything created is removed.
@@ -128,31 +161,13 @@ impl FwdBed {
             (&ns_b, &ib, FWD_IP4_B, FWD_IP6_B),
         ];
         for (ns, iface, ip4, ip6) in ends {
-            cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"), "0")?;
-            cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip4}/24"), "dev", iface])?;
-            cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip6}/64"), "dev", iface, "nodad"])?;
-            cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "up"])?;
-            cmd::run_in(ns, "ethtool", &["-K", iface, "gro", "on"])?;
+            end_up(ns, iface, ip4, ip6)?;
         }
         cmd::write_in(&ns_f, "/proc/sys/net/ipv4/ip_forward", "1")?;
         cmd::write_in(&ns_f, "/proc/sys/net/ipv6/conf/all/forwarding", "1")?;
-        for (ns, gw4, gw6) in [(&ns_a, FWD_IP4_FA, FWD_IP6_FA), (&ns_b, FWD_IP4_FB, FWD_IP6_FB)] {
-            cmd::ip(&format!("-n {ns} route add default via {gw4}"))?;
-            cmd::ip(&format!("-n {ns} -6 route add default via {gw6}"))?;
-        }
         let macs: Vec<String> = ends.iter().map(|(ns, iface, _, _)| mac_of(ns, iface)).collect::<Result<_, _>>()?;
-        // Permanent neighbours on both links, both ways.
-        let neigh = [
-            (&ns_a, &ia, &macs[1], FWD_IP4_FA, FWD_IP6_FA),
-            (&ns_f, &ifa, &macs[0], FWD_IP4_A, FWD_IP6_A),
-            (&ns_f, &ifb, &macs[3], FWD_IP4_B, FWD_IP6_B),
-            (&ns_b, &ib, &macs[2], FWD_IP4_FB, FWD_IP6_FB),
-        ];
-        for (ns, iface, mac, ip4, ip6) in neigh {
-            for ip in [ip4.to_string(), ip6.to_string()] {
-                cmd::ip(&format!("-n {ns} neigh replace {ip} lladdr {mac} dev {iface} nud permanent"))?;
-            }
-        }
+        host_routes(&ns_a, &ia, &ns_f, &ifa, &macs[1], &macs[0], (FWD_IP4_FA, FWD_IP6_FA), (FWD_IP4_A, FWD_IP6_A))?;
+        host_routes(&ns_b, &ib, &ns_f, &ifb, &macs[2], &macs[3], (FWD_IP4_FB, FWD_IP6_FB), (FWD_IP4_B, FWD_IP6_B))?;
         rollback.0.clear();
         Ok(FwdBed {
             info: FwdBedInfo {
@@ -179,6 +194,36 @@ impl FwdBed {
             },
             owned: true,
         })
+    }
+
+    /// Deletes the link between the forwarder and host b (both ends go with the veth pair) and
+    /// makes it again as it was: same names, MACs, addresses, routes and neighbours, new
+    /// ifindexes. For the tests of a forwarder following a deleted and recreated port.
+    pub fn relink_b(&self) -> Result<(), TestbedError> {
+        let i = &self.info;
+        cmd::ip(&format!("-n {} link del {}", i.ns_f, i.iface_fb))?;
+        self.link_b_again()
+    }
+
+    /// The second half of [`FwdBed::relink_b`]: makes the link to b again after it was deleted.
+    pub fn link_b_again(&self) -> Result<(), TestbedError> {
+        let i = &self.info;
+        cmd::ip(&format!(
+            "-n {} link add {} address {} type veth peer name {} address {} netns {}",
+            i.ns_b, i.iface_b, i.mac_b, i.iface_fb, i.mac_fb, i.ns_f
+        ))?;
+        end_up(&i.ns_f, &i.iface_fb, i.ip4_fb, i.ip6_fb)?;
+        end_up(&i.ns_b, &i.iface_b, i.ip4_b, i.ip6_b)?;
+        host_routes(
+            &i.ns_b,
+            &i.iface_b,
+            &i.ns_f,
+            &i.iface_fb,
+            &i.mac_fb,
+            &i.mac_b,
+            (i.ip4_fb, i.ip6_fb),
+            (i.ip4_b, i.ip6_b),
+        )
     }
 
     /// Whether a forwarding test bed of this name exists (its `<name>-f` namespace).

@@ -3,8 +3,11 @@
 //!
 //! Source: include/uapi/linux/ethtool.h (struct ethtool_channels, ethtool_drvinfo,
 //! ethtool_sset_info, ethtool_gstrings, ethtool_stats). Needs no privileges.
+//! [`watch`]: link, neighbour and address changes as rtnetlink notifications.
 
 use crate::sys::{self, SysError};
+
+pub mod watch;
 
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -83,6 +84,25 @@ impl Running {
             let _ = std::io::copy(&mut out, &mut std::io::sink());
         });
         self.child
+    }
+
+    /// The child, and every JSON line it prints from now on with the time it arrived, collected
+    /// by a thread (joined when the process exits and its stdout closes).
+    #[allow(clippy::type_complexity)]
+    pub fn stream(self) -> (Child, Arc<Mutex<Vec<(Instant, Value)>>>, std::thread::JoinHandle<()>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let l2 = lines.clone();
+        let mut out = self.out;
+        let h = std::thread::spawn(move || {
+            let mut line = String::new();
+            while out.read_line(&mut line).unwrap_or(0) > 0 {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    l2.lock().unwrap().push((Instant::now(), v));
+                }
+                line.clear();
+            }
+        });
+        (self.child, lines, h)
     }
 
     /// SIGTERM (the process we started, by its PID), then the summary object and the exit status.

@@ -10,8 +10,11 @@
 //!
 //! Ports can be paused (down or deleted: frames that would leave by them are dropped in L2 and
 //! passed to the kernel in L3, each counted) and resumed with a new ifindex when an interface
-//! is recreated ([`Forwarder::resume`]). Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.18 for the
-//! frags-aware program (BPF_F_XDP_HAS_FRAGS), DEVMAP_HASH >= 5.4, bpf_fib_lookup >= 4.18.
+//! is recreated ([`Forwarder::resume`]). What the kernel did with redirected frames afterwards
+//! (enqueue failed, egress driver took or refused them) is counted from the XDP tracepoints
+//! ([`Forwarder::after`]). Needs CAP_BPF + CAP_NET_ADMIN (CAP_PERFMON for the tracepoints);
+//! kernel >= 5.18 for the frags-aware program (BPF_F_XDP_HAS_FRAGS), DEVMAP_HASH >= 5.4,
+//! bpf_fib_lookup >= 4.18, tp_btf >= 5.5.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -27,6 +30,11 @@ use crate::abi::{self, bpf_devmap_val, fp_fwd_port, fp_pkt_stats};
 /// Most ports of one forwarder.
 pub const MAX_PORTS: usize = abi::FP_FWD_MAX_PORTS as usize;
 
+/// Bytes a frame may have beyond its egress port's MTU: the Ethernet header and one VLAN tag
+/// (`xdp_ok_fwd_dev()` in include/linux/filter.h, which a DEVMAP redirect passes through:
+/// `mtu + hard_header_len + VLAN_HLEN`; a longer frame is dropped after the program returned).
+pub const L2_OVERHEAD_BYTES: u32 = 14 + 4;
+
 /// Counter names, in `FP_FWD_*` order (bpf/include/fastpath_abi.h).
 pub const REASONS: [&str; abi::FP_FWD_COUNT as usize] = [
     "forwarded",
@@ -39,6 +47,7 @@ pub const REASONS: [&str; abi::FP_FWD_COUNT as usize] = [
     "pass_fib",
     "pass_no_port",
     "pass_malformed",
+    "drop_mtu",
 ];
 
 /// How frames find their egress port.
@@ -70,6 +79,9 @@ pub struct Port {
     pub ifindex: Option<u32>,
     /// Its MAC (L3: frames to another MAC go to the kernel).
     pub mac: [u8; 6],
+    /// Its MTU in bytes (L2: frames from its peer larger than this + 18 bytes are dropped
+    /// as `drop_mtu`).
+    pub mtu: u32,
     /// False while paused (down or gone): nothing leaves by it.
     pub up: bool,
     /// L2: index of the peer port.
@@ -78,6 +90,19 @@ pub struct Port {
     pub mode: Option<XdpMode>,
     link: Option<XdpLink>,
     written_ifindex: Option<u32>,
+}
+
+/// What became of port `i`'s redirected frames after the program (native mode only), from the
+/// kernel's XDP tracepoints: `redirect_err` is by ingress port, `xmit_*` by egress port, so
+/// that summed over the ports, forwarded = redirect_err + xmit_sent + xmit_drops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AfterCounters {
+    /// Frames this port received and redirected whose enqueue failed (`xdp_redirect_err`).
+    pub redirect_err: u64,
+    /// Frames the driver of this port took for transmission (`xdp_devmap_xmit` sent).
+    pub xmit_sent: u64,
+    /// Frames the driver of this port refused (`xdp_devmap_xmit` drops: ring full, peer down).
+    pub xmit_drops: u64,
 }
 
 /// Per-port counters: `(packets, bytes)` per [`REASONS`] entry, summed over CPUs.
@@ -91,6 +116,8 @@ pub struct Forwarder {
     fwd_in: MapHandle,
     fwd_ports: MapHandle,
     fwd_stats: MapHandle,
+    fwd_after: MapHandle,
+    _tracepoints: Vec<libbpf_rs::Link>,
     ports: Vec<Port>,
 }
 
@@ -109,8 +136,16 @@ impl Forwarder {
                 FwdMode::L2 => abi::FP_FWD_L2,
                 FwdMode::L3 => abi::FP_FWD_L3,
             };
+            ro.fwd_netns_ino = super::monitor::current_netns_ino();
         }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_fwd", cause })?;
+        let mut tracepoints = Vec::new();
+        for (tracepoint, p) in [
+            ("tp_btf/xdp_redirect_err", &s.progs.fwd_redirect_err),
+            ("tp_btf/xdp_devmap_xmit", &s.progs.fwd_devmap_xmit),
+        ] {
+            tracepoints.push(p.attach().map_err(|cause| BpfError::AttachTracepoint { tracepoint, cause })?);
+        }
         let h = |m: &libbpf_rs::MapMut<'_>, name: &'static str| MapHandle::try_from(m).map_err(map_err(name));
         Ok(Self {
             mode,
@@ -118,6 +153,8 @@ impl Forwarder {
             fwd_in: h(&s.maps.fwd_in, "fwd_in")?,
             fwd_ports: h(&s.maps.fwd_ports, "fwd_ports")?,
             fwd_stats: h(&s.maps.fwd_stats, "fwd_stats")?,
+            fwd_after: h(&s.maps.fwd_after, "fwd_after")?,
+            _tracepoints: tracepoints,
             ports: Vec::new(),
         })
     }
@@ -132,8 +169,9 @@ impl Forwarder {
         &self.ports
     }
 
-    /// Adds a port (not yet attached: see [`Forwarder::attach`]). Errors past [`MAX_PORTS`].
-    pub fn add_port(&mut self, iface: &str, ifindex: u32, mac: [u8; 6]) -> Result<usize, BpfError> {
+    /// Adds a port with its MTU in bytes (not yet attached: see [`Forwarder::attach`]).
+    /// Errors past [`MAX_PORTS`].
+    pub fn add_port(&mut self, iface: &str, ifindex: u32, mac: [u8; 6], mtu: u32) -> Result<usize, BpfError> {
         if self.ports.len() >= MAX_PORTS {
             return Err(BpfError::BadValue {
                 what: "-i",
@@ -145,6 +183,7 @@ impl Forwarder {
             iface: iface.to_string(),
             ifindex: Some(ifindex),
             mac,
+            mtu,
             up: true,
             peer: None,
             mode: None,
@@ -218,6 +257,14 @@ impl Forwarder {
         Ok(Vec::new())
     }
 
+    /// Port `i`'s MTU changed to `mtu` bytes: in L2, frames its peer sends larger than
+    /// `mtu` + 18 (Ethernet header and one VLAN tag, the limit of `xdp_ok_fwd_dev()`) are
+    /// dropped and counted `drop_mtu` from now on.
+    pub fn set_mtu(&mut self, i: usize, mtu: u32) -> Result<(), BpfError> {
+        self.ports[i].mtu = mtu;
+        self.sync()
+    }
+
     /// Writes `fwd_in` and `fwd_ports` from the ports' state: every present port is known as
     /// an ingress; only present and up ports can be left by.
     fn sync(&mut self) -> Result<(), BpfError> {
@@ -237,7 +284,8 @@ impl Forwarder {
             }
             let Some(ifindex) = p.ifindex else { continue };
             let peer_ifindex = p.peer.and_then(|j| self.ports[j].ifindex).unwrap_or(0);
-            let v = fp_fwd_port { slot: slot as u32, peer_ifindex, mac: p.mac, ..Zeroable::zeroed() };
+            let peer_max_bytes = p.peer.map(|j| self.ports[j].mtu.saturating_add(L2_OVERHEAD_BYTES)).unwrap_or(0);
+            let v = fp_fwd_port { slot: slot as u32, peer_ifindex, mac: p.mac, peer_max_bytes, ..Zeroable::zeroed() };
             self.fwd_in.update(&ifindex.to_ne_bytes(), bytes_of(&v), MapFlags::ANY).map_err(map_err("fwd_in"))?;
         }
         for p in &mut self.ports {
@@ -253,6 +301,20 @@ impl Forwarder {
             p.written_ifindex = p.ifindex;
         }
         Ok(())
+    }
+
+    /// [`AfterCounters`] of port `i`, summed over CPUs.
+    pub fn after(&self, i: usize) -> Result<AfterCounters, BpfError> {
+        let mut o = AfterCounters::default();
+        let v = self.fwd_after.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY).map_err(map_err("fwd_after"))?;
+        for b in v.unwrap_or_default() {
+            if let Some(st) = abi::read::<abi::fp_fwd_after>(&b) {
+                o.redirect_err += st.redirect_err;
+                o.xmit_sent += st.xmit_sent;
+                o.xmit_drops += st.xmit_drops;
+            }
+        }
+        Ok(o)
     }
 
     /// Counters of port `i`.
