@@ -4,7 +4,8 @@ run on one forwarding test bed (`fastpath testbed up --fwd`), N runs, medians, a
 to the kernel's own IP forwarding in the same run.
 
 Forwarders: `fastpath fwd --mode l2` (XDP DEVMAP port pair), `fastpath fwd --mode l3` (XDP,
-bpf_fib_lookup), the kernel's IP forwarding (no XDP in f), a Linux bridge of fa and fb in f.
+bpf_fib_lookup), `fastpath fwd --engine xsk --mode l2 --cpus 1` (AF_XDP, one shared UMEM, its
+thread on CPU 1), the kernel's IP forwarding (no XDP in f), a Linux bridge of fa and fb in f.
 Set-up: the generator (`fastpath gen`, xdp-live, 64-byte UDP) on CPU 0 in ns a; fa's receive
 NAPI threaded and pinned to CPU 1, so the forwarding (and the hand-over to b) runs on CPU 1
 alone; b counts what arrives with `fastpath bench xdpdrop` (native XDP_DROP).
@@ -16,7 +17,7 @@ import argparse, glob, os, statistics, subprocess, sys, time
 
 from fplib import FP, fp, last_json, ready
 
-FORWARDERS = ["xdp-l2", "xdp-l3", "kernel", "bridge"]
+FORWARDERS = ["xdp-l2", "xdp-l3", "xsk-l2", "kernel", "bridge"]
 
 
 def sh(*args):
@@ -71,6 +72,15 @@ def run_forwarder(bed, name, d):
         finally:
             p.send_signal(15)
             p.communicate(timeout=30)
+    if name == "xsk-l2":
+        p = fp(["fwd", "--engine", "xsk", "--mode", "l2", "--cpus", "1", "--netns", f, "-i", bed["iface_fa"], "-i",
+                bed["iface_fb"], "--duration", "600", "--json", "--interval", "100"], wait=False)
+        ready(p)
+        try:
+            return measure(bed, d, bed["mac_b"])
+        finally:
+            p.send_signal(15)
+            p.communicate(timeout=30)
     if name == "kernel":
         return measure(bed, d, bed["mac_fa"])
     if name == "bridge":
@@ -122,7 +132,7 @@ def main():
         print(line)
     print(f"\n{a.runs} runs of {a.duration} s; medians. 64-byte UDP from `fastpath gen --cpu 0` (xdp-live) in ns a; "
           f"fa's NAPI threaded on CPU 1; counted by `fastpath bench xdpdrop` on b. xdp-l2/xdp-l3: "
-          f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); kernel: net.ipv4.ip_forward=1, no XDP in f; "
+          f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); xsk-l2: `fastpath fwd --engine xsk --mode l2 --cpus 1` (copy mode); kernel: net.ipv4.ip_forward=1, no XDP in f; "
           f"bridge: fa and fb in a Linux bridge.")
 
 

@@ -55,8 +55,33 @@ pub struct FwdArgs {
     /// Replace XDP programs that fastpath did not attach.
     #[arg(long)]
     pub force: bool,
+    /// xdp: XDP_REDIRECT through a DEVMAP in the kernel; xsk: AF_XDP sockets on both ports over
+    /// one shared UMEM per queue pair, frames moved RX -> TX in user space without a copy
+    /// (--mode l2, two ports; kernel >= 5.10).
+    #[arg(long, value_enum, default_value_t = FwdEngineArg::Xdp)]
+    pub engine: FwdEngineArg,
+    /// --engine xsk: queue pairs 0..N-1 (queue q of one port with queue q of the other), one
+    /// UMEM and one pinned thread each (1..=64; each port needs N queues).
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// --engine xsk: CPUs of the queue pairs' threads, one each in turn (default: the last
+    /// online CPU first, then downwards).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+    /// --engine xsk: at most this many bytes handed to a port's TX ring and not yet sent, per
+    /// queue (a byte queue limit in the spirit of BQL: beyond it frames wait on the other
+    /// port's RX ring, where the kernel drops and counts what does not fit). Default: no limit
+    /// but the ring.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 30))]
+    pub tx_limit_bytes: Option<u64>,
     #[command(flatten)]
     pub run: RunArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FwdEngineArg {
+    Xdp,
+    Xsk,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

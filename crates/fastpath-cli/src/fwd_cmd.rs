@@ -18,7 +18,7 @@ use fastpath::netdev::watch::{NetEvent, NetWatch};
 use fastpath::netdev::{link_state, LinkState};
 use serde_json::json;
 
-use crate::args::{FwdArgs, FwdModeArg};
+use crate::args::{FwdArgs, FwdEngineArg, FwdModeArg};
 use crate::bench_cmd::enter_ns;
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
 
@@ -167,6 +167,14 @@ impl Follow {
 }
 
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    if a.engine == FwdEngineArg::Xsk {
+        return crate::fwd_xsk::run(a, stop);
+    }
+    if a.queues != 1 || a.cpus.is_some() || a.tx_limit_bytes.is_some() {
+        return Err(usage(anyhow!(
+            "--queues, --cpus and --tx-limit-bytes are not accepted with --engine xdp: they shape the AF_XDP forwarder (--engine xsk); the XDP program serves every queue on the CPU that receives it"
+        )));
+    }
     check_args(a)?;
     require_privileges("fwd")?;
     enter_ns(&a.netns)?;

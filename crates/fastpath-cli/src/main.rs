@@ -9,6 +9,7 @@ mod demo;
 mod error;
 mod filter_cmd;
 mod fwd_cmd;
+mod fwd_xsk;
 mod inject;
 mod redirect_cpu;
 mod report;

@@ -432,3 +432,75 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     assert!(n(&pfb["after"]["xmit_sent"]) > count / 2, "{}", pfb["after"]);
     assert!(n(&summary["link_events"]) >= 3 * 2 + 3 + 2, "3 down/up pairs, 3 MTUs, deleted + recreated: {summary}");
 }
+
+/// The AF_XDP forwarder (--engine xsk, one shared UMEM per queue pair): 100,000 frames each
+/// way exactly once and unchanged, every one of them counted forwarded and completed; with
+/// --tx-limit-bytes the same holds (the limit holds frames back, it does not lose them).
+#[test]
+fn xsk_engine_forwards_every_frame_once_both_ways() {
+    if !privileged("xsk_engine_forwards_every_frame_once_both_ways") {
+        return;
+    }
+    let _s = serial();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    for limit in [None, Some("3000")] {
+        let mut args = vec![
+            "fwd",
+            "--engine",
+            "xsk",
+            "--mode",
+            "l2",
+            "--netns",
+            &b.ns_f,
+            "-i",
+            &b.iface_fa,
+            "-i",
+            &b.iface_fb,
+            "--duration",
+            "300",
+            "--json",
+        ];
+        if let Some(l) = limit {
+            args.extend(["--tx-limit-bytes", l]);
+        }
+        let fwd = Running::start(&args);
+        assert_eq!(fwd.ready["engine"], "xsk");
+        let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
+        let count = 100_000u64;
+        send_and_check(a, bb, &b.mac_b, &b.ip4_a.to_string(), &b.ip4_b.to_string(), (64, &b.mac_a, &b.mac_b), count);
+        send_and_check(bb, a, &b.mac_a, &b.ip6_b.to_string(), &b.ip6_a.to_string(), (64, &b.mac_b, &b.mac_a), count);
+        let (summary, status) = fwd.terminate();
+        assert!(status.success(), "fwd exit {status}");
+        for d in summary["directions"].as_array().expect("directions") {
+            let t = &d["totals"];
+            assert!(n(&t["forwarded"]) >= count, "{limit:?}: {d}");
+            assert_eq!(n(&t["forwarded"]), n(&t["completed"]), "{limit:?}: every frame put on TX completed: {d}");
+        }
+        assert!(common::attached(&b.ns_f, &b.iface_fa).is_none(), "detached at exit");
+    }
+    let o = run(&["fwd", "--engine", "xsk", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", &b.iface_fb]);
+    common::assert_one_line_refusal("xsk l3", &o, 2, &["--mode l3", "--mode l2"]);
+    let o = run(&[
+        "fwd",
+        "--engine",
+        "xsk",
+        "--mode",
+        "l2",
+        "--netns",
+        &b.ns_f,
+        "-i",
+        &b.iface_fa,
+        "--queues",
+        "2",
+        "-i",
+        &b.iface_fb,
+    ]);
+    common::assert_one_line_refusal("xsk queues", &o, 3, &["--queues 2", "1 queue"]);
+    let o = run(&["fwd", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", &b.iface_fb, "--tx-limit-bytes", "1000"]);
+    common::assert_one_line_refusal("xdp engine limit", &o, 2, &["--tx-limit-bytes", "--engine xsk"]);
+    ip(&b.ns_f, &format!("link set dev {} mtu 9000", b.iface_fb));
+    let o = run(&["fwd", "--engine", "xsk", "--mode", "l2", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", &b.iface_fb]);
+    common::assert_one_line_refusal("xsk mtu", &o, 3, &["MTU 9000", "MTU <= 3822"]);
+    assert!(common::attached(&b.ns_f, &b.iface_fa).is_none(), "nothing left attached after a refusal");
+}

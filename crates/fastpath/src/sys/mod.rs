@@ -29,7 +29,8 @@ pub(crate) use mmap::Mmap;
 pub(crate) use process::{geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit};
 pub(crate) use signal::{install_interrupt_handler, interrupt_thread};
 pub(crate) use xsk::{
-    bind_xdp, getsockopt, kick_rx, kick_tx, poll_one, poll_readable, setsockopt, setsockopt_int, socket_xdp, Pod,
+    bind_xdp, getsockopt, kick_rx, kick_tx, poll_one, poll_readable, poll_two_readable, setsockopt, setsockopt_int,
+    socket_xdp, Pod,
 };
 
 /// A failed system call: the call with its arguments, and the errno.

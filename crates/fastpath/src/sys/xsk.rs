@@ -127,6 +127,21 @@ pub fn poll_one(fd: RawFd, events: i16, timeout_ms: i32) -> Result<i16, SysError
     Ok(pfd.revents)
 }
 
+/// `poll([a, b], POLLIN, timeout_ms)`: returns when either is readable or on timeout (EINTR
+/// counts as a timeout).
+pub fn poll_two_readable(fds: [RawFd; 2], timeout_ms: i32) -> Result<(), SysError> {
+    let mut pfd = fds.map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+    // SAFETY: pfd is a valid array of two pollfd.
+    let rc = unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout_ms) };
+    if rc < 0 {
+        let e = SysError::last(format!("poll(xsk pair, POLLIN, timeout={timeout_ms})"));
+        if e.errno != libc::EINTR {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// `poll([fd], POLLIN, timeout_ms)`: true if readable.
 pub fn poll_readable(fd: RawFd, timeout_ms: i32) -> Result<bool, SysError> {
     Ok(poll_one(fd, libc::POLLIN, timeout_ms)? & libc::POLLIN != 0)

@@ -69,10 +69,12 @@
 //! }
 //! ```
 
+mod pair;
 pub(crate) mod ring;
 mod socket;
 mod umem;
 
+pub use pair::{DirStats, XskPair};
 pub use ring::{
     CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_RING_NEED_WAKEUP,
 };

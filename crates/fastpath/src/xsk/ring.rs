@@ -583,6 +583,15 @@ impl Iterator for RxBatch<'_> {
 
 impl ExactSizeIterator for RxBatch<'_> {}
 
+impl RxBatch<'_> {
+    /// Length in bytes of the next frame, without taking it (it stays on the ring if the batch
+    /// goes before it is taken).
+    #[inline]
+    pub fn next_len(&self) -> Option<u32> {
+        (self.taken < self.n).then(|| self.ring.read(self.idx.wrapping_add(self.taken)).len)
+    }
+}
+
 impl Drop for RxBatch<'_> {
     fn drop(&mut self) {
         self.ring.cancel(self.n - self.taken);

@@ -1,0 +1,223 @@
+//! Two AF_XDP sockets on two interfaces over ONE UMEM, forwarding both ways: a frame received on
+//! one socket is put on the other's TX ring as it is (same UMEM frame, no copy in user space: the
+//! DPDK l2fwd model), and the frames the other side has finished sending (its COMPLETION ring)
+//! go back to the FILL ring of the side they were received on. Used by `fastpath fwd --engine
+//! xsk` (docs/ARCHITECTURE.md §13).
+//!
+//! The second socket shares the first one's UMEM with its own FILL and COMPLETION rings
+//! (XDP_SHARED_UMEM on another interface, kernel >= 5.10; Documentation/networking/af_xdp.rst).
+//! A frame is never dropped in user space: when the egress TX ring is full the frames stay on
+//! the ingress RX ring, and the kernel counts what it then cannot deliver (XDP_STATISTICS
+//! `rx_ring_full`, `rx_fill_ring_empty_descs`).
+//!
+//! **In flight, bounded**: [`XskPair::set_tx_limit_bytes`] caps the bytes each side has handed
+//! to its TX ring and not yet seen completed, in the spirit of BQL
+//! (the kernel's Byte Queue Limits, include/linux/dynamic_queue_limits.h): above the cap, frames wait on the
+//! ingress RX ring (and beyond it are dropped by the kernel, counted), so a queue does not build
+//! up in front of a slower egress.
+//!
+//! Privileges: CAP_NET_RAW (sockets); the XDP programs that redirect into them are attached by
+//! the caller. Kernel >= 5.10.
+
+use std::sync::Arc;
+
+use super::{Frame, SocketConfig, Umem, UmemConfig, XskError, XskSocket, XskStats};
+use crate::sys::{self, SysError};
+
+/// Counters of one direction (frames received on side `i` and sent on the other).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DirStats {
+    /// Frames taken from the ingress RX ring and put on the egress TX ring.
+    pub forwarded: u64,
+    /// Their bytes.
+    pub forwarded_bytes: u64,
+    /// Of those, frames the egress side reported sent (its COMPLETION ring).
+    pub completed: u64,
+    /// Times the egress TX ring had no room (frames left on the ingress RX ring).
+    pub tx_full: u64,
+    /// Times the in-flight byte limit held frames back.
+    pub limited: u64,
+}
+
+/// Two sockets on one UMEM; side 0 and side 1. See the module docs.
+#[derive(Debug)]
+pub struct XskPair {
+    umem: Arc<Umem>,
+    socks: [XskSocket; 2],
+    /// Free frames waiting for room on side i's FILL ring.
+    spare: [Vec<Frame>; 2],
+    /// Bytes on side i's TX ring or being sent, not yet completed (in the order sent).
+    in_flight_bytes: [u64; 2],
+    in_flight_lens: [std::collections::VecDeque<u32>; 2],
+    tx_limit_bytes: Option<u64>,
+    /// Direction i: frames received on side i, sent on side 1-i.
+    pub stats: [DirStats; 2],
+}
+
+impl XskPair {
+    /// Makes a UMEM of `umem.frame_count` frames, binds a socket on (`ifaces[0]`, `queue_id`)
+    /// that registers it, and a second on (`ifaces[1]`, `queue_id`) sharing it with its own
+    /// FILL and COMPLETION rings; half the frames go to each FILL ring. Errors: as
+    /// [`XskSocket::bind`] (interface missing, queue out of range, kernel < 5.10 for a UMEM
+    /// shared across interfaces).
+    pub fn bind(umem: &UmemConfig, socket: &SocketConfig, ifaces: [&str; 2], queue_id: u32) -> Result<Self, XskError> {
+        let (umem, mut frames) = Umem::new(umem)?;
+        let s0 = XskSocket::bind(&umem, ifaces[0], queue_id, socket)?;
+        let s1 = XskSocket::bind(&umem, ifaces[1], queue_id, socket)?;
+        let half = frames.len() / 2;
+        let spare1 = frames.split_off(half);
+        let mut p = Self {
+            umem,
+            socks: [s0, s1],
+            spare: [frames, spare1],
+            in_flight_bytes: [0; 2],
+            in_flight_lens: Default::default(),
+            tx_limit_bytes: None,
+            stats: [DirStats::default(); 2],
+        };
+        p.refill(0);
+        p.refill(1);
+        Ok(p)
+    }
+
+    /// Caps the bytes each side may have on its TX ring or being sent (`None`: only the ring
+    /// size limits it). A cap below one frame still lets one frame through at a time.
+    pub fn set_tx_limit_bytes(&mut self, limit: Option<u64>) {
+        self.tx_limit_bytes = limit;
+    }
+
+    /// The sockets (side 0, side 1): their fds go into the XDP programs' XSKMAPs.
+    pub fn sockets(&self) -> &[XskSocket; 2] {
+        &self.socks
+    }
+
+    /// The shared UMEM.
+    pub fn umem(&self) -> &Arc<Umem> {
+        &self.umem
+    }
+
+    /// XDP_STATISTICS of both sockets.
+    pub fn xsk_stats(&self) -> Result<[XskStats; 2], SysError> {
+        Ok([self.socks[0].stats()?, self.socks[1].stats()?])
+    }
+
+    /// Bytes side `i` has handed to its TX ring and not yet seen completed.
+    pub fn in_flight_bytes(&self, i: usize) -> u64 {
+        self.in_flight_bytes[i]
+    }
+
+    /// Side i's spare frames onto its FILL ring, as far as there is room.
+    fn refill(&mut self, i: usize) {
+        let Some(fill) = self.socks[i].fill.as_mut() else { return };
+        let spare = &mut self.spare[i];
+        let mut fb = fill.reserve(spare.len() as u32);
+        while fb.room() > 0 {
+            match spare.pop() {
+                Some(f) => fb.push(f),
+                None => break,
+            }
+        }
+    }
+
+    /// Side `tx`'s completed frames back to the FILL ring of the side they came from.
+    fn reap(&mut self, tx: usize) {
+        let rx = 1 - tx;
+        let fs = self.umem.frame_size();
+        let [s0, s1] = &mut self.socks;
+        let (txs, rxs) = if tx == 0 { (s0, s1) } else { (s1, s0) };
+        let Some(comp) = txs.comp.as_mut() else { return };
+        let fill = rxs.fill.as_mut().expect("a pair's sockets have their own FILL rings");
+        let batch = comp.peek(u32::MAX);
+        let n = batch.len() as u64;
+        let mut fb = fill.reserve(n as u32);
+        for mut f in batch {
+            if fb.room() > 0 {
+                fb.push(f);
+            } else {
+                f.reset(fs);
+                self.spare[rx].push(f);
+            }
+        }
+        drop(fb);
+        self.stats[rx].completed += n;
+        for _ in 0..n {
+            if let Some(len) = self.in_flight_lens[tx].pop_front() {
+                self.in_flight_bytes[tx] -= len as u64;
+            }
+        }
+    }
+
+    /// Forwards up to `max` frames received on side `rx` to side 1-`rx`; returns how many.
+    fn forward(&mut self, rx: usize, max: u32) -> Result<u32, SysError> {
+        let tx = 1 - rx;
+        let limit = self.tx_limit_bytes;
+        let [s0, s1] = &mut self.socks;
+        let (rxs, txs) = if rx == 0 { (s0, s1) } else { (s1, s0) };
+        let batch = rxs.rx.peek(max);
+        let avail = batch.len() as u32;
+        if avail == 0 {
+            return Ok(0);
+        }
+        let mut tb = txs.tx.reserve(avail);
+        if tb.room() < avail {
+            self.stats[rx].tx_full += 1;
+        }
+        let mut moved = 0u32;
+        let mut bytes = 0u64;
+        let mut batch = batch;
+        // What is not taken stays on RX: the batch releases only the frames taken.
+        while tb.room() > 0 {
+            let Some(len) = batch.next_len() else { break };
+            if let Some(l) = limit {
+                if self.in_flight_bytes[tx] > 0 && self.in_flight_bytes[tx] + len as u64 > l {
+                    self.stats[rx].limited += 1;
+                    break;
+                }
+            }
+            let f = batch.next().expect("next_len saw a frame");
+            self.in_flight_bytes[tx] += len as u64;
+            self.in_flight_lens[tx].push_back(len);
+            bytes += len as u64;
+            tb.push(f);
+            moved += 1;
+        }
+        drop(batch);
+        drop(tb);
+        self.stats[rx].forwarded += moved as u64;
+        self.stats[rx].forwarded_bytes += bytes;
+        // Copy mode transmits inside sendto, at most the socket's TX budget (32 by default,
+        // XDP_MAX_TX_SKB_BUDGET) per call: wake it until the ring is drained, so TX keeps up.
+        let mut tries = 0;
+        while moved > 0 && txs.tx.pending() > 0 && tries < 64 {
+            txs.kick_tx()?;
+            tries += 1;
+        }
+        Ok(moved)
+    }
+
+    /// One round: completions of both sides recycled, then up to `max` frames forwarded each
+    /// way. Returns the frames forwarded (both ways). Errors: the TX wake-up (sendto) failed.
+    #[inline]
+    pub fn step(&mut self, max: u32) -> Result<u32, SysError> {
+        self.reap(0);
+        self.reap(1);
+        self.refill(0);
+        self.refill(1);
+        let n = self.forward(0, max)? + self.forward(1, max)?;
+        if n == 0 {
+            // Copy mode transmits inside sendto: frames left on TX (a full kernel budget) go now.
+            for s in &mut self.socks {
+                if s.tx.pending() > 0 {
+                    s.kick_tx()?;
+                }
+                s.kick_rx();
+            }
+        }
+        Ok(n)
+    }
+
+    /// Waits up to `timeout_ms` for either socket to have frames to receive.
+    pub fn wait(&self, timeout_ms: i32) -> Result<(), SysError> {
+        sys::poll_two_readable([self.socks[0].as_raw_fd(), self.socks[1].as_raw_fd()], timeout_ms)
+    }
+}
