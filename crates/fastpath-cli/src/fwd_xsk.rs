@@ -22,6 +22,8 @@ use crate::error::{env, require_privileges, usage, CliResult};
 /// XDP_PACKET_HEADROOM (copy mode; include/uapi/linux/bpf.h).
 const FRAME_SIZE: u32 = 4096;
 const XDP_PACKET_HEADROOM: u32 = 256;
+/// UMEM frames per queue pair (half on each side's FILL ring).
+const FRAME_COUNT: u32 = 2048;
 /// Frames per forwarding round and per copy-mode sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17;
 /// older kernels keep 32 and the forwarder wakes TX more often).
 const TX_BUDGET: u32 = 64;
@@ -103,7 +105,13 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         tx_skb_budget: Some(TX_BUDGET),
         ..Default::default()
     };
-    let umem_cfg = UmemConfig { frame_size: FRAME_SIZE, ..Default::default() };
+    let umem_cfg = UmemConfig {
+        frame_size: FRAME_SIZE,
+        // 1,024 frames per side: a smaller UMEM stays in cache (the kernel's copy into it was
+        // 27% of the forwarding CPU with 8,192 frames; 0.36 -> 0.44 Mpps with 2,048).
+        frame_count: FRAME_COUNT,
+        ..Default::default()
+    };
     let mut pairs = Vec::new();
     for q in 0..a.queues {
         let mut p = XskPair::bind(&umem_cfg, &sock_cfg, [&a.ifaces[0], &a.ifaces[1]], q)?;
