@@ -2,6 +2,9 @@
 /*
  * classifier - rules -> action at the driver, for selective bypass and flood drop.
  *
+ * Loaded frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18) so native mode works
+ * at any MTU: headers are read from the first buffer, bytes counted over all of them.
+ *
  * Technique: tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999), the megaflow
  * classifier of Open vSwitch (NSDI 2015). Rules constraining the same fields the same way form a
  * tuple; each tuple is ONE exact-match lookup in the `cls_rules` hash on the packet's fields
@@ -408,7 +411,7 @@ __attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u
 	return best;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int classifier(struct xdp_md *ctx)
 {
 	struct pkt p = {};
@@ -416,7 +419,7 @@ int classifier(struct xdp_md *ctx)
 	struct fp_cls_action *act;
 	__u32 zero = 0, set, best = NO_RULE, sport_c = 0, dport_c = 0, len_c = 0;
 	__u32 *active;
-	__u64 bytes = ctx->data_end - ctx->data;
+	__u64 bytes = bpf_xdp_get_buff_len(ctx); /* all buffers; headers come from the first */
 	int bad;
 
 	active = bpf_map_lookup_elem(&cls_active, &zero);

@@ -6,8 +6,9 @@
  *   round robin   a per-CPU index walking the list,
  *   hash          a hash of the 5-tuple (IPv4/IPv6 addresses, protocol, TCP/UDP ports),
  *   proto         TCP -> list[0], UDP -> list[1 % n], anything else -> list[2 % n].
- * On the target CPU the CPUMAP's kthread runs cpumap_remote (SEC("xdp/cpumap")) on each frame:
+ * On the target CPU the CPUMAP's kthread runs cpumap_remote (SEC("xdp.frags/cpumap")) on each frame:
  * it counts the frame on the CPU it runs on and returns remote_action (XDP_DROP or XDP_PASS).
+ * Both programs are frags-aware (kernel >= 5.18): native mode at any MTU, all buffers counted.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -118,13 +119,13 @@ out:
 	return h ^ (h >> 16);
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int xdp_redirect_cpu(struct xdp_md *ctx)
 {
 	__u32 zero = 0, pos = 0, *cpu, *rr, h;
 	__u8 proto;
 
-	count(&rx_stats, ctx->data_end - ctx->data);
+	count(&rx_stats, bpf_xdp_get_buff_len(ctx));
 	if (n_cpus == 0 || n_cpus > FP_RCPU_MAX_CPUS)
 		return XDP_PASS;
 	switch (cpu_dist) {
@@ -152,10 +153,10 @@ int xdp_redirect_cpu(struct xdp_md *ctx)
 	return bpf_redirect_map(&cpu_map, *cpu, 0);
 }
 
-SEC("xdp/cpumap")
+SEC("xdp.frags/cpumap")
 int cpumap_remote(struct xdp_md *ctx)
 {
-	count(&remote_stats, ctx->data_end - ctx->data);
+	count(&remote_stats, bpf_xdp_get_buff_len(ctx));
 	return remote_action;
 }
 

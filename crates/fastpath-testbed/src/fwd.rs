@@ -11,7 +11,9 @@
 //! a and b route everything through f (default routes via .254 / ::fe); f has IPv4 and IPv6
 //! forwarding on, so the kernel itself forwards until a forwarder is attached. Neighbour
 //! entries are permanent on every link (no ARP / neighbour discovery), IPv6 skips DAD, GRO is
-//! on at all four ends (a veth takes XDP-redirected frames only then, see the crate docs).
+//! on at all four ends (a veth takes XDP-redirected frames only then, see the crate docs), TX
+//! checksum offload is off at the host ends (their frames carry complete checksums, as from a
+//! wire).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -100,13 +102,19 @@ fn mac_of(ns: &str, iface: &str) -> Result<String, TestbedError> {
     )
 }
 
-/// Addresses (IPv6 without DAD, no router advertisements), link up, GRO on.
+/// Addresses (IPv6 without DAD, no router advertisements), link up, GRO on. On a host end also
+/// TX checksum offload off: the hosts' frames then carry complete checksums, as frames from a
+/// wire do. (With it on, a veth hands over CHECKSUM_PARTIAL skbs; an XDP program that forwards
+/// such a frame as raw bytes sends it on with the checksum unfinished.)
 fn end_up(ns: &str, iface: &str, ip4: Ipv4Addr, ip6: Ipv6Addr) -> Result<(), TestbedError> {
     cmd::write_in(ns, &format!("/proc/sys/net/ipv6/conf/{iface}/accept_ra"), "0")?;
     cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip4}/24"), "dev", iface])?;
     cmd::run("ip", &["-n", ns, "addr", "add", &format!("{ip6}/64"), "dev", iface, "nodad"])?;
     cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "up"])?;
     cmd::run_in(ns, "ethtool", &["-K", iface, "gro", "on"])?;
+    if !ns.ends_with("-f") {
+        cmd::run_in(ns, "ethtool", &["-K", iface, "tx", "off"])?;
+    }
     Ok(())
 }
 
