@@ -66,6 +66,9 @@ struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_PORTS);
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP_HASH); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } fwd_ports SEC(".maps");
 /* slot * FP_FWD_COUNT + reason -> packets, bytes (per CPU) */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS * FP_FWD_COUNT); __type(key, __u32); __type(value, struct fp_pkt_stats); } fwd_stats SEC(".maps");
+/* L3: cached bpf_fib_lookup answers (per CPU) and their generation */
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_FIB_SLOTS); __type(key, __u32); __type(value, struct fp_fwd_fib_entry); } fwd_fib_cache SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); } fwd_gen SEC(".maps");
 /* slot -> what became of redirected frames (per CPU) */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct fp_fwd_after); } fwd_after SEC(".maps");
 
@@ -155,13 +158,52 @@ int xdp_fwd(struct xdp_md *ctx)
 		return count(slot, FP_FWD_PASS_NOT_IP, bytes, XDP_PASS);
 	}
 	fib.ifindex = in;
-	rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
-		return count(slot, FP_FWD_PASS_NO_NEIGH, bytes, XDP_PASS);
-	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
-		return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS)
-		return count(slot, FP_FWD_PASS_FIB, bytes, XDP_PASS);
+	{
+		/* The cache: one inlined per-CPU array read instead of the FIB and neighbour lookups. */
+		__u32 d0 = fib.ipv6_dst[0], d1 = fib.ipv6_dst[1], d2 = fib.ipv6_dst[2], d3 = fib.ipv6_dst[3];
+		__u32 zero = 0, idx, *gen = bpf_map_lookup_elem(&fwd_gen, &zero);
+		struct fp_fwd_fib_entry *e;
+
+		if (fib.family == AF_INET)
+			d1 = d2 = d3 = 0; /* ipv4_dst shares ipv6_dst[0] */
+		idx = ((d0 ^ d1 ^ d2 ^ d3 ^ in) * 2654435761u) >> 20;
+		idx &= FP_FWD_FIB_SLOTS - 1;
+		e = bpf_map_lookup_elem(&fwd_fib_cache, &idx);
+		if (e && gen && *gen && e->gen == *gen && e->family == fib.family && e->in_ifindex == in &&
+		    e->dst[0] == d0 && e->dst[1] == d1 && e->dst[2] == d2 && e->dst[3] == d3 &&
+		    fib.tot_len <= e->max_tot_len) {
+			fib.ifindex = e->out_ifindex;
+			__builtin_memcpy(fib.smac, e->smac, 6);
+			__builtin_memcpy(fib.dmac, e->dmac, 6);
+			goto redirect;
+		}
+		rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+		if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+			return count(slot, FP_FWD_PASS_NO_NEIGH, bytes, XDP_PASS);
+		if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
+			return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS)
+			return count(slot, FP_FWD_PASS_FIB, bytes, XDP_PASS);
+		if (e && gen && *gen) {
+			__u16 fits = fib.tot_len; /* bpf_fib_lookup leaves tot_len as it was on success */
+			if (e->gen == *gen && e->family == fib.family && e->in_ifindex == in && e->dst[0] == d0 &&
+			    e->dst[1] == d1 && e->dst[2] == d2 && e->dst[3] == d3 && e->out_ifindex == fib.ifindex &&
+			    e->max_tot_len > fits)
+				fits = e->max_tot_len;
+			e->gen = *gen;
+			e->in_ifindex = in;
+			e->out_ifindex = fib.ifindex;
+			e->max_tot_len = fits;
+			e->family = fib.family;
+			e->dst[0] = d0;
+			e->dst[1] = d1;
+			e->dst[2] = d2;
+			e->dst[3] = d3;
+			__builtin_memcpy(e->smac, fib.smac, 6);
+			__builtin_memcpy(e->dmac, fib.dmac, 6);
+		}
+	}
+redirect:
 	/* Redirect first: only a frame that leaves by a port of ours is rewritten; any other
 	 * goes to the kernel untouched (it forwards it, decrementing the TTL once). */
 	act = bpf_redirect_map(&fwd_ports, fib.ifindex, XDP_PASS);

@@ -347,5 +347,21 @@ struct fp_fwd_after {
 	__u64 xmit_drops;     /* by egress port: frames its driver refused (xdp_devmap_xmit drops) */
 };
 _Static_assert(sizeof(struct fp_fwd_after) == 24, "fp_fwd_after: 24 bytes");
+/* L3: a per-CPU direct-mapped cache of bpf_fib_lookup answers (`fwd_fib_cache`), valid while
+ * its generation equals `fwd_gen[0]` (user space bumps it on every rtnetlink route, neighbour,
+ * address or link change; 0 = cache off). */
+#define FP_FWD_FIB_SLOTS 4096     /* power of two */
+struct fp_fwd_fib_entry {
+	__u32 gen;            /* fwd_gen when filled; 0 = empty */
+	__u32 in_ifindex;     /* ingress port (the FIB lookup's input) */
+	__u32 out_ifindex;    /* egress port */
+	__u16 max_tot_len;    /* the largest tot_len the kernel said fits (bigger: ask again) */
+	__u8  family;         /* AF_INET / AF_INET6 */
+	__u8  _pad;
+	__u32 dst[4];         /* destination address (IPv4 in dst[0]) */
+	__u8  smac[6];
+	__u8  dmac[6];
+};
+_Static_assert(sizeof(struct fp_fwd_fib_entry) == 44, "fp_fwd_fib_entry: 44 bytes");
 
 #endif /* FASTPATH_ABI_H */

@@ -60,6 +60,11 @@ pub struct FwdArgs {
     /// (--mode l2, two ports; kernel >= 5.10).
     #[arg(long, value_enum, default_value_t = FwdEngineArg::Xdp)]
     pub engine: FwdEngineArg,
+    /// --mode l3: ask the kernel's FIB for every frame (no per-CPU cache of its answers; the
+    /// cache follows rtnetlink route/neighbour/address/link changes, so it lags them by the
+    /// notification's delay, about a millisecond).
+    #[arg(long)]
+    pub no_fib_cache: bool,
     /// --engine xsk: queue pairs 0..N-1 (queue q of one port with queue q of the other), one
     /// UMEM and one pinned thread each (1..=64; each port needs N queues).
     #[arg(long, default_value_t = 1)]

@@ -197,6 +197,9 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     let xdp_mode = a.xdp_mode.mode();
     let mut fwd = Forwarder::load(mode)?;
+    if mode == FwdMode::L3 && !a.no_fib_cache {
+        fwd.set_fib_cache(true)?;
+    }
     for (i, s) in a.ifaces.iter().zip(&states) {
         fwd.add_port(i, s.ifindex, s.mac, s.mtu)?;
     }
@@ -256,6 +259,10 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let t = start.elapsed().as_secs_f64();
         let mut dirty = vec![false; a.ifaces.len()];
         let mut resync = last_resync.elapsed() >= RESYNC;
+        // Any route, neighbour, address or link change may change a FIB answer.
+        if !evs.is_empty() {
+            fwd.invalidate_fib_cache()?;
+        }
         for e in evs {
             match e {
                 NetEvent::Link(l) => {

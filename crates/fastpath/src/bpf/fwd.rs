@@ -117,6 +117,9 @@ pub struct Forwarder {
     fwd_ports: MapHandle,
     fwd_stats: MapHandle,
     fwd_after: MapHandle,
+    fwd_gen: MapHandle,
+    /// The FIB cache's generation (0: off).
+    fib_gen: u32,
     _tracepoints: Vec<libbpf_rs::Link>,
     ports: Vec<Port>,
 }
@@ -154,6 +157,8 @@ impl Forwarder {
             fwd_ports: h(&s.maps.fwd_ports, "fwd_ports")?,
             fwd_stats: h(&s.maps.fwd_stats, "fwd_stats")?,
             fwd_after: h(&s.maps.fwd_after, "fwd_after")?,
+            fwd_gen: h(&s.maps.fwd_gen, "fwd_gen")?,
+            fib_gen: 0,
             _tracepoints: tracepoints,
             ports: Vec::new(),
         })
@@ -257,6 +262,29 @@ impl Forwarder {
         Ok(Vec::new())
     }
 
+    /// L3: turns the FIB cache on or off (off at load). On, the program keeps the answers of
+    /// `bpf_fib_lookup` per CPU (4,096 direct-mapped slots keyed by ingress port and destination)
+    /// and reuses them until [`Forwarder::invalidate_fib_cache`] is called, which the caller must
+    /// do on every route, neighbour, address or link change (rtnetlink) so the cache lags the
+    /// kernel's tables by no more than one notification.
+    pub fn set_fib_cache(&mut self, on: bool) -> Result<(), BpfError> {
+        self.fib_gen = if on { self.fib_gen.max(1) } else { 0 };
+        self.write_gen()
+    }
+
+    /// L3: forgets every cached FIB answer (a new generation); a no-op while the cache is off.
+    pub fn invalidate_fib_cache(&mut self) -> Result<(), BpfError> {
+        if self.fib_gen == 0 {
+            return Ok(());
+        }
+        self.fib_gen = self.fib_gen.wrapping_add(1).max(1);
+        self.write_gen()
+    }
+
+    fn write_gen(&self) -> Result<(), BpfError> {
+        self.fwd_gen.update(&0u32.to_ne_bytes(), &self.fib_gen.to_ne_bytes(), MapFlags::ANY).map_err(map_err("fwd_gen"))
+    }
+
     /// Port `i`'s MTU changed to `mtu` bytes: in L2, frames its peer sends larger than
     /// `mtu` + 18 (Ethernet header and one VLAN tag, the limit of `xdp_ok_fwd_dev()`) are
     /// dropped and counted `drop_mtu` from now on.
@@ -268,6 +296,7 @@ impl Forwarder {
     /// Writes `fwd_in` and `fwd_ports` from the ports' state: every present port is known as
     /// an ingress; only present and up ports can be left by.
     fn sync(&mut self) -> Result<(), BpfError> {
+        self.invalidate_fib_cache()?;
         // Egress first: a paused port stops taking frames before anything else changes.
         for p in &self.ports {
             if let Some(old) = p.written_ifindex {

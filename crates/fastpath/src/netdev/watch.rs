@@ -3,8 +3,8 @@
 //! §13).
 //!
 //! A [`NetWatch`] is a NETLINK_ROUTE socket joined to the multicast groups RTMGRP_LINK,
-//! RTMGRP_NEIGH, RTMGRP_IPV4_IFADDR and RTMGRP_IPV6_IFADDR of the network namespace it is opened
-//! in. The kernel sends an RTM_NEWLINK for every change of a link (flags, carrier, MTU, address,
+//! RTMGRP_NEIGH, RTMGRP_IPV4/IPV6_IFADDR and RTMGRP_IPV4/IPV6_ROUTE of the network namespace it
+//! is opened in. The kernel sends an RTM_NEWLINK for every change of a link (flags, carrier, MTU, address,
 //! queue counts) and an RTM_DELLINK when it goes; [`NetWatch::wait`] parses them (with the
 //! `netlink-packet-route` crate) into [`NetEvent`]s. If the socket's receive buffer overflows
 //! (ENOBUFS) notifications are lost, and [`NetEvent::Overrun`] tells the caller to re-read what
@@ -77,6 +77,11 @@ pub enum NetEvent {
         /// Its prefix length in bits.
         prefix_len: u8,
         /// RTM_DELADDR.
+        deleted: bool,
+    },
+    /// RTM_NEWROUTE / RTM_DELROUTE (IPv4 or IPv6).
+    Route {
+        /// RTM_DELROUTE.
         deleted: bool,
     },
     /// The receive buffer overflowed (ENOBUFS): notifications were lost; re-read the state.
@@ -169,6 +174,8 @@ fn event(msg: RouteNetlinkMessage) -> Option<NetEvent> {
             })?;
             NetEvent::Address { ifindex: m.header.index, addr, prefix_len: m.header.prefix_len, deleted }
         }
+        RouteNetlinkMessage::NewRoute(_) => NetEvent::Route { deleted: false },
+        RouteNetlinkMessage::DelRoute(_) => NetEvent::Route { deleted: true },
         _ => return None,
     })
 }
@@ -202,7 +209,7 @@ fn parse(mut bytes: &[u8], out: &mut Vec<NetEvent>) {
 
 impl NetWatch {
     /// Opens the socket in the calling thread's network namespace and joins the link,
-    /// neighbour and IPv4/IPv6 address groups. Errors: socket(2) or bind(2) failed.
+    /// neighbour, IPv4/IPv6 address and route groups. Errors: socket(2) or bind(2) failed.
     pub fn open() -> io::Result<Self> {
         let mut sock = Socket::new(NETLINK_ROUTE)?;
         let groups =
