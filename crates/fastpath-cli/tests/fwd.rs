@@ -610,3 +610,35 @@ fn jumbo_frames_cross_the_forwarder_intact() {
         assert!(n(&c["rx_bytes"]) >= count * 9014, "{mode}: bytes of every buffer counted: {c}");
     }
 }
+
+/// L3 with the FIB cache on (the default): a changed neighbour entry is followed. Frames to b
+/// carry b's MAC; after `ip neigh replace` gives b's address another MAC (and fwd has logged the
+/// notification, which invalidates the cache), every frame carries the new MAC, and after the
+/// change back, b's again.
+#[test]
+fn l3_fib_cache_follows_a_changed_neighbour() {
+    if !privileged("l3_fib_cache_follows_a_changed_neighbour") {
+        return;
+    }
+    let _s = serial();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    let (child, lines, reader) = start_fwd(&b, "l3").stream();
+    let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
+    let (src, dst) = (b.ip4_a.to_string(), b.ip4_b.to_string());
+    let count = 10_000;
+    send_and_check(a, bb, &b.mac_fa, &src, &dst, (63, &b.mac_fb, &b.mac_b), count);
+    for mac in ["02:00:00:00:00:99", b.mac_b.as_str()] {
+        let t = Instant::now();
+        ip(&b.ns_f, &format!("neigh replace {} lladdr {mac} dev {} nud permanent", b.ip4_b, b.iface_fb));
+        let e = wait_line(&lines, t, Duration::from_secs(1), |v| {
+            is_event(v, &b.iface_fb, "neighbour") && v["detail"].as_str().is_some_and(|d| d.contains(mac))
+        });
+        assert!(e.is_some(), "neighbour {mac}: no event");
+        send_and_check(a, bb, &b.mac_fa, &src, &dst, (63, &b.mac_fb, mac), count);
+    }
+    let mut child = child;
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+}
