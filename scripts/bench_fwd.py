@@ -10,10 +10,14 @@ Set-up: the generator (`fastpath gen`, xdp-live, 64-byte UDP) on CPU 0 in ns a; 
 NAPI threaded and pinned to CPU 1, so the forwarding (and the hand-over to b) runs on CPU 1
 alone; b counts what arrives with `fastpath bench xdpdrop` (native XDP_DROP).
 
-Usage: scripts/bench_fwd.py [--runs 3] [--duration 5] [--forwarders xdp-l2,xdp-l3,kernel,bridge]
+--jumbo: every veth end at MTU 9000 and a TCP stream instead (iperf3 from a to b, both pinned
+to CPU 0, 9,000-byte IP packets: the hosts' TX checksum offload and so TSO are off), in Gbit/s.
+The AF_XDP forwarder is left out there: one 4,096-byte UMEM frame per packet (no multi-buffer).
+
+Usage: scripts/bench_fwd.py [--runs 3] [--duration 5] [--forwarders xdp-l2,xdp-l3,kernel,bridge] [--jumbo]
        (root; the fastpath binary from $FASTPATH or target/release/fastpath)
 """
-import argparse, glob, os, statistics, subprocess, sys, time
+import argparse, glob, json, os, statistics, subprocess, sys, time
 
 from fplib import FP, fp, last_json, ready
 
@@ -46,8 +50,11 @@ def pin_napi(bed, iface, cpu):
         sh("taskset", "-p", "-c", str(cpu), pid)
 
 
-def measure(bed, d, dst_mac):
-    """Delivered Mpps at b (its XDP_DROP count / the generator's time) and the offered Mpps."""
+def measure(bed, d, dst_mac, jumbo=False, l2=False):
+    """Delivered Mpps at b (its XDP_DROP count / the generator's time) and the offered Mpps; with
+    `jumbo`, the Gbit/s of a TCP stream instead."""
+    if jumbo:
+        return measure_tcp(bed, d, l2)
     p = fp(["bench", "xdpdrop", "--netns", bed["ns_b"], "-i", bed["iface_b"], "--duration", "600", "--json",
             "--interval", "100"], wait=False)
     ready(p)
@@ -60,7 +67,34 @@ def measure(bed, d, dst_mac):
     return last_json(out)["totals"]["drop_packets"] / secs / 1e6, g["totals"]["tx_packets"] / secs / 1e6
 
 
-def run_forwarder(bed, name, d):
+def on_link(bed, on):
+    """L2 forwarders keep the MACs: a and b then address each other directly (on-link routes and
+    neighbours); off: back to routing through f."""
+    for ns, i, peer_ip, peer_mac in ((bed["ns_a"], bed["iface_a"], bed["ip4_b"], bed["mac_b"]),
+                                     (bed["ns_b"], bed["iface_b"], bed["ip4_a"], bed["mac_a"])):
+        if on:
+            sh("ip", "-n", ns, "route", "replace", f"{peer_ip}/32", "dev", i)
+            sh("ip", "-n", ns, "neigh", "replace", peer_ip, "lladdr", peer_mac, "dev", i, "nud", "permanent")
+        else:
+            subprocess.run(["ip", "-n", ns, "route", "del", f"{peer_ip}/32"], capture_output=True)
+
+
+def measure_tcp(bed, d, l2):
+    """Gbit/s of one iperf3 TCP stream a -> b (client and server on CPU 0)."""
+    on_link(bed, l2)
+    try:
+        srv = subprocess.Popen(["ip", "netns", "exec", bed["ns_b"], "taskset", "-c", "0", "iperf3", "-s", "-1", "-B",
+                                bed["ip4_b"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        out = sh("ip", "netns", "exec", bed["ns_a"], "taskset", "-c", "0", "iperf3", "-c", bed["ip4_b"], "-t", str(d),
+                 "-J")
+        srv.wait(timeout=30)
+        return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e9, 0.0
+    finally:
+        on_link(bed, False)
+
+
+def run_forwarder(bed, name, d, jumbo=False):
     f = bed["ns_f"]
     if name.startswith("xdp-"):
         mode = name[4:]
@@ -68,7 +102,7 @@ def run_forwarder(bed, name, d):
                 "--duration", "600", "--json", "--interval", "100"], wait=False)
         ready(p)
         try:
-            return measure(bed, d, bed["mac_b"] if mode == "l2" else bed["mac_fa"])
+            return measure(bed, d, bed["mac_b"] if mode == "l2" else bed["mac_fa"], jumbo, mode == "l2")
         finally:
             p.send_signal(15)
             p.communicate(timeout=30)
@@ -82,7 +116,7 @@ def run_forwarder(bed, name, d):
             p.send_signal(15)
             p.communicate(timeout=30)
     if name == "kernel":
-        return measure(bed, d, bed["mac_fa"])
+        return measure(bed, d, bed["mac_fa"], jumbo)
     if name == "bridge":
         sh("ip", "-n", f, "link", "add", "fwbr0", "type", "bridge")
         try:
@@ -90,7 +124,7 @@ def run_forwarder(bed, name, d):
                 sh("ip", "-n", f, "link", "set", i, "master", "fwbr0")
             sh("ip", "-n", f, "link", "set", "fwbr0", "up")
             time.sleep(0.5)
-            return measure(bed, d, bed["mac_b"])
+            return measure(bed, d, bed["mac_b"], jumbo, True)
         finally:
             subprocess.run(["ip", "-n", f, "link", "del", "fwbr0"], capture_output=True)
     sys.exit(f"bench: --forwarders {name!r} is not accepted: use {','.join(FORWARDERS)}")
@@ -100,9 +134,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--forwarders", default=",".join(FORWARDERS))
+    ap.add_argument("--forwarders", default=None)
+    ap.add_argument("--jumbo", action="store_true")
     a = ap.parse_args()
-    names = a.forwarders.split(",")
+    default = [n for n in FORWARDERS if not (a.jumbo and n == "xsk-l2")]
+    names = a.forwarders.split(",") if a.forwarders else default
     for n in names:
         if n not in FORWARDERS:
             sys.exit(f"bench: --forwarders {n!r} is not accepted: use a comma-separated subset of {','.join(FORWARDERS)}")
@@ -114,22 +150,32 @@ def main():
         bed = fp(["testbed", "up", "--fwd", "--json"])
         try:
             pin_napi(bed, bed["iface_fa"], 1)
-            results.append({n: run_forwarder(bed, n, a.duration) for n in names})
+            if a.jumbo:
+                for ns, i in ((bed["ns_a"], bed["iface_a"]), (bed["ns_f"], bed["iface_fa"]), (bed["ns_f"], bed["iface_fb"]),
+                              (bed["ns_b"], bed["iface_b"])):
+                    sh("ip", "-n", ns, "link", "set", "dev", i, "mtu", "9000")
+            results.append({n: run_forwarder(bed, n, a.duration, a.jumbo) for n in names})
         finally:
             subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
     base = "kernel" if "kernel" in names else None
-    head = f"{'forwarder':<10} {'delivered Mpps':>15} {'offered Mpps':>13}"
+    unit = "Gbit/s" if a.jumbo else "Mpps"
+    head = f"{'forwarder':<10} {'delivered ' + unit:>15}" + ("" if a.jumbo else f" {'offered ' + unit:>13}")
     if base:
         head += "   ratio to kernel forwarding, same run (min/median/max)"
     print(head)
     for n in names:
         got = [res[n][0] for res in results]
         off = [res[n][1] for res in results]
-        line = f"{n:<10} {statistics.median(got):>15.2f} {statistics.median(off):>13.2f}"
+        line = f"{n:<10} {statistics.median(got):>15.2f}" + ("" if a.jumbo else f" {statistics.median(off):>13.2f}")
         if base:
             q = [res[n][0] / res[base][0] for res in results]
             line += f"   {min(q):.2f} / {statistics.median(q):.2f} / {max(q):.2f}"
         print(line)
+    if a.jumbo:
+        print(f"\n{a.runs} runs of {a.duration} s; medians. MTU 9000 on every veth end; one iperf3 TCP stream a -> b "
+              f"(client and server on CPU 0); fa's NAPI threaded on CPU 1; xdp-l2/xdp-l3: "
+              f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); kernel: IP forwarding in f; bridge: fa and fb in a Linux bridge.")
+        return
     print(f"\n{a.runs} runs of {a.duration} s; medians. 64-byte UDP from `fastpath gen --cpu 0` (xdp-live) in ns a; "
           f"fa's NAPI threaded on CPU 1; counted by `fastpath bench xdpdrop` on b. xdp-l2/xdp-l3: "
           f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); xsk-l2: `fastpath fwd --engine xsk --mode l2 --cpus 1` (copy mode); kernel: net.ipv4.ip_forward=1, no XDP in f; "
