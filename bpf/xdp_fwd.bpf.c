@@ -20,7 +20,7 @@
  *
  * Loaded as frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18): headers are
  * read from the first buffer only, which the kernel guarantees to hold at least the linear
- * part (Documentation/bpf/... xdp multi-buffer; include/net/xdp.h).
+ * part (include/net/xdp.h: struct xdp_buff, the frags in its skb_shared_info).
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -33,21 +33,7 @@
 #include <bpf/bpf_core_read.h>
 #include "fastpath_abi.h"
 
-/* The kernel types the tracepoints pass (CO-RE: only the fields read). */
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-typedef struct {
-	struct net *net;
-} possible_net_t;
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
-struct bpf_prog;
+#include "fastpath_kernel.h"
 
 #ifndef AF_INET
 #define AF_INET 2

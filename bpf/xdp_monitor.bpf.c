@@ -15,23 +15,7 @@
 #include <bpf/bpf_core_read.h>
 #include "fastpath_abi.h"
 
-/* Only the fields read; offsets come from the kernel's BTF at load. */
-struct ns_common {
-	unsigned int inum;
-} __attribute__((preserve_access_index));
-
-struct net {
-	struct ns_common ns;
-} __attribute__((preserve_access_index));
-
-typedef struct {
-	struct net *net;
-} possible_net_t;
-
-struct net_device {
-	int ifindex;
-	possible_net_t nd_net;
-} __attribute__((preserve_access_index));
+#include "fastpath_kernel.h"
 
 /* include/net/xdp.h: the verdicts of a CPUMAP entry's XDP program (kernel >= 5.10). */
 struct xdp_cpumap_stats {
@@ -40,7 +24,6 @@ struct xdp_cpumap_stats {
 	unsigned int drop;
 } __attribute__((preserve_access_index));
 
-struct bpf_prog;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -92,8 +92,9 @@ fn gen(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, r
     n(&common::last_json(&o)["totals"]["tx_packets"])
 }
 
-fn start_fwd(b: &FwdBedInfo, mode: &str) -> Running {
-    Running::start(&[
+/// `fastpath fwd --json` between fa and fb in `mode`, with `extra` arguments, past its ready line.
+fn start_fwd(b: &FwdBedInfo, mode: &str, extra: &[&str]) -> Running {
+    let mut args = vec![
         "fwd",
         "--netns",
         &b.ns_f,
@@ -106,7 +107,9 @@ fn start_fwd(b: &FwdBedInfo, mode: &str) -> Running {
         "--duration",
         "300",
         "--json",
-    ])
+    ];
+    args.extend_from_slice(extra);
+    Running::start(&args)
 }
 
 fn port<'a>(summary: &'a serde_json::Value, iface: &str) -> &'a serde_json::Value {
@@ -155,7 +158,7 @@ fn l3_forwards_every_frame_once_with_ttl_and_macs_as_the_kernel() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
-    let fwd = start_fwd(&b, "l3");
+    let fwd = start_fwd(&b, "l3", &[]);
     let count = 100_000u64;
     let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
     let cases = [
@@ -188,7 +191,7 @@ fn ttl_1_goes_to_the_kernel_which_answers_time_exceeded() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
-    let fwd = start_fwd(&b, "l3");
+    let fwd = start_fwd(&b, "l3", &[]);
     let ping = |args: &[&str]| {
         let o = fastpath_testbed::ns_command(&b.ns_a, "ping").args(args).output().expect("ping");
         String::from_utf8_lossy(&o.stdout).into_owned()
@@ -214,7 +217,7 @@ fn l2_port_pair_carries_frames_unchanged() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
-    let fwd = start_fwd(&b, "l2");
+    let fwd = start_fwd(&b, "l2", &[]);
     let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
     let (src, dst) = (b.ip4_a.to_string(), b.ip4_b.to_string());
     send_and_check(a, bb, &b.mac_b, &src, &dst, (64, &b.mac_a, &b.mac_b), 100_000);
@@ -317,22 +320,7 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
-    let fwd = Running::start(&[
-        "fwd",
-        "--netns",
-        &b.ns_f,
-        "-i",
-        &b.iface_fa,
-        "-i",
-        &b.iface_fb,
-        "--mode",
-        "l3",
-        "--duration",
-        "300",
-        "--interval",
-        "0.1",
-        "--json",
-    ]);
+    let fwd = start_fwd(&b, "l3", &["--interval", "0.1"]);
     let (mut child, lines, reader) = fwd.stream();
     let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped");
     let (rate, count) = (50_000u64, 750_000u64);
@@ -585,22 +573,7 @@ fn jumbo_frames_cross_the_forwarder_intact() {
             ip(&b.ns_a, &format!("route replace {}/32 dev {}", b.ip4_b, b.iface_a));
             ip(&b.ns_a, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_b, b.mac_b, b.iface_a));
         }
-        let fwd = Running::start(&[
-            "fwd",
-            "--netns",
-            &b.ns_f,
-            "-i",
-            &b.iface_fa,
-            "-i",
-            &b.iface_fb,
-            "--mode",
-            mode,
-            "--xdp-mode",
-            "native",
-            "--duration",
-            "300",
-            "--json",
-        ]);
+        let fwd = start_fwd(&b, mode, &["--xdp-mode", "native"]);
         let (once, dup, bad) = jumbo_udp(&b, count, payload);
         let (summary, status) = fwd.terminate();
         assert!(status.success());
@@ -623,7 +596,7 @@ fn l3_fib_cache_follows_a_changed_neighbour() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
-    let (child, lines, reader) = start_fwd(&b, "l3").stream();
+    let (child, lines, reader) = start_fwd(&b, "l3", &[]).stream();
     let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
     let (src, dst) = (b.ip4_a.to_string(), b.ip4_b.to_string());
     let count = 10_000;
