@@ -4,7 +4,7 @@ run on one forwarding test bed (`fastpath testbed up --fwd`), N runs, medians, a
 to the kernel's own IP forwarding in the same run.
 
 Forwarders: `fastpath fwd --mode l2` (XDP DEVMAP port pair), `fastpath fwd --mode l3` (XDP,
-bpf_fib_lookup), `fastpath fwd --engine xsk --mode l2 --cpus 1` (AF_XDP, one shared UMEM, its
+bpf_fib_lookup behind the per-CPU FIB cache; xdp-l3-nocache: with --no-fib-cache), `fastpath fwd --engine xsk --mode l2 --cpus 1` (AF_XDP, one shared UMEM, its
 thread on CPU 1), the kernel's IP forwarding (no XDP in f), a Linux bridge of fa and fb in f.
 Set-up: the generator (`fastpath gen`, xdp-live, 64-byte UDP) on CPU 0 in ns a; fa's receive
 NAPI threaded and pinned to CPU 1, so the forwarding (and the hand-over to b) runs on CPU 1
@@ -21,7 +21,7 @@ import argparse, glob, json, os, statistics, subprocess, sys, time
 
 from fplib import FP, fp, last_json, ready
 
-FORWARDERS = ["xdp-l2", "xdp-l3", "xsk-l2", "kernel", "bridge"]
+FORWARDERS = ["xdp-l2", "xdp-l3", "xdp-l3-nocache", "xsk-l2", "kernel", "bridge"]
 
 
 def sh(*args):
@@ -97,9 +97,10 @@ def measure_tcp(bed, d, l2):
 def run_forwarder(bed, name, d, jumbo=False):
     f = bed["ns_f"]
     if name.startswith("xdp-"):
-        mode = name[4:]
+        mode = name[4:6]
+        extra = ["--no-fib-cache"] if name.endswith("-nocache") else []
         p = fp(["fwd", "--netns", f, "-i", bed["iface_fa"], "-i", bed["iface_fb"], "--mode", mode,
-                "--duration", "600", "--json", "--interval", "100"], wait=False)
+                "--duration", "600", "--json", "--interval", "100"] + extra, wait=False)
         ready(p)
         try:
             return measure(bed, d, bed["mac_b"] if mode == "l2" else bed["mac_fa"], jumbo, mode == "l2")
@@ -159,14 +160,14 @@ def main():
             subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
     base = "kernel" if "kernel" in names else None
     unit = "Gbit/s" if a.jumbo else "Mpps"
-    head = f"{'forwarder':<10} {'delivered ' + unit:>15}" + ("" if a.jumbo else f" {'offered ' + unit:>13}")
+    head = f"{'forwarder':<14} {'delivered ' + unit:>15}" + ("" if a.jumbo else f" {'offered ' + unit:>13}")
     if base:
         head += "   ratio to kernel forwarding, same run (min/median/max)"
     print(head)
     for n in names:
         got = [res[n][0] for res in results]
         off = [res[n][1] for res in results]
-        line = f"{n:<10} {statistics.median(got):>15.2f}" + ("" if a.jumbo else f" {statistics.median(off):>13.2f}")
+        line = f"{n:<14} {statistics.median(got):>15.2f}" + ("" if a.jumbo else f" {statistics.median(off):>13.2f}")
         if base:
             q = [res[n][0] / res[base][0] for res in results]
             line += f"   {min(q):.2f} / {statistics.median(q):.2f} / {max(q):.2f}"

@@ -5,8 +5,8 @@ test bed (`fastpath testbed up --fwd`), N runs, medians of the p50/p99 (half rou
 
 Forwarders: `fastpath fwd --mode l3` (XDP), the kernel's IP forwarding with fb's default qdisc
 (noqueue on a veth), and the kernel's forwarding with fb shaped to a slower port (`tc qdisc
-... tbf rate RATE`, with a 10 MB FIFO behind it, the bufferbloat case, or with fq_codel behind
-it). XDP_REDIRECT bypasses the egress qdisc entirely (the frame goes to the driver's
+... tbf rate RATE`, with a 10 MB FIFO, the bufferbloat case, a 256 KB FIFO, or fq_codel behind it,
+left out where the kernel has no fq_codel). XDP_REDIRECT bypasses the egress qdisc entirely (the frame goes to the driver's
 ndo_xdp_xmit), so tc cannot make a slow port for the XDP forwarder on a veth; its row shows
 the unshaped path. fa's receive NAPI is threaded on CPU 1 (the forwarder's CPU); the hosts'
 programs (sockperf, iperf3) run on CPU 0.
@@ -19,7 +19,17 @@ import argparse, json, os, statistics, subprocess, sys, time
 from fplib import FP, fp, ready
 from bench_fwd import pin_napi, sh
 
-CONFIGS = ["xdp-l3", "kernel", "kernel+tbf-fifo", "kernel+tbf-fq_codel"]
+CONFIGS = ["xdp-l3", "kernel", "kernel+tbf-fifo", "kernel+tbf-short", "kernel+tbf-fq_codel"]
+
+
+def have_qdisc(kind):
+    """Whether this kernel has the qdisc `kind` (tried on the loopback of a namespace of our own)."""
+    ns = f"fpqdisc{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], capture_output=True)
+    try:
+        return subprocess.run(["tc", "-n", ns, "qdisc", "add", "dev", "lo", "root", kind], capture_output=True).returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def sockperf(bed, d, port):
@@ -69,8 +79,11 @@ def setup(bed, cfg, rate):
         ready(p)
         return p
     if cfg.startswith("kernel+tbf"):
+        # A bloated FIFO (10 MB, 80 ms at 1 Gbit/s), a short one (256 KB, 2 ms; it must hold a 64 KB
+        # GRO packet), or fq_codel behind the shaper.
+        limit = "256kb" if cfg.endswith("short") else "10mb"
         sh("tc", "-n", f, "qdisc", "replace", "dev", fb, "root", "handle", "1:", "tbf", "rate", rate, "burst", "64kb",
-           "limit", "10mb")
+           "limit", limit)
         if cfg.endswith("fq_codel"):
             sh("tc", "-n", f, "qdisc", "add", "dev", fb, "parent", "1:1", "handle", "10:", "fq_codel")
     return None
@@ -92,6 +105,11 @@ def main():
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench: needs root (network namespaces, XDP)")
+    configs = list(CONFIGS)
+    if not have_qdisc("fq_codel"):
+        configs.remove("kernel+tbf-fq_codel")
+        print("bench: this kernel has no fq_codel qdisc (sch_fq_codel not built or not loadable): its row is left out",
+              file=sys.stderr)
     results = []  # per run: {cfg: (idle p50, idle p99, loaded p50, loaded p99, Gbit/s)}
     port = 11111
     for r in range(a.runs):
@@ -100,7 +118,7 @@ def main():
         try:
             pin_napi(bed, bed["iface_fa"], 1)
             res = {}
-            for cfg in CONFIGS:
+            for cfg in configs:
                 p = setup(bed, cfg, a.rate)
                 try:
                     port += 1
@@ -114,12 +132,13 @@ def main():
             subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
     print(f"{'forwarder':<22} {'idle p50 us':>11} {'idle p99 us':>11} {'loaded p50 us':>13} {'loaded p99 us':>13} "
           f"{'iperf3 Gbit/s':>13}")
-    for cfg in CONFIGS:
+    for cfg in configs:
         col = lambda i: statistics.median(res[cfg][i] for res in results)
         print(f"{cfg:<22} {col(0):>11.1f} {col(1):>11.1f} {col(2):>13.1f} {col(3):>13.1f} {col(4):>13.2f}")
     print(f"\n{a.runs} runs of {a.duration} s per phase; medians. sockperf ping-pong --tcp a -> b (half round trip) "
-          f"alone, then beside one iperf3 TCP stream a -> b; tbf rate {a.rate} burst 64kb limit 10mb on fb (FIFO, or "
-          f"fq_codel as its child); XDP_REDIRECT bypasses fb's qdisc, so the xdp-l3 row is unshaped.")
+          f"alone, then beside one iperf3 TCP stream a -> b; tbf rate {a.rate} burst 64kb on fb with a 10 MB FIFO (tbf-fifo), "
+          f"a 256 KB FIFO (tbf-short) or fq_codel as its child; XDP_REDIRECT bypasses fb's qdisc, so the xdp-l3 row is "
+          f"unshaped.")
 
 
 if __name__ == "__main__":
