@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use fastpath::bpf::fwd::{AfterCounters, Forwarder, FwdMode, PortCounters, REASONS};
 use fastpath::netdev::watch::{NetEvent, NetWatch};
-use fastpath::netdev::{link_state, LinkState};
+use fastpath::netdev::{link_state, LinkState, NetDev};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdEngineArg, FwdModeArg};
@@ -89,7 +89,9 @@ struct Follow {
     xdp_mode: Option<fastpath::bpf::XdpMode>,
     force: bool,
     states: Vec<LinkState>,
-    queues: Vec<Option<(u32, u32)>>,
+    /// Active receive queues (ETHTOOL_GCHANNELS): `ethtool -L` sends no rtnetlink
+    /// notification, so this is compared at every re-read (at least once a second).
+    queues: Vec<Option<u32>>,
     events: u64,
     l3_events: u64,
 }
@@ -99,6 +101,22 @@ impl Follow {
     /// paused, a recreated one re-attached, down/up pause and resume, a new MTU is applied
     /// (L2 drop limit) and logged, a new MAC written.
     fn follow(&mut self, fwd: &mut Forwarder, k: usize, name: &str, t: f64) -> CliResult<()> {
+        let q = NetDev::by_name(name).ok().and_then(|d| d.rx_queue_count().ok().flatten());
+        if let (Some(old), Some(new)) = (self.queues[k], q) {
+            if old != new {
+                self.events += 1;
+                event_line(
+                    self.json,
+                    t,
+                    name,
+                    "queues",
+                    format!("{old} -> {new} receive queues (the program serves every queue)"),
+                );
+            }
+        }
+        if q.is_some() {
+            self.queues[k] = q;
+        }
         let now = link_state(name);
         let was = self.states[k];
         let known = fwd.ports()[k].ifindex;
@@ -241,12 +259,13 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let mut prev: Vec<PortCounters> = (0..a.ifaces.len()).map(|k| fwd.counters(k)).collect::<Result<_, _>>()?;
     let mut prev_after: Vec<AfterCounters> = (0..a.ifaces.len()).map(|k| fwd.after(k)).collect::<Result<_, _>>()?;
     let mut prev_t = start;
+    let queues = a.ifaces.iter().map(|i| NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()));
     let mut fol = Follow {
         json: a.run.json,
         xdp_mode,
         force: a.force,
         states,
-        queues: vec![None; a.ifaces.len()],
+        queues: queues.collect(),
         events: 0,
         l3_events: 0,
     };
@@ -268,27 +287,11 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 NetEvent::Link(l) => {
                     if let Some(k) = port_of(&fwd, &a.ifaces, Some(&l.name), l.ifindex) {
                         dirty[k] = true;
-                        let q = (l.rx_queues, l.tx_queues);
-                        if let Some(old) = fol.queues[k].filter(|old| *old != q) {
-                            fol.events += 1;
-                            event_line(
-                                a.run.json,
-                                t,
-                                &a.ifaces[k],
-                                "queues",
-                                format!(
-                                    "rx/tx queues {}/{} -> {}/{} (the program serves every queue)",
-                                    old.0, old.1, q.0, q.1
-                                ),
-                            );
-                        }
-                        fol.queues[k] = Some(q);
                     }
                 }
                 NetEvent::LinkDeleted { ifindex, name } => {
                     if let Some(k) = port_of(&fwd, &a.ifaces, Some(&name), ifindex) {
                         dirty[k] = true;
-                        fol.queues[k] = None;
                     }
                 }
                 // Multicast entries (noarp) do not steer forwarding: not logged.

@@ -306,12 +306,13 @@ fn is_flowing(v: &serde_json::Value, iface: &str) -> bool {
 
 /// Under traffic a -> b (L3, IPv4, 50,000 frames/s), the ports change one after the other:
 /// fb down and up; b down and up (fb loses its carrier); fa down and up; fb's MTU lowered,
-/// raised and restored; b's neighbour entry changed and restored; the f-b link deleted and
+/// raised and restored; fb's queue count raised; b's neighbour entry changed and restored; the f-b link deleted and
 /// made again. The forwarder logs each change from its rtnetlink notifications, forwarding
 /// resumes within 1 s of every up and of the recreated link, and every frame is accounted for:
 /// what the generator sent = what a's veth refused while fa was down + what fa's program saw
-/// (counted under a reason), and what the program redirected = redirect failures + what the
-/// egress driver took + what it refused, from the kernel's own XDP tracepoints.
+/// (counted under a reason; a's kernel may add a handful of IP frames of its own), and what the
+/// program redirected = redirect failures + what the egress driver took + what it refused, from
+/// the kernel's own XDP tracepoints, exactly.
 #[test]
 fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     if !privileged("link_events_under_traffic_are_followed_with_every_frame_accounted") {
@@ -364,6 +365,15 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
         });
         assert!(e.is_some(), "mtu {mtu}: no event");
     }
+    // The queue count changed (ethtool -L sends no rtnetlink notification: the once-a-second
+    // re-read finds it).
+    let t = Instant::now();
+    let o = fastpath_testbed::ns_command(&b.ns_f, "ethtool").args(["-L", fb, "rx", "2", "tx", "2"]).output().unwrap();
+    assert!(o.status.success(), "ethtool -L: {}", String::from_utf8_lossy(&o.stderr));
+    let e = wait_line(&lines, t, Duration::from_millis(1500), |v| {
+        is_event(v, fb, "queues") && v["detail"].as_str().is_some_and(|d| d.contains("1 -> 2"))
+    });
+    assert!(e.is_some(), "queue count 1 -> 2: no event");
     // b's neighbour entry changed, then restored: the forwarder logs it (bpf_fib_lookup reads
     // the table per frame, so the next frame already carries the new MAC).
     for mac in ["02:00:00:00:00:99", b.mac_b.as_str()] {
@@ -406,7 +416,13 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
         "sent {sent} refused by a {refused} fa {c} after fa {} fb {}; resumed {resumed:?}",
         pfa["after"], pfb["after"]
     );
-    assert_eq!(sent, refused + seen_by_fa, "generator = refused by a's veth + counted by fa: {c}");
+    // a's kernel may add a few IP frames of its own to fa's MAC (seen once in ~20 runs, an IP
+    // frame other than the generator's after fa came back up); the forwarder counts those too.
+    let counted = refused + seen_by_fa;
+    assert!(
+        (sent..=sent + 16).contains(&counted),
+        "generator ({sent}) = refused by a's veth ({refused}) + counted by fa, give or take a's own few frames: {c}"
+    );
     assert!(refused > 0, "fa was down for 300 ms: a's veth refused frames");
     let fwd_total = n(&c["forwarded"]) + n(&pfb["counters"]["forwarded"]);
     let after = |k: &str| n(&pfa["after"][k]) + n(&pfb["after"][k]);
