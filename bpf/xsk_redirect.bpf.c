@@ -29,8 +29,7 @@ struct {
 	__type(value, __u32);
 } rr SEC(".maps");
 
-SEC("xdp")
-int xsk_redirect(struct xdp_md *ctx)
+static __always_inline int redirect(struct xdp_md *ctx)
 {
 	__u32 key = ctx->rx_queue_index;
 
@@ -44,6 +43,24 @@ int xsk_redirect(struct xdp_md *ctx)
 		}
 	}
 	return bpf_redirect_map(&xsks, key, XDP_PASS);
+}
+
+/* Single-buffer: for sockets without XDP_USE_SG (a packet larger than one UMEM frame would be
+ * dropped by the socket anyway). */
+SEC("xdp")
+int xsk_redirect(struct xdp_md *ctx)
+{
+	return redirect(ctx);
+}
+
+/* Frags-aware (BPF_F_XDP_HAS_FRAGS, kernel >= 5.18): for multi-buffer sockets (XDP_USE_SG,
+ * kernel >= 6.6), which take a packet of several buffers as several descriptors chained by
+ * XDP_PKT_CONTD (Documentation/networking/af_xdp.rst "Multi-Buffer Support"). The program reads
+ * no packet bytes, so the frags need no care here. User space loads one of the two. */
+SEC("xdp.frags")
+int xsk_redirect_frags(struct xdp_md *ctx)
+{
+	return redirect(ctx);
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -60,7 +60,7 @@ pub fn check_frame(f: &FrameArgs) -> CliResult<()> {
     if let (Some(len), true) = (f.frame_len, f.src_ip.is_ipv6()) {
         if (len as usize) < fastpath::packet::MIN_FRAME_LEN6 {
             return Err(usage(anyhow!(
-                "--frame-len {len} is not accepted with IPv6 addresses: use {}..=1514",
+                "--frame-len {len} is not accepted with IPv6 addresses: use {}..=9014",
                 fastpath::packet::MIN_FRAME_LEN6
             )));
         }
@@ -80,12 +80,21 @@ pub fn flows(f: &FrameArgs) -> Option<fastpath::packet::Flows> {
 
 pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
     check_frame(f)?;
+    let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
     let src_mac = match f.src_mac {
         Some(m) => m,
-        None => NetDev::by_name(iface)
-            .and_then(|d| d.mac())
-            .map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?,
+        None => dev.mac().map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?,
     };
+    // A frame longer than the MTU allows is dropped by the receiving device, not sent.
+    if let Ok(mtu) = dev.mtu() {
+        let len = frame_len(f);
+        if len > mtu as usize + 14 {
+            return Err(usage(anyhow!(
+                "--frame-len {len} is not accepted on {iface} (MTU {mtu}): use at most {} (the MTU + 14), or raise the MTU",
+                mtu + 14
+            )));
+        }
+    }
     Ok(UdpFrameSpec {
         src_mac,
         dst_mac: f.dst_mac,
@@ -410,6 +419,16 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     require_privileges("gen")?;
     enter_ns(&g.xsk.netns)?;
     let spec = frame_spec(&g.frame, &g.xsk.iface)?;
+    // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
+    // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
+    // net/bpf/test_run.c).
+    let live_max = fastpath::host::page_size() - 256 - 320;
+    if spec.frame_len > live_max {
+        return Err(usage(anyhow!(
+            "--frame-len {} is not accepted with --engine xdp-live: live frames hold at most {live_max} bytes (one page); use --engine xsk, which sends longer frames over several UMEM frames",
+            spec.frame_len
+        )));
+    }
     let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
     let mut frame = vec![0u8; spec.frame_len];
     build_udp_frame(&spec, &mut frame);
@@ -472,6 +491,13 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     use fastpath::io::{self, PortSpec};
     if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly | BenchMode::L2fwd) {
         return Err(usage(anyhow!("--path is for rxdrop, txonly and l2fwd; {} runs on AF_XDP", mode_name(a.mode))));
+    }
+    if a.mode == BenchMode::Txonly && frame_len(&a.frame) > 1514 {
+        return Err(usage(anyhow!(
+            "--frame-len {} is not accepted with --path {}: it sends frames up to 1514 bytes; use --path afxdp for longer frames",
+            frame_len(&a.frame),
+            clap::ValueEnum::to_possible_value(&a.path).map(|v| v.get_name().to_string()).unwrap_or_default()
+        )));
     }
     require_privileges("bench")?;
     enter_ns(&a.xsk.netns)?;

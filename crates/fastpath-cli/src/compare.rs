@@ -217,7 +217,7 @@ fn receive(
                 xdp_mode: Some(XdpMode::Native),
                 fill_frames: u32::MAX,
             };
-            let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false);
+            let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false, false);
             let q = open_queues(&setup, Some(&mut attach)).map_err(|e| e.to_string())?;
             let ncpu = fastpath::host::online_cpus();
             let n = std::thread::scope(|sc| -> Result<u64, String> {

@@ -11,17 +11,18 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use fastpath::bpf::{attach_with_fallback, XdpMode, XskRedirect};
 use fastpath::netdev::{link_state, NetDev};
-use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskPair, XskStats};
+use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskConfig, XskPair, XskStats};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
 use crate::bench_cmd::enter_ns;
 use crate::error::{env, require_privileges, usage, CliResult};
+use crate::session::decide_multi_buffer;
 
 /// UMEM frame size: one frame holds a packet of up to this less the kernel's 256-byte
-/// XDP_PACKET_HEADROOM (copy mode; include/uapi/linux/bpf.h).
+/// XDP_PACKET_HEADROOM (copy mode; include/uapi/linux/bpf.h); above that (MTU > 3822) the
+/// sockets are multi-buffer (XDP_USE_SG, kernel >= 6.6) and a packet takes several frames.
 const FRAME_SIZE: u32 = 4096;
-const XDP_PACKET_HEADROOM: u32 = 256;
 /// UMEM frames per queue pair (half on each side's FILL ring: 4,096 frames, 40 ms at 100,000
 /// frames/s, for the thread to be away without the kernel running out of FILL frames). A
 /// smaller UMEM stays in cache better (2,048 frames: 0.36 -> 0.44 Mpps in one noisy sitting)
@@ -30,8 +31,6 @@ const FRAME_COUNT: u32 = 8192;
 /// Frames per forwarding round and per copy-mode sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17;
 /// older kernels keep 32 and the forwarder wakes TX more often).
 const TX_BUDGET: u32 = 64;
-/// Ethernet header + one VLAN tag: bytes of a frame beyond the MTU.
-const L2_OVERHEAD: u32 = 18;
 
 fn check_args(a: &FwdArgs) -> CliResult<()> {
     if a.mode != FwdModeArg::L2 {
@@ -71,17 +70,20 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_args(a)?;
     require_privileges("fwd")?;
     enter_ns(&a.netns)?;
-    let max_mtu = FRAME_SIZE - XDP_PACKET_HEADROOM - L2_OVERHEAD;
     let mut ifindexes = Vec::new();
+    // Multi-buffer if either port's MTU needs it (the two sockets share one UMEM, and the
+    // first socket's XDP_USE_SG is the UMEM's).
+    let mut cfg = XskConfig {
+        umem: UmemConfig { frame_size: FRAME_SIZE, frame_count: FRAME_COUNT, ..Default::default() },
+        socket: SocketConfig { tx_skb_budget: Some(TX_BUDGET), ..Default::default() },
+    };
+    let mut mb_notes = Vec::new();
     for i in &a.ifaces {
         let s =
             link_state(i).ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
-        if s.mtu > max_mtu {
-            return Err(env(anyhow!(
-                "-i {i} has MTU {} bytes, which --engine xsk cannot carry: one {FRAME_SIZE}-byte UMEM frame holds MTU <= {max_mtu} (lower the MTU, or use --engine xdp, which is multi-buffer aware)",
-                s.mtu
-            )));
-        }
+        let mut c = cfg.clone();
+        mb_notes.extend(decide_multi_buffer(i, s.mtu, &mut c)?);
+        cfg.socket.multi_buffer |= c.socket.multi_buffer;
         let count = NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()).unwrap_or(1);
         if a.queues > count {
             return Err(env(anyhow!("--queues {} is not accepted: {i} has {count} queue(s)", a.queues)));
@@ -95,20 +97,18 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // Attach to both ports first; on any error below the attachments are dropped (detached).
     let mut progs = Vec::new();
     for (i, &ifindex) in a.ifaces.iter().zip(&ifindexes) {
-        let at = attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| XskRedirect::attach(i, ifindex, m, a.force))?;
-        for note in &at.notes {
+        let mb = cfg.socket.multi_buffer;
+        let at =
+            attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| XskRedirect::attach(i, ifindex, m, a.force, mb))?;
+        for note in mb_notes.iter().filter(|n| n.contains(&format!(" {i} "))).chain(&at.notes) {
             eprintln!("fastpath fwd: {note}");
         }
         progs.push(at);
     }
     let skb = progs.iter().any(|p| p.mode == XdpMode::Skb);
     // A copy-mode sendto transmits up to the TX budget: as many as one forwarding round moves.
-    let sock_cfg = SocketConfig {
-        copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto },
-        tx_skb_budget: Some(TX_BUDGET),
-        ..Default::default()
-    };
-    let umem_cfg = UmemConfig { frame_size: FRAME_SIZE, frame_count: FRAME_COUNT, ..Default::default() };
+    let sock_cfg = SocketConfig { copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto }, ..cfg.socket };
+    let umem_cfg = cfg.umem;
     let mut pairs = Vec::new();
     for q in 0..a.queues {
         let mut p = XskPair::bind(&umem_cfg, &sock_cfg, [&a.ifaces[0], &a.ifaces[1]], q)?;
@@ -131,7 +131,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         println!(
             "{}",
             json!({"type": "ready", "bench": "fwd", "engine": "xsk", "mode": "l2", "ports": ports, "queues": a.queues,
-                   "copy_mode": copy_mode, "tx_limit_bytes": a.tx_limit_bytes})
+                   "copy_mode": copy_mode, "multi_buffer": sock_cfg.multi_buffer, "tx_limit_bytes": a.tx_limit_bytes})
         );
     } else {
         println!(

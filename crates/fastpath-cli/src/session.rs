@@ -70,6 +70,8 @@ pub struct PathInfo {
     pub need_wakeup: bool,
     pub busy_poll: bool,
     pub tx_skb_budget: Option<u32>,
+    /// Sockets bound with XDP_USE_SG: the MTU does not fit one UMEM frame.
+    pub multi_buffer: bool,
     /// Per socket: queue, copy mode, UMEM sharing, frames.
     pub sockets: Vec<XskPortInfo>,
     pub notes: Vec<String>,
@@ -105,8 +107,39 @@ pub fn xsk_config(x: &XskArgs) -> XskConfig {
             },
             busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
             tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
+            // Decided from the interface's MTU when the session opens (decide_multi_buffer).
+            multi_buffer: false,
         },
     }
+}
+
+/// Largest Ethernet frame at `mtu` bytes of IP MTU: header and one VLAN tag.
+pub const L2_OVERHEAD_BYTES: u32 = 18;
+
+/// Decides AF_XDP multi-buffer for `iface` at its MTU: on (XDP_USE_SG, and the frags-aware
+/// XDP program) when a frame of MTU + [`L2_OVERHEAD_BYTES`] does not fit the bytes one UMEM
+/// frame has for a received packet (frame size - XDP_PACKET_HEADROOM 256 - headroom); then
+/// returns a note saying so. Where the kernel lacks multi-buffer (< 6.6) such an MTU is
+/// refused in one line naming the feature, its minimum kernel and the largest MTU that fits.
+pub fn decide_multi_buffer(iface: &str, mtu: u32, cfg: &mut XskConfig) -> CliResult<Option<String>> {
+    let room = cfg.umem.frame_size.saturating_sub(256 + cfg.umem.headroom);
+    let max_mtu = room.saturating_sub(L2_OVERHEAD_BYTES);
+    if mtu <= max_mtu {
+        cfg.socket.multi_buffer = false;
+        return Ok(None);
+    }
+    if let Err(u) = fastpath::features::probe().check(fastpath::features::Feature::MultiBuffer) {
+        return Err(crate::error::unsupported(anyhow!(
+            "{iface} has MTU {mtu}, more than one {}-byte UMEM frame holds (MTU <= {max_mtu}): {u}; lower the MTU (ip link set dev {iface} mtu {max_mtu})",
+            cfg.umem.frame_size
+        )));
+    }
+    cfg.socket.multi_buffer = true;
+    Ok(Some(format!(
+        "multi-buffer: {iface} has MTU {mtu} > {max_mtu} (one {}-byte UMEM frame): sockets bound with XDP_USE_SG, frags-aware XDP program; a packet may take {} frames",
+        cfg.umem.frame_size,
+        (mtu + L2_OVERHEAD_BYTES).div_ceil(room.max(1))
+    )))
 }
 
 /// The queues a run uses: `--queues N` gives 0..N-1, otherwise the one `--queue`.
@@ -199,8 +232,14 @@ impl Session {
     /// As [`Session::open`]; with `rules` (Role::Rx only) the classifier with those rules
     /// replaces the minimal redirect program.
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
-        let cfg = validate(x, role)?;
+        let mut cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
+        let mb_note = if role == Role::Drop {
+            None
+        } else {
+            let mtu = dev.mtu().map_err(crate::error::kernel)?;
+            decide_multi_buffer(&x.iface, mtu, &mut cfg)?
+        };
         let queues = queue_ids(x);
         if let Some(count) = dev.rx_queue_count().map_err(crate::error::kernel)? {
             if let Some(&q) = queues.iter().find(|&&q| q >= count) {
@@ -219,8 +258,9 @@ impl Session {
             need_wakeup: cfg.socket.need_wakeup,
             busy_poll: cfg.socket.busy_poll.is_some(),
             tx_skb_budget: None,
+            multi_buffer: cfg.socket.multi_buffer,
             sockets: Vec::new(),
-            notes: Vec::new(),
+            notes: mb_note.into_iter().collect(),
         };
         let xdp_mode = x.xdp_mode.mode();
         if role == Role::Drop {
@@ -242,7 +282,8 @@ impl Session {
         };
         let mut attach = |m: XdpMode| -> Result<RxProg, fastpath::bpf::BpfError> {
             match rules {
-                None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force).map(RxProg::Redirect),
+                None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force, cfg.socket.multi_buffer)
+                    .map(RxProg::Redirect),
                 Some(c) => {
                     let mut cls = Classifier::load()?;
                     cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;

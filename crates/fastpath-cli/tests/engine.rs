@@ -72,7 +72,7 @@ fn receive(
         let distinct: HashSet<u32> = queues.iter().copied().collect();
         let spq = (queues.len() / distinct.len()) as u32;
         let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
-        let prog = XskRedirect::attach_shared(&iface, dev.ifindex, XdpMode::Native, false, spq).expect("attach");
+        let prog = XskRedirect::attach_shared(&iface, dev.ifindex, XdpMode::Native, false, spq, false).expect("attach");
         let mut slot_of_queue = std::collections::HashMap::<u32, u32>::new();
         for s in &socks {
             let k = slot_of_queue.entry(s.queue_id()).or_insert(0);

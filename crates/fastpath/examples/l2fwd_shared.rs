@@ -27,7 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         xdp_mode: None,
         fill_frames: u32::MAX,
     };
-    let mut attach = |m: XdpMode| XskRedirect::attach(&iface, ifindex, m, false);
+    let mut attach = |m: XdpMode| XskRedirect::attach(&iface, ifindex, m, false, false);
     let q = open_queues(&setup, Some(&mut attach))?;
     let mode = q.attached.as_ref().map_or("none", |a| a.mode.name());
     for p in &q.ports {

@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (umem, mut frames): (Arc<Umem>, _) = Umem::new(&UmemConfig::default())?;
     let mut sock = XskSocket::bind(&umem, iface, queue, &SocketConfig::default())?;
-    let prog = attach_with_fallback(iface, ifindex, None, |m| XskRedirect::attach(iface, ifindex, m, false))?;
+    let prog = attach_with_fallback(iface, ifindex, None, |m| XskRedirect::attach(iface, ifindex, m, false, false))?;
     prog.prog.insert(queue, sock.as_raw_fd())?;
     println!("rxdrop: {iface} queue {queue}, xdp {}, {}", prog.mode.name(), sock.copy_mode_name());
 

@@ -216,6 +216,11 @@ impl NetDev {
         sys::if_hwaddr(&self.name)
     }
 
+    /// The IP MTU in bytes (SIOCGIFMTU), read now.
+    pub fn mtu(&self) -> Result<u32, SysError> {
+        sys::if_mtu(&self.name)
+    }
+
     /// The driver's name (ETHTOOL_GDRVINFO), e.g. "veth", "ice", "mlx5_core".
     pub fn driver(&self) -> Result<String, SysError> {
         // SAFETY: all-zero is a valid drvinfo.

@@ -21,8 +21,8 @@ const _: () =
 pub const MIN_FRAME_LEN: usize = PAYLOAD_OFF + PAYLOAD_LEN;
 /// Smallest IPv6 frame that holds the payload (82 bytes).
 pub const MIN_FRAME_LEN6: usize = PAYLOAD_OFF6 + PAYLOAD_LEN;
-/// Largest frame we build (a 1500-byte MTU plus the Ethernet header).
-pub const MAX_FRAME_LEN: usize = 1514;
+/// Largest frame we build: a 9000-byte (jumbo) MTU plus the Ethernet header.
+pub const MAX_FRAME_LEN: usize = 9014;
 /// An IPv6 header is 20 bytes longer than an option-less IPv4 header.
 const IP6_EXTRA: usize = 20;
 

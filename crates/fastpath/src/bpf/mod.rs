@@ -424,21 +424,25 @@ pub struct XskRedirect {
 }
 
 impl XskRedirect {
-    /// Loads `bpf/xsk_redirect.bpf.c` and attaches it to `iface` in `mode`.
-    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
-        Self::attach_shared(iface, ifindex, mode, force, 1)
+    /// Loads `bpf/xsk_redirect.bpf.c` and attaches it to `iface` in `mode`; `frags`: the
+    /// frags-aware program, for multi-buffer sockets (see [`XskRedirect::attach_shared`]).
+    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool, frags: bool) -> Result<Self, BpfError> {
+        Self::attach_shared(iface, ifindex, mode, force, 1, frags)
     }
 
     /// As [`XskRedirect::attach`], for `socks_per_queue` sockets on each queue (sharing one
     /// UMEM's FILL and COMPLETION rings, [`crate::xsk::Sharing::SameQueue`]): queue q's frames
     /// go round robin (per CPU) to XSKMAP slots `q * socks_per_queue ..` (insert with
-    /// [`XskRedirect::insert`] at those slots). `socks_per_queue` 1..=64.
+    /// [`XskRedirect::insert`] at those slots). `socks_per_queue` 1..=64. With `frags`, the
+    /// frags-aware program (`xdp.frags`, kernel >= 5.18) for multi-buffer sockets: it attaches
+    /// natively whatever the MTU, where a single-buffer program is refused above one page.
     pub fn attach_shared(
         iface: &str,
         ifindex: u32,
         mode: XdpMode,
         force: bool,
         socks_per_queue: u32,
+        frags: bool,
     ) -> Result<Self, BpfError> {
         let (prog, xsks) = load_skel!(
             skel::xsk_redirect::XskRedirectSkelBuilder,
@@ -447,9 +451,12 @@ impl XskRedirect {
                 if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
                     ro.socks_per_queue = socks_per_queue.clamp(1, 64);
                 }
+                open.progs.xsk_redirect.set_autoload(!frags);
+                open.progs.xsk_redirect_frags.set_autoload(frags);
             },
             |s| {
-                let prog = owned_prog_fd(s.progs.xsk_redirect.as_fd())?;
+                let p = if frags { &s.progs.xsk_redirect_frags } else { &s.progs.xsk_redirect };
+                let prog = owned_prog_fd(p.as_fd())?;
                 let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
                 (prog, xsks)
             }

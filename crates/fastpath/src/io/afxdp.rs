@@ -9,6 +9,16 @@
 //! ring, the rest are free for TX. RX frames go straight back to FILL; forwarded frames come back
 //! through the COMPLETION ring to FILL; frames sent by `tx_*` come back to the free list.
 //!
+//! Multi-buffer (a socket bound with XDP_USE_SG, [`SocketConfig::multi_buffer`], kernel >= 6.6):
+//! a packet larger than one UMEM frame arrives as several frames chained by `XDP_PKT_CONTD`.
+//! `rx_burst` and `fwd_burst` take only whole packets off the RX ring (a peek may end inside
+//! one; the rest stays for the next call) and give a multi-frame packet to the callback gathered
+//! into one buffer (one copy; single-frame packets stay in place); `fwd_burst` scatters it back
+//! and sends the same frames with the same chaining. `tx_burst` and `tx_stamped` split a longer
+//! packet over as many frames as it needs. Counters and completions count packets: a frame
+//! that ends a packet is marked when it goes to the TX ring, and only marked frames count when
+//! they complete.
+//!
 //! [`open_queues`] attaches an XDP program with mode fallback (native -> skb) and binds one
 //! port per queue, over one shared UMEM or one UMEM each. Needs CAP_NET_ADMIN + CAP_BPF +
 //! CAP_NET_RAW.
@@ -22,7 +32,7 @@ use super::{Port, PortError, PortStats};
 pub use crate::bpf::{attach_with_fallback, Attached};
 use crate::bpf::{BpfError, XdpMode, XskRedirect};
 use crate::netdev::NetDev;
-use crate::xsk::{CopyMode, Frame, SocketConfig, Umem, XskConfig, XskError, XskSocket};
+use crate::xsk::{CopyMode, Frame, RxBatch, SocketConfig, Umem, XskConfig, XskError, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
@@ -151,9 +161,18 @@ pub struct AfXdpPort {
     /// pushes never allocate.
     free: Vec<Frame>,
     frames: u32,
-    /// Frame indices already holding `template` (for `tx_stamped`), one bit each.
-    templated: Vec<u64>,
+    /// Per frame index: which piece of `template` the frame holds (for `tx_stamped`): 0 none,
+    /// k + 1 the k-th frame-sized piece (a single-frame template is piece 0).
+    holds: Vec<u8>,
     template: Vec<u8>,
+    /// Bound with XDP_USE_SG.
+    mb: bool,
+    /// Per frame index, one bit: on the TX ring as the last frame of a packet (multi-buffer).
+    eop: Vec<u64>,
+    /// A multi-frame packet gathered for a callback (capacity: 64 KiB, allocated once).
+    scratch: Vec<u8>,
+    /// The frames of that packet (capacity 64).
+    chain: Vec<Frame>,
     outstanding: u64,
     /// Completions reaped (by any call) and not yet reported by `tx_reap`.
     unreported: u64,
@@ -181,7 +200,7 @@ impl AfXdpPort {
             xdp_mode,
             fill_frames: cfg.umem.frame_count / 2,
         };
-        let mut attach = |m| XskRedirect::attach(iface, ifindex, m, force);
+        let mut attach = |m| XskRedirect::attach(iface, ifindex, m, force, cfg.socket.multi_buffer);
         let mut q = open_queues(&setup, Some(&mut attach))?;
         let mut port = q.ports.pop().expect("one queue");
         port._prog = q.attached.take().map(|a| a.prog);
@@ -213,14 +232,19 @@ impl AfXdpPort {
         }));
         let umem = sock.umem().clone();
         let nframes = umem.config().frame_count as usize;
+        let mb = sock.multi_buffer();
         Ok(Self {
             sock,
             umem,
             _prog: None,
             free,
             frames: total,
-            templated: vec![0; nframes.div_ceil(64)],
+            holds: vec![0; nframes],
             template: Vec::new(),
+            mb,
+            eop: if mb { vec![0; nframes.div_ceil(64)] } else { Vec::new() },
+            scratch: if mb { Vec::with_capacity(1 << 16) } else { Vec::new() },
+            chain: if mb { Vec::with_capacity(64) } else { Vec::new() },
             outstanding: 0,
             unreported: 0,
             stats: PortStats::default(),
@@ -242,14 +266,15 @@ impl AfXdpPort {
         }
     }
 
-    /// COMPLETION -> free list; returns how many.
+    /// COMPLETION -> free list; returns how many packets completed.
     #[inline]
     fn reap_to_free(&mut self) -> u64 {
         let Some(comp) = self.sock.comp.as_mut() else { return 0 };
+        let shift = self.umem.frame_size().trailing_zeros();
         let mut n = 0;
         for f in comp.peek(u32::MAX) {
+            n += packet_end(self.mb, &mut self.eop, &f, shift);
             self.free.push(f);
-            n += 1;
         }
         self.outstanding = self.outstanding.saturating_sub(n);
         self.unreported += n;
@@ -261,12 +286,9 @@ impl AfXdpPort {
     fn reap_to_fill(&mut self) -> u64 {
         let (Some(comp), Some(fill)) = (self.sock.comp.as_mut(), self.sock.fill.as_mut()) else { return 0 };
         let shift = self.umem.frame_size().trailing_zeros();
-        let templated = &mut self.templated;
+        let holds = &mut self.holds;
         // A frame on FILL is the kernel's to write: it no longer holds a template.
-        let mut untemplate = |f: &Frame| {
-            let idx = (f.addr() >> shift) as usize;
-            templated[idx / 64] &= !(1 << (idx % 64));
-        };
+        let mut untemplate = |f: &Frame| holds[(f.addr() >> shift) as usize] = 0;
         let mut done = 0;
         let mut fb = fill.reserve(u32::MAX);
         while fb.room() > 0 {
@@ -275,7 +297,7 @@ impl AfXdpPort {
             fb.push(f);
         }
         for mut f in comp.peek(u32::MAX) {
-            done += 1;
+            done += packet_end(self.mb, &mut self.eop, &f, shift);
             if fb.room() > 0 {
                 untemplate(&f);
                 fb.push(f);
@@ -289,6 +311,28 @@ impl AfXdpPort {
         done
     }
 
+    /// Takes `f` (the first frame of a packet of `nf` frames, the rest next in `batch`) and the
+    /// rest into `self.chain` and gathers their bytes into `self.scratch`.
+    #[inline]
+    fn gather(umem: &Umem, chain: &mut Vec<Frame>, scratch: &mut Vec<u8>, batch: &mut RxBatch<'_>, nf: u32) {
+        chain.clear();
+        scratch.clear();
+        for _ in 0..nf {
+            let fr = batch.next().expect("next_packet counted these frames");
+            scratch.extend_from_slice(umem.data(&fr));
+            chain.push(fr);
+        }
+    }
+
+    /// Marks `f` as the last frame of a packet going to the TX ring (multi-buffer ports).
+    #[inline]
+    fn mark_eop(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) {
+        if mb && !f.contd() {
+            let idx = (f.addr() >> shift) as usize;
+            eop[idx / 64] |= 1 << (idx % 64);
+        }
+    }
+
     #[inline]
     fn kick_tx_pending(&mut self) -> Result<(), PortError> {
         if self.sock.tx.pending() > 0 {
@@ -297,6 +341,28 @@ impl AfXdpPort {
         Ok(())
     }
 }
+
+/// 1 if the completed frame `f` ended a packet (always on a single-buffer port; on a
+/// multi-buffer port if it was marked when sent), clearing the mark.
+#[inline]
+fn packet_end(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) -> u64 {
+    if !mb {
+        return 1;
+    }
+    let idx = (f.addr() >> shift) as usize;
+    let bit = 1u64 << (idx % 64);
+    let was = eop[idx / 64] & bit != 0;
+    eop[idx / 64] &= !bit;
+    was as u64
+}
+
+/// Descriptors one burst peeks beyond its packet count on a multi-buffer port, so that a whole
+/// packet (at most MAX_SKB_FRAGS + 1 = 18 frames in copy mode) always fits in a peek.
+const MB_PEEK_EXTRA: u32 = 32;
+
+/// Frames one packet may take on a multi-buffer port when sending: MAX_SKB_FRAGS (17) + 1, the
+/// copy-mode limit of xsk_build_skb (net/xdp/xsk.c).
+const MB_MAX_FRAMES: usize = 18;
 
 impl Port for AfXdpPort {
     fn path(&self) -> &'static str {
@@ -310,26 +376,51 @@ impl Port for AfXdpPort {
             let umem = &*self.umem;
             let XskSocket { rx, fill, .. } = &mut self.sock;
             let fill = fill.as_mut().expect("a port's socket has its own FILL ring");
-            let batch = rx.peek(max);
+            let mut batch = rx.peek(if self.mb { max.saturating_add(MB_PEEK_EXTRA) } else { max });
             let avail = batch.len() as u32;
             if avail > 0 {
                 // Frames are conserved (FILL holds every frame the port has), so room appears as
                 // soon as the kernel consumes; without room, leave the packets on RX for now.
                 let mut fb = fill.reserve(avail);
-                let take = fb.room();
                 let mut bytes = 0u64;
-                for fr in batch.take(take as usize) {
-                    f(umem.data(&fr));
-                    bytes += fr.len() as u64;
-                    fb.push(fr);
+                let mut packets = 0u32;
+                if !self.mb {
+                    packets = fb.room();
+                    for fr in batch.by_ref().take(packets as usize) {
+                        f(umem.data(&fr));
+                        bytes += fr.len() as u64;
+                        fb.push(fr);
+                    }
+                } else {
+                    while packets < max {
+                        let Some((nf, len)) = batch.next_packet() else { break };
+                        if fb.room() < nf {
+                            break;
+                        }
+                        if nf == 1 {
+                            let fr = batch.next().expect("counted");
+                            f(umem.data(&fr));
+                            fb.push(fr);
+                        } else {
+                            Self::gather(umem, &mut self.chain, &mut self.scratch, &mut batch, nf);
+                            f(&self.scratch);
+                            for fr in self.chain.drain(..) {
+                                fb.push(fr);
+                            }
+                        }
+                        bytes += len as u64;
+                        packets += 1;
+                    }
                 }
+                let no_room = fb.room() == 0 && packets == 0;
                 drop(fb);
-                self.stats.rx_packets += take as u64;
+                drop(batch);
+                self.stats.rx_packets += packets as u64;
                 self.stats.rx_bytes += bytes;
-                if take == 0 {
+                if no_room {
                     self.sock.kick_rx();
                 }
-                return Ok(take as usize);
+                return Ok(packets as usize);
             }
             drop(batch);
             if attempt == 0 {
@@ -352,33 +443,79 @@ impl Port for AfXdpPort {
     ) -> Result<(usize, usize), PortError> {
         self.reap_to_fill();
         let max = max.min(u32::MAX as usize) as u32;
+        let shift = self.umem.frame_size().trailing_zeros();
         for attempt in 0..2 {
             let umem = &*self.umem;
             let XskSocket { rx, tx, .. } = &mut self.sock;
-            let batch = rx.peek(max);
+            let mut batch = rx.peek(if self.mb { max.saturating_add(MB_PEEK_EXTRA) } else { max });
             let avail = batch.len() as u32;
             if avail > 0 {
                 let mut tb = tx.reserve(avail);
-                let take = tb.room();
                 let mut bytes = 0u64;
-                for mut fr in batch.take(take as usize) {
-                    if f(umem.data_mut(&mut fr)) {
-                        bytes += fr.len() as u64;
-                        tb.push(fr);
-                    } else {
-                        fr.reset(umem.frame_size());
-                        self.free.push(fr);
+                let (mut received, mut sent) = (0u32, 0u32);
+                if !self.mb {
+                    received = tb.room();
+                    for mut fr in batch.by_ref().take(received as usize) {
+                        if f(umem.data_mut(&mut fr)) {
+                            bytes += fr.len() as u64;
+                            tb.push(fr);
+                        } else {
+                            fr.reset(umem.frame_size());
+                            self.free.push(fr);
+                        }
+                    }
+                    sent = tb.pushed();
+                } else {
+                    while received < max {
+                        let Some((nf, len)) = batch.next_packet() else { break };
+                        if tb.room() < nf {
+                            break;
+                        }
+                        received += 1;
+                        let keep = if nf == 1 {
+                            let mut fr = batch.next().expect("counted");
+                            let keep = f(umem.data_mut(&mut fr));
+                            self.chain.clear();
+                            self.chain.push(fr);
+                            keep
+                        } else {
+                            Self::gather(umem, &mut self.chain, &mut self.scratch, &mut batch, nf);
+                            let keep = f(&mut self.scratch);
+                            if keep {
+                                // Scatter back: the callback may have changed any byte.
+                                let mut off = 0;
+                                for fr in self.chain.iter_mut() {
+                                    let d = umem.data_mut(fr);
+                                    d.copy_from_slice(&self.scratch[off..off + d.len()]);
+                                    off += d.len();
+                                }
+                            }
+                            keep
+                        };
+                        if keep {
+                            for fr in self.chain.drain(..) {
+                                Self::mark_eop(true, &mut self.eop, &fr, shift);
+                                tb.push(fr);
+                            }
+                            bytes += len as u64;
+                            sent += 1;
+                        } else {
+                            for mut fr in self.chain.drain(..) {
+                                fr.reset(umem.frame_size());
+                                self.free.push(fr);
+                            }
+                        }
                     }
                 }
-                let sent = tb.pushed();
                 drop(tb);
+                drop(batch);
                 self.outstanding += sent as u64;
-                self.stats.rx_packets += take as u64;
+                self.stats.rx_packets += received as u64;
                 self.stats.tx_packets += sent as u64;
                 self.stats.tx_bytes += bytes;
-                // TX full (take < avail) or frames queued: push them out.
+                // TX full (taken < avail) or frames queued: push them out.
                 self.sock.kick_tx()?;
-                return Ok((take as usize, sent as usize));
+                return Ok((received as usize, sent as usize));
             }
             drop(batch);
             if attempt == 0 {
@@ -397,25 +534,38 @@ impl Port for AfXdpPort {
         self.reap_to_free();
         let fs = self.umem.frame_size() as usize;
         // Check every frame before reserving anything: nothing half-done on bad input.
-        if let Some(fr) = frames.iter().find(|f| f.is_empty() || f.len() > fs) {
+        let max_len = if self.mb { fs * MB_MAX_FRAMES } else { fs };
+        if let Some(fr) = frames.iter().find(|f| f.is_empty() || f.len() > max_len) {
             return Err(PortError::Config {
                 what: "frame length",
                 value: fr.len().to_string(),
-                accepted: format!("use 1 to {fs} bytes (the frame size)"),
+                accepted: if self.mb {
+                    format!("use 1 to {max_len} bytes ({MB_MAX_FRAMES} frames of {fs} bytes, multi-buffer)")
+                } else {
+                    format!("use 1 to {fs} bytes (the frame size; a socket bound without XDP_USE_SG)")
+                },
             });
         }
-        let want = frames.len().min(self.free.len()) as u32;
+        let shift = self.umem.frame_size().trailing_zeros();
         let umem = &*self.umem;
-        let mut tb = self.sock.tx.reserve(want);
-        let got = tb.room();
-        for fr in frames.iter().take(got as usize) {
-            let mut f = self.free.pop().expect("got <= free");
-            // The frame's bytes change: it no longer holds any template.
-            let idx = (f.addr() / fs as u64) as usize;
-            self.templated[idx / 64] &= !(1 << (idx % 64));
-            umem.resize(&mut f, fr.len() as u32).copy_from_slice(fr);
+        let mut tb = self.sock.tx.reserve(frames.len().min(self.free.len()).min(u32::MAX as usize) as u32);
+        let mut got = 0usize;
+        for fr in frames {
+            let nf = fr.len().div_ceil(fs);
+            if (tb.room() as usize) < nf || self.free.len() < nf {
+                break;
+            }
+            for (k, piece) in fr.chunks(fs).enumerate() {
+                let mut f = self.free.pop().expect("nf <= free");
+                // The frame's bytes change: it no longer holds any template.
+                self.holds[(f.addr() >> shift) as usize] = 0;
+                umem.resize(&mut f, piece.len() as u32).copy_from_slice(piece);
+                f.set_contd(k + 1 < nf);
+                Self::mark_eop(self.mb, &mut self.eop, &f, shift);
+                tb.push(f);
+            }
             self.stats.tx_bytes += fr.len() as u64;
-            tb.push(f);
+            got += 1;
         }
         drop(tb);
         self.stats.tx_packets += got as u64;
@@ -427,7 +577,7 @@ impl Port for AfXdpPort {
             self.sock.kick_tx()?;
             tries += 1;
         }
-        Ok(got as usize)
+        Ok(got)
     }
 
     #[inline]
@@ -437,12 +587,17 @@ impl Port for AfXdpPort {
         n: usize,
         mut stamp: F,
     ) -> Result<usize, PortError> {
-        let fs = self.umem.frame_size() as u64;
-        if template.is_empty() || template.len() as u64 > fs {
+        let fs = self.umem.frame_size() as usize;
+        let max_len = if self.mb { fs * MB_MAX_FRAMES } else { fs };
+        if template.is_empty() || template.len() > max_len {
             return Err(PortError::Config {
                 what: "frame length",
                 value: template.len().to_string(),
-                accepted: format!("use 1 to {fs} bytes (the frame size)"),
+                accepted: if self.mb {
+                    format!("use 1 to {max_len} bytes ({MB_MAX_FRAMES} frames of {fs} bytes, multi-buffer)")
+                } else {
+                    format!("use 1 to {fs} bytes (the frame size; a socket bound without XDP_USE_SG)")
+                },
             });
         }
         // Completed frames back to the free list: a caller may loop on tx_stamped alone.
@@ -451,30 +606,49 @@ impl Port for AfXdpPort {
             // A new template: no frame holds it yet (allocates only here, never per packet).
             self.template.clear();
             self.template.extend_from_slice(template);
-            self.templated.iter_mut().for_each(|w| *w = 0);
+            self.holds.iter_mut().for_each(|h| *h = 0);
         }
-        let len = template.len() as u32;
-        let want = n.min(self.free.len()).min(u32::MAX as usize) as u32;
+        let shift = self.umem.frame_size().trailing_zeros();
+        let nf = template.len().div_ceil(fs);
+        let want = n.min(self.free.len() / nf).min(u32::MAX as usize / nf);
         let umem = &*self.umem;
-        let mut tb = self.sock.tx.reserve(want);
-        let got = tb.room();
-        for i in 0..got as usize {
-            let mut f = self.free.pop().expect("got <= free");
-            let idx = (f.addr() / fs) as usize;
-            let bytes = umem.resize(&mut f, len);
-            if self.templated[idx / 64] & (1 << (idx % 64)) == 0 {
-                bytes.copy_from_slice(template);
-                self.templated[idx / 64] |= 1 << (idx % 64);
+        let mut tb = self.sock.tx.reserve((want * nf) as u32);
+        let got = tb.room() as usize / nf;
+        for i in 0..got {
+            // Pieces last to first, so that the first (which `stamp` changes) is at hand last.
+            let mut first = None;
+            for k in (0..nf).rev() {
+                let piece = &template[k * fs..template.len().min((k + 1) * fs)];
+                let mut f = self.free.pop().expect("got * nf <= free");
+                let idx = (f.addr() >> shift) as usize;
+                let bytes = umem.resize(&mut f, piece.len() as u32);
+                if self.holds[idx] != k as u8 + 1 {
+                    bytes.copy_from_slice(piece);
+                    self.holds[idx] = k as u8 + 1;
+                }
+                f.set_contd(k + 1 < nf);
+                if k == 0 {
+                    first = Some(f);
+                } else {
+                    self.chain.push(f);
+                }
             }
-            stamp(i, bytes);
+            let mut f = first.expect("nf >= 1");
+            // A multi-frame packet: `stamp` gets its first frame (the headers).
+            stamp(i, umem.data_mut(&mut f));
+            Self::mark_eop(self.mb, &mut self.eop, &f, shift);
             tb.push(f);
+            while let Some(f) = self.chain.pop() {
+                Self::mark_eop(self.mb, &mut self.eop, &f, shift);
+                tb.push(f);
+            }
         }
         drop(tb);
         self.stats.tx_packets += got as u64;
-        self.stats.tx_bytes += got as u64 * len as u64;
+        self.stats.tx_bytes += got as u64 * template.len() as u64;
         self.outstanding += got as u64;
         self.kick_tx_pending()?;
-        Ok(got as usize)
+        Ok(got)
     }
 
     #[inline]

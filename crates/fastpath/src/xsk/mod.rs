@@ -76,7 +76,8 @@ mod umem;
 
 pub use pair::{DirStats, XskPair};
 pub use ring::{
-    CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_RING_NEED_WAKEUP,
+    CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_PKT_CONTD,
+    XDP_RING_NEED_WAKEUP,
 };
 pub use socket::{BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use umem::{Frame, Umem, UmemConfig};

@@ -16,6 +16,11 @@
 //! ingress RX ring (and beyond it are dropped by the kernel, counted), so a queue does not build
 //! up in front of a slower egress.
 //!
+//! **Multi-buffer** (sockets bound with XDP_USE_SG, [`SocketConfig::multi_buffer`], kernel
+//! >= 6.6): a packet of several frames (`XDP_PKT_CONTD`) moves as a whole: all its frames or
+//! none (a peek that ends inside a packet leaves it on the RX ring for the next round), with its
+//! chaining kept, so the egress socket sends it as one packet. Counters count packets.
+//!
 //! Privileges: CAP_NET_RAW (sockets); the XDP programs that redirect into them are attached by
 //! the caller. Kernel >= 5.10.
 
@@ -24,14 +29,18 @@ use std::sync::Arc;
 use super::{Frame, SocketConfig, Umem, UmemConfig, XskError, XskSocket, XskStats};
 use crate::sys::{self, SysError};
 
+/// In [`XskPair`]'s per-frame record: the frame ends its packet (frame lengths fit in 31 bits).
+const LAST_FRAME: u32 = 1 << 31;
+
 /// Counters of one direction (frames received on side `i` and sent on the other).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DirStats {
-    /// Frames taken from the ingress RX ring and put on the egress TX ring.
+    /// Packets taken from the ingress RX ring and put on the egress TX ring.
     pub forwarded: u64,
     /// Their bytes.
     pub forwarded_bytes: u64,
-    /// Of those, frames the egress side reported sent (its COMPLETION ring).
+    /// Of those, packets the egress side reported sent (its COMPLETION ring: every frame of
+    /// the packet).
     pub completed: u64,
     /// Times the egress TX ring had no room (frames left on the ingress RX ring).
     pub tx_full: u64,
@@ -46,9 +55,11 @@ pub struct XskPair {
     socks: [XskSocket; 2],
     /// Free frames waiting for room on side i's FILL ring.
     spare: [Vec<Frame>; 2],
-    /// Bytes on side i's TX ring or being sent, not yet completed (in the order sent).
+    /// Bytes on side i's TX ring or being sent, not yet completed.
     in_flight_bytes: [u64; 2],
-    in_flight_lens: [std::collections::VecDeque<u32>; 2],
+    /// Per frame index, while the frame is on a TX ring or being sent: its length, with
+    /// [`LAST_FRAME`] set if it ends its packet.
+    sent: Vec<u32>,
     tx_limit_bytes: Option<u64>,
     /// Direction i: frames received on side i, sent on side 1-i.
     pub stats: [DirStats; 2],
@@ -62,6 +73,7 @@ impl XskPair {
     /// shared across interfaces).
     pub fn bind(umem: &UmemConfig, socket: &SocketConfig, ifaces: [&str; 2], queue_id: u32) -> Result<Self, XskError> {
         let (umem, mut frames) = Umem::new(umem)?;
+        let umem_cfg = umem.config().clone();
         let s0 = XskSocket::bind(&umem, ifaces[0], queue_id, socket)?;
         let s1 = XskSocket::bind(&umem, ifaces[1], queue_id, socket)?;
         let half = frames.len() / 2;
@@ -71,7 +83,7 @@ impl XskPair {
             socks: [s0, s1],
             spare: [frames, spare1],
             in_flight_bytes: [0; 2],
-            in_flight_lens: Default::default(),
+            sent: vec![0; umem_cfg.frame_count as usize],
             tx_limit_bytes: None,
             stats: [DirStats::default(); 2],
         };
@@ -130,7 +142,12 @@ impl XskPair {
         let batch = comp.peek(u32::MAX);
         let n = batch.len() as u64;
         let mut fb = fill.reserve(n as u32);
+        let shift = fs.trailing_zeros();
+        let (mut packets, mut bytes) = (0u64, 0u64);
         for mut f in batch {
+            let s = std::mem::take(&mut self.sent[(f.addr() >> shift) as usize]);
+            packets += (s & LAST_FRAME != 0) as u64;
+            bytes += (s & !LAST_FRAME) as u64;
             if fb.room() > 0 {
                 fb.push(f);
             } else {
@@ -139,21 +156,18 @@ impl XskPair {
             }
         }
         drop(fb);
-        self.stats[rx].completed += n;
-        for _ in 0..n {
-            if let Some(len) = self.in_flight_lens[tx].pop_front() {
-                self.in_flight_bytes[tx] -= len as u64;
-            }
-        }
+        self.stats[rx].completed += packets;
+        self.in_flight_bytes[tx] = self.in_flight_bytes[tx].saturating_sub(bytes);
     }
 
-    /// Forwards up to `max` frames received on side `rx` to side 1-`rx`; returns how many.
+    /// Forwards the packets among up to `max` frames received on side `rx` to side 1-`rx`;
+    /// returns how many packets.
     fn forward(&mut self, rx: usize, max: u32) -> Result<u32, SysError> {
         let tx = 1 - rx;
         let limit = self.tx_limit_bytes;
         let [s0, s1] = &mut self.socks;
         let (rxs, txs) = if rx == 0 { (s0, s1) } else { (s1, s0) };
-        let batch = rxs.rx.peek(max);
+        let batch = rxs.rx.peek(max.max(32));
         let avail = batch.len() as u32;
         if avail == 0 {
             return Ok(0);
@@ -165,20 +179,27 @@ impl XskPair {
         let mut moved = 0u32;
         let mut bytes = 0u64;
         let mut batch = batch;
-        // What is not taken stays on RX: the batch releases only the frames taken.
-        while tb.room() > 0 {
-            let Some(len) = batch.next_len() else { break };
+        let shift = self.umem.frame_size().trailing_zeros();
+        // What is not taken stays on RX: the batch releases only the frames taken. A packet
+        // moves whole or not at all.
+        while let Some((nf, len)) = batch.next_packet() {
+            if tb.room() < nf {
+                break;
+            }
             if let Some(l) = limit {
                 if self.in_flight_bytes[tx] > 0 && self.in_flight_bytes[tx] + len as u64 > l {
                     self.stats[rx].limited += 1;
                     break;
                 }
             }
-            let f = batch.next().expect("next_len saw a frame");
+            for _ in 0..nf {
+                let f = batch.next().expect("next_packet counted this frame");
+                let last = if f.contd() { 0 } else { LAST_FRAME };
+                self.sent[(f.addr() >> shift) as usize] = f.len() | last;
+                tb.push(f);
+            }
             self.in_flight_bytes[tx] += len as u64;
-            self.in_flight_lens[tx].push_back(len);
             bytes += len as u64;
-            tb.push(f);
             moved += 1;
         }
         drop(batch);

@@ -43,12 +43,16 @@ pub struct XdpDesc {
     pub addr: u64,
     /// Packet length in bytes.
     pub len: u32,
-    /// Descriptor options (XDP_PKT_CONTD for multi-buffer); 0 here.
+    /// Descriptor options: [`XDP_PKT_CONTD`] (multi-buffer) or 0.
     pub options: u32,
 }
 
 /// `XDP_RING_NEED_WAKEUP` in the ring's flags word (if_xdp.h, kernel >= 5.4).
 pub const XDP_RING_NEED_WAKEUP: u32 = 1;
+
+/// `XDP_PKT_CONTD` in a descriptor's options: the packet continues in the next descriptor
+/// (if_xdp.h, kernel >= 6.6, sockets bound with XDP_USE_SG).
+pub const XDP_PKT_CONTD: u32 = 1;
 
 /// The raw shared state of one ring: where its producer and consumer indices, flags word and
 /// descriptor array live. Built from an mmap of the socket (see `socket.rs`) or from heap memory
@@ -533,7 +537,8 @@ impl TxBatch<'_> {
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);
         assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
-        self.ring.write(self.idx.wrapping_add(self.n), XdpDesc { addr: f.addr(), len: f.len(), options: 0 });
+        let options = if f.contd() { XDP_PKT_CONTD } else { 0 };
+        self.ring.write(self.idx.wrapping_add(self.n), XdpDesc { addr: f.addr(), len: f.len(), options });
         self.n += 1;
     }
 
@@ -572,7 +577,7 @@ impl Iterator for RxBatch<'_> {
         }
         let d = self.ring.read(self.idx.wrapping_add(self.taken));
         self.taken += 1;
-        Some(Frame::new(d.addr, d.len, self.umem_id))
+        Some(Frame::with_contd(d.addr, d.len, self.umem_id, d.options & XDP_PKT_CONTD != 0))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -589,6 +594,27 @@ impl RxBatch<'_> {
     #[inline]
     pub fn next_len(&self) -> Option<u32> {
         (self.taken < self.n).then(|| self.ring.read(self.idx.wrapping_add(self.taken)).len)
+    }
+
+    /// The next whole packet in this batch, without taking it: (frames, bytes). `None` if the
+    /// batch is empty or ends before the packet's last frame (a batch may end inside a
+    /// multi-buffer packet; the rest comes with the next peek, Documentation/networking/
+    /// af_xdp.rst "Multi-Buffer Support"). On a socket without XDP_USE_SG a packet is one
+    /// frame.
+    #[inline]
+    pub fn next_packet(&self) -> Option<(u32, u32)> {
+        let (mut frames, mut bytes) = (0u32, 0u32);
+        let mut i = self.taken;
+        while i < self.n {
+            let d = self.ring.read(self.idx.wrapping_add(i));
+            frames += 1;
+            bytes = bytes.saturating_add(d.len);
+            if d.options & XDP_PKT_CONTD == 0 {
+                return Some((frames, bytes));
+            }
+            i += 1;
+        }
+        None
     }
 }
 

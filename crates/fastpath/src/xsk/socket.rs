@@ -24,6 +24,7 @@ const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_SHARED_UMEM: u16 = 1 << 0;
+const XDP_USE_SG: u16 = 1 << 4;
 const SO_BUSY_POLL: i32 = 46;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
@@ -66,11 +67,24 @@ pub struct SocketConfig {
     /// XDP_MAX_TX_SKB_BUDGET for copy-mode TX; `None` keeps the kernel default (32).
     /// Ignored with a note on kernels without it (< 6.17).
     pub tx_skb_budget: Option<u32>,
+    /// Bind with `XDP_USE_SG` (multi-buffer, kernel >= 6.6): a packet larger than one frame
+    /// arrives and leaves as several frames chained by `XDP_PKT_CONTD` ([`super::Frame::contd`]);
+    /// without it the kernel drops such packets. Only the UMEM's first socket passes the flag; the
+    /// sockets sharing its UMEM inherit it (Documentation/networking/af_xdp.rst "Multi-Buffer
+    /// Support"). The XDP program in front must be frags-aware (`xdp.frags`).
+    pub multi_buffer: bool,
 }
 
 impl Default for SocketConfig {
     fn default() -> Self {
-        Self { ring_size: 2048, need_wakeup: true, copy_mode: CopyMode::Auto, busy_poll: None, tx_skb_budget: None }
+        Self {
+            ring_size: 2048,
+            need_wakeup: true,
+            copy_mode: CopyMode::Auto,
+            busy_poll: None,
+            tx_skb_budget: None,
+            multi_buffer: false,
+        }
     }
 }
 
@@ -332,6 +346,9 @@ impl XskSocket {
         if config.busy_poll.is_some() {
             features.check(crate::features::Feature::BusyPoll)?;
         }
+        if config.multi_buffer {
+            features.check(crate::features::Feature::MultiBuffer)?;
+        }
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         if let Some(count) = dev.rx_queue_count()? {
             if queue_id >= count {
@@ -348,6 +365,15 @@ impl XskSocket {
                     _ => crate::features::Feature::SharedUmem,
                 };
                 crate::features::probe().check(f)?;
+                if config.multi_buffer != umem.multi_buffer() {
+                    return Err(XskError::UmemUnusable {
+                        why: format!(
+                            "its first socket was bound {} XDP_USE_SG and sockets sharing a UMEM inherit that (multi_buffer must be {})",
+                            if umem.multi_buffer() { "with" } else { "without" },
+                            umem.multi_buffer()
+                        ),
+                    });
+                }
                 (sharing, sys::socket_xdp()?, with)
             }
         };
@@ -528,6 +554,9 @@ impl XskSocket {
         if self.config.need_wakeup {
             flags |= XDP_USE_NEED_WAKEUP;
         }
+        if self.config.multi_buffer {
+            flags |= XDP_USE_SG;
+        }
         if shared_fd.is_some() {
             // A sharing socket takes the data path and need_wakeup of the UMEM's first socket;
             // any other flag is EINVAL (xsk_bind in net/xdp/xsk.c).
@@ -558,10 +587,19 @@ impl XskSocket {
                 Err(e) => return Err(e.into()),
             }
         }
+        if shared_fd.is_none() {
+            self.umem.set_multi_buffer(self.config.multi_buffer);
+        }
         let (opts, _): (libc::xdp_options, usize) =
             sys::getsockopt(&*self.fd, SOL_XDP, XDP_OPTIONS, "SOL_XDP, XDP_OPTIONS")?;
         self.zero_copy = opts.flags & XDP_OPTIONS_ZEROCOPY != 0;
         Ok(())
+    }
+
+    /// True if the socket takes and sends multi-buffer packets (bound with XDP_USE_SG, or
+    /// sharing the UMEM of a socket that was).
+    pub fn multi_buffer(&self) -> bool {
+        self.config.multi_buffer
     }
 
     /// The UMEM this socket uses.

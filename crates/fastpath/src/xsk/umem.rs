@@ -72,19 +72,42 @@ impl UmemConfig {
 /// owns. Its bytes are reached through [`Umem::data`] / [`Umem::data_mut`]. Dropping it takes
 /// the frame out of circulation (memory-safe; the UMEM has one frame less).
 ///
-/// `addr` is the UMEM offset of the packet's first byte (frame start + offset), `len` the
-/// packet length: the fields of `struct xdp_desc` (include/uapi/linux/if_xdp.h).
+/// `addr` is the UMEM offset of the buffer's first byte (frame start + offset), `len` its
+/// length, and [`Frame::contd`] the `XDP_PKT_CONTD` option: the fields of `struct xdp_desc`
+/// (include/uapi/linux/if_xdp.h). On a multi-buffer socket (XDP_USE_SG, kernel >= 6.6) a
+/// packet is a run of frames, each but the last with `contd` set; otherwise a frame is a whole
+/// packet and `contd` is always false.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
     addr: u64,
     len: u32,
     umem_id: u32,
+    contd: bool,
 }
 
 impl Frame {
     #[inline]
     pub(crate) fn new(addr: u64, len: u32, umem_id: u32) -> Self {
-        Self { addr, len, umem_id }
+        Self { addr, len, umem_id, contd: false }
+    }
+
+    #[inline]
+    pub(crate) fn with_contd(addr: u64, len: u32, umem_id: u32, contd: bool) -> Self {
+        Self { addr, len, umem_id, contd }
+    }
+
+    /// True if the packet continues in the next frame (`XDP_PKT_CONTD`, Documentation/networking/
+    /// af_xdp.rst "Multi-Buffer Support"): this frame is not the packet's last.
+    #[inline]
+    pub fn contd(&self) -> bool {
+        self.contd
+    }
+
+    /// Marks the frame as continued in the next one (a TX packet over several frames), or as a
+    /// packet's last frame. Sending a continued frame needs a socket bound with XDP_USE_SG.
+    #[inline]
+    pub fn set_contd(&mut self, contd: bool) {
+        self.contd = contd;
     }
 
     /// UMEM offset of the packet's first byte.
@@ -110,6 +133,7 @@ impl Frame {
     pub fn reset(&mut self, frame_size: u32) {
         self.addr &= !(frame_size as u64 - 1);
         self.len = 0;
+        self.contd = false;
     }
 }
 
@@ -143,6 +167,8 @@ pub struct Umem {
     pub(crate) bound: Mutex<Vec<Bound>>,
     /// The first socket's set-up or bind failed: the registration is gone with it.
     pub(crate) owner_failed: std::sync::atomic::AtomicBool,
+    /// The first socket was bound with XDP_USE_SG (sharing sockets inherit it).
+    multi_buffer: std::sync::atomic::AtomicBool,
     notes: Vec<String>,
 }
 
@@ -187,6 +213,7 @@ impl Umem {
             owner_fd: Mutex::new(Some(fd)),
             bound: Mutex::new(Vec::new()),
             owner_failed: std::sync::atomic::AtomicBool::new(false),
+            multi_buffer: std::sync::atomic::AtomicBool::new(false),
             notes,
         });
         let fs = config.frame_size as u64;
@@ -203,6 +230,16 @@ impl Umem {
     #[inline]
     pub fn frame_size(&self) -> u32 {
         self.config.frame_size
+    }
+
+    /// True if the UMEM's first socket was bound with XDP_USE_SG: every socket sharing it takes
+    /// multi-buffer packets.
+    pub fn multi_buffer(&self) -> bool {
+        self.multi_buffer.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_multi_buffer(&self, on: bool) {
+        self.multi_buffer.store(on, Ordering::Relaxed);
     }
 
     /// Notes from set-up (e.g. mlock refused).
@@ -244,6 +281,12 @@ impl Umem {
         assert!(len as u64 <= room, "packet length {len} does not fit: {room} bytes left in the frame");
         f.len = len;
         self.data_mut(f)
+    }
+
+    /// Bytes a frame starting at `addr` can hold up to the end of its frame.
+    #[inline]
+    pub fn room(&self, f: &Frame) -> u32 {
+        self.config.frame_size - (f.addr & (self.config.frame_size as u64 - 1)) as u32
     }
 
     #[inline]
