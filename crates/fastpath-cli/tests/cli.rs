@@ -664,30 +664,24 @@ fn runs_stop_when_their_interface_is_deleted_or_down() {
     }
 }
 
-/// On a veth with MTU 9000 the kernel refuses native XDP for a single-buffer program (ERANGE):
-/// rxdrop's `xsk_redirect` is one (its AF_XDP sockets take one UMEM frame per packet), so the
-/// error names the cause, the limit and what to do, and `--xdp-mode auto` falls back to skb with
-/// a note. The frags-aware programs (xdp_drop, the classifier) attach natively at MTU 9000.
+/// On a veth with MTU 9000 the kernel refuses native XDP for a single-buffer program (ERANGE),
+/// so every program fastpath attaches there is frags-aware: rxdrop's sockets are multi-buffer
+/// (XDP_USE_SG) behind the `xdp.frags` variant of xsk_redirect, and xdp_drop and the classifier
+/// attach natively too. The path says why multi-buffer is on.
 #[test]
-fn jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb() {
-    if !privileged("jumbo_mtu_native_is_explained_and_auto_falls_back_to_skb") {
+fn jumbo_mtu_attaches_frags_aware_programs_natively() {
+    if !privileged("jumbo_mtu_attaches_frags_aware_programs_natively") {
         return;
     }
     let bed = bed();
     bed.set_mtu(9000).expect("mtu 9000");
     let (ns, i) = (bed.ns_b(), bed.iface_b());
-    let limit = (fastpath::host::page_size() - 256 - 320 - 14).to_string();
-    assert_refused(
-        &bed,
-        &["bench", "rxdrop", "--netns", ns, "-i", i, "--xdp-mode", "native", "--duration", "0"],
-        4,
-        &[i, "MTU 9000", "single-buffer", &limit, "--xdp-mode skb"],
-    );
-    let o = run(&["bench", "rxdrop", "--netns", ns, "-i", i, "--xdp-mode", "auto", "--duration", "0", "--json"]);
-    assert!(o.status.success(), "rxdrop auto: {}", stderr(&o));
+    let o = run(&["bench", "rxdrop", "--netns", ns, "-i", i, "--xdp-mode", "native", "--duration", "0", "--json"]);
+    assert!(o.status.success(), "rxdrop native at MTU 9000: {}", stderr(&o));
     let s = last_json(&o);
-    assert_eq!(s["path"]["xdp_mode"], "skb", "{s}");
-    assert!(s["path"]["notes"].to_string().contains("MTU 9000"), "the fallback is explained: {s}");
+    assert_eq!(s["path"]["xdp_mode"], "native", "{s}");
+    assert_eq!(s["path"]["multi_buffer"], true, "{s}");
+    assert!(s["path"]["notes"].to_string().contains("MTU 9000 > 3822"), "multi-buffer is explained: {s}");
     assert!(attached(ns, i).is_none());
     let o = run(&["bench", "xdpdrop", "--netns", ns, "-i", i, "--xdp-mode", "native", "--duration", "0", "--json"]);
     assert!(o.status.success(), "xdpdrop is frags-aware: native at MTU 9000: {}", stderr(&o));

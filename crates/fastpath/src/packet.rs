@@ -123,6 +123,17 @@ pub enum FrameError {
     /// Payload magic missing.
     #[error("payload magic missing")]
     Magic,
+    /// A byte after the stamp differs from the template's fill pattern ([`fill_byte`]).
+    #[error("payload byte at frame offset {0} differs from the template")]
+    Fill(usize),
+}
+
+/// The template's byte at frame offset `i` after the payload stamp: `i mod 251` (a prime, so
+/// that a frame whose buffers were reordered or shifted differs even where the one's complement
+/// checksum, blind to swapped 16-bit words, does not).
+#[inline]
+pub fn fill_byte(i: usize) -> u8 {
+    (i % 251) as u8
 }
 
 /// One's complement sum of 16-bit big-endian words (RFC 1071), unfolded.
@@ -215,6 +226,10 @@ pub fn build_udp_frame(spec: &UdpFrameSpec, out: &mut [u8]) {
     f[l.udp + 2..l.udp + 4].copy_from_slice(&spec.dst_port.to_be_bytes());
     f[l.udp + 4..l.udp + 6].copy_from_slice(&((spec.frame_len - l.udp) as u16).to_be_bytes());
     f[l.payload()..l.payload() + 2].copy_from_slice(&PAYLOAD_MAGIC.to_le_bytes());
+    let fill_from = l.payload() + PAYLOAD_LEN;
+    for (i, b) in f.iter_mut().enumerate().skip(fill_from) {
+        *b = fill_byte(i);
+    }
     let c = udp_checksum_l(f, l);
     f[l.udp_csum()..l.udp_csum() + 2].copy_from_slice(&c.to_be_bytes());
 }
@@ -269,7 +284,8 @@ pub fn payload(frame: &[u8]) -> Option<Payload> {
 }
 
 /// Checks a received frame completely: IPv4/UDP (option-less) or IPv6/UDP (no extension
-/// header), checksums, lengths, payload magic.
+/// header), checksums, lengths, payload magic, and every byte after the stamp against the
+/// template's fill pattern ([`fill_byte`]; bytes beyond the IP length are not checked).
 pub fn verify(frame: &[u8]) -> Result<Payload, FrameError> {
     let l = Layout::of(frame);
     let min = if l.ip_csum.is_some() { MIN_FRAME_LEN } else { MIN_FRAME_LEN6 };
@@ -303,7 +319,13 @@ pub fn verify(frame: &[u8]) -> Result<Payload, FrameError> {
     if (got != 0 || l.ip_csum.is_none()) && got != udp_checksum_l(frame, l) {
         return Err(FrameError::UdpChecksum);
     }
-    payload(frame).ok_or(FrameError::Magic)
+    let p = payload(frame).ok_or(FrameError::Magic)?;
+    let end = l.udp + udp_len;
+    let from = l.payload() + PAYLOAD_LEN;
+    if let Some(off) = frame.get(from..end).and_then(|b| b.iter().zip(from..).position(|(&b, i)| b != fill_byte(i))) {
+        return Err(FrameError::Fill(from + off));
+    }
+    Ok(p)
 }
 
 /// Most flows `gen --flows` accepts: 2^24 = 16,777,216, every (last byte of the source
@@ -660,9 +682,27 @@ mod tests {
         }
     }
 
+    /// A jumbo frame whose buffers came back in the wrong order keeps its UDP checksum (the one's
+    /// complement sum cannot see swapped 16-bit words) but not its fill pattern: verify refuses it.
+    #[test]
+    fn verify_catches_reordered_buffers_the_checksum_misses() {
+        let mut buf = vec![0u8; 9014];
+        build_udp_frame(&spec(9014), &mut buf);
+        stamp(&mut buf, &Payload { stream: 0, seq: 7, tstamp_ns: 1 });
+        assert_eq!(verify(&buf).map(|p| p.seq), Ok(7));
+        let mut swapped = buf.clone();
+        // The second and third 4096-byte UMEM frames (at even offsets) exchanged in part.
+        let (a, b) = swapped.split_at_mut(8192);
+        a[4096..4096 + 822].swap_with_slice(&mut b[..822]);
+        assert_eq!(udp_checksum(&swapped), udp_checksum(&buf), "the checksum is blind to the swap");
+        assert_eq!(verify(&swapped), Err(FrameError::Fill(4096)));
+        // A truncated frame (a lost last buffer) fails on its length.
+        assert_eq!(verify(&buf[..8192]), Err(FrameError::Length));
+    }
+
     #[test]
     fn template_parses_with_etherparse_and_checksums_hold() {
-        for len in [62usize, 64, 65, 128, 1514] {
+        for len in [62usize, 64, 65, 128, 1514, 9014] {
             let mut buf = vec![0u8; len];
             build_udp_frame(&spec(len), &mut buf);
             let p = etherparse::SlicedPacket::from_ethernet(&buf).expect("etherparse accepts it");

@@ -17,7 +17,7 @@
 //! up in front of a slower egress.
 //!
 //! **Multi-buffer** (sockets bound with XDP_USE_SG, [`SocketConfig::multi_buffer`], kernel
-//! >= 6.6): a packet of several frames (`XDP_PKT_CONTD`) moves as a whole: all its frames or
+//! 6.6 or later): a packet of several frames (`XDP_PKT_CONTD`) moves as a whole: all its frames or
 //! none (a peek that ends inside a packet leaves it on the RX ring for the next round), with its
 //! chaining kept, so the egress socket sends it as one packet. Counters count packets.
 //!
