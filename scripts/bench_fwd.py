@@ -12,7 +12,10 @@ alone; b counts what arrives with `fastpath bench xdpdrop` (native XDP_DROP).
 
 --jumbo: every veth end at MTU 9000 and a TCP stream instead (iperf3 from a to b, both pinned
 to CPU 0, 9,000-byte IP packets: the hosts' TX checksum offload and so TSO are off), in Gbit/s.
-The AF_XDP forwarder is left out there: one 4,096-byte UMEM frame per packet (no multi-buffer).
+The AF_XDP forwarder's sockets are then multi-buffer (three 4,096-byte UMEM frames a packet).
+With --jumbo there is one more row, rxdrop: `fastpath gen --engine xsk --frame-len 9014` (unpaced,
+CPU 0, multi-buffer TX) from a to `fastpath bench rxdrop --cpu 1` on fa (multi-buffer RX, copy
+mode), the bytes rxdrop received over the generator's time.
 
 Usage: scripts/bench_fwd.py [--runs 3] [--duration 5] [--forwarders xdp-l2,xdp-l3,kernel,bridge] [--jumbo]
        (root; the fastpath binary from $FASTPATH or target/release/fastpath)
@@ -22,6 +25,7 @@ import argparse, glob, json, os, statistics, subprocess, sys, time
 from fplib import FP, fp, last_json, ready
 
 FORWARDERS = ["xdp-l2", "xdp-l3", "xdp-l3-nocache", "xsk-l2", "kernel", "bridge"]
+JUMBO_ONLY = ["rxdrop"]
 
 
 def sh(*args):
@@ -112,12 +116,25 @@ def run_forwarder(bed, name, d, jumbo=False):
                 bed["iface_fb"], "--duration", "600", "--json", "--interval", "100"], wait=False)
         ready(p)
         try:
-            return measure(bed, d, bed["mac_b"])
+            return measure(bed, d, bed["mac_b"], jumbo, True)
         finally:
             p.send_signal(15)
             p.communicate(timeout=30)
     if name == "kernel":
         return measure(bed, d, bed["mac_fa"], jumbo)
+    if name == "rxdrop":
+        p = fp(["bench", "rxdrop", "--netns", f, "-i", bed["iface_fa"], "--cpu", "1", "--duration", "600", "--json"],
+               wait=False)
+        ready(p)
+        try:
+            g = fp(["gen", "--engine", "xsk", "--netns", bed["ns_a"], "-i", bed["iface_a"], "--dst-mac", bed["mac_fa"],
+                    "--src-ip", bed["ip4_a"], "--dst-ip", bed["ip4_b"], "--frame-len", "9014", "--cpu", "0",
+                    "--duration", str(d), "--json"])
+        finally:
+            p.send_signal(15)
+            out, _ = p.communicate(timeout=30)
+        s = last_json(out)
+        return s["totals"]["rx_bytes"] * 8 / g["duration_s"] / 1e9, g["totals"]["tx_bytes"] * 8 / g["duration_s"] / 1e9
     if name == "bridge":
         sh("ip", "-n", f, "link", "add", "fwbr0", "type", "bridge")
         try:
@@ -138,11 +155,11 @@ def main():
     ap.add_argument("--forwarders", default=None)
     ap.add_argument("--jumbo", action="store_true")
     a = ap.parse_args()
-    default = [n for n in FORWARDERS if not (a.jumbo and n == "xsk-l2")]
-    names = a.forwarders.split(",") if a.forwarders else default
+    known = FORWARDERS + (JUMBO_ONLY if a.jumbo else [])
+    names = a.forwarders.split(",") if a.forwarders else known
     for n in names:
-        if n not in FORWARDERS:
-            sys.exit(f"bench: --forwarders {n!r} is not accepted: use a comma-separated subset of {','.join(FORWARDERS)}")
+        if n not in known:
+            sys.exit(f"bench: --forwarders {n!r} is not accepted: use a comma-separated subset of {','.join(known)}")
     if os.geteuid() != 0:
         sys.exit("bench: needs root (network namespaces, XDP)")
     results = []  # per run: {name: (delivered Mpps, offered Mpps)}
@@ -175,7 +192,10 @@ def main():
     if a.jumbo:
         print(f"\n{a.runs} runs of {a.duration} s; medians. MTU 9000 on every veth end; one iperf3 TCP stream a -> b "
               f"(client and server on CPU 0); fa's NAPI threaded on CPU 1; xdp-l2/xdp-l3: "
-              f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); kernel: IP forwarding in f; bridge: fa and fb in a Linux bridge.")
+              f"`fastpath fwd --mode l2|l3 -i fa -i fb` (native); xsk-l2: `fastpath fwd --engine xsk --mode l2 --cpus 1` "
+              f"(copy mode, multi-buffer); kernel: IP forwarding in f; bridge: fa and fb in a Linux bridge; rxdrop: "
+              f"`fastpath gen --engine xsk --frame-len 9014` (UDP, unpaced, CPU 0) into `fastpath bench rxdrop --cpu 1` on fa "
+              f"(no TCP; what rxdrop received over the generator's time).")
         return
     print(f"\n{a.runs} runs of {a.duration} s; medians. 64-byte UDP from `fastpath gen --cpu 0` (xdp-live) in ns a; "
           f"fa's NAPI threaded on CPU 1; counted by `fastpath bench xdpdrop` on b. xdp-l2/xdp-l3: "

@@ -182,7 +182,7 @@ fn bad_flows_are_refused() {
         (vec!["--flows", "10", "--src-ip", "fd99::1"], vec!["--src-ip fd99::1", "--dst-ip 10.99.0.2", "IPv6"]),
         (
             vec!["--flows", "10", "--src-ip", "fd99::1", "--dst-ip", "fd99::2", "--frame-len", "64"],
-            vec!["--frame-len 64", "82..=1514"],
+            vec!["--frame-len 64", "82..=9014"],
         ),
     ] {
         for engine in ["xsk", "xdp-live"] {
