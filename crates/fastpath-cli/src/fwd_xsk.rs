@@ -3,6 +3,12 @@
 //! thread per queue pair. The `xsk_redirect` program on each port sends queue q's frames to
 //! the pair's socket on that port; frames move from one socket's RX ring to the other's TX
 //! ring without a copy in user space.
+//!
+//! Links are followed (rtnetlink, `fastpath::netdev::watch`): a port going down or up is
+//! logged (its frames wait on the TX ring meanwhile: sendto answers ENETDOWN); a deleted port
+//! stops the queue pairs (what they received and did not forward is counted as `discarded`), and
+//! when both ports exist again everything is attached and bound anew; an MTU that needs
+//! multi-buffer sockets the running ones are not re-binds them. Counters add up across restarts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,13 +16,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::{attach_with_fallback, XdpMode, XskRedirect};
-use fastpath::netdev::{link_state, NetDev};
+use fastpath::netdev::watch::{NetEvent, NetWatch};
+use fastpath::netdev::{link_state, LinkState, NetDev};
 use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskConfig, XskPair, XskStats};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
 use crate::bench_cmd::enter_ns;
-use crate::error::{env, require_privileges, usage, CliResult};
+use crate::error::{env, kernel, require_privileges, usage, CliResult};
 use crate::session::decide_multi_buffer;
 
 /// UMEM frame size: one frame holds a packet of up to this less the kernel's 256-byte
@@ -60,194 +67,401 @@ fn sum(a: DirStats, b: DirStats) -> DirStats {
         completed: a.completed + b.completed,
         tx_full: a.tx_full + b.tx_full,
         limited: a.limited + b.limited,
+        discarded: a.discarded + b.discarded,
     }
 }
 
 type Shared = Arc<Mutex<Vec<[DirStats; 2]>>>;
+
+/// What a queue pair's thread hands back: its sockets' XDP_STATISTICS and the error that ended
+/// it, if one did (after a port was deleted, sendto answers ENXIO: expected then).
+type WorkerEnd = ([XskStats; 2], Option<anyhow::Error>);
+
+/// One running set-up: the program on each port, one pair per queue, one thread per pair.
+struct Instance {
+    progs: Vec<fastpath::bpf::Attached<XskRedirect>>,
+    workers: Vec<std::thread::JoinHandle<WorkerEnd>>,
+    shared: Shared,
+    done: Arc<AtomicBool>,
+    multi_buffer: bool,
+    copy_mode: &'static str,
+    ifindexes: Vec<u32>,
+}
+
+impl Instance {
+    /// Attaches to both ports, binds a pair per queue and starts the threads. Returns it and the
+    /// notes of the set-up (multi-buffer, mode fallbacks). On error nothing is left attached.
+    fn start(a: &FwdArgs, cpus: &[usize], stop: &Arc<AtomicBool>) -> CliResult<(Instance, Vec<String>)> {
+        let mut ifindexes = Vec::new();
+        // Multi-buffer if either port's MTU needs it (the two sockets share one UMEM, and the
+        // first socket's XDP_USE_SG is the UMEM's).
+        let mut cfg = XskConfig {
+            umem: UmemConfig { frame_size: FRAME_SIZE, frame_count: FRAME_COUNT, ..Default::default() },
+            socket: SocketConfig { tx_skb_budget: Some(TX_BUDGET), ..Default::default() },
+        };
+        let mut notes = Vec::new();
+        for i in &a.ifaces {
+            let s = link_state(i)
+                .ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
+            let mut c = cfg.clone();
+            notes.extend(decide_multi_buffer(i, s.mtu, &mut c)?);
+            cfg.socket.multi_buffer |= c.socket.multi_buffer;
+            let count = NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()).unwrap_or(1);
+            if a.queues > count {
+                return Err(env(anyhow!("--queues {} is not accepted: {i} has {count} queue(s)", a.queues)));
+            }
+            ifindexes.push(s.ifindex);
+        }
+        // Attach to both ports first; on any error below the attachments are dropped (detached).
+        // The frags-aware program whenever the kernel has multi-buffer sockets, even for
+        // single-buffer ones: a veth refuses a larger MTU while a single-buffer program is
+        // attached, and the forwarder re-binds its sockets multi-buffer when the MTU grows.
+        let mb = cfg.socket.multi_buffer;
+        let frags = mb || fastpath::features::probe().check(fastpath::features::Feature::MultiBuffer).is_ok();
+        let mut progs = Vec::new();
+        for (i, &ifindex) in a.ifaces.iter().zip(&ifindexes) {
+            let at = attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| {
+                XskRedirect::attach(i, ifindex, m, a.force, frags)
+            })?;
+            notes.extend(at.notes.iter().cloned());
+            progs.push(at);
+        }
+        let skb = progs.iter().any(|p| p.mode == XdpMode::Skb);
+        // A copy-mode sendto transmits up to the TX budget: as many as one forwarding round moves.
+        let sock_cfg = SocketConfig { copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto }, ..cfg.socket };
+        let mut pairs = Vec::new();
+        for q in 0..a.queues {
+            let mut p = XskPair::bind(&cfg.umem, &sock_cfg, [&a.ifaces[0], &a.ifaces[1]], q)?;
+            p.set_tx_limit_bytes(a.tx_limit_bytes);
+            for (k, prog) in progs.iter().enumerate() {
+                prog.prog.insert(q, p.sockets()[k].as_raw_fd())?;
+            }
+            pairs.push(p);
+        }
+        let copy_mode = pairs[0].sockets()[0].copy_mode_name();
+        let shared: Shared = Arc::new(Mutex::new(vec![[DirStats::default(); 2]; a.queues as usize]));
+        let done = Arc::new(AtomicBool::new(false));
+        let workers = pairs
+            .into_iter()
+            .enumerate()
+            .map(|(q, pair)| {
+                let (shared, done, stop) = (shared.clone(), done.clone(), stop.clone());
+                let cpu = cpus[q % cpus.len()];
+                std::thread::spawn(move || worker(pair, q, cpu, &shared, &done, &stop))
+            })
+            .collect();
+        Ok((Instance { progs, workers, shared, done, multi_buffer: mb, copy_mode, ifindexes }, notes))
+    }
+
+    fn xdp_modes(&self) -> Vec<&'static str> {
+        self.progs.iter().map(|p| p.mode.name()).collect()
+    }
+
+    /// Stops the threads (each lets its TX ring drain, then counts what is left on its RX
+    /// rings as discarded) and detaches. Returns the per-queue counters, the sockets'
+    /// XDP_STATISTICS, and the first error a thread ended with.
+    fn stop(self) -> (Vec<[DirStats; 2]>, Vec<[XskStats; 2]>, Option<anyhow::Error>) {
+        self.done.store(true, Ordering::Relaxed);
+        let mut xsk = Vec::new();
+        let mut first_err = None;
+        for w in self.workers {
+            match w.join() {
+                Ok((s, e)) => {
+                    xsk.push(s);
+                    if let Some(e) = e {
+                        first_err.get_or_insert(e);
+                    }
+                }
+                Err(_) => {
+                    first_err.get_or_insert(anyhow!("a queue pair's thread panicked"));
+                }
+            }
+        }
+        let per_queue = self.shared.lock().expect("stats lock").clone();
+        drop(self.progs); // detaches both programs
+        (per_queue, xsk, first_err)
+    }
+}
+
+/// A queue pair's thread: forwards until `done` or `stop`, or until a round fails.
+fn worker(mut pair: XskPair, q: usize, cpu: usize, shared: &Shared, done: &AtomicBool, stop: &AtomicBool) -> WorkerEnd {
+    let mut err = fastpath::host::pin_current_thread(cpu).err().map(anyhow::Error::from);
+    let mut rounds = 0u32;
+    while err.is_none() && !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+        match pair.step(TX_BUDGET) {
+            Ok(n) => {
+                rounds = rounds.wrapping_add(1);
+                if n == 0 {
+                    if let Err(e) = pair.wait(10) {
+                        err = Some(e.into());
+                    }
+                }
+                if n == 0 || rounds % 256 == 0 {
+                    shared.lock().expect("stats lock")[q] = pair.stats;
+                }
+            }
+            Err(e) => err = Some(e.into()),
+        }
+    }
+    // Let what is on the TX rings finish, then count what stays on the RX rings.
+    let until = Instant::now() + Duration::from_millis(200);
+    while err.is_none() && Instant::now() < until {
+        if pair.step(TX_BUDGET).is_err() {
+            break;
+        }
+    }
+    pair.discard_rx();
+    shared.lock().expect("stats lock")[q] = pair.stats;
+    let xsk = pair.xsk_stats().unwrap_or_default();
+    (xsk, err)
+}
+
+fn add_stats(acc: &mut [[DirStats; 2]], more: &[[DirStats; 2]]) {
+    for (a, m) in acc.iter_mut().zip(more) {
+        for d in 0..2 {
+            a[d] = sum(a[d], m[d]);
+        }
+    }
+}
+
+fn add_xsk(acc: &mut [std::collections::BTreeMap<&'static str, u64>; 2], more: &[[XskStats; 2]]) {
+    for s in more {
+        for (k, a) in acc.iter_mut().enumerate() {
+            for (name, v) in s[k].fields() {
+                *a.entry(name).or_insert(0) += v;
+            }
+        }
+    }
+}
+
+fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
+    if json_out {
+        println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
+    } else {
+        eprintln!("fastpath fwd: {t:.3} s: {iface} {event}: {detail}");
+    }
+}
+
+/// How often the ports are re-read without a notification, and the longest wait between two
+/// looks at the interval lines and the end.
+const RESYNC: Duration = Duration::from_secs(1);
+const WAIT_MAX: Duration = Duration::from_millis(100);
 
 /// Runs the AF_XDP forwarder (see the module docs) until `stop` or the duration.
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_args(a)?;
     require_privileges("fwd")?;
     enter_ns(&a.netns)?;
-    let mut ifindexes = Vec::new();
-    // Multi-buffer if either port's MTU needs it (the two sockets share one UMEM, and the
-    // first socket's XDP_USE_SG is the UMEM's).
-    let mut cfg = XskConfig {
-        umem: UmemConfig { frame_size: FRAME_SIZE, frame_count: FRAME_COUNT, ..Default::default() },
-        socket: SocketConfig { tx_skb_budget: Some(TX_BUDGET), ..Default::default() },
-    };
-    let mut mb_notes = Vec::new();
-    for i in &a.ifaces {
-        let s =
-            link_state(i).ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
-        let mut c = cfg.clone();
-        mb_notes.extend(decide_multi_buffer(i, s.mtu, &mut c)?);
-        cfg.socket.multi_buffer |= c.socket.multi_buffer;
-        let count = NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()).unwrap_or(1);
-        if a.queues > count {
-            return Err(env(anyhow!("--queues {} is not accepted: {i} has {count} queue(s)", a.queues)));
-        }
-        ifindexes.push(s.ifindex);
-    }
     let cpus: Vec<usize> = match &a.cpus {
         Some(l) => l.0.iter().map(|&c| c as usize).collect(),
         None => (0..fastpath::host::online_cpus()).rev().collect(),
     };
-    // Attach to both ports first; on any error below the attachments are dropped (detached).
-    let mut progs = Vec::new();
-    for (i, &ifindex) in a.ifaces.iter().zip(&ifindexes) {
-        let mb = cfg.socket.multi_buffer;
-        let at =
-            attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| XskRedirect::attach(i, ifindex, m, a.force, mb))?;
-        for note in mb_notes.iter().filter(|n| n.contains(&format!(" {i} "))).chain(&at.notes) {
-            eprintln!("fastpath fwd: {note}");
-        }
-        progs.push(at);
+    // Subscribed before the links are read, so no change between the two is missed.
+    let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
+    let (inst, notes) = Instance::start(a, &cpus, &stop)?;
+    for note in &notes {
+        eprintln!("fastpath fwd: {note}");
     }
-    let skb = progs.iter().any(|p| p.mode == XdpMode::Skb);
-    // A copy-mode sendto transmits up to the TX budget: as many as one forwarding round moves.
-    let sock_cfg = SocketConfig { copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto }, ..cfg.socket };
-    let umem_cfg = cfg.umem;
-    let mut pairs = Vec::new();
-    for q in 0..a.queues {
-        let mut p = XskPair::bind(&umem_cfg, &sock_cfg, [&a.ifaces[0], &a.ifaces[1]], q)?;
-        p.set_tx_limit_bytes(a.tx_limit_bytes);
-        for (k, prog) in progs.iter().enumerate() {
-            prog.prog.insert(q, p.sockets()[k].as_raw_fd())?;
-        }
-        pairs.push(p);
-    }
-    let copy_mode = pairs[0].sockets()[0].copy_mode_name();
-    let xdp_modes: Vec<&str> = progs.iter().map(|p| p.mode.name()).collect();
+    let mut states: Vec<Option<LinkState>> = a.ifaces.iter().map(|i| link_state(i)).collect();
+    let xdp_modes = inst.xdp_modes();
     if a.run.json {
         let ports: Vec<_> = a
             .ifaces
             .iter()
-            .zip(&ifindexes)
+            .zip(&inst.ifindexes)
             .zip(&xdp_modes)
             .map(|((i, x), m)| json!({"iface": i, "ifindex": x, "xdp_mode": m}))
             .collect();
         println!(
             "{}",
             json!({"type": "ready", "bench": "fwd", "engine": "xsk", "mode": "l2", "ports": ports, "queues": a.queues,
-                   "copy_mode": copy_mode, "multi_buffer": sock_cfg.multi_buffer, "tx_limit_bytes": a.tx_limit_bytes})
+                   "copy_mode": inst.copy_mode, "multi_buffer": inst.multi_buffer, "tx_limit_bytes": a.tx_limit_bytes})
         );
     } else {
         println!(
-            "fwd xsk l2: {} <-> {}, {} queue pair(s), {copy_mode}, xdp {}; Ctrl-C stops",
+            "fwd xsk l2: {} <-> {}, {} queue pair(s), {}, xdp {}; Ctrl-C stops",
             a.ifaces[0],
             a.ifaces[1],
             a.queues,
+            inst.copy_mode,
             xdp_modes.join("/")
         );
     }
-
-    let shared: Shared = Arc::new(Mutex::new(vec![[DirStats::default(); 2]; a.queues as usize]));
-    let done = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = pairs
-        .into_iter()
-        .enumerate()
-        .map(|(q, mut pair)| {
-            let (shared, done, stop) = (shared.clone(), done.clone(), stop.clone());
-            let cpu = cpus[q % cpus.len()];
-            std::thread::spawn(move || -> anyhow::Result<[XskStats; 2]> {
-                fastpath::host::pin_current_thread(cpu)?;
-                let mut rounds = 0u32;
-                while !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                    let n = pair.step(TX_BUDGET)?;
-                    rounds = rounds.wrapping_add(1);
-                    if n == 0 {
-                        pair.wait(10)?;
-                    }
-                    if n == 0 || rounds % 256 == 0 {
-                        shared.lock().expect("stats lock")[q] = pair.stats;
-                    }
-                }
-                // Let what is on the TX rings finish, then a last count.
-                let until = Instant::now() + Duration::from_millis(200);
-                while Instant::now() < until {
-                    pair.step(TX_BUDGET)?;
-                }
-                shared.lock().expect("stats lock")[q] = pair.stats;
-                Ok(pair.xsk_stats()?)
-            })
-        })
-        .collect();
+    let copy_mode = inst.copy_mode;
+    let mut inst = Some(inst);
+    let nq = a.queues as usize;
+    // Counters of instances already stopped (a port was deleted, or sockets re-bound).
+    let mut acc = vec![[DirStats::default(); 2]; nq];
+    let mut acc_xsk: [std::collections::BTreeMap<&'static str, u64>; 2] = Default::default();
+    let mut link_events = 0u64;
+    let totals = |inst: &Option<Instance>, acc: &[[DirStats; 2]]| -> Vec<[DirStats; 2]> {
+        let mut t = acc.to_vec();
+        if let Some(i) = inst {
+            add_stats(&mut t, &i.shared.lock().expect("stats lock"));
+        }
+        t
+    };
 
     let start = Instant::now();
     let end = start + Duration::from_secs_f64(a.run.duration);
     let mut next_line = start + Duration::from_secs_f64(a.run.interval);
-    let mut prev = shared.lock().expect("stats lock").clone();
+    let mut prev = totals(&inst, &acc);
     let mut prev_t = start;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < end && !workers.iter().any(|w| w.is_finished()) {
-        std::thread::sleep(Duration::from_millis(20).min(end.saturating_duration_since(Instant::now())));
+    let mut last_resync = start;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let now = Instant::now();
+        let wait =
+            RESYNC.min(next_line.saturating_duration_since(now)).min(end.saturating_duration_since(now)).min(WAIT_MAX);
+        let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
+        let ours = |name: &str, ifindex: u32| {
+            a.ifaces.iter().any(|i| i == name) || inst.as_ref().is_some_and(|i| i.ifindexes.contains(&ifindex))
+        };
+        let check = last_resync.elapsed() >= RESYNC
+            || inst.as_ref().is_some_and(|i| i.workers.iter().any(|w| w.is_finished()))
+            || evs.iter().any(|e| match e {
+                NetEvent::Link(l) => ours(&l.name, l.ifindex),
+                NetEvent::LinkDeleted { ifindex, name } => ours(name, *ifindex),
+                NetEvent::Overrun => true,
+                _ => false,
+            });
+        if check {
+            last_resync = Instant::now();
+            let t = start.elapsed().as_secs_f64();
+            let now_states: Vec<Option<LinkState>> = a.ifaces.iter().map(|i| link_state(i)).collect();
+            let mut restart = false;
+            for (k, name) in a.ifaces.iter().enumerate() {
+                match (states[k], now_states[k]) {
+                    (Some(_), None) => {
+                        link_events += 1;
+                        event_line(
+                            a.run.json,
+                            t,
+                            name,
+                            "deleted",
+                            "paused: the queue pairs are stopped until it is back".into(),
+                        );
+                    }
+                    (None, Some(_)) => restart = true,
+                    (Some(w), Some(s)) if w.ifindex != s.ifindex => {
+                        // Deleted and recreated between two looks.
+                        link_events += 1;
+                        event_line(a.run.json, t, name, "deleted", "and recreated".into());
+                        restart = true;
+                    }
+                    (Some(w), Some(s)) => {
+                        if w.up != s.up {
+                            link_events += 1;
+                            let what = if s.up {
+                                "forwarding resumes"
+                            } else {
+                                "paused: frames for it wait on its TX ring (sendto answers ENETDOWN)"
+                            };
+                            event_line(a.run.json, t, name, if s.up { "up" } else { "down" }, what.into());
+                        }
+                        if w.mtu != s.mtu {
+                            link_events += 1;
+                            let mut c = XskConfig {
+                                umem: UmemConfig { frame_size: FRAME_SIZE, ..Default::default() },
+                                ..Default::default()
+                            };
+                            let needs = decide_multi_buffer(name, s.mtu, &mut c).map(|_| c.socket.multi_buffer);
+                            let running_mb = inst.as_ref().map(|i| i.multi_buffer);
+                            let detail = match needs {
+                                Ok(true) if running_mb == Some(false) => {
+                                    restart = true;
+                                    "; frames no longer fit one UMEM frame: the sockets are bound again multi-buffer"
+                                        .to_string()
+                                }
+                                Ok(_) => String::new(),
+                                Err(e) => format!("; refused: {}", e.err),
+                            };
+                            event_line(a.run.json, t, name, "mtu", format!("{} -> {} bytes{detail}", w.mtu, s.mtu));
+                        }
+                    }
+                    (None, None) => {}
+                }
+            }
+            states = now_states;
+            let missing = states.iter().any(|s| s.is_none());
+            let died = inst.as_ref().is_some_and(|i| i.workers.iter().any(|w| w.is_finished()));
+            if inst.is_some() && (missing || restart || died) {
+                let (q, x, err) = inst.take().expect("running").stop();
+                add_stats(&mut acc, &q);
+                add_xsk(&mut acc_xsk, &x);
+                if let (Some(e), false) = (err, missing || restart) {
+                    // A thread failed with both ports in place: not a link change.
+                    return Err(crate::error::runtime(e));
+                }
+            }
+            if inst.is_none() && !missing && !stop.load(Ordering::Relaxed) {
+                match Instance::start(a, &cpus, &stop) {
+                    Ok((i, _notes)) => {
+                        let detail = format!(
+                            "re-attached as ifindex {} and {} ({}, xdp {}{})",
+                            i.ifindexes[0],
+                            i.ifindexes[1],
+                            i.copy_mode,
+                            i.xdp_modes().join("/"),
+                            if i.multi_buffer { ", multi-buffer" } else { "" }
+                        );
+                        link_events += 1;
+                        event_line(a.run.json, t, &a.ifaces.join(","), "recreated", detail);
+                        inst = Some(i);
+                    }
+                    // Tried again at the next notification or resync; said once per attempt.
+                    Err(e) => event_line(a.run.json, t, &a.ifaces.join(","), "reattach-failed", format!("{}", e.err)),
+                }
+            }
+        }
         if Instant::now() < next_line {
             continue;
         }
         next_line += Duration::from_secs_f64(a.run.interval);
-        let now = shared.lock().expect("stats lock").clone();
+        let now = totals(&inst, &acc);
         let secs = prev_t.elapsed().as_secs_f64().max(1e-9);
         prev_t = Instant::now();
         let dir = |d: usize, v: &[[DirStats; 2]]| v.iter().map(|s| s[d].forwarded).sum::<u64>();
-        let pps: Vec<f64> = (0..2).map(|d| (dir(d, &now) - dir(d, &prev)) as f64 / secs).collect();
+        let pps: Vec<f64> = (0..2).map(|d| dir(d, &now).saturating_sub(dir(d, &prev)) as f64 / secs).collect();
         let t = start.elapsed().as_secs_f64();
         if a.run.json {
             println!(
                 "{}",
-                json!({"type": "interval", "t_s": t, "directions": [
+                json!({"type": "interval", "t_s": t, "paused": inst.is_none(), "directions": [
                     {"from": a.ifaces[0], "to": a.ifaces[1], "forwarded_pps": pps[0]},
                     {"from": a.ifaces[1], "to": a.ifaces[0], "forwarded_pps": pps[1]}]})
             );
         } else {
             println!(
-                "{t:7.2} s  {} -> {} {:.3} Mpps  |  {} -> {} {:.3} Mpps",
+                "{t:7.2} s  {} -> {} {:.3} Mpps  |  {} -> {} {:.3} Mpps{}",
                 a.ifaces[0],
                 a.ifaces[1],
                 pps[0] / 1e6,
                 a.ifaces[1],
                 a.ifaces[0],
-                pps[1] / 1e6
+                pps[1] / 1e6,
+                if inst.is_none() { "  (paused)" } else { "" }
             );
         }
         prev = now;
     }
-    done.store(true, Ordering::Relaxed);
-    let mut xsk = Vec::new();
-    let mut first_err = None;
-    for w in workers {
-        match w.join() {
-            Ok(Ok(s)) => xsk.push(s),
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(anyhow!("a queue pair's thread panicked"));
-            }
+    if let Some(i) = inst.take() {
+        let (q, x, err) = i.stop();
+        add_stats(&mut acc, &q);
+        add_xsk(&mut acc_xsk, &x);
+        if let Some(e) = err {
+            return Err(crate::error::runtime(e));
         }
-    }
-    if let Some(e) = first_err {
-        return Err(crate::error::runtime(e));
     }
     let secs = start.elapsed().as_secs_f64();
-    let per_queue = shared.lock().expect("stats lock").clone();
+    let per_queue = acc;
     let total: Vec<DirStats> =
         (0..2).map(|d| per_queue.iter().fold(DirStats::default(), |acc, s| sum(acc, s[d]))).collect();
-    let drops = |k: usize| -> serde_json::Value {
-        let mut m = serde_json::Map::new();
-        for s in &xsk {
-            for (name, v) in s[k].fields() {
-                let e = m.entry(name.to_string()).or_insert(json!(0));
-                *e = json!(e.as_u64().unwrap_or(0) + v);
-            }
-        }
-        serde_json::Value::Object(m)
-    };
+    let drops = |k: usize| json!(acc_xsk[k]);
     if a.run.json {
         println!(
             "{}",
             json!({"type": "summary", "bench": "fwd", "engine": "xsk", "mode": "l2", "duration_s": secs,
-                   "queues": a.queues, "copy_mode": copy_mode,
+                   "queues": a.queues, "copy_mode": copy_mode, "link_events": link_events,
                    "directions": [
                        {"from": a.ifaces[0], "to": a.ifaces[1], "totals": total[0]},
                        {"from": a.ifaces[1], "to": a.ifaces[0], "totals": total[1]}],
@@ -255,21 +469,21 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                    "per_queue": per_queue})
         );
     } else {
-        println!("fwd xsk l2 ran {secs:.1} s:");
+        println!("fwd xsk l2 ran {secs:.1} s ({link_events} link events):");
         for (d, t) in total.iter().enumerate() {
             println!(
-                "  {} -> {}: forwarded {} ({} bytes), completed {}, TX ring full {} times, held by the byte limit {} times",
+                "  {} -> {}: forwarded {} ({} bytes), completed {}, discarded when stopped {}, TX ring full {} times, held by the byte limit {} times",
                 a.ifaces[d],
                 a.ifaces[1 - d],
                 t.forwarded,
                 t.forwarded_bytes,
                 t.completed,
+                t.discarded,
                 t.tx_full,
                 t.limited
             );
             println!("  {} XDP_STATISTICS: {}", a.ifaces[d], drops(d));
         }
     }
-    drop(progs); // detaches both programs
     Ok(())
 }

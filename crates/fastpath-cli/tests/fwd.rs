@@ -642,3 +642,120 @@ fn l3_fib_cache_follows_a_changed_neighbour() {
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
 }
+
+/// Sends a datagram from a to b every 10 ms until one arrives (up to `within`); how long it
+/// took from the call, or None.
+fn first_through(b: &FwdBedInfo, within: Duration) -> Option<Duration> {
+    let t = Instant::now();
+    let (ns_b, ip_b) = (b.ns_b.clone(), b.ip4_b);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let got = Arc::new(AtomicBool::new(false));
+    let got2 = got.clone();
+    let rx = std::thread::spawn(move || {
+        fastpath_testbed::enter_netns(&ns_b).expect("enter b");
+        let s = std::net::UdpSocket::bind((ip_b, 7778)).expect("bind");
+        s.set_read_timeout(Some(within + Duration::from_millis(200))).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut buf = [0u8; 64];
+        let r = s.recv(&mut buf).ok().map(|_| t.elapsed());
+        got2.store(true, Ordering::Relaxed);
+        r
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).expect("receiver ready");
+    let (ns_a, ip_a) = (b.ns_a.clone(), b.ip4_a);
+    std::thread::spawn(move || {
+        fastpath_testbed::enter_netns(&ns_a).expect("enter a");
+        let s = std::net::UdpSocket::bind((ip_a, 0)).expect("bind a");
+        while !got.load(Ordering::Relaxed) && t.elapsed() < within {
+            let _ = s.send_to(b"probe", (ip_b, 7778));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .join()
+    .unwrap();
+    rx.join().unwrap()
+}
+
+/// The AF_XDP forwarder follows its ports (L2, a -> b): fb down and up, fa down and up (each
+/// logged, datagrams through within 1 s of the up, then 5,000 exactly once); every end's MTU to
+/// 9000 (logged; the sockets are bound again multi-buffer; 2,000 datagrams of 8,972 bytes
+/// exactly once) and back to 1500; the f-b link deleted and made again (logged, re-attached,
+/// datagrams through within 1 s, then 5,000 exactly once). Counters add up over the restarts:
+/// every packet the sockets took was forwarded or counted discarded.
+#[test]
+fn xsk_engine_follows_link_events() {
+    if !privileged("xsk_engine_follows_link_events") {
+        return;
+    }
+    let _s = serial();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    // L2 keeps the MACs: a must address b's MAC itself (b on-link from a).
+    ip(&b.ns_a, &format!("route replace {}/32 dev {}", b.ip4_b, b.iface_a));
+    ip(&b.ns_a, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_b, b.mac_b, b.iface_a));
+    let fwd = start_fwd(&b, "l2", &["--engine", "xsk", "--interval", "0.1"]);
+    let (mut child, lines, reader) = fwd.stream();
+    let (fa, fb) = (b.iface_fa.as_str(), b.iface_fb.as_str());
+    let exact = |what: &str, count: u64, payload: usize| {
+        assert_eq!(jumbo_udp(&b, count, payload), (count, 0, 0), "{what}: (received once, duplicates, damaged)");
+    };
+    exact("start", 5_000, 1000);
+    for iface in [fb, fa] {
+        let t = Instant::now();
+        ip(&b.ns_f, &format!("link set dev {iface} down"));
+        assert!(wait_line(&lines, t, Duration::from_secs(1), |v| is_event(v, iface, "down")).is_some(), "{iface} down");
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        ip(&b.ns_f, &format!("link set dev {iface} up"));
+        assert!(wait_line(&lines, t, Duration::from_secs(1), |v| is_event(v, iface, "up")).is_some(), "{iface} up");
+        let r = first_through(&b, Duration::from_secs(2));
+        assert!(r.is_some_and(|r| r <= Duration::from_secs(1)), "{iface} up: through after {r:?}");
+        exact(&format!("{iface} up"), 5_000, 1000);
+    }
+    let t = Instant::now();
+    for (ns, i) in [(&b.ns_b, &b.iface_b), (&b.ns_f, &b.iface_fb), (&b.ns_f, &b.iface_fa), (&b.ns_a, &b.iface_a)] {
+        ip(ns, &format!("link set dev {i} mtu 9000"));
+    }
+    let e = wait_line(&lines, t, Duration::from_secs(1), |v| {
+        v["type"] == "event" && v["event"] == "mtu" && v["detail"].as_str().is_some_and(|d| d.contains("multi-buffer"))
+    });
+    assert!(e.is_some(), "mtu 9000: no event saying the sockets are re-bound");
+    let e = wait_line(&lines, t, Duration::from_secs(2), |v| {
+        v["type"] == "event"
+            && v["event"] == "recreated"
+            && v["detail"].as_str().is_some_and(|d| d.contains("multi-buffer"))
+    });
+    assert!(e.is_some(), "mtu 9000: not re-bound multi-buffer");
+    exact("mtu 9000", 2_000, 9000 - 28);
+    for (ns, i) in [(&b.ns_a, &b.iface_a), (&b.ns_f, &b.iface_fa), (&b.ns_f, &b.iface_fb), (&b.ns_b, &b.iface_b)] {
+        ip(ns, &format!("link set dev {i} mtu 1500"));
+    }
+    assert!(wait_line(&lines, t, Duration::from_secs(2), |v| is_event(v, fb, "mtu")
+        && v["detail"].as_str().is_some_and(|d| d.contains("9000 -> 1500")))
+    .is_some());
+    exact("mtu 1500", 5_000, 1000);
+    let t = Instant::now();
+    ip(&b.ns_f, &format!("link del {fb}"));
+    assert!(wait_line(&lines, t, Duration::from_secs(1), |v| is_event(v, fb, "deleted")).is_some(), "no deleted event");
+    std::thread::sleep(Duration::from_millis(300));
+    bed.link_b_again().expect("link b again");
+    let t = Instant::now();
+    let e = wait_line(&lines, t - Duration::from_millis(500), Duration::from_secs(1), |v| {
+        v["type"] == "event" && v["event"] == "recreated"
+    });
+    assert!(e.is_some(), "not re-attached within 1 s of the link's return");
+    let r = first_through(&b, Duration::from_secs(2));
+    assert!(r.is_some_and(|r| r <= Duration::from_secs(1)), "recreated: through after {r:?}");
+    exact("recreated", 5_000, 1000);
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+    reader.join().unwrap();
+    let summary = lines.lock().unwrap().iter().rev().find(|(_, v)| v["type"] == "summary").map(|(_, v)| v.clone());
+    let summary = summary.expect("a summary line");
+    assert!(n(&summary["link_events"]) >= 9, "{summary}");
+    let d = summary["directions"].as_array().expect("directions");
+    let t = &d.iter().find(|d| d["from"] == fa).unwrap_or_else(|| panic!("{summary}"))["totals"];
+    let probes = 5_000 * 5 + 2_000;
+    assert!(n(&t["forwarded"]) >= probes, "every probe datagram counted forwarded: {t}");
+    assert!(n(&t["completed"]) <= n(&t["forwarded"]), "{t}");
+}

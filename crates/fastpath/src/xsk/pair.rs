@@ -46,6 +46,9 @@ pub struct DirStats {
     pub tx_full: u64,
     /// Times the in-flight byte limit held frames back.
     pub limited: u64,
+    /// Packets still on the ingress RX ring when the pair was stopped ([`XskPair::discard_rx`]:
+    /// a port deleted or re-bound under traffic); never forwarded.
+    pub discarded: u64,
 }
 
 /// Two sockets on one UMEM; side 0 and side 1. See the module docs.
@@ -235,6 +238,28 @@ impl XskPair {
             }
         }
         Ok(n)
+    }
+
+    /// Takes every packet left on both RX rings without forwarding it and counts it in
+    /// [`DirStats::discarded`] (the frames go back to FILL): called when the pair is stopped
+    /// for good, so that every packet the sockets received is counted once, as forwarded or as
+    /// discarded. Returns how many.
+    pub fn discard_rx(&mut self) -> u64 {
+        let mut total = 0;
+        for rx in 0..2 {
+            let fs = self.umem.frame_size();
+            let batch = self.socks[rx].rx.peek(u32::MAX);
+            let mut n = 0;
+            for mut f in batch {
+                n += !f.contd() as u64;
+                f.reset(fs);
+                self.spare[rx].push(f);
+            }
+            self.stats[rx].discarded += n;
+            total += n;
+            self.refill(rx);
+        }
+        total
     }
 
     /// Waits up to `timeout_ms` for either socket to have frames to receive.
