@@ -185,7 +185,10 @@ def main():
         got = [res[n][0] for res in results]
         off = [res[n][1] for res in results]
         line = f"{n:<14} {statistics.median(got):>15.2f}" + ("" if a.jumbo else f" {statistics.median(off):>13.2f}")
-        if base:
+        if n in JUMBO_ONLY:
+            # Not TCP through a forwarder: no ratio to the kernel's forwarding.
+            line += f"   (UDP; offered {statistics.median(off):.2f} Gbit/s)"
+        elif base:
             q = [res[n][0] / res[base][0] for res in results]
             line += f"   {min(q):.2f} / {statistics.median(q):.2f} / {max(q):.2f}"
         print(line)

@@ -512,11 +512,22 @@ fn jumbo_byte(seq: u64, i: usize) -> u8 {
 }
 
 /// Sends `count` UDP datagrams of `payload` bytes from a (its kernel builds the frames) to b's
-/// port 7777 and returns (received once and intact, duplicates, damaged), as b's UDP socket saw
-/// them (the kernel verified the checksums; the payload is checked byte for byte here).
+/// port 7777 over IPv4 and returns (received once and intact, duplicates, damaged), as b's UDP
+/// socket saw them (the kernel verified the checksums; the payload is checked byte for byte).
 fn jumbo_udp(b: &FwdBedInfo, count: u64, payload: usize) -> (u64, u64, u64) {
+    let to = (b.ns_b.clone(), std::net::IpAddr::V4(b.ip4_b));
+    udp_exact((b.ns_a.clone(), std::net::IpAddr::V4(b.ip4_a)), to, count, payload)
+}
+
+/// [`jumbo_udp`] between any two hosts: (namespace, address) of the sender and the receiver.
+fn udp_exact(
+    from: (String, std::net::IpAddr),
+    to: (String, std::net::IpAddr),
+    count: u64,
+    payload: usize,
+) -> (u64, u64, u64) {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (ns_b, ip_b) = (b.ns_b.clone(), b.ip4_b);
+    let (ns_b, ip_b) = to;
     let rx = std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_b).expect("enter b");
         let s = std::net::UdpSocket::bind((ip_b, 7777)).expect("bind");
@@ -543,7 +554,7 @@ fn jumbo_udp(b: &FwdBedInfo, count: u64, payload: usize) -> (u64, u64, u64) {
         (once, dup, bad)
     });
     ready_rx.recv_timeout(Duration::from_secs(10)).expect("receiver ready");
-    let (ns_a, ip_a, ip_b) = (b.ns_a.clone(), b.ip4_a, b.ip4_b);
+    let (ns_a, ip_a) = from;
     std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_a).expect("enter a");
         let s = std::net::UdpSocket::bind((ip_a, 0)).expect("bind a");
@@ -565,10 +576,11 @@ fn jumbo_udp(b: &FwdBedInfo, count: u64, payload: usize) -> (u64, u64, u64) {
 }
 
 /// Jumbo frames: every veth end at MTU 9000, the forwarder native (its programs are
-/// frags-aware): 100,000 datagrams of 8,972 bytes (9,014-byte frames, several buffers each)
-/// arrive at b exactly once with payload and checksums intact through the XDP forwarder in L3
-/// and L2 and through the AF_XDP forwarder (multi-buffer sockets: three UMEM frames a packet,
-/// moved whole), and the forwarder counts them all forwarded.
+/// frags-aware): 100,000 IPv4 datagrams of 8,972 bytes (9,014-byte frames, several buffers
+/// each) a -> b and 20,000 IPv6 datagrams of 8,952 bytes b -> a arrive exactly once with
+/// payload and checksums intact through the XDP forwarder in L3 and L2 and through the AF_XDP
+/// forwarder (multi-buffer sockets: three UMEM frames a packet, moved whole), and the forwarder
+/// counts them all forwarded.
 #[test]
 fn jumbo_frames_cross_the_forwarder_intact() {
     if !privileged("jumbo_frames_cross_the_forwarder_intact") {
@@ -583,18 +595,24 @@ fn jumbo_frames_cross_the_forwarder_intact() {
     let (count, payload) = (100_000u64, 9000 - 20 - 8);
     for (mode, engine) in [("l3", "xdp"), ("l2", "xdp"), ("l2", "xsk")] {
         if mode == "l2" {
-            // L2 keeps the MACs: a must address b's MAC itself (b on-link from a).
+            // L2 keeps the MACs: a must address b's MAC itself (b on-link from a), and b a's.
             ip(&b.ns_a, &format!("route replace {}/32 dev {}", b.ip4_b, b.iface_a));
             ip(&b.ns_a, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_b, b.mac_b, b.iface_a));
+            ip(&b.ns_b, &format!("-6 route replace {}/128 dev {}", b.ip6_a, b.iface_b));
+            ip(&b.ns_b, &format!("-6 neigh replace {} lladdr {} dev {} nud permanent", b.ip6_a, b.mac_a, b.iface_b));
         }
         let fwd = start_fwd(&b, mode, &["--xdp-mode", "native", "--engine", engine]);
         if engine == "xsk" {
             assert_eq!(fwd.ready["multi_buffer"], true, "{}", fwd.ready);
         }
         let (once, dup, bad) = jumbo_udp(&b, count, payload);
+        // The other way over IPv6 (a 40-byte header: 8,952 bytes of payload in a 9,000 MTU).
+        let (from, to) = ((b.ns_b.clone(), b.ip6_b.into()), (b.ns_a.clone(), b.ip6_a.into()));
+        let back = udp_exact(from, to, 20_000, 9000 - 40 - 8);
         let (summary, status) = fwd.terminate();
         assert!(status.success());
         assert_eq!((once, dup, bad), (count, 0, 0), "{mode}/{engine}: (received once, duplicates, damaged)");
+        assert_eq!(back, (20_000, 0, 0), "{mode}/{engine} b -> a, IPv6: (received once, duplicates, damaged)");
         if engine == "xsk" {
             let d = summary["directions"].as_array().expect("directions");
             let t =
