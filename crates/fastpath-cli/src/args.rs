@@ -32,6 +32,24 @@ pub enum Cmd {
     /// Forward between interfaces at the driver (XDP_REDIRECT through a DEVMAP), L2 port pairs
     /// or L3 through the kernel's FIB; follows links that go down, come up or are recreated.
     Fwd(FwdArgs),
+    /// What this kernel and each interface support (kernel features, the driver's XDP features
+    /// from the netdev netlink family, queues, privileges, bpffs) and the path fastpath would
+    /// pick for each interface, with the reason.
+    Probe(ProbeArgs),
+}
+
+/// `fastpath probe`.
+#[derive(Debug, Clone, Args)]
+pub struct ProbeArgs {
+    /// An interface (repeat for several; default: every interface of the namespace).
+    #[arg(short = 'i', long = "iface", value_parser = parse_iface)]
+    pub ifaces: Vec<String>,
+    /// Network namespace of the interfaces.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fastpath fwd`.

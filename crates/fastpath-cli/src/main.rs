@@ -11,6 +11,7 @@ mod filter_cmd;
 mod fwd_cmd;
 mod fwd_xsk;
 mod inject;
+mod probe_cmd;
 mod redirect_cpu;
 mod report;
 mod session;
@@ -76,6 +77,7 @@ fn main() {
         Cmd::Filter(f) => filter_cmd::run(f, stop),
         Cmd::Compare(c) => compare::run(c, stop),
         Cmd::Fwd(f) => fwd_cmd::run(f, stop),
+        Cmd::Probe(p) => probe_cmd::run(p),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

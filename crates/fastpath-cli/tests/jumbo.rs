@@ -136,8 +136,9 @@ fn jumbo_frames_through_l2fwd_exactly_once_intact() {
     assert_eq!(n(&t["tx_bytes"]), count * FRAME_LEN, "{s}");
 }
 
-/// Refusals: a frame longer than the MTU allows, and a jumbo frame on the xdp-live engine
-/// (live frames hold one page): one line each, exit 2, before anything is attached.
+/// Refusals: a frame longer than the MTU allows, a jumbo frame on the xdp-live engine (live
+/// frames hold one page) or on TPACKET_V3: one line each, exit 2; a kernel without multi-buffer
+/// at MTU 9000: one line, exit 6. Nothing is left attached.
 #[test]
 fn jumbo_refusals_name_the_limit() {
     if !privileged("jumbo_refusals_name_the_limit") {
@@ -164,4 +165,16 @@ fn jumbo_refusals_name_the_limit() {
     ]);
     assert_one_line_refusal("tpacket", &o, 2, &["--frame-len 9014", "tpacket", "--path afxdp"]);
     assert!(attached(bed.ns_a(), bed.iface_a()).is_none());
+    // A kernel without AF_XDP multi-buffer (here: the feature table told to refuse it): rxdrop
+    // and the AF_XDP forwarder at MTU 9000 name the feature, its minimum kernel and the largest
+    // MTU that fits one UMEM frame; exit 6 (unsupported); nothing attached.
+    for args in [
+        vec!["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "1"],
+        vec!["bench", "l2fwd", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "1"],
+        vec!["gen", "--engine", "xsk", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--count", "1"],
+    ] {
+        let o = fastpath().env("FASTPATH_DENY_FEATURES", "multi_buffer").args(&args).output().unwrap();
+        assert_one_line_refusal(args[1], &o, 6, &["MTU 9000", "multi-buffer (XDP_USE_SG)", "6.6", "mtu 3822"]);
+        assert!(attached(bed.ns_b(), bed.iface_b()).is_none());
+    }
 }

@@ -8,6 +8,7 @@
 use crate::sys::{self, SysError};
 
 pub mod watch;
+pub mod xdp_features;
 
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
@@ -208,6 +209,42 @@ impl NetDev {
             Ok(()) => Ok(Some((ch.rx_count + ch.combined_count).max(1))),
             Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Number of transmit queues (tx + combined channels from ETHTOOL_GCHANNELS); `None` when
+    /// the driver does not report channels.
+    pub fn tx_queue_count(&self) -> Result<Option<u32>, SysError> {
+        let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
+        // SAFETY: ch is an ethtool_channels request the kernel fills in.
+        match unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS") } {
+            Ok(()) => Ok(Some((ch.tx_count + ch.combined_count).max(1))),
+            Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every interface of the current network namespace, by name (if_nameindex(3): the
+    /// namespace the calling thread is in, unlike /sys/class/net, which shows the namespace
+    /// sysfs was mounted in).
+    pub fn all() -> Result<Vec<NetDev>, SysError> {
+        // SAFETY: if_nameindex returns a heap array ended by a zero entry, or null on error;
+        // it is freed once, below, after the names are copied.
+        unsafe {
+            let list = libc::if_nameindex();
+            if list.is_null() {
+                return Err(SysError::last("if_nameindex()"));
+            }
+            let mut out = Vec::new();
+            let mut p = list;
+            while (*p).if_index != 0 {
+                let name = std::ffi::CStr::from_ptr((*p).if_name).to_string_lossy().into_owned();
+                out.push(NetDev { name, ifindex: (*p).if_index });
+                p = p.add(1);
+            }
+            libc::if_freenameindex(list);
+            out.sort_by_key(|d| d.ifindex);
+            Ok(out)
         }
     }
 

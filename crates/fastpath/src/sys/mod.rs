@@ -44,7 +44,7 @@ pub struct SysError {
 }
 
 impl SysError {
-    fn last(call: impl Into<String>) -> Self {
+    pub(crate) fn last(call: impl Into<String>) -> Self {
         Self { call: call.into(), errno: std::io::Error::last_os_error().raw_os_error().unwrap_or(0) }
     }
 }
