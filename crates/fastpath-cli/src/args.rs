@@ -36,6 +36,20 @@ pub enum Cmd {
     /// from the netdev netlink family, queues, privileges, bpffs) and the path fastpath would
     /// pick for each interface, with the reason.
     Probe(ProbeArgs),
+    /// Every AF_XDP socket of the namespace (sock_diag, as `ss --xdp`): owning process,
+    /// interface, queue, ring sizes, UMEM, XDP_STATISTICS.
+    Ss(SsArgs),
+}
+
+/// `fastpath ss`.
+#[derive(Debug, Clone, Args)]
+pub struct SsArgs {
+    /// Network namespace to list.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `fastpath probe`.

@@ -157,10 +157,13 @@ impl Instance {
         self.progs.iter().map(|p| p.mode.name()).collect()
     }
 
-    /// Stops the threads (each lets its TX ring drain, then counts what is left on its RX
-    /// rings as discarded) and detaches. Returns the per-queue counters, the sockets'
+    /// Detaches, then stops the threads (each lets its TX ring drain, then counts what is left
+    /// on its RX rings as discarded). Returns the per-queue counters, the sockets'
     /// XDP_STATISTICS, and the first error a thread ended with.
     fn stop(self) -> (Vec<[DirStats; 2]>, Vec<[XskStats; 2]>, Option<anyhow::Error>) {
+        // Detach first: nothing reaches the sockets after this, so what the threads then drain
+        // and count as discarded is everything they received.
+        drop(self.progs);
         self.done.store(true, Ordering::Relaxed);
         let mut xsk = Vec::new();
         let mut first_err = None;
@@ -178,7 +181,6 @@ impl Instance {
             }
         }
         let per_queue = self.shared.lock().expect("stats lock").clone();
-        drop(self.progs); // detaches both programs
         (per_queue, xsk, first_err)
     }
 }

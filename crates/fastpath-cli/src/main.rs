@@ -15,6 +15,7 @@ mod probe_cmd;
 mod redirect_cpu;
 mod report;
 mod session;
+mod ss_cmd;
 mod testbed_cmd;
 
 use std::sync::atomic::AtomicBool;
@@ -78,6 +79,7 @@ fn main() {
         Cmd::Compare(c) => compare::run(c, stop),
         Cmd::Fwd(f) => fwd_cmd::run(f, stop),
         Cmd::Probe(p) => probe_cmd::run(p),
+        Cmd::Ss(s) => ss_cmd::run(s),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

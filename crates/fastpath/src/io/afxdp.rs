@@ -270,10 +270,13 @@ impl AfXdpPort {
     #[inline]
     fn reap_to_free(&mut self) -> u64 {
         let Some(comp) = self.sock.comp.as_mut() else { return 0 };
-        let shift = self.umem.frame_size().trailing_zeros();
+        let fs = self.umem.frame_size();
+        let shift = fs.trailing_zeros();
         let mut n = 0;
-        for f in comp.peek(u32::MAX) {
+        for mut f in comp.peek(u32::MAX) {
             n += packet_end(self.mb, &mut self.eop, &f, shift);
+            // A forwarded frame completes at its receive offset: free means the whole frame.
+            f.reset(fs);
             self.free.push(f);
         }
         self.outstanding = self.outstanding.saturating_sub(n);
@@ -376,7 +379,7 @@ impl Port for AfXdpPort {
             let umem = &*self.umem;
             let XskSocket { rx, fill, .. } = &mut self.sock;
             let fill = fill.as_mut().expect("a port's socket has its own FILL ring");
-            let mut batch = rx.peek(if self.mb { max.saturating_add(MB_PEEK_EXTRA) } else { max });
+            let mut batch = if self.mb { rx.peek_packets(max.saturating_add(MB_PEEK_EXTRA)) } else { rx.peek(max) };
             let avail = batch.len() as u32;
             if avail > 0 {
                 // Frames are conserved (FILL holds every frame the port has), so room appears as
@@ -447,7 +450,7 @@ impl Port for AfXdpPort {
         for attempt in 0..2 {
             let umem = &*self.umem;
             let XskSocket { rx, tx, .. } = &mut self.sock;
-            let mut batch = rx.peek(if self.mb { max.saturating_add(MB_PEEK_EXTRA) } else { max });
+            let mut batch = if self.mb { rx.peek_packets(max.saturating_add(MB_PEEK_EXTRA)) } else { rx.peek(max) };
             let avail = batch.len() as u32;
             if avail > 0 {
                 let mut tb = tx.reserve(avail);
@@ -548,7 +551,9 @@ impl Port for AfXdpPort {
         }
         let shift = self.umem.frame_size().trailing_zeros();
         let umem = &*self.umem;
-        let mut tb = self.sock.tx.reserve(frames.len().min(self.free.len()).min(u32::MAX as usize) as u32);
+        // TX slots for every frame of every packet (a multi-buffer packet takes several).
+        let want: usize = frames.iter().map(|f| f.len().div_ceil(fs)).sum();
+        let mut tb = self.sock.tx.reserve(want.min(self.free.len()).min(u32::MAX as usize) as u32);
         let mut got = 0usize;
         for fr in frames {
             let nf = fr.len().div_ceil(fs);

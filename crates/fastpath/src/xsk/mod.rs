@@ -69,6 +69,7 @@
 //! }
 //! ```
 
+pub mod diag;
 mod pair;
 pub(crate) mod ring;
 mod socket;

@@ -170,7 +170,7 @@ impl XskPair {
         let limit = self.tx_limit_bytes;
         let [s0, s1] = &mut self.socks;
         let (rxs, txs) = if rx == 0 { (s0, s1) } else { (s1, s0) };
-        let batch = rxs.rx.peek(max.max(32));
+        let batch = rxs.rx.peek_packets(max.max(32));
         let avail = batch.len() as u32;
         if avail == 0 {
             return Ok(0);
@@ -246,17 +246,24 @@ impl XskPair {
     /// discarded. Returns how many.
     pub fn discard_rx(&mut self) -> u64 {
         let mut total = 0;
+        let fs = self.umem.frame_size();
         for rx in 0..2 {
-            let fs = self.umem.frame_size();
-            let batch = self.socks[rx].rx.peek(u32::MAX);
-            let mut n = 0;
-            for mut f in batch {
-                n += !f.contd() as u64;
-                f.reset(fs);
-                self.spare[rx].push(f);
+            // A peek sees what the ring's cached producer index shows; peek until nothing is
+            // left (bounded: the kernel may still be adding).
+            for _ in 0..64 {
+                let batch = self.socks[rx].rx.peek(u32::MAX);
+                if batch.len() == 0 {
+                    break;
+                }
+                let mut n = 0;
+                for mut f in batch {
+                    n += !f.contd() as u64;
+                    f.reset(fs);
+                    self.spare[rx].push(f);
+                }
+                self.stats[rx].discarded += n;
+                total += n;
             }
-            self.stats[rx].discarded += n;
-            total += n;
             self.refill(rx);
         }
         total

@@ -432,6 +432,23 @@ impl RxRing {
         RxBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
     }
 
+    /// As [`RxRing::peek`] for multi-buffer sockets: up to `n` descriptors, or the whole ring
+    /// when `n` descriptors end inside the first packet (a packet of more frames than `n`), so
+    /// that [`RxBatch::next_packet`] always sees at least one whole packet when one is there.
+    #[inline]
+    pub fn peek_packets(&mut self, n: u32) -> RxBatch<'_> {
+        let whole = {
+            let b = self.peek(n);
+            (b.len() as u32) < n || b.next_packet().is_some()
+        };
+        // The first batch went without taking anything: its entries are peeked again.
+        if whole {
+            self.peek(n)
+        } else {
+            self.peek(u32::MAX)
+        }
+    }
+
     /// Ring size in descriptors.
     pub fn size(&self) -> u32 {
         self.ring.size()
