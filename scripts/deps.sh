@@ -20,6 +20,18 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# promtool (Debian package prometheus, without its recommends: the web UI's assets) validates
+# the --metrics endpoint's output in the tests.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: promtool missing (run as root, or: sudo apt-get install --no-install-recommends prometheus)" >&2
+    exit 1
+  fi
+  echo "deps: installing prometheus (for promtool)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: cargo is in ~/.cargo/bin; add it to PATH" >&2

@@ -422,6 +422,11 @@ pub struct RunArgs {
     /// needs kernel BTF, Linux >= 5.10) and show its counters ("tracepoints" in JSON).
     #[arg(short = 'e', long)]
     pub extended: bool,
+    /// Serve the run's counters at http://ADDR:PORT/metrics in the Prometheus text format
+    /// (per queue, per port, per rule, XDP_STATISTICS; units in the names), refreshed at most
+    /// every 100 ms, until the command ends. E.g. 127.0.0.1:9100.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `bench redirect-cpu`: the CPUMAP and its programs.

@@ -200,6 +200,11 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_run(&a.run)?;
     check_frame(&a.frame)?;
     if a.mode == BenchMode::Ddos {
+        if a.run.metrics.is_some() {
+            return Err(usage(anyhow!(
+                "--metrics is not accepted with bench ddos: it runs one defence after another on test beds of its own (use it with bench rxdrop|txonly|l2fwd|xdpdrop|redirect-cpu, gen, fwd, filter load|stats)"
+            )));
+        }
         return crate::ddos::run(a, stop);
     }
     if a.mode == BenchMode::RedirectCpu {
@@ -221,6 +226,8 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Err(usage(anyhow!("--rules is for rxdrop and l2fwd (the AF_XDP receive paths)")));
     }
     require_privileges("bench")?;
+    // Listening in the namespace the command was started in (before --netns is entered).
+    let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
@@ -256,6 +263,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let labels: Vec<String> = sess.info.queues.iter().map(|q| format!("{}:q{q}", a.xsk.iface)).collect();
     let prefix = if nq > 1 { format!("{}:all", a.xsk.iface) } else { labels[0].clone() };
     let mon = Monitor {
+        metrics: metrics.as_ref(),
         xsk_fds: sess.stats_fds.iter().collect(),
         drop: sess.drop_prog(),
         ethtool_dev: dev.clone(),
@@ -417,6 +425,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         return Err(usage(anyhow!("--threads {} is not accepted: at most one thread per CPU (1..={ncpu})", g.threads)));
     }
     require_privileges("gen")?;
+    let metrics = crate::metrics::start(g.run.metrics)?;
     enter_ns(&g.xsk.netns)?;
     let spec = frame_spec(&g.frame, &g.xsk.iface)?;
     // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
@@ -440,6 +449,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let cpus: Vec<usize> = (0..g.threads as usize).map(|i| (first + i) % ncpu).collect();
     let limits = SendLimits { count: g.frame.count, rate_pps: g.frame.rate };
     let mon = Monitor {
+        metrics: metrics.as_ref(),
         gen: Some(&gen),
         ethtool_dev: Some(dev.clone()),
         ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], counters.clone(), &g.run)
@@ -500,6 +510,7 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         )));
     }
     require_privileges("bench")?;
+    let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
     let tap = fastpath::io::tap::TapOptions::default();
     let spec = match a.path {
@@ -576,12 +587,15 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             port.stats()
         })
     });
-    let mon = Monitor::for_run(
-        format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
-        columns(a.mode),
-        vec![counters.clone()],
-        &a.run,
-    );
+    let mon = Monitor {
+        metrics: metrics.as_ref(),
+        ..Monitor::for_run(
+            format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
+            columns(a.mode),
+            vec![counters.clone()],
+            &a.run,
+        )
+    };
     let summary = mon.run(&stop, &done);
     stop.store(true, Ordering::Relaxed);
     let mut extra = serde_json::Map::new();

@@ -131,7 +131,13 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         FilterCmd::Load { rules, target, xdp_mode, force, detach, run } => {
             check_run(run)?;
+            if *detach && run.metrics.is_some() {
+                return Err(usage(anyhow!(
+                    "--metrics with --detach is not accepted: the command ends once the classifier is pinned; serve metrics from `fastpath filter stats --metrics ADDR:PORT`"
+                )));
+            }
             require_privileges("filter load")?;
+            let metrics = crate::metrics::start(run.metrics)?;
             enter_ns(&target.netns)?;
             let (set, c, source) = compile_rules(rules)?;
             let dev = NetDev::by_name(&target.iface)
@@ -168,7 +174,13 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
             // Judged before the line below: setting the interface down right after it is a loss.
             let link = fastpath::netdev::LinkWatch::new(dev.clone());
-            if !run.json {
+            if run.json {
+                // As every long-running command: set-up is done.
+                println!(
+                    "{}",
+                    json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len()})
+                );
+            } else {
                 println!(
                     "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
                     target.iface,
@@ -176,7 +188,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                 );
             }
             let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
-            if let Some(ev) = watch(&cls, Some(link), &target.iface, &names, run, &stop) {
+            if let Some(ev) = watch(&cls, Some(link), &target.iface, &names, run, &stop, metrics.as_ref()) {
                 drop(cls); // detaches, if the interface is still there
                 return Err(crate::bench_cmd::link_lost_error(&target.iface, ev));
             }
@@ -223,16 +235,17 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         FilterCmd::Stats { target, run } => {
             check_run(run)?;
             require_privileges("filter stats")?;
+            let metrics = crate::metrics::start(run.metrics)?;
             enter_ns(&target.netns)?;
             let cls = open_pinned(target)?;
             let names = read_names(&target.iface);
             if let Err(e) = cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)) {
                 // The counters it kept are still worth seeing: print them once, then fail.
                 let once = RunArgs { duration: 0.0, ..run.clone() };
-                watch(&cls, None, &target.iface, &names, &once, &stop);
+                watch(&cls, None, &target.iface, &names, &once, &stop, None);
                 return Err(pinned_err(e));
             }
-            watch(&cls, None, &target.iface, &names, run, &stop);
+            watch(&cls, None, &target.iface, &names, run, &stop, metrics.as_ref());
             Ok(())
         }
         FilterCmd::Unload { target } => {
@@ -265,7 +278,38 @@ fn watch(
     names: &[String],
     run: &RunArgs,
     stop: &AtomicBool,
+    metrics: Option<&crate::metrics::MetricsServer>,
 ) -> Option<fastpath::netdev::LinkEvent> {
+    // --metrics: per action and per rule, packets and bytes, of the active rule set.
+    let publish = |force: bool| {
+        let Some(m) = metrics else { return };
+        if !force && !m.due() {
+            return;
+        }
+        use crate::metrics::Family;
+        let Ok(set) = cls.active() else { return };
+        let mut fams = Vec::new();
+        let mut ap =
+            Family::counter("fastpath_filter_action_packets_total", "Packets by action taken.", &["iface", "action"]);
+        let mut ab =
+            Family::counter("fastpath_filter_action_bytes_total", "Bytes by action taken.", &["iface", "action"]);
+        for (n, p, b) in cls.totals(set).map(|t| t.counters).unwrap_or_default() {
+            ap.add(&[iface, n], p as f64);
+            ab.add(&[iface, n], b as f64);
+        }
+        let labels = ["iface", "rule", "name"];
+        let mut rp = Family::counter("fastpath_filter_rule_packets_total", "Packets matched by each rule.", &labels);
+        let mut rb = Family::counter("fastpath_filter_rule_bytes_total", "Bytes matched by each rule.", &labels);
+        let n = cls.rule_count(set).unwrap_or(0);
+        for (i, c) in cls.rule_counters(set, n).unwrap_or_default().iter().enumerate() {
+            let name = names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1));
+            let k = i.to_string();
+            rp.add(&[iface, &k, &name], c.0 as f64);
+            rb.add(&[iface, &k, &name], c.1 as f64);
+        }
+        fams.extend([ap, ab, rp, rb]);
+        m.publish(&fams);
+    };
     let snap = || -> Option<(u32, Vec<u64>)> {
         let set = cls.active().ok()?;
         Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
@@ -295,6 +339,7 @@ fn watch(
             lost = Some(ev);
             break;
         }
+        publish(false);
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -341,6 +386,7 @@ fn watch(
         }
         prev = cur;
     }
+    publish(true);
     let Ok(set) = cls.active() else { return lost };
     let totals = cls.totals(set).unwrap_or_default();
     let n = cls.rule_count(set).unwrap_or(0);

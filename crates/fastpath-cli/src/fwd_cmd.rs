@@ -184,6 +184,38 @@ impl Follow {
     }
 }
 
+/// `--metrics`: per port, packets and bytes under each reason, and what the kernel did after
+/// the redirect.
+fn fwd_families(fwd: &Forwarder) -> CliResult<Vec<crate::metrics::Family>> {
+    use crate::metrics::Family;
+    let mut p = Family::counter(
+        "fastpath_fwd_packets_total",
+        "Frames received on a port, by what became of them.",
+        &["port", "reason"],
+    );
+    let mut b = Family::counter(
+        "fastpath_fwd_bytes_total",
+        "Bytes received on a port, by what became of them.",
+        &["port", "reason"],
+    );
+    let help = "After XDP_REDIRECT (xdp_redirect_err: by ingress port; xdp_devmap_xmit: by egress port).";
+    let mut e = Family::counter("fastpath_fwd_redirect_err_packets_total", help, &["port"]);
+    let mut s = Family::counter("fastpath_fwd_xmit_sent_packets_total", help, &["port"]);
+    let mut d = Family::counter("fastpath_fwd_xmit_drops_packets_total", help, &["port"]);
+    for (k, port) in fwd.ports().iter().enumerate() {
+        let c = fwd.counters(k)?;
+        for (name, (pk, by)) in REASONS.iter().zip(c) {
+            p.add(&[&port.iface, name], pk as f64);
+            b.add(&[&port.iface, name], by as f64);
+        }
+        let af = fwd.after(k)?;
+        e.add(&[&port.iface], af.redirect_err as f64);
+        s.add(&[&port.iface], af.xmit_sent as f64);
+        d.add(&[&port.iface], af.xmit_drops as f64);
+    }
+    Ok(vec![p, b, e, s, d])
+}
+
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.engine == FwdEngineArg::Xsk {
         return crate::fwd_xsk::run(a, stop);
@@ -195,6 +227,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     check_args(a)?;
     require_privileges("fwd")?;
+    let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.netns)?;
     let mode = match a.mode {
         FwdModeArg::L2 => FwdMode::L2,
@@ -347,6 +380,9 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 fol.follow(&mut fwd, k, name, t)?;
             }
         }
+        if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
+            m.publish(&fwd_families(&fwd)?);
+        }
         if Instant::now() >= next_line {
             next_line += Duration::from_secs_f64(a.run.interval);
             let now_t = Instant::now();
@@ -387,6 +423,9 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 println!("{t:7.2} s  {}", text.join("  |  "));
             }
         }
+    }
+    if let Some(m) = &metrics {
+        m.publish(&fwd_families(&fwd)?);
     }
     let secs = start.elapsed().as_secs_f64();
     let mut ports = Vec::new();

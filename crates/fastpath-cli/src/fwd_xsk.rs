@@ -79,6 +79,9 @@ type WorkerEnd = ([XskStats; 2], Option<anyhow::Error>);
 
 /// One running set-up: the program on each port, one pair per queue, one thread per pair.
 struct Instance {
+    /// Duplicates of the sockets' fds (per queue, side 0 and 1), for XDP_STATISTICS from the
+    /// main thread.
+    stats_fds: Vec<[std::os::fd::OwnedFd; 2]>,
     progs: Vec<fastpath::bpf::Attached<XskRedirect>>,
     workers: Vec<std::thread::JoinHandle<WorkerEnd>>,
     shared: Shared,
@@ -139,6 +142,11 @@ impl Instance {
             pairs.push(p);
         }
         let copy_mode = pairs[0].sockets()[0].copy_mode_name();
+        let mut stats_fds = Vec::new();
+        for p in &pairs {
+            let [s0, s1] = p.sockets();
+            stats_fds.push([s0.try_clone_fd().map_err(kernel)?, s1.try_clone_fd().map_err(kernel)?]);
+        }
         let shared: Shared = Arc::new(Mutex::new(vec![[DirStats::default(); 2]; a.queues as usize]));
         let done = Arc::new(AtomicBool::new(false));
         let workers = pairs
@@ -150,7 +158,7 @@ impl Instance {
                 std::thread::spawn(move || worker(pair, q, cpu, &shared, &done, &stop))
             })
             .collect();
-        Ok((Instance { progs, workers, shared, done, multi_buffer: mb, copy_mode, ifindexes }, notes))
+        Ok((Instance { stats_fds, progs, workers, shared, done, multi_buffer: mb, copy_mode, ifindexes }, notes))
     }
 
     fn xdp_modes(&self) -> Vec<&'static str> {
@@ -236,6 +244,62 @@ fn add_xsk(acc: &mut [std::collections::BTreeMap<&'static str, u64>; 2], more: &
     }
 }
 
+/// `--metrics`: per direction and queue, the pair counters; per port and queue, XDP_STATISTICS
+/// (of stopped instances, plus the running one's sockets).
+fn xsk_families(
+    a: &FwdArgs,
+    per_queue: &[[DirStats; 2]],
+    acc_xsk: &[std::collections::BTreeMap<&'static str, u64>; 2],
+    inst: Option<&Instance>,
+) -> Vec<crate::metrics::Family> {
+    use crate::metrics::Family;
+    let l = ["from", "to", "queue"];
+    let mut f = Family::counter(
+        "fastpath_fwd_xsk_forwarded_packets_total",
+        "Packets moved from one socket's RX ring to the other's TX ring.",
+        &l,
+    );
+    let mut fb = Family::counter("fastpath_fwd_xsk_forwarded_bytes_total", "Bytes of those packets.", &l);
+    let mut c = Family::counter(
+        "fastpath_fwd_xsk_completed_packets_total",
+        "Of those, packets the egress side reported sent.",
+        &l,
+    );
+    let mut d = Family::counter(
+        "fastpath_fwd_xsk_discarded_packets_total",
+        "Packets left on an RX ring when the queue pairs were stopped.",
+        &l,
+    );
+    for (q, s) in per_queue.iter().enumerate() {
+        for (k, st) in s.iter().enumerate() {
+            let labels = [a.ifaces[k].as_str(), a.ifaces[1 - k].as_str(), &q.to_string()];
+            f.add(&labels, st.forwarded as f64);
+            fb.add(&labels, st.forwarded_bytes as f64);
+            c.add(&labels, st.completed as f64);
+            d.add(&labels, st.discarded as f64);
+        }
+    }
+    let mut fams = vec![f, fb, c, d];
+    for (i, (name, _)) in XskStats::default().fields().iter().enumerate() {
+        let mut x = Family::counter(
+            crate::metrics::xsk_metric_name(name),
+            format!("XDP_STATISTICS {name} of the port's AF_XDP sockets (include/uapi/linux/if_xdp.h)"),
+            &["port"],
+        );
+        for k in 0..2 {
+            let mut v = acc_xsk[k].get(name).copied().unwrap_or(0);
+            if let Some(inst) = inst {
+                for fds in &inst.stats_fds {
+                    v += XskStats::read(std::os::fd::AsFd::as_fd(&fds[k])).map(|s| s.fields()[i].1).unwrap_or(0);
+                }
+            }
+            x.add(&[&a.ifaces[k]], v as f64);
+        }
+        fams.push(x);
+    }
+    fams
+}
+
 fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
     if json_out {
         println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
@@ -253,6 +317,7 @@ const WAIT_MAX: Duration = Duration::from_millis(100);
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_args(a)?;
     require_privileges("fwd")?;
+    let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.netns)?;
     let cpus: Vec<usize> = match &a.cpus {
         Some(l) => l.0.iter().map(|&c| c as usize).collect(),
@@ -415,6 +480,9 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 }
             }
         }
+        if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
+            m.publish(&xsk_families(a, &totals(&inst, &acc), &acc_xsk, inst.as_ref()));
+        }
         if Instant::now() < next_line {
             continue;
         }
@@ -453,6 +521,9 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         if let Some(e) = err {
             return Err(crate::error::runtime(e));
         }
+    }
+    if let Some(m) = &metrics {
+        m.publish(&xsk_families(a, &acc, &acc_xsk, None));
     }
     let secs = start.elapsed().as_secs_f64();
     let per_queue = acc;

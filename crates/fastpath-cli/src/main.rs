@@ -11,6 +11,7 @@ mod filter_cmd;
 mod fwd_cmd;
 mod fwd_xsk;
 mod inject;
+mod metrics;
 mod probe_cmd;
 mod redirect_cpu;
 mod report;

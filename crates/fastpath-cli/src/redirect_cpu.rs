@@ -65,6 +65,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // Every value is checked before anything is loaded or attached.
     let cfg = config(a)?;
     require_privileges("bench redirect-cpu")?;
+    let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
     let dev = NetDev::by_name(&a.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: a.xsk.iface.clone() })?;
     let tp = if a.run.extended { Some(crate::report::attach_tracepoints()?) } else { None };
@@ -116,6 +117,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         v
     };
     let mon = Monitor {
+        metrics: metrics.as_ref(),
         ethtool_dev: Some(dev.clone()),
         watch_link: Some(link_watch),
         extra: Some(&extra),

@@ -84,6 +84,8 @@ pub struct Monitor<'a> {
     /// More kernel counters, read at every line: (name ending in `_packets`, cumulative value),
     /// shown as rates next to the columns and as totals in the summary.
     pub extra: Option<&'a dyn Fn() -> Vec<(String, u64)>>,
+    /// `--metrics`: the endpoint this run's counters are published to.
+    pub metrics: Option<&'a crate::metrics::MetricsServer>,
 }
 
 impl<'a> Monitor<'a> {
@@ -112,7 +114,53 @@ impl<'a> Monitor<'a> {
             link_lost: std::cell::Cell::new(None),
             tracepoints: if run.extended { tracepoints() } else { None },
             extra: None,
+            metrics: None,
         }
+    }
+
+    /// Publishes the counters (cumulative, per counter set) and XDP_STATISTICS (per socket) to
+    /// the `--metrics` endpoint, if there is one and a publish is due (`force`: now).
+    fn publish_metrics(&self, force: bool) {
+        let Some(m) = self.metrics else { return };
+        if !force && !m.due() {
+            return;
+        }
+        use crate::metrics::Family;
+        let labels: Vec<String> =
+            if self.queue_labels.is_empty() { vec![self.prefix.clone()] } else { self.queue_labels.clone() };
+        let mut fams: Vec<Family> = Vec::new();
+        for (k, def) in fastpath::stats::COUNTERS.iter().enumerate() {
+            let name = match def.name {
+                "tx_completed" => "fastpath_tx_completed_packets_total".to_string(),
+                n => format!("fastpath_{n}_total"),
+            };
+            let mut f = Family::counter(name, def.help, &["port"]);
+            if labels.len() == 1 {
+                f.add(&[&labels[0]], sum(&self.counters, self.drop, self.gen)[k] as f64);
+            } else {
+                for (c, l) in self.counters.iter().zip(&labels) {
+                    f.add(&[l], c.snapshot()[k] as f64);
+                }
+            }
+            fams.push(f);
+        }
+        let xsk = read_xsk(&self.xsk_fds);
+        if !xsk.is_empty() {
+            for (i, (name, _)) in XskStats::default().fields().iter().enumerate() {
+                let mut f = Family::counter(
+                    crate::metrics::xsk_metric_name(name),
+                    format!("XDP_STATISTICS {name} of the AF_XDP socket (include/uapi/linux/if_xdp.h)"),
+                    &["port"],
+                );
+                for (s, l) in xsk.iter().zip(labels.iter().cycle()) {
+                    if let Some(s) = s {
+                        f.add(&[l], s.fields()[i].1 as f64);
+                    }
+                }
+                fams.push(f);
+            }
+        }
+        m.publish(&fams);
     }
 
     /// What happened to [`Monitor::watch_link`], if the run ended because of it.
@@ -258,6 +306,7 @@ impl Monitor<'_> {
                 self.link_lost.set(Some(ev));
                 break;
             }
+            self.publish_metrics(false);
             let now = Instant::now();
             if finished || now >= start + self.duration {
                 break;
@@ -296,6 +345,7 @@ impl Monitor<'_> {
     /// The summary from `w`'s baselines to now. Call after the worker has ended (joined), so
     /// its last counts (final completions) are in.
     pub fn finish(&self, w: Watch) -> Summary {
+        self.publish_metrics(true);
         let end = sum(&self.counters, self.drop, self.gen);
         let tracepoints = match (self.tracepoints.and_then(|m| m.snapshot().ok()), &w.tp0) {
             (Some(a), Some(b)) => Some(a.delta(b)),
