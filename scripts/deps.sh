@@ -32,6 +32,17 @@ if ! command -v promtool >/dev/null 2>&1; then
   apt-get install -y -qq --no-install-recommends prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 fi
 
+# tshark reads every file `fastpath capture` writes in the tests (without recommends).
+if ! command -v tshark >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: tshark missing (run as root, or: sudo apt-get install --no-install-recommends tshark)" >&2
+    exit 1
+  fi
+  echo "deps: installing tshark"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends tshark >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends tshark >/dev/null; }
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: cargo is in ~/.cargo/bin; add it to PATH" >&2

@@ -364,4 +364,25 @@ struct fp_fwd_fib_entry {
 };
 _Static_assert(sizeof(struct fp_fwd_fib_entry) == 44, "fp_fwd_fib_entry: 44 bytes");
 
+/* xdp_capture: each captured frame is one ring-buffer record, this header then `caplen` bytes
+ * of the frame (all buffers of a multi-buffer frame, up to the snap length). */
+#define FP_CAP_MAX_BYTES 16384   /* longest caplen (power of two) */
+#define FP_CAP_MAX_QUEUES 64     /* per-queue counters for queue ids below this */
+struct fp_cap_hdr {
+	__u64 tstamp_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) when the program ran */
+	__u32 queue;       /* rx_queue_index */
+	__u32 len;         /* the frame's length on the wire (every buffer) */
+	__u32 caplen;      /* bytes that follow */
+	__u32 _pad;
+};
+_Static_assert(sizeof(struct fp_cap_hdr) == 24, "fp_cap_hdr: 24 bytes");
+/* Per queue (last slot: queue ids >= FP_CAP_MAX_QUEUES - 1), per CPU. */
+struct fp_cap_stats {
+	__u64 seen;          /* frames the program ran on */
+	__u64 captured;      /* frames written to the ring buffer */
+	__u64 ringbuf_full;  /* frames not captured: the ring buffer had no room */
+	__u64 _pad;
+};
+_Static_assert(sizeof(struct fp_cap_stats) == 32, "fp_cap_stats: 32 bytes");
+
 #endif /* FASTPATH_ABI_H */

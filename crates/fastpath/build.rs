@@ -55,7 +55,16 @@ fn main() {
     println!("cargo:rerun-if-changed={}", abi_h.display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_kernel.h").display());
     abi_bindings(&abi_h, &[include.as_str(), multiarch.as_str()], &out.join("fastpath_abi.rs"));
-    for name in ["xsk_redirect", "xdp_drop", "xdp_gen", "classifier", "xdp_monitor", "xdp_redirect_cpu", "xdp_fwd"] {
+    for name in [
+        "xsk_redirect",
+        "xdp_drop",
+        "xdp_gen",
+        "classifier",
+        "xdp_monitor",
+        "xdp_redirect_cpu",
+        "xdp_fwd",
+        "xdp_capture",
+    ] {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
         SkeletonBuilder::new()

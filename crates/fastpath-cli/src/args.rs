@@ -39,6 +39,62 @@ pub enum Cmd {
     /// Every AF_XDP socket of the namespace (sock_diag, as `ss --xdp`): owning process,
     /// interface, queue, ring sizes, UMEM, XDP_STATISTICS.
     Ss(SsArgs),
+    /// Write an interface's frames to a pcapng file: copied by XDP and passed on (copy), or
+    /// taken from the kernel through AF_XDP (divert).
+    Capture(CaptureArgs),
+}
+
+/// How `fastpath capture` takes frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CaptureModeArg {
+    /// An XDP program copies each frame (up to --snaplen) into a BPF ring buffer and passes it
+    /// on untouched: the traffic is not disturbed (as xdpdump).
+    Copy,
+    /// Frames are redirected to AF_XDP sockets (one per queue) and written from the UMEM: they
+    /// leave the kernel (a capture appliance).
+    Divert,
+}
+
+/// `fastpath capture`.
+#[derive(Debug, Clone, Args)]
+pub struct CaptureArgs {
+    /// Interface to capture on (every receive queue).
+    #[arg(short = 'i', long = "iface", value_parser = parse_iface)]
+    pub iface: String,
+    /// Output pcapng file; `-` writes to stdout (e.g. `| tshark -r -`).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: String,
+    /// Bytes of each frame kept, 1..=16384.
+    #[arg(long, default_value_t = 16384)]
+    pub snaplen: u32,
+    /// Stop after this many frames written.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this many seconds (default: at --count or Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<f64>,
+    /// copy (default) or divert.
+    #[arg(long, value_enum, default_value_t = CaptureModeArg::Copy)]
+    pub mode: CaptureModeArg,
+    /// Start a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds this many bytes
+    /// (4096..).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(4096..))]
+    pub rotate_bytes: Option<u64>,
+    /// Where the XDP program runs.
+    #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
+    pub xdp_mode: XdpModeArg,
+    /// Replace an XDP program that is already attached.
+    #[arg(long)]
+    pub force: bool,
+    /// Network namespace of the interface.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// A ready line and the summary as JSON (on stderr with -w -).
+    #[arg(long)]
+    pub json: bool,
+    /// Serve per-queue counters at http://ADDR:PORT/metrics (Prometheus text format).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `fastpath ss`.

@@ -3,6 +3,7 @@
 
 mod args;
 mod bench_cmd;
+mod capture_cmd;
 mod compare;
 mod ddos;
 mod demo;
@@ -81,6 +82,7 @@ fn main() {
         Cmd::Fwd(f) => fwd_cmd::run(f, stop),
         Cmd::Probe(p) => probe_cmd::run(p),
         Cmd::Ss(s) => ss_cmd::run(s),
+        Cmd::Capture(c) => capture_cmd::run(c, stop),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

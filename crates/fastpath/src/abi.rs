@@ -68,6 +68,7 @@ const _: () = assert!(size_of::<fp_rate_bucket>() == 16);
 const _: () = assert!(size_of::<fp_rate_total>() == 24);
 // include/uapi/linux/bpf.h: CPUMAP and DEVMAP values with their program member (>= 5.9/5.8).
 const _: () = assert!(size_of::<bpf_cpumap_val>() == 8 && size_of::<bpf_devmap_val>() == 8);
+const _: () = assert!(size_of::<fp_cap_hdr>() == 24 && size_of::<fp_cap_stats>() == 32);
 
 /// Reads a `T` from the first `size_of::<T>()` bytes of `bytes` (a map value as libbpf returns
 /// it; per-CPU values are padded to 8 bytes). `None` if `bytes` is shorter.

@@ -240,6 +240,10 @@ fn udp_socket(addr: &str, rcvbuf: i32) -> UdpSocket {
 /// to the frame's UDP payload length.
 fn expected_payload(stream: u16, seq: u64) -> [u8; FRAME_LEN - packet::PAYLOAD_OFF] {
     let mut p = [0u8; FRAME_LEN - packet::PAYLOAD_OFF];
+    // After the stamp: the template's fill pattern (packet::fill_byte of the frame offset).
+    for (i, b) in p.iter_mut().enumerate().skip(PAYLOAD_LEN) {
+        *b = packet::fill_byte(packet::PAYLOAD_OFF + i);
+    }
     p[0..2].copy_from_slice(&PAYLOAD_MAGIC.to_le_bytes());
     p[2..4].copy_from_slice(&stream.to_le_bytes());
     p[4..12].copy_from_slice(&seq.to_le_bytes());

@@ -37,9 +37,13 @@ mod skel {
     pub mod xdp_fwd {
         include!(concat!(env!("OUT_DIR"), "/xdp_fwd.skel.rs"));
     }
+    pub mod xdp_capture {
+        include!(concat!(env!("OUT_DIR"), "/xdp_capture.skel.rs"));
+    }
 }
 
 mod attach;
+pub mod capture;
 pub mod classifier;
 pub use attach::{attach_with_fallback, Attached};
 pub mod cpumap;

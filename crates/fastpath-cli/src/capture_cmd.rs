@@ -1,0 +1,392 @@
+//! `fastpath capture`: frames of an interface into a pcapng file (pcap-file crate).
+//!
+//! - `--mode copy` (default): `bpf/xdp_capture.bpf.c` copies each frame (up to the snap length)
+//!   into a BPF ring buffer and passes it on untouched (as xdpdump); traffic is not disturbed.
+//!   Timestamps are the program's (CLOCK_MONOTONIC, shifted to the wall clock).
+//! - `--mode divert`: `xsk_redirect` sends every frame to an AF_XDP socket per queue and the
+//!   frames are written from the UMEM; they leave the kernel (a capture appliance). Timestamps
+//!   are taken when user space reads the frame.
+//!
+//! The file has one interface description block per queue (if_tsresol 9: nanoseconds), an
+//! enhanced packet block per frame, and at its end one interface statistics block per queue:
+//! frames received (isb_ifrecv), frames the capture lost (isb_ifdrop: ring buffer full in copy
+//! mode; AF_XDP rx_dropped + rx_ring_full in divert mode) and frames written (isb_usrdeliv).
+//! `--rotate-bytes N` starts a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds
+//! N bytes; each is a whole pcapng section with its own statistics. `-w -` writes to stdout.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fastpath::bpf::capture::{XdpCapture, MAX_SNAPLEN};
+use fastpath::bpf::{attach_with_fallback, XskRedirect};
+use fastpath::io::afxdp::{open_queues, QueueSetup};
+use fastpath::io::Port;
+use fastpath::netdev::NetDev;
+use fastpath::xsk::{XskConfig, XskError};
+use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::blocks::interface_statistics::{InterfaceStatisticsBlock, InterfaceStatisticsOption};
+use pcap_file::pcapng::PcapNgWriter;
+use pcap_file::DataLink;
+use serde_json::json;
+
+use crate::args::{CaptureArgs, CaptureModeArg};
+use crate::bench_cmd::enter_ns;
+use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
+
+/// Bytes of the copy-mode ring buffer: 64 MiB, about 50 ms of 64-byte frames at 10 Mpps.
+const RING_BYTES: u32 = 64 << 20;
+
+/// A writer that counts the bytes through it.
+struct Counting {
+    inner: Box<dyn Write>,
+    bytes: u64,
+}
+
+impl Write for Counting {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(b)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Per queue counts for the statistics blocks.
+#[derive(Debug, Clone, Copy, Default)]
+struct QueueCounts {
+    received: u64,
+    dropped: u64,
+}
+
+/// The pcapng output: the current file, rotation, per-queue counts.
+struct Sink {
+    path: String,
+    rotate_bytes: Option<u64>,
+    files: Vec<String>,
+    w: Option<PcapNgWriter<Counting>>,
+    iface: String,
+    queues: u32,
+    snaplen: u32,
+    start_ns: u64,
+    written: Vec<u64>,
+}
+
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+impl Sink {
+    fn open(&mut self) -> anyhow::Result<()> {
+        let name = match self.files.len() {
+            0 => self.path.clone(),
+            k => format!("{}{k}", self.path),
+        };
+        let out: Box<dyn Write> = if self.path == "-" {
+            Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()))
+        } else {
+            let f = std::fs::File::create(&name).map_err(|e| anyhow!("-w {name}: {e}"))?;
+            Box::new(std::io::BufWriter::with_capacity(1 << 16, f))
+        };
+        let mut w = PcapNgWriter::new(Counting { inner: out, bytes: 0 })?;
+        for q in 0..self.queues {
+            w.write_pcapng_block(InterfaceDescriptionBlock {
+                linktype: DataLink::ETHERNET,
+                snaplen: self.snaplen,
+                options: vec![
+                    InterfaceDescriptionOption::IfName(Cow::Owned(self.iface.clone())),
+                    InterfaceDescriptionOption::IfDescription(Cow::Owned(format!("{} queue {q}", self.iface))),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ],
+            })?;
+        }
+        self.files.push(name);
+        self.w = Some(w);
+        Ok(())
+    }
+
+    /// Writes one frame; rotates first if the file is full.
+    fn write(&mut self, queue: u32, tstamp_ns: u64, len: u32, data: &[u8]) -> anyhow::Result<()> {
+        if let (Some(limit), Some(w)) = (self.rotate_bytes, self.w.as_ref()) {
+            if w.get_ref().bytes >= limit && self.path != "-" {
+                self.close(&vec![QueueCounts::default(); self.queues as usize])?;
+                self.open()?;
+            }
+        }
+        let q = queue.min(self.queues - 1);
+        let w = self.w.as_mut().expect("open");
+        w.write_pcapng_block(EnhancedPacketBlock {
+            interface_id: q,
+            timestamp: Duration::from_nanos(tstamp_ns),
+            original_len: len,
+            data: Cow::Borrowed(data),
+            options: vec![],
+        })?;
+        self.written[q as usize] += 1;
+        Ok(())
+    }
+
+    /// Ends the current file with a statistics block per queue (`counts`: received and dropped
+    /// so far; written is the sink's own count) and flushes it.
+    fn close(&mut self, counts: &[QueueCounts]) -> anyhow::Result<()> {
+        let Some(mut w) = self.w.take() else { return Ok(()) };
+        let now = realtime_ns();
+        for q in 0..self.queues as usize {
+            let c = counts.get(q).copied().unwrap_or_default();
+            let mut options = vec![
+                InterfaceStatisticsOption::IsbStartTime(self.start_ns),
+                InterfaceStatisticsOption::IsbEndTime(now),
+                InterfaceStatisticsOption::IsbUsrDeliv(self.written[q]),
+            ];
+            if c.received > 0 || c.dropped > 0 {
+                options.push(InterfaceStatisticsOption::IsbIfRecv(c.received));
+                options.push(InterfaceStatisticsOption::IsbIfDrop(c.dropped));
+            }
+            w.write_pcapng_block(InterfaceStatisticsBlock { interface_id: q as u32, timestamp: now, options })?;
+        }
+        w.get_mut().flush()?;
+        Ok(())
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.to_string().contains("Broken pipe")
+    })
+}
+
+/// `fastpath capture`.
+pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    if a.snaplen == 0 || a.snaplen > MAX_SNAPLEN {
+        return Err(usage(anyhow!("--snaplen {} is not accepted: use 1..={MAX_SNAPLEN} bytes", a.snaplen)));
+    }
+    if let Some(r) = a.rotate_bytes {
+        if a.write == "-" {
+            return Err(usage(anyhow!("--rotate-bytes {r} with -w - is not accepted: rotation needs a file name")));
+        }
+    }
+    require_privileges("capture")?;
+    let metrics = crate::metrics::start(a.metrics)?;
+    // The output is created before anything is attached: a path that cannot be written is
+    // refused with nothing done.
+    let dir_ok = a.write == "-"
+        || std::path::Path::new(&a.write).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+    if !dir_ok {
+        return Err(env(anyhow!("-w {}: its directory does not exist", a.write)));
+    }
+    enter_ns(&a.netns)?;
+    let dev = NetDev::by_name(&a.iface).map_err(|_| XskError::NoSuchInterface { iface: a.iface.clone() })?;
+    let queues = dev.rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
+    let mono0 = fastpath::host::monotonic_ns();
+    let real0 = realtime_ns();
+    let mut sink = Sink {
+        path: a.write.clone(),
+        rotate_bytes: a.rotate_bytes,
+        files: Vec::new(),
+        w: None,
+        iface: a.iface.clone(),
+        queues,
+        snaplen: a.snaplen,
+        start_ns: real0,
+        written: vec![0; queues as usize],
+    };
+    sink.open().map_err(env)?;
+    let to_stdout = a.write == "-";
+    let say = |line: String| {
+        if to_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
+    let count = a.count.unwrap_or(u64::MAX);
+    let ended = |n: u64| stop.load(Ordering::Relaxed) || n >= count || deadline.is_some_and(|d| Instant::now() >= d);
+    let mode_name = match a.mode {
+        CaptureModeArg::Copy => "copy",
+        CaptureModeArg::Divert => "divert",
+    };
+    let (counts, xdp_mode) = match a.mode {
+        CaptureModeArg::Copy => {
+            let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
+                XdpCapture::attach(&a.iface, dev.ifindex, m, a.force, a.snaplen, RING_BYTES)
+            })?;
+            for n in &at.notes {
+                eprintln!("fastpath capture: {n}");
+            }
+            ready(a, mode_name, at.mode.name(), queues, &say);
+            let cap = &at.prog;
+            let sink_cell = RefCell::new(&mut sink);
+            let total = std::cell::Cell::new(0u64);
+            let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
+            let rb = cap
+                .ring(|r| {
+                    if total.get() >= count || failed.borrow().is_some() {
+                        return;
+                    }
+                    let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
+                    match sink_cell.borrow_mut().write(r.queue, ts, r.len, r.data) {
+                        Ok(()) => total.set(total.get() + 1),
+                        Err(e) => *failed.borrow_mut() = Some(e),
+                    }
+                })
+                .map_err(kernel)?;
+            let stats = |cap: &XdpCapture| -> Vec<QueueCounts> {
+                (0..queues)
+                    .map(|q| {
+                        let s = cap.stats(q).unwrap_or_default();
+                        QueueCounts { received: s.seen, dropped: s.ringbuf_full }
+                    })
+                    .collect()
+            };
+            while !ended(total.get()) && failed.borrow().is_none() {
+                let _ = rb.poll(Duration::from_millis(50));
+                if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
+                    m.publish(&capture_families(&a.iface, &stats(cap), &sink_cell.borrow().written));
+                }
+            }
+            // What is already in the ring buffer is written too (up to --count).
+            let _ = rb.consume();
+            drop(rb);
+            if let Some(e) = failed.into_inner() {
+                if !is_broken_pipe(&e) {
+                    return Err(runtime(e));
+                }
+            }
+            let c = stats(cap);
+            (c, at.mode.name())
+        }
+        CaptureModeArg::Divert => {
+            let mut cfg = XskConfig::default();
+            let mtu = dev.mtu().map_err(kernel)?;
+            if let Some(n) = crate::session::decide_multi_buffer(&a.iface, mtu, &mut cfg)? {
+                eprintln!("fastpath capture: {n}");
+            }
+            let mb = cfg.socket.multi_buffer;
+            let setup = QueueSetup {
+                iface: a.iface.clone(),
+                queues: (0..queues).collect(),
+                config: cfg,
+                shared_umem: false,
+                xdp_mode: a.xdp_mode.mode(),
+                fill_frames: u32::MAX,
+            };
+            let mut attach = |m| XskRedirect::attach(&a.iface, dev.ifindex, m, a.force, mb);
+            let mut q = open_queues(&setup, Some(&mut attach))?;
+            let xdp_mode = q.attached.as_ref().map(|x| x.mode.name()).unwrap_or("?");
+            for n in q.attached.as_ref().map(|x| x.notes.clone()).unwrap_or_default() {
+                eprintln!("fastpath capture: {n}");
+            }
+            ready(a, mode_name, xdp_mode, queues, &say);
+            let mut total = 0u64;
+            let stats = |ports: &[fastpath::io::afxdp::AfXdpPort], written: &[u64]| -> Vec<QueueCounts> {
+                ports
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| {
+                        let s = p.socket().stats().unwrap_or_default();
+                        let dropped = s.rx_dropped + s.rx_ring_full;
+                        QueueCounts { received: written[k] + dropped, dropped }
+                    })
+                    .collect()
+            };
+            let snap = a.snaplen as usize;
+            'outer: while !ended(total) {
+                let mut got = 0;
+                for (k, port) in q.ports.iter_mut().enumerate() {
+                    let mut err = None;
+                    let left = count.saturating_sub(total).min(256) as usize;
+                    if left == 0 {
+                        break 'outer;
+                    }
+                    got += port
+                        .rx_burst(left, 0, |f| {
+                            if err.is_none() {
+                                let ts = realtime_ns();
+                                if let Err(e) = sink.write(k as u32, ts, f.len() as u32, &f[..f.len().min(snap)]) {
+                                    err = Some(e);
+                                }
+                            }
+                        })
+                        .map_err(|e| runtime(anyhow!("{e}")))?;
+                    if let Some(e) = err {
+                        if is_broken_pipe(&e) {
+                            break 'outer;
+                        }
+                        return Err(runtime(e));
+                    }
+                    total = sink.written.iter().sum();
+                }
+                if got == 0 {
+                    let _ = q.ports[0].rx_burst(0, 20, |_| {});
+                }
+                if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
+                    m.publish(&capture_families(&a.iface, &stats(&q.ports, &sink.written), &sink.written));
+                }
+            }
+            let c = stats(&q.ports, &sink.written);
+            drop(q);
+            (c, xdp_mode)
+        }
+    };
+    if let Some(m) = &metrics {
+        m.publish(&capture_families(&a.iface, &counts, &sink.written));
+    }
+    if let Err(e) = sink.close(&counts) {
+        if !is_broken_pipe(&e) {
+            return Err(runtime(e));
+        }
+    }
+    let written: u64 = sink.written.iter().sum();
+    let received: u64 = counts.iter().map(|c| c.received).sum();
+    let dropped: u64 = counts.iter().map(|c| c.dropped).sum();
+    if a.json {
+        say(json!({"type": "summary", "command": "capture", "iface": a.iface, "mode": mode_name, "xdp_mode": xdp_mode,
+                   "written": written, "received": received, "dropped": dropped, "files": sink.files,
+                   "per_queue": counts.iter().enumerate().map(|(q, c)| json!({"queue": q, "received": c.received, "dropped": c.dropped, "written": sink.written[q]})).collect::<Vec<_>>()})
+        .to_string());
+    } else {
+        say(format!(
+            "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {}; {received} received, {dropped} dropped by the capture",
+            a.iface,
+            sink.files.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+fn ready(a: &CaptureArgs, mode: &str, xdp_mode: &str, queues: u32, say: &dyn Fn(String)) {
+    if a.json {
+        say(json!({"type": "ready", "command": "capture", "iface": a.iface, "mode": mode, "xdp_mode": xdp_mode,
+                   "queues": queues, "snaplen": a.snaplen, "write": a.write})
+        .to_string());
+    }
+}
+
+/// `--metrics`: per queue, frames received, written and dropped by the capture.
+fn capture_families(iface: &str, counts: &[QueueCounts], written: &[u64]) -> Vec<crate::metrics::Family> {
+    use crate::metrics::Family;
+    let l = ["iface", "queue"];
+    let mut r = Family::counter("fastpath_capture_received_frames_total", "Frames the capture saw.", &l);
+    let mut w = Family::counter("fastpath_capture_written_frames_total", "Frames written to the file.", &l);
+    let mut d = Family::counter(
+        "fastpath_capture_dropped_frames_total",
+        "Frames the capture lost (ring buffer or AF_XDP ring full).",
+        &l,
+    );
+    for (q, c) in counts.iter().enumerate() {
+        let qs = q.to_string();
+        r.add(&[iface, &qs], c.received as f64);
+        w.add(&[iface, &qs], written.get(q).copied().unwrap_or(0) as f64);
+        d.add(&[iface, &qs], c.dropped as f64);
+    }
+    vec![r, w, d]
+}

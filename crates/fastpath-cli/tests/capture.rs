@@ -1,0 +1,258 @@
+//! `fastpath capture`: pcapng files tshark reads without a warning, every frame once, the
+//! statistics block at the end, copy mode leaving the traffic undisturbed, divert mode taking
+//! it, rotation, stdout, and refusals.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fastpath_testbed::{Testbed, TestbedConfig};
+
+fn bed() -> Testbed {
+    Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
+}
+
+/// tshark's reading of `file`: (packets, its warnings). Any warning fails the caller.
+fn tshark_count(file: &str) -> (u64, String) {
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len"])
+        .output()
+        .expect("tshark (apt-get install tshark; `make deps` does)");
+    assert!(o.status.success(), "tshark -r {file}: {}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    // tshark's note on running as root is about tshark, not the file.
+    let warn: Vec<String> = String::from_utf8_lossy(&o.stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("Running as user \"root\""))
+        .map(String::from)
+        .collect();
+    (out.lines().filter(|l| !l.trim().is_empty()).count() as u64, warn.join("\n"))
+}
+
+/// Frames by (frame.len, frame.cap_len) pairs as tshark reads them.
+fn tshark_lens(file: &str) -> Vec<(u64, u64)> {
+    let o = std::process::Command::new("tshark")
+        .args(["-r", file, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace().map(|x| x.parse::<u64>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .collect()
+}
+
+/// The interface statistics blocks of a pcapng file, read with the pcap-file crate:
+/// (isb_ifrecv, isb_ifdrop, isb_usrdeliv) summed over the file's interfaces, and the number of
+/// enhanced packet blocks.
+fn pcapng_stats(file: &str) -> ((u64, u64, u64), u64) {
+    use pcap_file::pcapng::blocks::interface_statistics::InterfaceStatisticsOption as O;
+    use pcap_file::pcapng::{Block, PcapNgReader};
+    let mut r = PcapNgReader::new(std::fs::File::open(file).unwrap()).expect("a pcapng file");
+    let (mut recv, mut drop, mut deliv, mut packets) = (0, 0, 0, 0);
+    while let Some(b) = r.next_block() {
+        match b.expect("a valid block") {
+            Block::EnhancedPacket(_) => packets += 1,
+            Block::InterfaceStatistics(s) => {
+                for o in &s.options {
+                    match o {
+                        O::IsbIfRecv(v) => recv += v,
+                        O::IsbIfDrop(v) => drop += v,
+                        O::IsbUsrDeliv(v) => deliv += v,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    ((recv, drop, deliv), packets)
+}
+
+/// Copy mode, 5,000 frames: capture stops at --count, tshark reads 5,000 packets with no
+/// warning, the statistics block says 5,000 received, 0 dropped, 5,000 written, and b's UDP
+/// stack still got every frame (copy mode passes them on).
+#[test]
+fn copy_mode_writes_every_frame_and_disturbs_nothing() {
+    if !privileged("copy_mode_writes_every_frame_and_disturbs_nothing") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("copy.pcapng").to_string_lossy().into_owned();
+    let udp0 = udp_in(ns);
+    let cap = Running::start(&["capture", "--netns", ns, "-i", i, "-w", &file, "--count", "5000", "--json"]);
+    assert_eq!(cap.ready["mode"], "copy");
+    let g = gen_xsk(&bed, &["--count", "5000", "--rate", "50000", "--json", "--duration", "30"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (s, st) = cap.finish();
+    assert!(st.success(), "{s}");
+    assert_eq!(n(&s["written"]), 5000, "{s}");
+    let (count, warn) = tshark_count(&file);
+    assert_eq!(count, 5000);
+    assert!(warn.trim().is_empty(), "tshark warned: {warn}");
+    assert!(tshark_lens(&file).iter().all(|&(l, c)| l == 64 && c == 64), "64-byte frames, whole");
+    let ((recv, drop, deliv), packets) = pcapng_stats(&file);
+    assert_eq!(packets, 5000);
+    assert_eq!((drop, deliv), (0, 5000), "statistics block");
+    assert!(recv >= 5000, "received {recv}");
+    // Copy mode passes every frame on: b's UDP stack took them all (no listener on port 9).
+    assert_eq!(udp_in(ns) - udp0, 5000, "every frame reached b's kernel");
+    assert!(attached(ns, i).is_none(), "nothing left attached");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// --snaplen 60 keeps 60 bytes of each 100-byte frame (frame.len 100, frame.cap_len 60);
+/// -w - goes to stdout, read by `tshark -r -`; --rotate-bytes splits 3,000 frames over several
+/// files, each one tshark reads, 3,000 packets in all.
+#[test]
+fn snaplen_stdout_and_rotation() {
+    if !privileged("snaplen_stdout_and_rotation") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Snap length.
+    let file = dir.join("snap.pcapng").to_string_lossy().into_owned();
+    let cap = Running::start(&[
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &file,
+        "--count",
+        "1000",
+        "--snaplen",
+        "60",
+        "--json",
+    ]);
+    let g = gen_xsk(&bed, &["--count", "1000", "--frame-len", "100", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (_, st) = cap.finish();
+    assert!(st.success());
+    let lens = tshark_lens(&file);
+    assert_eq!(lens.len(), 1000);
+    assert!(lens.iter().all(|&(l, c)| l == 100 && c == 60), "{:?}", &lens[..3]);
+    // Stdout into tshark.
+    let fp = env!("CARGO_BIN_EXE_fastpath");
+    let sh = format!(
+        "{fp} capture --netns {ns} -i {i} -w - --count 1000 --duration 20 | tshark -r - -T fields -e frame.len"
+    );
+    let reader = std::thread::spawn(move || std::process::Command::new("sh").args(["-c", &sh]).output().unwrap());
+    std::thread::sleep(Duration::from_millis(800));
+    let g = gen_xsk(&bed, &["--count", "1000", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success());
+    let o = reader.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.trim() == "64").count();
+    assert_eq!(lines, 1000, "tshark -r - read every frame: {}", String::from_utf8_lossy(&o.stderr));
+    // Rotation.
+    let file = dir.join("rot.pcapng").to_string_lossy().into_owned();
+    let cap = Running::start(&[
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &file,
+        "--count",
+        "3000",
+        "--rotate-bytes",
+        "65536",
+        "--json",
+    ]);
+    let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success());
+    let (s, st) = cap.finish();
+    assert!(st.success());
+    let files: Vec<String> = s["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect();
+    assert!(files.len() >= 3, "3,000 frames of ~100 bytes in 64 KiB files: {files:?}");
+    assert_eq!(files[1], format!("{file}1"), "tcpdump -C names");
+    let mut total = 0;
+    for f in &files {
+        let (c, warn) = tshark_count(f);
+        assert!(warn.trim().is_empty(), "{f}: {warn}");
+        total += c;
+    }
+    assert_eq!(total, 3000);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Divert mode: frames go to AF_XDP sockets and into the file, not to the kernel (b's kernel
+/// sees none of them); tshark reads all.
+#[test]
+fn divert_mode_takes_the_frames_from_the_kernel() {
+    if !privileged("divert_mode_takes_the_frames_from_the_kernel") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("divert.pcapng").to_string_lossy().into_owned();
+    let cap = Running::start(&[
+        "capture", "--netns", ns, "-i", i, "-w", &file, "--count", "5000", "--mode", "divert", "--json",
+    ]);
+    assert_eq!(cap.ready["mode"], "divert");
+    let snmp0 = udp_in(ns);
+    let g = gen_xsk(&bed, &["--count", "5000", "--rate", "50000", "--json", "--duration", "30"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (s, st) = cap.finish();
+    assert!(st.success(), "{s}");
+    assert_eq!(n(&s["written"]), 5000, "{s}");
+    let (count, warn) = tshark_count(&file);
+    assert_eq!(count, 5000);
+    assert!(warn.trim().is_empty(), "{warn}");
+    let ((_, drop, deliv), _) = pcapng_stats(&file);
+    assert_eq!((drop, deliv), (0, 5000));
+    assert_eq!(udp_in(ns), snmp0, "diverted frames never reached b's UDP stack");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// UDP datagrams b's kernel took in (Udp InDatagrams + NoPorts + InErrors in /proc/net/snmp).
+fn udp_in(ns: &str) -> u64 {
+    let o = fastpath_testbed::ns_command(ns, "cat").arg("/proc/net/snmp").output().unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    let mut lines = t.lines().filter(|l| l.starts_with("Udp:"));
+    let (h, v) = (lines.next().unwrap(), lines.next().unwrap());
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .filter(|(k, _)| matches!(*k, "InDatagrams" | "NoPorts" | "InErrors"))
+        .map(|(_, v)| v.parse::<u64>().unwrap_or(0))
+        .sum()
+}
+
+/// Bad input: one line, non-zero exit, nothing attached, no file left half-written.
+#[test]
+fn capture_refusals() {
+    if !privileged("capture_refusals") {
+        return;
+    }
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/tmp/x.pcapng", "--snaplen", "0"]);
+    assert_one_line_refusal("snaplen 0", &o, 2, &["--snaplen 0", "1..=16384"]);
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/nonexistent-dir/x.pcapng", "--count", "1"]);
+    assert_one_line_refusal("bad dir", &o, 3, &["/nonexistent-dir/x.pcapng", "directory"]);
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "-", "--rotate-bytes", "10000"]);
+    assert_one_line_refusal("rotate stdout", &o, 2, &["--rotate-bytes", "-w -"]);
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/tmp/x.pcapng", "--mode", "mirror"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = run(&["capture", "--netns", ns, "-i", "fpnosuch0", "-w", "/tmp/fp-nosuch.pcapng", "--count", "1"]);
+    assert_one_line_refusal("no such interface", &o, 2, &["fpnosuch0"]);
+    assert!(!std::path::Path::new("/tmp/fp-nosuch.pcapng").exists(), "no file made for a refused run");
+    assert!(attached(ns, i).is_none());
+}

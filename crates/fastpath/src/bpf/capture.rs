@@ -1,0 +1,129 @@
+//! `bpf/xdp_capture.bpf.c` attached to an interface: every frame copied (up to the snap length,
+//! all buffers of a multi-buffer frame) into a BPF ring buffer and passed on untouched, as
+//! xdpdump does. [`XdpCapture::ring`] reads the records; [`XdpCapture::stats`] says per queue
+//! what was seen, captured and lost to a full ring buffer.
+//!
+//! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.18 (BPF ring buffer 5.8, bpf_xdp_load_bytes and
+//! BPF_F_XDP_HAS_FRAGS 5.18; Documentation/bpf/ringbuf.rst).
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use serde::Serialize;
+
+use super::{owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use crate::abi::{self, fp_cap_hdr, fp_cap_stats};
+
+/// Longest snap length the program keeps, in bytes.
+pub const MAX_SNAPLEN: u32 = abi::FP_CAP_MAX_BYTES;
+/// Queues counted one by one (higher queue ids share the last slot).
+pub const MAX_QUEUES: u32 = abi::FP_CAP_MAX_QUEUES;
+/// Bytes of a record's header before the frame's bytes.
+pub const HDR_BYTES: usize = std::mem::size_of::<fp_cap_hdr>();
+
+/// One captured frame, as read from the ring buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct CapRecord<'a> {
+    /// CLOCK_MONOTONIC nanoseconds when the program ran.
+    pub tstamp_ns: u64,
+    /// The receive queue.
+    pub queue: u32,
+    /// The frame's length on the wire, in bytes.
+    pub len: u32,
+    /// The bytes kept (at most the snap length).
+    pub data: &'a [u8],
+}
+
+impl<'a> CapRecord<'a> {
+    /// Parses a ring-buffer record; `None` if it is shorter than its header says.
+    pub fn parse(rec: &'a [u8]) -> Option<Self> {
+        let h: fp_cap_hdr = abi::read(rec)?;
+        let data = rec.get(HDR_BYTES..HDR_BYTES + h.caplen as usize)?;
+        Some(Self { tstamp_ns: h.tstamp_ns, queue: h.queue, len: h.len, data })
+    }
+}
+
+/// Per queue: frames the program ran on, captured, and not captured because the ring buffer
+/// was full.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CapStats {
+    /// Frames seen.
+    pub seen: u64,
+    /// Frames written to the ring buffer.
+    pub captured: u64,
+    /// Frames lost to a full ring buffer (they went on, uncaptured).
+    pub ringbuf_full: u64,
+}
+
+/// The capture program, attached. Dropping it detaches.
+#[derive(Debug)]
+pub struct XdpCapture {
+    link: XdpLink,
+    ring: MapHandle,
+    stats: MapHandle,
+}
+
+impl XdpCapture {
+    /// Loads the program with `snaplen` (1..=[`MAX_SNAPLEN`]) and a ring buffer of
+    /// `ring_bytes` (a power of two, at least a page), and attaches it to `iface` in `mode`.
+    pub fn attach(
+        iface: &str,
+        ifindex: u32,
+        mode: XdpMode,
+        force: bool,
+        snaplen: u32,
+        ring_bytes: u32,
+    ) -> Result<Self, BpfError> {
+        let mut storage = MaybeUninit::uninit();
+        let builder = skel::xdp_capture::XdpCaptureSkelBuilder::default();
+        let mut open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.snaplen = snaplen.clamp(1, MAX_SNAPLEN);
+        }
+        open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
+        let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
+        let prog = owned_prog_fd(s.progs.xdp_capture.as_fd())?;
+        let ring = MapHandle::try_from(&s.maps.cap_ring).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
+        let stats =
+            MapHandle::try_from(&s.maps.cap_stats).map_err(|cause| BpfError::Map { map: "cap_stats", cause })?;
+        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
+        Ok(Self { link, ring, stats })
+    }
+
+    /// A reader of the ring buffer calling `f` with each record (in order per CPU); poll it
+    /// with `RingBuffer::poll`. Records that do not parse are skipped.
+    pub fn ring<'a>(&'a self, mut f: impl FnMut(CapRecord<'_>) + 'a) -> Result<libbpf_rs::RingBuffer<'a>, BpfError> {
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(&self.ring, move |rec: &[u8]| {
+            if let Some(r) = CapRecord::parse(rec) {
+                f(r);
+            }
+            0
+        })
+        .map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
+        b.build().map_err(|cause| BpfError::Map { map: "cap_ring", cause })
+    }
+
+    /// Counters of queue `q` (queue ids >= [`MAX_QUEUES`] - 1 share the last slot), summed
+    /// over CPUs.
+    pub fn stats(&self, q: u32) -> Result<CapStats, BpfError> {
+        let key = q.min(MAX_QUEUES - 1);
+        let per_cpu = self
+            .stats
+            .lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|cause| BpfError::Map { map: "cap_stats", cause })?
+            .unwrap_or_default();
+        Ok(per_cpu.iter().filter_map(|v| abi::read::<fp_cap_stats>(v)).fold(CapStats::default(), |a, c| CapStats {
+            seen: a.seen + c.seen,
+            captured: a.captured + c.captured,
+            ringbuf_full: a.ringbuf_full + c.ringbuf_full,
+        }))
+    }
+
+    /// The attachment.
+    pub fn link(&self) -> &XdpLink {
+        &self.link
+    }
+}
