@@ -37,6 +37,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 #include "fastpath_abi.h"
+#include "fastpath_capture.h"
 
 #define NO_RULE 0xffffffffu
 
@@ -524,6 +525,9 @@ decided:
 	}
 
 do_action:
+	/* `fastpath capture` with rules: the matched frame is copied first, then its action. */
+	if (act->flags & FP_ACT_F_COPY)
+		cap_copy(ctx);
 	count(&cls_stats, set * FP_STAT_COUNT + (act->code < FP_ACT_COUNT ? act->code : FP_ACT_PASS), bytes);
 	switch (act->code) {
 	case FP_ACT_DROP:

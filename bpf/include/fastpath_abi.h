@@ -126,9 +126,11 @@ struct fp_cls_tuple {
 	__u8  dst_mask[16];
 };
 
+#define FP_ACT_F_COPY 1  /* fp_cls_action.flags: copy the frame to the capture ring first */
 struct fp_cls_action {
 	__u8  code;
-	__u8  _pad[3];
+	__u8  flags;          /* FP_ACT_F_* (`fastpath capture` only; 0 from the rule language) */
+	__u8  _pad[2];
 	__u32 arg;            /* cpu set index or DEVMAP slot */
 	__u64 rate_pps;       /* per source address; 0 = no per-source limit */
 	__u64 rate_total_pps; /* per rule, all sources together; 0 = no aggregate limit */

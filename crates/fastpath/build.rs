@@ -54,6 +54,7 @@ fn main() {
     let abi_h = bpf_dir.join("include/fastpath_abi.h");
     println!("cargo:rerun-if-changed={}", abi_h.display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_kernel.h").display());
+    println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_capture.h").display());
     abi_bindings(&abi_h, &[include.as_str(), multiarch.as_str()], &out.join("fastpath_abi.rs"));
     for name in [
         "xsk_redirect",

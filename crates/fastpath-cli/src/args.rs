@@ -64,6 +64,10 @@ pub struct CaptureArgs {
     /// Output pcapng file; `-` writes to stdout (e.g. `| tshark -r -`).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: String,
+    /// Capture only what these rules match (the rule language of `fastpath filter`; their
+    /// actions are not used, and a --rule may leave out action=). Default: every frame.
+    #[command(flatten)]
+    pub rules: RulesArgs,
     /// Bytes of each frame kept, 1..=16384.
     #[arg(long, default_value_t = 16384)]
     pub snaplen: u32,

@@ -7,6 +7,12 @@
 //!   frames are written from the UMEM; they leave the kernel (a capture appliance). Timestamps
 //!   are taken when user space reads the frame.
 //!
+//! With rules (a TOML file and/or `--rule`, the language of `fastpath filter`; a `--rule`
+//! without `action=` gets one), the classifier selects the frames instead: in copy mode each
+//! rule's action becomes "copy to the capture ring, then pass" (`ActionEntry::copy`), in divert
+//! mode "to the AF_XDP socket"; frames no rule matches pass to the kernel uncaptured. The
+//! rules' own actions are not used.
+//!
 //! The file has one interface description block per queue (if_tsresol 9: nanoseconds), an
 //! enhanced packet block per frame, and at its end one interface statistics block per queue:
 //! frames received (isb_ifrecv), frames the capture lost (isb_ifdrop: ring buffer full in copy
@@ -22,11 +28,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::capture::{XdpCapture, MAX_SNAPLEN};
-use fastpath::bpf::{attach_with_fallback, XskRedirect};
+use fastpath::bpf::capture::{CaptureMaps, XdpCapture, MAX_SNAPLEN};
+use fastpath::bpf::{attach_with_fallback, Classifier, XskRedirect};
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
 use fastpath::netdev::NetDev;
+use fastpath::rules::compile::{action, ActionEntry, Compiled};
 use fastpath::xsk::{XskConfig, XskError};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
@@ -35,7 +42,7 @@ use pcap_file::pcapng::PcapNgWriter;
 use pcap_file::DataLink;
 use serde_json::json;
 
-use crate::args::{CaptureArgs, CaptureModeArg};
+use crate::args::{CaptureArgs, CaptureModeArg, RulesArgs};
 use crate::bench_cmd::enter_ns;
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
 
@@ -156,6 +163,33 @@ impl Sink {
     }
 }
 
+/// The capture's rules, compiled, with every rule's action replaced by the capture's (copy
+/// then pass, or to the AF_XDP socket) and everything else passed; `None` without rules.
+fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
+    if r.file.is_none() && r.rules.is_empty() {
+        return Ok(None);
+    }
+    let rules = r
+        .rules
+        .iter()
+        .map(|x| {
+            if x.split(',').any(|kv| kv.trim_start().starts_with("action=")) {
+                x.clone()
+            } else {
+                format!("{x},action=pass")
+            }
+        })
+        .collect();
+    let (_, mut c, _) = crate::filter_cmd::compile_rules(&RulesArgs { file: r.file.clone(), rules })?;
+    let act = ActionEntry { code: if copy { action::PASS } else { action::XSK }, copy, ..Default::default() };
+    c.actions.iter_mut().for_each(|a| *a = act);
+    c.default = ActionEntry { code: action::PASS, ..Default::default() };
+    c.malformed = action::PASS;
+    c.cpu_sets.clear();
+    c.redirect_ifaces.clear();
+    Ok(Some(c))
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -173,6 +207,8 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             return Err(usage(anyhow!("--rotate-bytes {r} with -w - is not accepted: rotation needs a file name")));
         }
     }
+    // Rules are read and compiled before anything touches the interface.
+    let rules = capture_rules(&a.rules, a.mode == CaptureModeArg::Copy)?;
     require_privileges("capture")?;
     let metrics = crate::metrics::start(a.metrics)?;
     // The output is created before anything is attached: a path that cannot be written is
@@ -216,14 +252,33 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let (counts, xdp_mode) = match a.mode {
         CaptureModeArg::Copy => {
-            let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
-                XdpCapture::attach(&a.iface, dev.ifindex, m, a.force, a.snaplen, RING_BYTES)
-            })?;
-            for n in &at.notes {
+            // Every frame (xdp_capture), or the frames the rules match (the classifier).
+            let (_all, _cls, maps_own, at_mode, notes);
+            let cap: &CaptureMaps = match &rules {
+                None => {
+                    let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
+                        XdpCapture::attach(&a.iface, dev.ifindex, m, a.force, a.snaplen, RING_BYTES)
+                    })?;
+                    (at_mode, notes) = (at.mode, at.notes);
+                    _all = at.prog;
+                    _all.maps()
+                }
+                Some(c) => {
+                    let (mut cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
+                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                    let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
+                        cls.attach(&a.iface, dev.ifindex, m, a.force)
+                    })?;
+                    (at_mode, notes) = (at.mode, at.notes);
+                    _cls = cls;
+                    maps_own = maps;
+                    &maps_own
+                }
+            };
+            for n in &notes {
                 eprintln!("fastpath capture: {n}");
             }
-            ready(a, mode_name, at.mode.name(), queues, &say);
-            let cap = &at.prog;
+            ready(a, mode_name, at_mode.name(), queues, &say);
             let sink_cell = RefCell::new(&mut sink);
             let total = std::cell::Cell::new(0u64);
             let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
@@ -239,7 +294,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     }
                 })
                 .map_err(kernel)?;
-            let stats = |cap: &XdpCapture| -> Vec<QueueCounts> {
+            let stats = |cap: &CaptureMaps| -> Vec<QueueCounts> {
                 (0..queues)
                     .map(|q| {
                         let s = cap.stats(q).unwrap_or_default();
@@ -262,7 +317,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 }
             }
             let c = stats(cap);
-            (c, at.mode.name())
+            (c, at_mode.name())
         }
         CaptureModeArg::Divert => {
             let mut cfg = XskConfig::default();
@@ -279,12 +334,33 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 xdp_mode: a.xdp_mode.mode(),
                 fill_frames: u32::MAX,
             };
-            let mut attach = |m| XskRedirect::attach(&a.iface, dev.ifindex, m, a.force, mb);
-            let mut q = open_queues(&setup, Some(&mut attach))?;
-            let xdp_mode = q.attached.as_ref().map(|x| x.mode.name()).unwrap_or("?");
-            for n in q.attached.as_ref().map(|x| x.notes.clone()).unwrap_or_default() {
+            // Every frame (xsk_redirect), or the frames the rules match (the classifier, whose
+            // rules all send to the queue's socket).
+            let (mut q, xdp_mode, notes) = match &rules {
+                None => {
+                    let mut attach = |m| XskRedirect::attach(&a.iface, dev.ifindex, m, a.force, mb);
+                    let q = open_queues(&setup, Some(&mut attach))?;
+                    let at = q.attached.as_ref().expect("attached");
+                    let (mode, notes) = (at.mode.name(), at.notes.clone());
+                    (Divert::All(q), mode, notes)
+                }
+                Some(c) => {
+                    let mut attach = |m| -> Result<Classifier, fastpath::bpf::BpfError> {
+                        let mut cls = Classifier::load()?;
+                        cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                        cls.attach(&a.iface, dev.ifindex, m, a.force)?;
+                        Ok(cls)
+                    };
+                    let q = open_queues(&setup, Some(&mut attach))?;
+                    let at = q.attached.as_ref().expect("attached");
+                    let (mode, notes) = (at.mode.name(), at.notes.clone());
+                    (Divert::Rules(Box::new(q)), mode, notes)
+                }
+            };
+            for n in notes {
                 eprintln!("fastpath capture: {n}");
             }
+            let q = q.ports();
             ready(a, mode_name, xdp_mode, queues, &say);
             let mut total = 0u64;
             let stats = |ports: &[fastpath::io::afxdp::AfXdpPort], written: &[u64]| -> Vec<QueueCounts> {
@@ -301,7 +377,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let snap = a.snaplen as usize;
             'outer: while !ended(total) {
                 let mut got = 0;
-                for (k, port) in q.ports.iter_mut().enumerate() {
+                for (k, port) in q.iter_mut().enumerate() {
                     let mut err = None;
                     let left = count.saturating_sub(total).min(256) as usize;
                     if left == 0 {
@@ -326,14 +402,13 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     total = sink.written.iter().sum();
                 }
                 if got == 0 {
-                    let _ = q.ports[0].rx_burst(0, 20, |_| {});
+                    let _ = q[0].rx_burst(0, 20, |_| {});
                 }
                 if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
-                    m.publish(&capture_families(&a.iface, &stats(&q.ports, &sink.written), &sink.written));
+                    m.publish(&capture_families(&a.iface, &stats(q, &sink.written), &sink.written));
                 }
             }
-            let c = stats(&q.ports, &sink.written);
-            drop(q);
+            let c = stats(q, &sink.written);
             (c, xdp_mode)
         }
     };
@@ -361,6 +436,21 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         ));
     }
     Ok(())
+}
+
+/// The divert mode's program and sockets.
+enum Divert {
+    All(fastpath::io::afxdp::Queues<XskRedirect>),
+    Rules(Box<fastpath::io::afxdp::Queues<Classifier>>),
+}
+
+impl Divert {
+    fn ports(&mut self) -> &mut Vec<fastpath::io::afxdp::AfXdpPort> {
+        match self {
+            Divert::All(q) => &mut q.ports,
+            Divert::Rules(q) => &mut q.ports,
+        }
+    }
 }
 
 fn ready(a: &CaptureArgs, mode: &str, xdp_mode: &str, queues: u32, say: &dyn Fn(String)) {

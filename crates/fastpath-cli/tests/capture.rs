@@ -256,3 +256,61 @@ fn capture_refusals() {
     assert!(!std::path::Path::new("/tmp/fp-nosuch.pcapng").exists(), "no file made for a refused run");
     assert!(attached(ns, i).is_none());
 }
+
+/// tshark's UDP destination ports of `file`, one per packet.
+fn tshark_dports(file: &str) -> Vec<u16> {
+    let o =
+        std::process::Command::new("tshark").args(["-r", file, "-T", "fields", "-e", "udp.dstport"]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// With a rule (the classifier selects, the rule's action unused): copy mode writes only the
+/// 2,000 frames to UDP port 9 of 3,000 sent (1,000 to port 10), and b's UDP stack still gets
+/// all 3,000; divert mode takes the 2,000 port-9 frames away from the kernel, which gets only
+/// the 1,000 others.
+#[test]
+fn rules_select_what_is_captured() {
+    if !privileged("rules_select_what_is_captured") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for mode in ["copy", "divert"] {
+        let file = dir.join(format!("{mode}.pcapng")).to_string_lossy().into_owned();
+        let udp0 = udp_in(ns);
+        let cap = Running::start(&[
+            "capture",
+            "--netns",
+            ns,
+            "-i",
+            i,
+            "-w",
+            &file,
+            "--mode",
+            mode,
+            "--rule",
+            "proto=udp,dst_port=9",
+            "--json",
+            "--duration",
+            "60",
+        ]);
+        for (port, count) in [("9", "2000"), ("10", "1000")] {
+            let g = gen_xsk(&bed, &["--dst-port", port, "--count", count, "--rate", "50000", "--duration", "30"]);
+            assert!(g.status.success(), "{}", stderr(&g));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let (s, st) = cap.terminate();
+        assert!(st.success(), "{s}");
+        assert_eq!(n(&s["written"]), 2000, "{mode}: {s}");
+        let ports = tshark_dports(&file);
+        assert_eq!(ports.len(), 2000, "{mode}");
+        assert!(ports.iter().all(|&p| p == 9), "{mode}: only the rule's frames");
+        let to_kernel = udp_in(ns) - udp0;
+        assert_eq!(to_kernel, if mode == "copy" { 3000 } else { 1000 }, "{mode}: frames b's UDP stack got");
+        assert!(attached(ns, i).is_none());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,6 +1,6 @@
 //! `bpf/xdp_capture.bpf.c` attached to an interface: every frame copied (up to the snap length,
 //! all buffers of a multi-buffer frame) into a BPF ring buffer and passed on untouched, as
-//! xdpdump does. [`XdpCapture::ring`] reads the records; [`XdpCapture::stats`] says per queue
+//! xdpdump does. [`CaptureMaps::ring`] reads the records; [`CaptureMaps::stats`] says per queue
 //! what was seen, captured and lost to a full ring buffer.
 //!
 //! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.18 (BPF ring buffer 5.8, bpf_xdp_load_bytes and
@@ -57,39 +57,21 @@ pub struct CapStats {
     pub ringbuf_full: u64,
 }
 
-/// The capture program, attached. Dropping it detaches.
+/// The capture ring and its per-queue counters (`bpf/include/fastpath_capture.h`), of
+/// [`XdpCapture`] or of a classifier loaded with
+/// [`Classifier::load_with_capture`](super::Classifier::load_with_capture).
 #[derive(Debug)]
-pub struct XdpCapture {
-    link: XdpLink,
+pub struct CaptureMaps {
     ring: MapHandle,
     stats: MapHandle,
 }
 
-impl XdpCapture {
-    /// Loads the program with `snaplen` (1..=[`MAX_SNAPLEN`]) and a ring buffer of
-    /// `ring_bytes` (a power of two, at least a page), and attaches it to `iface` in `mode`.
-    pub fn attach(
-        iface: &str,
-        ifindex: u32,
-        mode: XdpMode,
-        force: bool,
-        snaplen: u32,
-        ring_bytes: u32,
-    ) -> Result<Self, BpfError> {
-        let mut storage = MaybeUninit::uninit();
-        let builder = skel::xdp_capture::XdpCaptureSkelBuilder::default();
-        let mut open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
-        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-            ro.snaplen = snaplen.clamp(1, MAX_SNAPLEN);
-        }
-        open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
-        let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
-        let prog = owned_prog_fd(s.progs.xdp_capture.as_fd())?;
-        let ring = MapHandle::try_from(&s.maps.cap_ring).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
-        let stats =
-            MapHandle::try_from(&s.maps.cap_stats).map_err(|cause| BpfError::Map { map: "cap_stats", cause })?;
-        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
-        Ok(Self { link, ring, stats })
+impl CaptureMaps {
+    pub(crate) fn new(ring: &libbpf_rs::MapMut<'_>, stats: &libbpf_rs::MapMut<'_>) -> Result<Self, BpfError> {
+        Ok(Self {
+            ring: MapHandle::try_from(ring).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?,
+            stats: MapHandle::try_from(stats).map_err(|cause| BpfError::Map { map: "cap_stats", cause })?,
+        })
     }
 
     /// A reader of the ring buffer calling `f` with each record (in order per CPU); poll it
@@ -120,6 +102,44 @@ impl XdpCapture {
             captured: a.captured + c.captured,
             ringbuf_full: a.ringbuf_full + c.ringbuf_full,
         }))
+    }
+}
+
+/// The capture program (`bpf/xdp_capture.bpf.c`: every frame), attached. Dropping it detaches.
+#[derive(Debug)]
+pub struct XdpCapture {
+    link: XdpLink,
+    maps: CaptureMaps,
+}
+
+impl XdpCapture {
+    /// Loads the program with `snaplen` (1..=[`MAX_SNAPLEN`]) and a ring buffer of
+    /// `ring_bytes` (a power of two, at least a page), and attaches it to `iface` in `mode`.
+    pub fn attach(
+        iface: &str,
+        ifindex: u32,
+        mode: XdpMode,
+        force: bool,
+        snaplen: u32,
+        ring_bytes: u32,
+    ) -> Result<Self, BpfError> {
+        let mut storage = MaybeUninit::uninit();
+        let builder = skel::xdp_capture::XdpCaptureSkelBuilder::default();
+        let mut open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.cap_snaplen = snaplen.clamp(1, MAX_SNAPLEN);
+        }
+        open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
+        let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
+        let prog = owned_prog_fd(s.progs.xdp_capture.as_fd())?;
+        let maps = CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)?;
+        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
+        Ok(Self { link, maps })
+    }
+
+    /// Its ring and counters.
+    pub fn maps(&self) -> &CaptureMaps {
+        &self.maps
     }
 
     /// The attachment.

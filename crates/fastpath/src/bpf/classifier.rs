@@ -166,6 +166,7 @@ fn cls_key(set: u8, k: &Key) -> fp_cls_key {
 fn cls_action(a: &ActionEntry) -> fp_cls_action {
     fp_cls_action {
         code: a.code,
+        flags: if a.copy { abi::FP_ACT_F_COPY as u8 } else { 0 },
         arg: a.arg,
         rate_pps: a.rate_pps,
         rate_total_pps: a.rate_total_pps,
@@ -234,11 +235,34 @@ fn zero_percpu_stats(map: &MapHandle, name: &'static str, first: u32, n: u32) ->
 impl Classifier {
     /// Loads the program (not attached).
     pub fn load() -> Result<Self, BpfError> {
+        Ok(Self::load_inner(None)?.0)
+    }
+
+    /// As [`Classifier::load`], with the capture ring sized for `fastpath capture`: rules whose
+    /// [`ActionEntry::copy`](crate::rules::ActionEntry) is set copy each frame they match (up
+    /// to `snaplen` bytes) into a ring buffer of `ring_bytes` (a power of two, at least a page),
+    /// read through the returned [`CaptureMaps`](super::capture::CaptureMaps).
+    pub fn load_with_capture(snaplen: u32, ring_bytes: u32) -> Result<(Self, super::capture::CaptureMaps), BpfError> {
+        let (c, m) = Self::load_inner(Some((snaplen, ring_bytes)))?;
+        Ok((c, m.expect("loaded with a capture ring")))
+    }
+
+    fn load_inner(capture: Option<(u32, u32)>) -> Result<(Self, Option<super::capture::CaptureMaps>), BpfError> {
         let mut storage = MaybeUninit::uninit();
-        let open = skel::classifier::ClassifierSkelBuilder::default()
+        let mut open = skel::classifier::ClassifierSkelBuilder::default()
             .open(&mut storage)
             .map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
+        if let Some((snaplen, ring_bytes)) = capture {
+            if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+                ro.cap_snaplen = snaplen.clamp(1, super::capture::MAX_SNAPLEN);
+            }
+            open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
+        }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
+        let cap = match capture {
+            Some(_) => Some(super::capture::CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)?),
+            None => None,
+        };
         let prog = s
             .progs
             .classifier
@@ -246,7 +270,7 @@ impl Classifier {
             .try_clone_to_owned()
             .map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
         let maps = ClsMaps::from_skel(&s)?;
-        Ok(Self { maps, prog: Some(prog), link: None, link_fd_pinned: None })
+        Ok((Self { maps, prog: Some(prog), link: None, link_fd_pinned: None }, cap))
     }
 
     /// Attaches to `iface` (must have been loaded with [`Classifier::load`]).

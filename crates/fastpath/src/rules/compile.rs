@@ -115,6 +115,9 @@ pub struct ActionEntry {
     pub rate_pps: u64,
     /// Token-bucket rate in packets/s for the rule, all sources together; 0 = none.
     pub rate_total_pps: u64,
+    /// Copy the frame to the capture ring before the action (`fastpath capture` sets it on the
+    /// rules it loads; the rule language never does).
+    pub copy: bool,
 }
 
 /// Range boundaries of one field: class of value v = number of boundaries <= v
@@ -294,7 +297,7 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
                 (action::REDIRECT, i)
             }
         };
-        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0), rate_total_pps: rate_total.unwrap_or(0) }
+        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0), rate_total_pps: rate_total.unwrap_or(0), copy: false }
     };
     c.default = action_entry(&set.default, None, None, &mut c);
     // malformed_action() is drop, pass, or the default action (any other action: the program
