@@ -239,7 +239,7 @@ impl Classifier {
     }
 
     /// As [`Classifier::load`], with the capture ring sized for `fastpath capture`: rules whose
-    /// [`ActionEntry::copy`](crate::rules::ActionEntry) is set copy each frame they match (up
+    /// [`ActionEntry::copy`](crate::rules::compile::ActionEntry) is set copy each frame they match (up
     /// to `snaplen` bytes) into a ring buffer of `ring_bytes` (a power of two, at least a page),
     /// read through the returned [`CaptureMaps`](super::capture::CaptureMaps).
     pub fn load_with_capture(snaplen: u32, ring_bytes: u32) -> Result<(Self, super::capture::CaptureMaps), BpfError> {
