@@ -4,7 +4,7 @@
 # Idempotent; prints what it does.
 set -euo pipefail
 
-pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev iproute2 ethtool make util-linux procps python3 iputils-ping sockperf nftables iptables iperf3)
+pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev iproute2 ethtool make util-linux procps python3 iputils-ping sockperf nftables iptables iperf3 tcpdump)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

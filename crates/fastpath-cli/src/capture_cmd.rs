@@ -320,7 +320,19 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             (c, at_mode.name())
         }
         CaptureModeArg::Divert => {
-            let mut cfg = XskConfig::default();
+            // 64 MiB of UMEM and 16,384-descriptor rings: the process may be off its CPU for a
+            // few milliseconds while the receive path keeps filling (the copy mode's ring
+            // buffer and tcpdump -B 65536 hold as much).
+            let mut cfg = XskConfig {
+                umem: fastpath::xsk::UmemConfig {
+                    frame_size: 2048,
+                    frame_count: 32768,
+                    fill_size: 16384,
+                    comp_size: 64,
+                    ..Default::default()
+                },
+                socket: fastpath::xsk::SocketConfig { ring_size: 16384, ..Default::default() },
+            };
             let mtu = dev.mtu().map_err(kernel)?;
             if let Some(n) = crate::session::decide_multi_buffer(&a.iface, mtu, &mut cfg)? {
                 eprintln!("fastpath capture: {n}");
