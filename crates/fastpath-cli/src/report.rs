@@ -282,6 +282,7 @@ impl Monitor<'_> {
         }
         let tp0 = self.tracepoints.and_then(|t| t.snapshot().ok());
         let extra0 = self.extra.map(|f| f()).unwrap_or_default();
+        self.publish_metrics(true);
         Watch { eth0, link0, xsk0, base, base_q, t0: monotonic_ns(), tp0, extra0 }
     }
 

@@ -74,9 +74,17 @@ fn bench_metrics_match_the_summary_and_pass_promtool() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let rx =
         Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--json", "--duration", "60", "--metrics", &addr]);
-    let (status, body) = scrape(port);
-    assert!(status.contains("200"), "{status}");
+    // The first publish follows the ready line within the monitor's first 100 ms.
     let label = format!("port=\"{i}:q0\"");
+    let t = Instant::now();
+    let (status, body) = loop {
+        let (status, body) = scrape(port);
+        if sample(&body, "fastpath_rx_packets_total", &label).is_some() || t.elapsed() > Duration::from_secs(3) {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.contains("200"), "{status}");
     assert_eq!(sample(&body, "fastpath_rx_packets_total", &label), Some(0), "{body}");
     let g = gen_xsk(&bed, &["--count", "20000", "--rate", "100000", "--json", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
