@@ -42,6 +42,35 @@ pub enum Cmd {
     /// Write an interface's frames to a pcapng file: copied by XDP and passed on (copy), or
     /// taken from the kernel through AF_XDP (divert).
     Capture(CaptureArgs),
+    /// Why packets do not arrive: one line per check (link, queues, XDP mode, MTU, foreign
+    /// program, veth peer, AF_XDP rings, polling), OK or the problem and its fix. Run it while
+    /// the traffic and the application run.
+    Doctor(DoctorArgs),
+}
+
+/// `fastpath doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The interface the application receives on.
+    #[arg(short = 'i', long = "iface", value_parser = parse_iface)]
+    pub iface: String,
+    /// The queue its AF_XDP socket is bound to.
+    #[arg(short = 'q', long, default_value_t = 0)]
+    pub queue: u32,
+    /// Network namespace of the interface.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Seconds over which counters are sampled, 0.2..=60.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_window)]
+    pub window: f64,
+    /// One JSON object instead of the lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--window`: seconds in 0.2..=60.
+pub fn parse_window(s: &str) -> Result<f64, String> {
+    parse_seconds(s, "--window", 0.2, 60.0)
 }
 
 /// How `fastpath capture` takes frames.

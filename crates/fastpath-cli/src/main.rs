@@ -7,6 +7,7 @@ mod capture_cmd;
 mod compare;
 mod ddos;
 mod demo;
+mod doctor_cmd;
 mod error;
 mod filter_cmd;
 mod fwd_cmd;
@@ -83,6 +84,7 @@ fn main() {
         Cmd::Probe(p) => probe_cmd::run(p),
         Cmd::Ss(s) => ss_cmd::run(s),
         Cmd::Capture(c) => capture_cmd::run(c, stop),
+        Cmd::Doctor(d) => doctor_cmd::run(d),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");

@@ -15,6 +15,15 @@ const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const ETHTOOL_GGRO: u32 = 0x2b;
+
+/// struct ethtool_value (include/uapi/linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -246,6 +255,15 @@ impl NetDev {
             out.sort_by_key(|d| d.ifindex);
             Ok(out)
         }
+    }
+
+    /// True if generic receive offload is on (ETHTOOL_GGRO). On a veth, GRO (or an XDP
+    /// program) is what gives the device the NAPI that frames redirected into its peer need.
+    pub fn gro_enabled(&self) -> Result<bool, SysError> {
+        let mut v = EthtoolValue { cmd: ETHTOOL_GGRO, data: 0 };
+        // SAFETY: v is an ethtool_value request the kernel fills in.
+        unsafe { sys::ethtool_ioctl(&self.name, (&mut v as *mut EthtoolValue).cast(), "ETHTOOL_GGRO")? };
+        Ok(v.data != 0)
     }
 
     /// The interface's Ethernet address.

@@ -301,6 +301,12 @@ pub fn query_xdp(ifindex: u32) -> Result<Option<AttachedProg>, SysError> {
     Ok(sys::bpf::xdp_query(ifindex)?.map(|(id, mode)| AttachedProg { id, mode }))
 }
 
+/// The name of BPF program `id` (at most 15 bytes, as the kernel keeps it), if it exists.
+/// Needs CAP_SYS_ADMIN (BPF_PROG_GET_NEXT_ID).
+pub fn prog_name(id: u32) -> Option<String> {
+    libbpf_rs::query::ProgInfoIter::default().find(|p| p.id == id).map(|p| p.name.to_string_lossy().into_owned())
+}
+
 /// Removes whatever XDP program is on `ifindex` in this network namespace: a bpf_link is
 /// detached with BPF_LINK_DETACH (kernel >= 5.9), a netlink-attached program with
 /// `bpf_xdp_detach`. Link ids are global and ifindexes per namespace, so a link is only detached

@@ -1,0 +1,283 @@
+//! `fastpath doctor`: on a test bed, each check names a deliberately broken set-up (one test
+//! per check), and says OK once it is mended.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fastpath_testbed::{Testbed, TestbedConfig};
+use serde_json::Value;
+
+fn bed(queues: u32) -> Testbed {
+    Testbed::up(&TestbedConfig { ipv6: false, queues, ..Default::default() }).expect("test bed")
+}
+
+/// `doctor --json`: the check named `name`.
+fn doctor(ns: &str, iface: &str, extra: &[&str], name: &str) -> Value {
+    let mut args = vec!["doctor", "--netns", ns, "-i", iface, "--json", "--window", "1"];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "doctor: {}", stderr(&o));
+    let v = last_json(&o);
+    v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name}: {v}"))
+}
+
+fn ip(ns: &str, args: &str) {
+    let mut full = vec!["-n", ns];
+    full.extend(args.split_whitespace());
+    let o = std::process::Command::new("ip").args(&full).output().unwrap();
+    assert!(o.status.success(), "ip {args}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn is(c: &Value, status: &str, needles: &[&str]) {
+    assert_eq!(c["status"], status, "{c}");
+    let text = format!("{} {}", c["detail"], c["fix"]);
+    for n in needles {
+        assert!(text.contains(n), "{c} does not mention {n:?}");
+    }
+}
+
+#[test]
+fn doctor_link_down() {
+    if !privileged("doctor_link_down") {
+        return;
+    }
+    let bed = bed(1);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    is(&doctor(ns, i, &[], "link"), "ok", &["up"]);
+    ip(ns, &format!("link set dev {i} down"));
+    is(&doctor(ns, i, &[], "link"), "problem", &["down", &format!("ip link set dev {i} up")]);
+    let o = run(&["doctor", "--netns", ns, "-i", "fpnosuch0"]);
+    assert_one_line_refusal("no such interface", &o, 3, &["fpnosuch0"]);
+}
+
+/// Two queues, rxdrop bound to queue 0, the generator sending on both: doctor -q 0 names queue 1.
+#[test]
+fn doctor_traffic_on_another_queue() {
+    if !privileged("doctor_traffic_on_another_queue") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed(2);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let rx = Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--queue", "0", "--json", "--duration", "60"]);
+    let g = {
+        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
+        std::thread::spawn(move || {
+            run(&[
+                "gen",
+                "--engine",
+                "xsk",
+                "--netns",
+                &na,
+                "-i",
+                &ia,
+                "--dst-mac",
+                &mb,
+                "--queues",
+                "2",
+                "--rate",
+                "20000",
+                "--count",
+                "60000",
+                "--duration",
+                "30",
+            ])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    is(&doctor(ns, i, &["-q", "0"], "queues"), "problem", &["queue 1", "--queues"]);
+    assert!(g.join().unwrap().status.success());
+    let (_, st) = rx.terminate();
+    assert!(st.success());
+}
+
+/// Loopback has no native XDP: doctor says AF_XDP would run in skb mode.
+#[test]
+fn doctor_no_native_xdp() {
+    if !privileged("doctor_no_native_xdp") {
+        return;
+    }
+    let bed = bed(1);
+    is(&doctor(bed.ns_b(), bed.iface_b(), &[], "xdp_mode"), "ok", &["natively"]);
+    is(&doctor(bed.ns_b(), "lo", &[], "xdp_mode"), "problem", &["skb"]);
+}
+
+/// MTU 9000 on a kernel without multi-buffer (the feature table told to refuse it).
+#[test]
+fn doctor_mtu_beyond_the_mode() {
+    if !privileged("doctor_mtu_beyond_the_mode") {
+        return;
+    }
+    let bed = bed(1);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    bed.set_mtu(9000).unwrap();
+    is(&doctor(ns, i, &[], "mtu"), "ok", &["multi-buffer"]);
+    let o = fastpath()
+        .env("FASTPATH_DENY_FEATURES", "multi_buffer")
+        .args(["doctor", "--netns", ns, "-i", i, "--json", "--window", "0.2"])
+        .output()
+        .unwrap();
+    let v = last_json(&o);
+    let c = v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "mtu").unwrap().clone();
+    is(&c, "problem", &["MTU 9000", "6.6", "mtu 3822"]);
+}
+
+/// A foreign XDP program (built here with clang, attached with iproute2) is named; fastpath's
+/// own is recognised.
+#[test]
+fn doctor_foreign_program() {
+    if !privileged("doctor_foreign_program") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed(1);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpdoc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, o) = (dir.join("foreign.c"), dir.join("foreign.o"));
+    std::fs::write(
+        &c,
+        "#include <linux/bpf.h>\n#define SEC(n) __attribute__((section(n), used))\nSEC(\"xdp\") int foreign_pass(struct xdp_md *c) { return XDP_PASS; }\nchar l[] SEC(\"license\") = \"GPL\";\n",
+    )
+    .unwrap();
+    let arch = std::env::consts::ARCH;
+    let cc = std::process::Command::new("clang")
+        .args(["-O2", "-g", "-target", "bpf", &format!("-I/usr/include/{arch}-linux-gnu"), "-c"])
+        .arg(&c)
+        .arg("-o")
+        .arg(&o)
+        .output()
+        .expect("clang");
+    assert!(cc.status.success(), "clang: {}", String::from_utf8_lossy(&cc.stderr));
+    ip(ns, &format!("link set dev {i} xdpgeneric obj {} sec xdp", o.display()));
+    is(&doctor(ns, i, &[], "xdp_program"), "problem", &["foreign", "foreign_pass", "--force"]);
+    ip(ns, &format!("link set dev {i} xdpgeneric off"));
+    is(&doctor(ns, i, &[], "xdp_program"), "ok", &["no XDP program"]);
+    let rx = Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--json", "--duration", "60"]);
+    is(&doctor(ns, i, &[], "xdp_program"), "ok", &["fastpath", "xsk_redirect"]);
+    let (_, st) = rx.terminate();
+    assert!(st.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A veth whose peer has neither GRO nor an XDP program (no NAPI), then with GRO on.
+#[test]
+fn doctor_veth_peer_without_napi() {
+    if !privileged("doctor_veth_peer_without_napi") {
+        return;
+    }
+    let bed = bed(1);
+    let ns = bed.ns_b();
+    ip(ns, "link add fpdv0 type veth peer name fpdv1");
+    ip(ns, "link set dev fpdv0 up");
+    ip(ns, "link set dev fpdv1 up");
+    let eth = |args: &[&str]| fastpath_testbed::ns_command(ns, "ethtool").args(args).output().unwrap();
+    assert!(eth(&["-K", "fpdv1", "gro", "off"]).status.success());
+    is(&doctor(ns, "fpdv0", &[], "veth_peer"), "problem", &["fpdv1", "no NAPI", "gro on"]);
+    assert!(eth(&["-K", "fpdv1", "gro", "on"]).status.success());
+    is(&doctor(ns, "fpdv0", &[], "veth_peer"), "ok", &["fpdv1", "GRO"]);
+    // The test bed's own veth: its peer is in another namespace.
+    is(&doctor(ns, bed.iface_b(), &[], "veth_peer"), "skip", &["another network namespace"]);
+}
+
+/// An rxdrop with a 64-descriptor ring under a full-rate flood: the RX ring (or the FILL ring)
+/// overflows, and doctor names the socket and its process.
+#[test]
+fn doctor_rings_overflow() {
+    if !privileged("doctor_rings_overflow") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed(1);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let rx = Running::start(&[
+        "bench",
+        "rxdrop",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "--json",
+        "--duration",
+        "60",
+        "--ring-size",
+        "64",
+        "--frame-count",
+        "128",
+        "--batch-size",
+        "1",
+        "--cpu",
+        "1",
+    ]);
+    let pid = rx.child.id().to_string();
+    let g = {
+        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
+        std::thread::spawn(move || {
+            run(&["gen", "--netns", &na, "-i", &ia, "--dst-mac", &mb, "--cpu", "0", "--duration", "3"])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let o = run(&["doctor", "--netns", ns, "-i", i, "--json", "--window", "1"]);
+    let v = last_json(&o);
+    let c = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "rx_ring" || c["check"] == "fill_ring")
+        .cloned()
+        .unwrap_or_else(|| panic!("no ring problem named: {v}"));
+    is(&c, "problem", &[&pid]);
+    assert!(g.join().unwrap().status.success());
+    let (_, st) = rx.terminate();
+    assert!(st.success());
+}
+
+/// The application stopped (SIGSTOP) while frames arrive: its RX ring overflows and it uses no
+/// CPU, so doctor says it is not polling.
+#[test]
+fn doctor_process_not_polling() {
+    if !privileged("doctor_process_not_polling") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed(1);
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let rx = Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--json", "--duration", "60"]);
+    let pid = rx.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let g = {
+        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
+        std::thread::spawn(move || {
+            run(&[
+                "gen",
+                "--netns",
+                &na,
+                "-i",
+                &ia,
+                "--dst-mac",
+                &mb,
+                "--rate",
+                "50000",
+                "--count",
+                "150000",
+                "--duration",
+                "10",
+            ])
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let c = doctor(ns, i, &[], "polling");
+    let _ = std::process::Command::new("kill").args(["-CONT", &pid]).status();
+    is(&c, "problem", &["not polling", &pid]);
+    assert!(g.join().unwrap().status.success());
+    let (_, st) = rx.terminate();
+    assert!(st.success());
+}
