@@ -20,28 +20,21 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# promtool (Debian package prometheus, without its recommends: the web UI's assets) validates
-# the --metrics endpoint's output in the tests.
-if ! command -v promtool >/dev/null 2>&1; then
+# Tools the tests run, each installed without its recommends: promtool (Debian package
+# prometheus; validates the --metrics output) and tshark (reads every file `fastpath capture`
+# writes).
+need_tool() { # command package
+  command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" != 0 ]; then
-    echo "deps: promtool missing (run as root, or: sudo apt-get install --no-install-recommends prometheus)" >&2
+    echo "deps: $1 missing (run as root, or: sudo apt-get install --no-install-recommends $2)" >&2
     exit 1
   fi
-  echo "deps: installing prometheus (for promtool)"
+  echo "deps: installing $2 (for $1)"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq --no-install-recommends prometheus >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
-fi
-
-# tshark reads every file `fastpath capture` writes in the tests (without recommends).
-if ! command -v tshark >/dev/null 2>&1; then
-  if [ "$(id -u)" != 0 ]; then
-    echo "deps: tshark missing (run as root, or: sudo apt-get install --no-install-recommends tshark)" >&2
-    exit 1
-  fi
-  echo "deps: installing tshark"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq --no-install-recommends tshark >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends tshark >/dev/null; }
-fi
+  apt-get install -y -qq --no-install-recommends "$2" >/dev/null || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$2" >/dev/null; }
+}
+need_tool promtool prometheus
+need_tool tshark tshark
 
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then

@@ -46,7 +46,8 @@ fn read_sysctl(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
 }
 
-fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
+/// One link event: a JSON `event` line, or a line on stderr. Shared by both engines.
+pub(crate) fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
     if json_out {
         println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
     } else {

@@ -24,6 +24,7 @@ use serde_json::json;
 use crate::args::{FwdArgs, FwdModeArg};
 use crate::bench_cmd::enter_ns;
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
+use crate::fwd_cmd::event_line;
 use crate::session::decide_multi_buffer;
 
 /// UMEM frame size: one frame holds a packet of up to this less the kernel's 256-byte
@@ -298,14 +299,6 @@ fn xsk_families(
         fams.push(x);
     }
     fams
-}
-
-fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
-    if json_out {
-        println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
-    } else {
-        eprintln!("fastpath fwd: {t:.3} s: {iface} {event}: {detail}");
-    }
 }
 
 /// How often the ports are re-read without a notification, and the longest wait between two

@@ -212,10 +212,15 @@ impl NetDev {
     /// 0..n can be bound by an AF_XDP socket. `None` when the driver does not report channels
     /// (EOPNOTSUPP): then only the kernel's bind can tell.
     pub fn rx_queue_count(&self) -> Result<Option<u32>, SysError> {
+        Ok(self.channels()?.map(|ch| (ch.rx_count + ch.combined_count).max(1)))
+    }
+
+    /// ETHTOOL_GCHANNELS; `None` when the driver does not report channels (EOPNOTSUPP).
+    fn channels(&self) -> Result<Option<EthtoolChannels>, SysError> {
         let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
         // SAFETY: ch is an ethtool_channels request the kernel fills in.
         match unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS") } {
-            Ok(()) => Ok(Some((ch.rx_count + ch.combined_count).max(1))),
+            Ok(()) => Ok(Some(ch)),
             Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
             Err(e) => Err(e),
         }
@@ -224,13 +229,7 @@ impl NetDev {
     /// Number of transmit queues (tx + combined channels from ETHTOOL_GCHANNELS); `None` when
     /// the driver does not report channels.
     pub fn tx_queue_count(&self) -> Result<Option<u32>, SysError> {
-        let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
-        // SAFETY: ch is an ethtool_channels request the kernel fills in.
-        match unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS") } {
-            Ok(()) => Ok(Some((ch.tx_count + ch.combined_count).max(1))),
-            Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(self.channels()?.map(|ch| (ch.tx_count + ch.combined_count).max(1)))
     }
 
     /// Every interface of the current network namespace, by name (if_nameindex(3): the
