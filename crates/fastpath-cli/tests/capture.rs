@@ -87,7 +87,20 @@ fn copy_mode_writes_every_frame_and_disturbs_nothing() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("copy.pcapng").to_string_lossy().into_owned();
     let udp0 = udp_in(ns);
-    let cap = Running::start(&["capture", "--netns", ns, "-i", i, "-w", &file, "--count", "5000", "--json"]);
+    let cap = Running::start(&[
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &file,
+        "--count",
+        "5000",
+        "--json",
+        "--duration",
+        "60",
+    ]);
     assert_eq!(cap.ready["mode"], "copy");
     let g = gen_xsk(&bed, &["--count", "5000", "--rate", "50000", "--json", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
@@ -136,6 +149,8 @@ fn snaplen_stdout_and_rotation() {
         "--snaplen",
         "60",
         "--json",
+        "--duration",
+        "60",
     ]);
     let g = gen_xsk(&bed, &["--count", "1000", "--frame-len", "100", "--rate", "50000", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
@@ -172,6 +187,8 @@ fn snaplen_stdout_and_rotation() {
         "--rotate-bytes",
         "65536",
         "--json",
+        "--duration",
+        "60",
     ]);
     let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
     assert!(g.status.success());
@@ -204,7 +221,20 @@ fn divert_mode_takes_the_frames_from_the_kernel() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("divert.pcapng").to_string_lossy().into_owned();
     let cap = Running::start(&[
-        "capture", "--netns", ns, "-i", i, "-w", &file, "--count", "5000", "--mode", "divert", "--json",
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &file,
+        "--count",
+        "5000",
+        "--mode",
+        "divert",
+        "--json",
+        "--duration",
+        "60",
     ]);
     assert_eq!(cap.ready["mode"], "divert");
     let snmp0 = udp_in(ns);
