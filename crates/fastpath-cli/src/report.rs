@@ -129,6 +129,9 @@ impl<'a> Monitor<'a> {
         let labels: Vec<String> =
             if self.queue_labels.is_empty() { vec![self.prefix.clone()] } else { self.queue_labels.clone() };
         let mut fams: Vec<Family> = Vec::new();
+        // One read of every counter set (and of the kernel's maps) per publish.
+        let total = sum(&self.counters, self.drop, self.gen);
+        let per_set: Vec<[u64; 7]> = self.counters.iter().map(|c| c.snapshot()).collect();
         for (k, def) in fastpath::stats::COUNTERS.iter().enumerate() {
             let name = match def.name {
                 "tx_completed" => "fastpath_tx_completed_packets_total".to_string(),
@@ -136,10 +139,10 @@ impl<'a> Monitor<'a> {
             };
             let mut f = Family::counter(name, def.help, &["port"]);
             if labels.len() == 1 {
-                f.add(&[&labels[0]], sum(&self.counters, self.drop, self.gen)[k] as f64);
+                f.add(&[&labels[0]], total[k] as f64);
             } else {
-                for (c, l) in self.counters.iter().zip(&labels) {
-                    f.add(&[l], c.snapshot()[k] as f64);
+                for (c, l) in per_set.iter().zip(&labels) {
+                    f.add(&[l], c[k] as f64);
                 }
             }
             fams.push(f);

@@ -147,3 +147,23 @@ impl XdpCapture {
         &self.link
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Crafted records: a header claiming more bytes than follow, or a record shorter than a
+    /// header, is skipped, never read past.
+    #[test]
+    fn records_are_parsed_within_their_bounds() {
+        let h = fp_cap_hdr { tstamp_ns: 5, queue: 2, len: 100, caplen: 4, _pad: 0 };
+        let mut rec = bytemuck::bytes_of(&h).to_vec();
+        rec.extend_from_slice(&[1, 2, 3, 4]);
+        let r = CapRecord::parse(&rec).expect("a whole record");
+        assert_eq!((r.tstamp_ns, r.queue, r.len, r.data), (5, 2, 100, &[1u8, 2, 3, 4][..]));
+        assert!(CapRecord::parse(&rec[..rec.len() - 1]).is_none(), "caplen beyond the record");
+        assert!(CapRecord::parse(&rec[..HDR_BYTES - 1]).is_none(), "shorter than a header");
+        let huge = fp_cap_hdr { caplen: u32::MAX, ..h };
+        assert!(CapRecord::parse(bytemuck::bytes_of(&huge)).is_none());
+    }
+}
