@@ -3,7 +3,9 @@
  * classifier - rules -> action at the driver, for selective bypass and flood drop.
  *
  * Loaded frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18) so native mode works
- * at any MTU: headers are read from the first buffer, bytes counted over all of them.
+ * at any MTU. A multi-buffer frame is judged exactly like a single-buffer one: lengths against
+ * bpf_xdp_get_buff_len() (all buffers), headers read wherever they lie (rd()), `len` rules and
+ * byte counters on the whole frame.
  *
  * Technique: tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999), the megaflow
  * classifier of Open vSwitch (NSDI 2015). Rules constraining the same fields the same way form a
@@ -26,7 +28,8 @@
  * lengths beyond the frame, more than two VLAN tags, an IPv6 extension chain longer than
  * FP_MAX_IPV6_EXT) is counted `malformed` and gets the rule set's `malformed` action (drop or
  * pass), never a rule's verdict or the default by accident. Tiny and overlapping fragments
- * (RFC 1858, RFC 3128, RFC 7112) are counted `bad_fragment` and always dropped. The decisions
+ * (RFC 1858, RFC 3128, RFC 7112) are counted `bad_fragment` and dropped (passed where the set
+ * says FP_CLS_F_PASS_BAD_FRAG: capture). The decisions
  * are written out in rules/reference.rs, which this program must agree with on every frame.
  */
 #include <linux/bpf.h>
@@ -99,9 +102,31 @@ static __always_inline int is_ipv6_ext(__u8 nh)
 	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60;
 }
 
+/* Reads `n` bytes (a constant) at offset `off` of the frame into `dst`: straight from the first
+ * buffer when they lie there, else with bpf_xdp_load_bytes() (kernel >= 5.18), which reads
+ * across the buffers of a multi-buffer frame. 0 if the frame holds them, non-zero if it ends
+ * first. Every header the parser looks at comes through here, so a header that a large frame
+ * pushes past the first buffer is read, never mistaken for a truncated one. */
+static __always_inline int rd(struct xdp_md *ctx, __u32 off, void *dst, __u32 n)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+
+	off &= 0x7fff; /* every caller's offset is below 54 + 8 * 2048 + 60: bounded for the verifier */
+	if (data + off + n <= end) {
+		__builtin_memcpy(dst, data + off, n);
+		return 0;
+	}
+	return bpf_xdp_load_bytes(ctx, off, dst, n);
+}
+
 /* Fills *p. Mirrors rules/reference.rs::parse, which documents the policy:
+ *  - lengths are judged against the whole frame (bpf_xdp_get_buff_len(): every buffer of a
+ *    multi-buffer frame), headers read wherever they lie (rd());
  *  - more than two VLAN tags, or a chain of more than FP_MAX_IPV6_EXT IPv6 extension headers:
  *    PARSE_MALFORMED (the kernel could still deliver it; we cannot say where);
+ *  - IPv4 with an Authentication Header (RFC 4302): the header after it is the protocol and
+ *    carries the ports, as for IPv6's AH; a second AH is PARSE_MALFORMED;
  *  - an IPv4 or IPv6 first fragment without the whole TCP (20 bytes) or UDP (8 bytes) header,
  *    or an IPv6 first fragment whose extension-header chain does not fit (RFC 7112), and a
  *    later TCP fragment whose offset lands inside the minimal TCP header (offset 8 or 16 bytes,
@@ -109,81 +134,92 @@ static __always_inline int is_ipv6_ext(__u8 nh)
  *  - a later fragment carries no L4 header: no ports, no flags (iptables and OVS do the same). */
 static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u64 flen = end - data;
+	__u32 flen = bpf_xdp_get_buff_len(ctx);
 	__u32 off = 14, l4, l4end, fo_bytes = 0;
 	__u16 et;
 	__u8 proto;
+	__u8 eh[14];
 
 	p->len = flen > 0xffff ? 0xffff : flen;
 	p->vlan = FP_NO_VLAN;
-	if (data + 14 > end)
+	if (rd(ctx, 0, eh, 14))
 		return PARSE_MALFORMED;
-	et = ((struct ethhdr *)data)->h_proto;
+	et = *(__be16 *)&eh[12];
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct vlan_hdr *vh;
+		struct vlan_hdr vh;
 		if (et != bpf_htons(0x8100) && et != bpf_htons(0x88a8))
 			break;
-		vh = data + off;
-		if ((void *)(vh + 1) > end)
+		if (rd(ctx, off, &vh, sizeof(vh)))
 			return PARSE_MALFORMED;
 		if (p->vlan == FP_NO_VLAN)
-			p->vlan = bpf_ntohs(vh->tci) & 0x0fff;
-		et = vh->encap_proto;
+			p->vlan = bpf_ntohs(vh.tci) & 0x0fff;
+		et = vh.encap_proto;
 		off += 4;
 	}
 	if (et == bpf_htons(0x8100) || et == bpf_htons(0x88a8))
 		return PARSE_MALFORMED;
 	p->eth_type = bpf_ntohs(et);
 	if (et == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = data + off;
+		struct iphdr ip;
 		__u32 ihl, total;
 		__u16 fo;
-		if ((void *)(ip + 1) > end)
+		if (rd(ctx, off, &ip, sizeof(ip)))
 			return PARSE_MALFORMED;
-		ihl = ip->ihl * 4;
-		if (ip->version != 4 || ihl < 20)
+		ihl = ip.ihl * 4;
+		if (ip.version != 4 || ihl < 20)
 			return PARSE_MALFORMED;
-		total = bpf_ntohs(ip->tot_len);
-		if (total < ihl || data + off + total > end)
+		total = bpf_ntohs(ip.tot_len);
+		if (total < ihl || off + total > flen)
 			return PARSE_MALFORMED;
-		fo = bpf_ntohs(ip->frag_off);
+		fo = bpf_ntohs(ip.frag_off);
 		p->frag = (fo & 0x1fff) ? 2 : (fo & 0x2000) ? 1 : 0;
 		fo_bytes = (__u32)(fo & 0x1fff) * 8;
-		__builtin_memcpy(p->src, &ip->saddr, 4);
-		__builtin_memcpy(p->dst, &ip->daddr, 4);
-		proto = ip->protocol;
+		__builtin_memcpy(p->src, &ip.saddr, 4);
+		__builtin_memcpy(p->dst, &ip.daddr, 4);
+		proto = ip.protocol;
 		l4 = off + ihl;
 		l4end = off + total;
+		if (proto == IPPROTO_AH && p->frag != 2) {
+			/* RFC 4302: next header, payload length in 4-byte words minus 2. */
+			__u8 ah[2];
+			__u32 hlen;
+			int cut = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
+			if (l4 + 8 > l4end || rd(ctx, l4, ah, 2))
+				return cut;
+			hlen = ((__u32)ah[1] + 2) * 4;
+			if (l4 + hlen > l4end)
+				return cut;
+			if (ah[0] == IPPROTO_AH)
+				return PARSE_MALFORMED;
+			proto = ah[0];
+			l4 += hlen;
+		}
 	} else if (et == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = data + off;
+		struct ipv6hdr ip6;
 		__u32 o;
 		__u8 nh;
-		if ((void *)(ip6 + 1) > end)
+		if (rd(ctx, off, &ip6, sizeof(ip6)))
 			return PARSE_MALFORMED;
-		if (ip6->version != 6)
+		if (ip6.version != 6)
 			return PARSE_MALFORMED;
-		l4end = off + 40 + bpf_ntohs(ip6->payload_len);
-		if (data + l4end > end)
+		l4end = off + 40 + bpf_ntohs(ip6.payload_len);
+		if (l4end > flen)
 			return PARSE_MALFORMED;
-		__builtin_memcpy(p->src, &ip6->saddr, 16);
-		__builtin_memcpy(p->dst, &ip6->daddr, 16);
-		nh = ip6->nexthdr;
+		__builtin_memcpy(p->src, &ip6.saddr, 16);
+		__builtin_memcpy(p->dst, &ip6.daddr, 16);
+		nh = ip6.nexthdr;
 		o = off + 40;
 		for (int i = 0; i < FP_MAX_IPV6_EXT; i++) {
-			__u8 *h;
+			__u8 h[4];
 			__u32 hlen;
 			if (!is_ipv6_ext(nh) || p->frag == 2)
 				break;
 			/* o <= 54 + 8 * 2048 bytes: keep the verifier's view of it bounded. */
 			o &= 0x7fff;
-			h = data + o;
-			if ((void *)(h + 8) > end) {
-				/* Every extension header is at least 8 bytes; it must also fit. */
+			/* Every extension header is at least 8 bytes; it must also fit. */
+			if (o + 8 > flen || rd(ctx, o, h, 4))
 				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
-			}
 			if (nh == 44)
 				hlen = 8;
 			else if (nh == 51)
@@ -223,24 +259,18 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 		return PARSE_OK;
 	}
 	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
-		__u32 need = proto == IPPROTO_TCP ? 20 : 8;
 		int short_hdr = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
-		__u8 *l;
-		if (l4 + need > l4end || l4 > 0x7fff)
+		__u8 l[20];
+		if (proto == IPPROTO_TCP) {
+			if (l4 + 20 > l4end || rd(ctx, l4, l, 20))
+				return short_hdr;
+			p->flags = l[13];
+		} else if (l4 + 8 > l4end || rd(ctx, l4, l, 8)) {
 			return short_hdr;
-		l = data + l4;
-		if ((void *)(l + 20) > end && proto == IPPROTO_TCP)
-			return short_hdr;
-		if ((void *)(l + 8) > end)
-			return short_hdr;
+		}
 		p->sport = ((__u16)l[0] << 8) | l[1];
 		p->dport = ((__u16)l[2] << 8) | l[3];
 		p->has_ports = 1;
-		if (proto == IPPROTO_TCP) {
-			if ((void *)(l + 14) > end)
-				return short_hdr;
-			p->flags = l[13];
-		}
 	}
 	return PARSE_OK;
 }
@@ -434,6 +464,10 @@ int classifier(struct xdp_md *ctx)
 	bad = parse(ctx, &p);
 	if (bad == PARSE_BAD_FRAG) {
 		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_BAD_FRAG, bytes);
+		if (cfg->flags & FP_CLS_F_PASS_BAD_FRAG) {
+			count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_PASS, bytes);
+			return XDP_PASS;
+		}
 		count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_DROP, bytes);
 		return XDP_DROP;
 	}

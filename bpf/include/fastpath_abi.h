@@ -145,8 +145,11 @@ struct fp_cls_config {
 	struct fp_cls_action dflt;
 	__u32 malformed;  /* FP_ACT_DROP, FP_ACT_PASS or FP_MALFORMED_DEFAULT (the dflt action):
 	                   * what a frame that cannot be classified gets */
-	__u32 _pad;
+	__u32 flags;      /* FP_CLS_F_* */
 };
+/* fp_cls_config.flags: tiny and overlapping fragments are counted `bad_fragment` and passed
+ * instead of dropped (`fastpath capture`, which promises to change no frame's fate). */
+#define FP_CLS_F_PASS_BAD_FRAG 1
 
 /* Flow cache (per CPU, direct-mapped, FP_CLS_CACHE_SLOTS): the packet fields every tuple may
  * look at, unmasked, and the verdict for them under rule-set generation `gen`. */

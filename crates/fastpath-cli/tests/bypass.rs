@@ -245,3 +245,99 @@ fn filter_check_names_the_malformed_policy() {
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(text.contains("default pass, malformed pass"), "steering only: {text}");
 }
+
+/// Replies `ping -s size` from ns a to b got (3 echo requests, 1 s apart at most).
+fn pings(bed: &Testbed, size: usize) -> u32 {
+    let o = fastpath_testbed::ns_command(bed.ns_a(), "ping")
+        .args(["-c", "3", "-i", "0.2", "-W", "1", "-s", &size.to_string(), &bed.ip4_b().to_string()])
+        .output()
+        .expect("ping (iputils-ping)");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    text.lines()
+        .find_map(|l| l.split(", ").find_map(|p| p.strip_suffix(" received")).and_then(|n| n.parse().ok()))
+        .unwrap_or_else(|| panic!("ping output: {text}"))
+}
+
+/// Sends `n` UDP datagrams of `bytes` to b's port 9 from a; returns how many b's socket got.
+fn udp9(bed: &Testbed, n: usize, bytes: usize) -> usize {
+    let dst = std::net::SocketAddr::from((bed.ip4_b(), 9));
+    let rx = fastpath_testbed::run_in_netns(bed.ns_b(), move || {
+        let s = std::net::UdpSocket::bind(("0.0.0.0", 9)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        s
+    })
+    .unwrap();
+    fastpath_testbed::run_in_netns(bed.ns_a(), move || {
+        let s = std::net::UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+        for _ in 0..n {
+            s.send_to(&vec![0x5a; bytes], dst).unwrap();
+        }
+    })
+    .unwrap();
+    let mut got = 0;
+    let mut buf = vec![0u8; 65536];
+    while let Ok(len) = rx.recv(&mut buf) {
+        assert_eq!(len, bytes, "datagram length");
+        got += 1;
+    }
+    got
+}
+
+/// On an MTU 9000 link the classifier attaches natively with multi-buffer frames (the first
+/// buffer about 3.5 KB on veth). It judges them exactly like small ones: a 5,000-byte ping is
+/// neither dropped as malformed by a set that drops UDP port 9 nor let past a set that drops
+/// ICMP (with `malformed = "pass"`), and a 5,000-byte datagram to port 9 is dropped by its rule.
+/// Before the fix, lengths were checked against the first buffer only: the first ping got 0 of
+/// 3 replies and the second 3 of 3.
+#[test]
+fn jumbo_frames_are_judged_like_small_ones() {
+    if !privileged("jumbo_frames_are_judged_like_small_ones") {
+        return;
+    }
+    let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
+    bed.set_mtu(9000).expect("mtu 9000");
+    // Without a classifier everything gets through: the test can see a difference.
+    assert_eq!(pings(&bed, 5000), 3, "no filter: ping -s 5000");
+    assert_eq!(udp9(&bed, 5, 5000), 5, "no filter: 5,000-byte datagrams to port 9");
+
+    let udp_drop = "[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n";
+    let icmp_drop = "malformed = \"pass\"\n[[rule]]\nproto = \"icmp\"\naction = \"drop\"\n";
+    let sets: Vec<_> =
+        [udp_drop, icmp_drop].iter().map(|t| compile("t.toml", &parse_toml("t.toml", t).unwrap()).unwrap()).collect();
+    let if_b = bed.iface_b().to_string();
+    let (cmd_tx, cmd_rx) = mpsc::channel::<Option<usize>>();
+    let (ack_tx, ack_rx) = mpsc::channel();
+    let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
+        let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
+        let mut cls = Classifier::load().unwrap();
+        let mut active = cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
+        cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
+        ack_tx.send(None).unwrap();
+        while let Ok(Some(i)) = cmd_rx.recv_timeout(Duration::from_secs(60)) {
+            let t = cls.totals(active).unwrap();
+            let rule = cls.rule_counters(active, 1).unwrap()[0].0;
+            active = cls.swap_in(&sets[i], &|i| fastpath::host::if_nametoindex(i)).unwrap();
+            ack_tx.send(Some((t.packets("malformed"), rule))).unwrap();
+        }
+    });
+    // XdpMode::Native: attached in the driver (multi-buffer frames) or an error.
+    ack_rx.recv_timeout(Duration::from_secs(30)).expect("classifier attached natively");
+
+    assert_eq!(pings(&bed, 5000), 3, "`proto=udp,dst_port=9,action=drop`: ping -s 5000 is not malformed");
+    assert_eq!(pings(&bed, 100), 3, "`proto=udp,dst_port=9,action=drop`: ping -s 100");
+    assert_eq!(udp9(&bed, 5, 5000), 0, "5,000-byte datagrams to port 9 are dropped by the rule");
+    assert_eq!(udp9(&bed, 5, 100), 0, "100-byte datagrams to port 9 are dropped by the rule");
+    cmd_tx.send(Some(1)).unwrap();
+    let (malformed, rule) = ack_rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(malformed, 0, "no frame of the test was malformed");
+    assert_eq!(rule, 10, "the UDP rule dropped the ten datagrams");
+
+    assert_eq!(pings(&bed, 5000), 0, "`proto=icmp,action=drop`, malformed pass: ping -s 5000 is dropped");
+    assert_eq!(pings(&bed, 100), 0, "`proto=icmp,action=drop`: ping -s 100 is dropped");
+    cmd_tx.send(Some(1)).unwrap();
+    let (malformed, rule) = ack_rx.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(malformed, 0, "no frame of the test was malformed");
+    assert_eq!(rule, 6, "the ICMP rule dropped the six echo requests");
+    cmd_tx.send(None).unwrap();
+    holder.join().unwrap().unwrap();
+}

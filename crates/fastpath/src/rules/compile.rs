@@ -178,6 +178,10 @@ pub struct Compiled {
     /// [`action`] code for frames that cannot be classified: DROP, PASS or MALFORMED_DEFAULT
     /// ([`RuleSet::malformed_action`]).
     pub malformed: u8,
+    /// Tiny and overlapping fragments are counted `bad_fragment` and passed instead of dropped
+    /// (`FP_CLS_F_PASS_BAD_FRAG`): for `fastpath capture`, which changes no frame's fate.
+    /// `false` from [`compile`].
+    pub pass_bad_fragments: bool,
     /// Source-port classes.
     pub sport: Classes,
     /// Destination-port classes.

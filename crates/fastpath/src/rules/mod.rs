@@ -63,6 +63,16 @@
 //!   rule: the first fragment carries the whole L4 header and is judged by the port rule, and
 //!   without it the receiver cannot reassemble the datagram (the later fragments expire in its
 //!   reassembly queue). Add `frag = "later", action = "drop"` to drop all later fragments.
+//! - `proto` is the protocol after IPv6 extension headers and after an IPv4 or IPv6
+//!   Authentication Header (RFC 4302), which is walked: AH-wrapped UDP matches UDP port rules.
+//!   ESP cannot be looked into: `proto = 50` matches it.
+//! - A multi-buffer frame (jumbo MTU, native XDP) is judged exactly as a single-buffer one:
+//!   lengths and `len` on the whole frame, headers read across its buffers.
+//! - Tunnels (IPIP, GRE, VXLAN, Geneve, ...) are judged on their outer headers only: a rule on
+//!   ports or inner addresses does not see inside them. Match the tunnel itself (for example
+//!   `proto = 47` for GRE, `proto = "udp", dst_port = 4789` for VXLAN) and drop or steer it
+//!   whole, or attach the classifier to the interface where the tunnel ends (the GRE or VXLAN
+//!   device), where its frames arrive decapsulated.
 
 pub mod compile;
 pub mod reference;

@@ -58,6 +58,8 @@ fn is_ipv6_ext(nh: u8) -> bool {
 const TCP_MIN: usize = 20;
 /// UDP header.
 const UDP_LEN: usize = 8;
+/// IP protocol number of the Authentication Header (RFC 4302).
+const AH: u8 = 51;
 
 /// Parses a frame, deciding what the classifier may know about it. The policy:
 ///
@@ -66,6 +68,12 @@ const UDP_LEN: usize = 8;
 ///   length beyond the frame; an extension header or TCP (20 bytes) / UDP (8 bytes) header that
 ///   does not fit in the IP packet; more than two VLAN tags; an IPv6 chain of more than
 ///   [`MAX_IPV6_EXT`] extension headers.
+/// - **IPv4 Authentication Header** (RFC 4302): walked as IPv6's is; the header after it is
+///   the protocol and carries the ports. A second AH right after the first is malformed; an AH
+///   that does not fit is malformed (in a first fragment: a bad fragment).
+/// - **Multi-buffer frames** are judged as single-buffer ones: `f` is the whole frame, and the
+///   BPF program measures lengths with `bpf_xdp_get_buff_len()` and reads headers across
+///   buffers with `bpf_xdp_load_bytes()`.
 /// - **Bad fragment** ([`Reject::BadFragment`]): a first fragment (offset 0, more fragments)
 ///   whose TCP or UDP header is not all there, or (IPv6) whose extension chain does not end
 ///   inside it (RFC 7112); a later TCP fragment whose offset is 8 or 16 bytes, i.e. inside the
@@ -132,8 +140,25 @@ pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
             frag_off_bytes = (fo & 0x1fff) as usize * 8;
             p.src = Some(IpAddr::from([h[12], h[13], h[14], h[15]]));
             p.dst = Some(IpAddr::from([h[16], h[17], h[18], h[19]]));
-            p.proto = Some(h[9]);
-            (off + ihl, off + total, h[9])
+            let (mut l4_off, l4_end, mut proto) = (off + ihl, off + total, h[9]);
+            if proto == AH && p.frag != Frag::Later {
+                // RFC 4302: next header, then the header's length in 4-byte words minus 2.
+                let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
+                if l4_off + 8 > l4_end {
+                    return Err(cut);
+                }
+                let hlen = (f[l4_off + 1] as usize + 2) * 4;
+                if l4_off + hlen > l4_end {
+                    return Err(cut);
+                }
+                if f[l4_off] == AH {
+                    return Err(Malformed);
+                }
+                proto = f[l4_off];
+                l4_off += hlen;
+            }
+            p.proto = Some(proto);
+            (l4_off, l4_end, proto)
         }
         0x86dd => {
             let h = f.get(off..off + 40).ok_or(Malformed)?;

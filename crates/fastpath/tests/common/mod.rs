@@ -30,7 +30,7 @@ const V4_PREFIXES: &[&str] =
 const V6_PREFIXES: &[&str] = &["fd00::/8", "fd00:1::/32", "fd00:1::5/128", "::/0"];
 const PORTS: &[&str] = &["53", "80", "\"1000-2000\"", "\"1500-1600\"", "\"5000-5999\"", "\"0-1023\""];
 const FLAGS: &[&str] = &["syn", "syn,!ack", "!syn", "ack", "fin,!rst", "rst"];
-const LENS: &[&str] = &["\"60-64\"", "\"64-128\"", "\"100-1500\"", "64"];
+const LENS: &[&str] = &["\"60-64\"", "\"64-128\"", "\"100-1500\"", "64", "\"3000-9000\"", "\"1515-65535\""];
 
 /// A random, valid rule set of 1..=max_rules rules with every action (drop, pass, tx, xsk,
 /// cpu on CPU 0, redirect to `lo`), some with rate limits too high to bite, a random default
@@ -175,7 +175,11 @@ pub fn frame(r: &mut Rng) -> Vec<u8> {
         }
         _ => l4.extend_from_slice(&[8, 0, 0, 0, 0, 0, 0, 0]),
     }
-    l4.extend(std::iter::repeat_n(0u8, r.below(40) as usize));
+    // Some frames are larger than one page: BPF_PROG_TEST_RUN then hands the (frags-aware)
+    // program a multi-buffer frame, the first buffer 3,520 bytes (4096 less headroom and
+    // skb_shared_info), the rest in further buffers, as a jumbo-MTU driver does.
+    let pad = if r.chance(8) { 3_400 + r.below(5_700) } else { r.below(40) };
+    l4.extend(std::iter::repeat_n(0u8, pad as usize));
     // Tiny L4 headers in well-formed IP packets (a first fragment of one is a bad fragment).
     if r.chance(10) {
         let keep = r.below(l4.len() as u64) as usize;
@@ -193,17 +197,32 @@ pub fn frame(r: &mut Rng) -> Vec<u8> {
             3 => 0x4000,
             _ => 0,
         };
+        // An Authentication Header (RFC 4302) before the L4 header, now and then two.
+        let mut ah = Vec::new();
+        let n_ah = if r.chance(12) { 1 + u64::from(r.chance(20)) } else { 0 };
+        let mut ip_proto = proto;
+        for _ in 0..n_ah {
+            // Length in 4-byte words minus 2: 24 bytes usually, now and then too long to fit.
+            let words: u8 = if r.chance(10) { 200 } else { 4 };
+            let mut h = vec![ip_proto, words, 0, 0];
+            h.extend(std::iter::repeat_n(0u8, (usize::from(words) + 2) * 4 - 4));
+            h.extend_from_slice(&ah);
+            ah = h;
+            ip_proto = 51;
+        }
+        let total = total + ah.len();
         f.push(0x40 | (ihl / 4) as u8);
         f.push(0);
         f.extend_from_slice(&(total as u16).to_be_bytes());
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(&fo.to_be_bytes());
         f.push(64);
-        f.push(proto);
+        f.push(ip_proto);
         f.extend_from_slice(&[0, 0]);
         f.extend_from_slice(&addr4(r));
         f.extend_from_slice(&addr4(r));
         f.extend(std::iter::repeat_n(1u8, opts));
+        f.extend_from_slice(&ah);
         f.extend_from_slice(&l4);
     } else if kind < 9 {
         f.extend_from_slice(&0x86ddu16.to_be_bytes());
@@ -234,8 +253,11 @@ pub fn frame(r: &mut Rng) -> Vec<u8> {
                     payload.extend_from_slice(&[0; 10]);
                 }
                 _ => {
-                    payload.extend_from_slice(&[next, 0]);
-                    payload.extend_from_slice(&[0; 6]);
+                    // Now and then a long one (up to 2,048 bytes): two or three push the L4
+                    // header past the first buffer of a multi-buffer frame.
+                    let units: u8 = if r.chance(15) { 150 + r.below(106) as u8 } else { 0 };
+                    payload.extend_from_slice(&[next, units]);
+                    payload.extend(std::iter::repeat_n(0u8, usize::from(units) * 8 + 6));
                 }
             }
         }
