@@ -74,7 +74,11 @@ static __always_inline void count(void *map, __u64 bytes)
 	}
 }
 
-/* Hash of the 5-tuple and the L4 protocol; *proto = IP protocol, 0 if not IP. */
+/* Hash of the 5-tuple and the L4 protocol; *proto = IP protocol, 0 if not IP.
+ * Reads the first buffer only, on purpose: a multi-buffer frame's headers lie there unless an
+ * IPv6 extension header pushes them out, and then the frame hashes without its ports. That
+ * changes only which CPU gets the frame, never whether it is passed; bytes are counted over
+ * every buffer (bpf_xdp_get_buff_len()). */
 static __always_inline __u32 flow_hash(struct xdp_md *ctx, __u8 *proto)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
