@@ -108,10 +108,21 @@ fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
     Classifier::open_pinned(&dir).map_err(pinned_err)
 }
 
+/// What `vlan` rules cannot see, said by `filter check` and by `filter load` on an interface
+/// with rx VLAN offload on.
+const VLAN_NOTE: &str = "vlan rules match the tags in the frame; a tag the NIC strips before XDP (rx VLAN offload: `ethtool -K IF rxvlan off` keeps it; on a veth, tx VLAN offload of the sending peer: `ethtool -K PEER txvlan off`) is not seen, so such frames count as untagged";
+
+fn uses_vlan(set: &RuleSet) -> bool {
+    set.rules.iter().any(|r| r.m.vlan.is_some())
+}
+
 pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
     match cmd {
         FilterCmd::Check { rules, json } => {
             let (set, c, source) = compile_rules(rules)?;
+            if uses_vlan(&set) {
+                eprintln!("note: {VLAN_NOTE}");
+            }
             if *json {
                 println!(
                     "{}",
@@ -158,7 +169,10 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let att = fastpath::bpf::attach_with_fallback(&target.iface, dev.ifindex, xdp_mode.mode(), |m| {
                 cls.attach(&target.iface, dev.ifindex, m, *force)
             })?;
-            let (mode, notes) = (att.mode.name(), att.notes);
+            let (mode, mut notes) = (att.mode.name(), att.notes);
+            if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
+                notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));
+            }
             for n in &notes {
                 eprintln!("note: {n}");
             }

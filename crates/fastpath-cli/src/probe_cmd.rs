@@ -147,6 +147,7 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
             "rx_queues": dev.rx_queue_count().ok().flatten(), "tx_queues": dev.tx_queue_count().ok().flatten(),
             "xdp_features": xf, "xdp_features_error": xf_note,
             "xdp_attached": attached.map(|a| json!({"prog_id": a.id, "mode": a.mode})),
+            "rx_vlan_offload": dev.rx_vlan_offload().ok(),
             "path": path,
         }));
     }
@@ -210,6 +211,9 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
             if p["multi_buffer"] == true { ", multi-buffer" } else { "" }
         );
         println!("  because        {}", p["reason"].as_str().unwrap_or(""));
+        if v["rx_vlan_offload"] == true {
+            println!("  rx VLAN offload on: the outer tag is stripped before XDP, so `vlan` rules do not see it (`ethtool -K IF rxvlan off`)");
+        }
     }
     Ok(())
 }

@@ -76,3 +76,40 @@ fn probe_predicts_the_path_rxdrop_obtains() {
     let o = run(&["probe", "--netns", ns, "-i", "fpnosuch0"]);
     assert_one_line_refusal("no such interface", &o, 3, &["fpnosuch0", "no interface"]);
 }
+
+/// Where the NIC strips VLAN tags before XDP (rx VLAN offload), `vlan` rules cannot see them:
+/// `probe` reports the offload as ethtool does (on by default on a veth, off after `ethtool -K
+/// rxvlan off`), and `filter check` and `filter load` with a `vlan` rule say what that means.
+#[test]
+fn vlan_rules_name_the_rx_vlan_offload() {
+    if !privileged("vlan_rules_name_the_rx_vlan_offload") {
+        return;
+    }
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let ethtool_k = || {
+        let o = fastpath_testbed::ns_command(ns, "ethtool").args(["-k", i]).output().expect("ethtool");
+        String::from_utf8_lossy(&o.stdout).contains("rx-vlan-offload: on")
+    };
+    let on = probe(ns, &[i])["interfaces"][0]["rx_vlan_offload"].clone();
+    assert_eq!(on, Value::Bool(ethtool_k()), "probe agrees with ethtool -k");
+    assert_eq!(on, true, "a veth starts with rx VLAN offload on");
+    let o = run(&["probe", "--netns", ns, "-i", i]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("rx VLAN offload on"), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "vlan=100,action=drop", "--duration", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("{i} has rx VLAN offload on")), "filter load says it: {}", stderr(&o));
+    let o = run(&["filter", "check", "--rule", "vlan=100,action=drop"]);
+    assert!(o.status.success() && stderr(&o).contains("rxvlan off"), "filter check says it: {}", stderr(&o));
+    let o = run(&["filter", "check", "--rule", "proto=udp,action=drop"]);
+    assert!(!stderr(&o).contains("rxvlan"), "no note without vlan rules: {}", stderr(&o));
+
+    let o = fastpath_testbed::ns_command(ns, "ethtool").args(["-K", i, "rxvlan", "off"]).output().unwrap();
+    assert!(o.status.success(), "ethtool -K rxvlan off: {}", String::from_utf8_lossy(&o.stderr));
+    let off = probe(ns, &[i])["interfaces"][0]["rx_vlan_offload"].clone();
+    assert_eq!(off, false, "after ethtool -K rxvlan off");
+    assert!(!ethtool_k());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "vlan=100,action=drop", "--duration", "0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("rx VLAN offload on"), "nothing to say with the offload off: {}", stderr(&o));
+}

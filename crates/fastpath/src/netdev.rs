@@ -16,6 +16,9 @@ const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETHTOOL_GCHANNELS: u32 = 0x3c;
 const ETHTOOL_GGRO: u32 = 0x2b;
+/// ETHTOOL_GFLAGS and its ETH_FLAG_RXVLAN bit (include/uapi/linux/ethtool.h).
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETH_FLAG_RXVLAN: u32 = 1 << 8;
 
 /// struct ethtool_value (include/uapi/linux/ethtool.h).
 #[repr(C)]
@@ -263,6 +266,17 @@ impl NetDev {
         // SAFETY: v is an ethtool_value request the kernel fills in.
         unsafe { sys::ethtool_ioctl(&self.name, (&mut v as *mut EthtoolValue).cast(), "ETHTOOL_GGRO")? };
         Ok(v.data != 0)
+    }
+
+    /// True if rx VLAN offload is on (ETHTOOL_GFLAGS, ETH_FLAG_RXVLAN; `ethtool -k` calls it
+    /// rx-vlan-offload): the NIC strips the outer 802.1Q tag into the descriptor before XDP
+    /// runs, so an XDP program does not see it in the frame. On a veth the tag is stripped
+    /// when the sending peer has tx VLAN offload on (a VLAN device above it), whatever this says.
+    pub fn rx_vlan_offload(&self) -> Result<bool, SysError> {
+        let mut v = EthtoolValue { cmd: ETHTOOL_GFLAGS, data: 0 };
+        // SAFETY: v is an ethtool_value request the kernel fills in.
+        unsafe { sys::ethtool_ioctl(&self.name, (&mut v as *mut EthtoolValue).cast(), "ETHTOOL_GFLAGS")? };
+        Ok(v.data & ETH_FLAG_RXVLAN != 0)
     }
 
     /// The interface's Ethernet address.
