@@ -95,7 +95,11 @@ fn vlan_rules_name_the_rx_vlan_offload() {
     assert_eq!(on, Value::Bool(ethtool_k()), "probe agrees with ethtool -k");
     assert_eq!(on, true, "a veth starts with rx VLAN offload on");
     let o = run(&["probe", "--netns", ns, "-i", i]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("rx VLAN offload on"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("rx VLAN offload on"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "vlan=100,action=drop", "--duration", "0"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains(&format!("{i} has rx VLAN offload on")), "filter load says it: {}", stderr(&o));
