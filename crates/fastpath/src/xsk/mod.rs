@@ -36,30 +36,17 @@
 //! The unsafe code is in two files: `ring.rs` (the index protocol, descriptor reads and writes)
 //! and `umem.rs` (frame bytes).
 //!
-//! A frame given to a ring cannot be touched afterwards:
-//! ```compile_fail,E0382
-//! fn send(umem: &fastpath::xsk::Umem, tx: &mut fastpath::xsk::TxRing, mut f: fastpath::xsk::Frame) {
-//!     let mut batch = tx.reserve(1);
-//!     batch.push(f);
+//! The compiler enforces these rules; each is a case of `tests/compile_fail.rs` (trybuild), its
+//! expected message pinned in `tests/ui/*.stderr`: a frame given to a ring cannot be touched
+//! afterwards (E0382), nor given while its bytes are borrowed (E0505); a token cannot be cloned
+//! (E0599), copied (E0382) or made from numbers (private fields E0451, private constructor
+//! E0624); bytes are reached through a token, never an address (E0308); and a ring has one
+//! batch at a time (E0499). For example, this is refused:
+//! ```text
+//! fn send(umem: &Umem, tx: &mut TxRing, mut f: Frame) {
+//!     tx.reserve(1).push(f);
 //!     umem.data_mut(&mut f)[0] = 1; // error[E0382]: borrow of moved value: `f`
 //! }
-//! ```
-//! nor given while its bytes are borrowed:
-//! ```compile_fail,E0505
-//! fn fill(umem: &fastpath::xsk::Umem, fq: &mut fastpath::xsk::FillRing, mut f: fastpath::xsk::Frame) {
-//!     let bytes = umem.data_mut(&mut f);
-//!     fq.reserve(1).push(f); // error[E0505]: cannot move out of `f` because it is borrowed
-//!     bytes[0] = 1;
-//! }
-//! ```
-//! and a frame cannot be made from a number or duplicated:
-//! ```compile_fail,E0599
-//! fn twice(f: fastpath::xsk::Frame) -> (fastpath::xsk::Frame, fastpath::xsk::Frame) {
-//!     (f.clone(), f) // error[E0599]: no method named `clone` found
-//! }
-//! ```
-//! ```compile_fail,E0451
-//! let f = fastpath::xsk::Frame { addr: 0, len: 64, umem_id: 1 }; // error[E0451]: private fields
 //! ```
 //! while the same code with the order fixed compiles:
 //! ```
