@@ -114,6 +114,12 @@ fn up_two_queues_connects_and_drop_removes_everything() {
         ns_output(&ns_a, "ping", &["-c1", "-W1", "10.99.0.2"]);
         ns_output(&ns_a, "ping", &["-6", "-c1", "-W1", "fd99::2"]);
     } else {
+        // deps.sh installs iputils-ping: under CI a missing ping is a broken install step.
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "`ping` is not installed (scripts/deps.sh installs iputils-ping)"
+        );
         eprintln!("note: `ping` is not installed; connectivity checked with UDP only");
     }
 
