@@ -2,6 +2,7 @@
 //! against in-kernel XDP_DROP. The same traffic (the xdp-live generator, 64-byte UDP to port 9,
 //! one thread on CPU 0) goes into each path in turn; each row counts what its receiver got.
 
+use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -114,7 +115,46 @@ fn nft_counter(ns: &str) -> u64 {
         .sum()
 }
 
-/// Sets up `row` in ns b on `iface`, signals ready, counts until `stop`; returns the count.
+/// The receiver's own drop counters: AF_XDP's XDP_STATISTICS receive drops (rx_dropped,
+/// rx_ring_full, rx_invalid_descs; rx_fill_ring_empty_descs counts the same losses as
+/// rx_dropped in copy mode) and AF_PACKET's tp_drops, from [`Port::stats`], prefixed by kind.
+fn port_drops<P: Port>(port: &mut P) -> Result<BTreeMap<String, u64>, String> {
+    let st = port.stats().map_err(|e| e.to_string())?;
+    Ok(st
+        .drops
+        .into_iter()
+        .filter(|(k, _)| (k.starts_with("rx_") && k != "rx_fill_ring_empty_descs") || k == "tp_drops")
+        .map(|(k, v)| (if k == "tp_drops" { format!("packet.{k}") } else { format!("xsk.{k}") }, v))
+        .collect())
+}
+
+fn add_drops(into: &mut BTreeMap<String, u64>, from: BTreeMap<String, u64>) {
+    for (k, v) in from {
+        *into.entry(k).or_default() += v;
+    }
+}
+
+/// Udp RcvbufErrors of the calling thread's network namespace (/proc/thread-self/net/snmp).
+fn udp_rcvbuf_errors() -> u64 {
+    let text = std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
+    match lines.as_slice() {
+        [names, values, ..] => names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .find(|(n, _)| *n == "RcvbufErrors")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// What a row's receiver counted: frames received, and frames it or the kernel dropped on its
+/// way, by counter name (empty where nothing can drop: XDP_DROP, nftables).
+type Received = (u64, BTreeMap<String, u64>);
+
+/// Sets up `row` in ns b on `iface`, signals ready, counts until `stop`; returns the count and
+/// the receiver's drop counters.
 fn receive(
     row: Row,
     ns: &str,
@@ -123,16 +163,16 @@ fn receive(
     queues: u32,
     stop: &AtomicBool,
     ready: mpsc::Sender<Result<(), String>>,
-) -> Result<u64, String> {
+) -> Result<Received, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
-    let spin_port = |mut port: AnyPort, ready: mpsc::Sender<Result<(), String>>| -> Result<u64, String> {
+    let spin_port = |mut port: AnyPort, ready: mpsc::Sender<Result<(), String>>| -> Result<Received, String> {
         fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
             n += port.rx_burst(256, wait, |_| {}).map_err(|e| e.to_string())? as u64;
         }
-        Ok(n)
+        Ok((n, port_drops(&mut port)?))
     };
     let idle = |ready: mpsc::Sender<Result<(), String>>| {
         let _ = ready.send(Ok(()));
@@ -148,6 +188,7 @@ fn receive(
             sock.set_nonblocking(true).map_err(|e| e.to_string())?;
             fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
             let mut rm = fastpath::host::RecvMmsg::new(64);
+            let rcvbuf0 = udp_rcvbuf_errors();
             let _ = ready.send(Ok(()));
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -157,14 +198,18 @@ fn receive(
                 }
                 n += got as u64;
             }
-            Ok(n)
+            // Drain what arrived before the stop, then count what the socket buffer refused.
+            while let Ok(got @ 1..) = rm.recv(&sock) {
+                n += got as u64;
+            }
+            Ok((n, BTreeMap::from([("udp.RcvbufErrors".to_string(), udp_rcvbuf_errors() - rcvbuf0)])))
         }
         Row::NftDrop => {
             nft(ns, "table inet fastpath_cmp {\n chain pre {\n  type filter hook prerouting priority raw;\n  udp dport 9 counter drop\n }\n}\n")?;
             idle(ready);
             let n = nft_counter(ns);
             let _ = nft(ns, "delete table inet fastpath_cmp");
-            Ok(n)
+            Ok((n, BTreeMap::new()))
         }
         Row::Tpacket => spin_port(
             AnyPort::Tpacket(
@@ -201,7 +246,7 @@ fn receive(
             let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
             bench::rxdrop(&mut port, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {})
                 .map_err(|e| e.to_string())?;
-            Ok(counters.get(Ctr::RxPackets))
+            Ok((counters.get(Ctr::RxPackets), port_drops(&mut port)?))
         }
         Row::AfXdpQueues => {
             // One socket per queue over one UMEM, each in a thread of its own that waits in
@@ -220,13 +265,13 @@ fn receive(
             let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false, false);
             let q = open_queues(&setup, Some(&mut attach)).map_err(|e| e.to_string())?;
             let ncpu = fastpath::host::online_cpus();
-            let n = std::thread::scope(|sc| -> Result<u64, String> {
+            let n = std::thread::scope(|sc| -> Result<Received, String> {
                 let workers: Vec<_> = q
                     .ports
                     .into_iter()
                     .enumerate()
                     .map(|(i, mut port)| {
-                        sc.spawn(move || -> Result<u64, String> {
+                        sc.spawn(move || -> Result<Received, String> {
                             fastpath::host::pin_current_thread(i % ncpu).map_err(|e| e.to_string())?;
                             let c = Counters::default();
                             bench::rxdrop(
@@ -237,12 +282,18 @@ fn receive(
                                 |_| {},
                             )
                             .map_err(|e| e.to_string())?;
-                            Ok(c.get(Ctr::RxPackets))
+                            Ok((c.get(Ctr::RxPackets), port_drops(&mut port)?))
                         })
                     })
                     .collect();
                 let _ = ready.send(Ok(()));
-                workers.into_iter().map(|w| w.join().map_err(|_| "receiver panicked".to_string())?).sum()
+                let mut all: Received = (0, BTreeMap::new());
+                for w in workers {
+                    let (n, d) = w.join().map_err(|_| "receiver panicked".to_string())??;
+                    all.0 += n;
+                    add_drops(&mut all.1, d);
+                }
+                Ok(all)
             })?;
             drop(q.attached);
             Ok(n)
@@ -251,18 +302,20 @@ fn receive(
             let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
             let p = XdpDrop::attach(iface, dev.ifindex, XdpMode::Native, false).map_err(|e| e.to_string())?;
             idle(ready);
-            Ok(p.counters().map_err(|e| e.to_string())?.0)
+            Ok((p.counters().map_err(|e| e.to_string())?.0, BTreeMap::new()))
         }
     }
 }
 
 /// Counts of one row's run: frames the generator made, frames the sending veth refused (its
-/// peer's ring was full: `xdp_xmit_errors`), frames the receiver counted, and seconds.
-#[derive(Debug, Clone, Copy, Default)]
+/// peer's ring was full: `xdp_xmit_errors`), frames the receiver counted, frames the receiver
+/// or the kernel on its way dropped (by counter), and seconds.
+#[derive(Debug, Clone, Default)]
 struct Counts {
     sent: u64,
     refused: u64,
     received: u64,
+    drops: BTreeMap<String, u64>,
     secs: f64,
 }
 
@@ -345,12 +398,12 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         std::thread::sleep(Duration::from_millis(100));
     }
     stop_receiver(&stop);
-    let n = recv
+    let (n, drops) = recv
         .join()
         .map_err(|_| runtime(anyhow!("receiver panicked")))?
         .map_err(|e| runtime(anyhow!("{e:?}")))?
         .map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
-    Ok(Counts { sent, refused, received: n, secs: elapsed })
+    Ok(Counts { sent, refused, received: n, drops, secs: elapsed })
 }
 
 pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
@@ -428,7 +481,9 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                    "mpps_max": v.iter().cloned().fold(0.0, f64::max), "pct_of_xdp_drop": median(&pct), "runs": v,
                    "sent": counts[i].iter().map(|c| c.sent).collect::<Vec<_>>(),
                    "refused": counts[i].iter().map(|c| c.refused).collect::<Vec<_>>(),
-                   "received": counts[i].iter().map(|c| c.received).collect::<Vec<_>>()})
+                   "received": counts[i].iter().map(|c| c.received).collect::<Vec<_>>(),
+                   "drops": counts[i].iter().map(|c| c.drops.clone()).collect::<Vec<_>>(),
+                   "unaccounted": counts[i].iter().map(|c| c.sent as i64 - c.refused as i64 - c.received as i64 - c.drops.values().sum::<u64>() as i64).collect::<Vec<_>>()})
         })
         .collect();
     let cmd = format!(
