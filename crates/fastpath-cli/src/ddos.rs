@@ -52,6 +52,8 @@ const NFT_TABLE: &str = "fastpath_ddos";
 /// Distinct 5-tuples in the flood (source address's last byte and source port, seeded), so the
 /// classifier's flow cache misses as under a real flood.
 const FLOOD_FLOWS: u32 = 1_000_000;
+/// Source address of the flood's template frame (the flows vary its last byte).
+const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
 const FLOOD_SEED: u64 = 1;
 
 /// SYN flood defences: SYNs per second admitted per source address, and for all sources
@@ -67,12 +69,28 @@ impl FloodKind {
         }
     }
 
-    /// The flood's template frame from `src_mac` to the victim: UDP to port 9 from the test
-    /// bed's sender, or a TCP SYN to the service's port from 10.99.1.1 (no route back from the
-    /// victim: its SYN-ACKs go nowhere, as to spoofed sources).
+    /// The flood's template frame from `src_mac` to the victim: UDP to port 9, or a TCP SYN to
+    /// the service's port, both from 10.99.1.1 (the flows vary its last byte; no route back
+    /// from the victim: its answers go nowhere, as to spoofed sources). Not from the test bed's
+    /// own 10.99.0.0/24: one flow in 256 would carry the victim's own address, a martian the
+    /// victim's kernel drops uncounted (drop reason IP_LOCAL_SOURCE), and the victim could not
+    /// account for every flood frame.
     fn frame(self, dev: &NetDev, mac_b: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
         match self {
-            FloodKind::Udp => crate::bench_cmd::testbed_frame(dev, mac_b).map_err(|e| e.to_string()),
+            FloodKind::Udp => {
+                let spec = fastpath::packet::UdpFrameSpec {
+                    src_mac: dev.mac().map_err(|e| e.to_string())?,
+                    dst_mac: mac_b,
+                    src_ip: FLOOD_SRC.into(),
+                    dst_ip: fastpath_testbed::IP4_B.into(),
+                    src_port: 9000,
+                    dst_port: 9,
+                    frame_len: 64,
+                };
+                let mut f = vec![0u8; 64];
+                fastpath::packet::build_udp_frame(&spec, &mut f);
+                Ok(f)
+            }
             FloodKind::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
         }
     }
@@ -136,7 +154,7 @@ impl FloodKind {
 /// minimum without FCS; the IP total length excludes the padding).
 fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
     let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4([10, 99, 1, 1], fastpath_testbed::IP4_B.octets(), 64)
+        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
         .tcp(40000, port, 1, 64240)
         .syn();
     let mut f = Vec::with_capacity(60);
@@ -242,6 +260,10 @@ pub struct Phase {
     /// Frames the defence dropped during the phase, by its own counter (nft/iptables rule
     /// counter, the classifier's rule counter); 0 without a defence.
     pub dropped_by_defence: u64,
+    /// UDP flood: flood frames that got past the defence to the victim's UDP layer during the
+    /// phase (Udp NoPorts + InErrors of its namespace: nothing listens on port 9), so that
+    /// flood_accepted = dropped_by_defence + this; None for the SYN flood and without a flood.
+    pub flood_reached_stack: Option<u64>,
 }
 
 /// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
@@ -348,6 +370,21 @@ fn nft_count(ns: &str) -> CliResult<u64> {
         }
     }
     Ok(n)
+}
+
+/// Udp NoPorts + InErrors of namespace `ns` (/proc/net/snmp): where a UDP datagram to a port
+/// nobody listens on, or a damaged one, ends in the stack.
+fn udp_unwanted(ns: &str) -> CliResult<u64> {
+    let mut c = ns_command(ns, "cat");
+    c.arg("/proc/net/snmp");
+    let out = run_ok(c, "cat /proc/net/snmp")?;
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let [names, values, ..] = lines.as_slice() else {
+        return Err(runtime(anyhow!("no Udp lines in /proc/net/snmp of {ns}")));
+    };
+    let v: Vec<(&str, u64)> =
+        names.split_whitespace().zip(values.split_whitespace()).map(|(n, v)| (n, v.parse().unwrap_or(0))).collect();
+    Ok(v.iter().filter(|(n, _)| *n == "NoPorts" || *n == "InErrors").map(|(_, v)| v).sum())
 }
 
 /// The flood rule's packet counter in iptables' raw PREROUTING chain.
@@ -684,8 +721,10 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
     let n = cx.phases.fetch_add(1, Ordering::Relaxed);
     let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
     let _server = start_server(bed, port)?;
-    // The defence's counter before any flood frame.
+    // The defence's counter, and the victim's UDP layer, before any flood frame.
     let drop0 = inst.dropped()?;
+    let udp_flood = rate.is_some() && cx.kind == FloodKind::Udp;
+    let stack0 = if udp_flood { Some(udp_unwanted(bed.ns_b())?) } else { None };
     let flood = match rate {
         Some(r) => Some(start_flood(cx, r, port)?),
         None => None,
@@ -734,6 +773,10 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
         None => (0, 1.0, Default::default(), None),
     };
     let dropped = inst.dropped()?.saturating_sub(drop0);
+    let reached_stack = match stack0 {
+        Some(s0) => Some(udp_unwanted(bed.ns_b())?.saturating_sub(s0)),
+        None => None,
+    };
     let out = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if cx.stop.load(Ordering::Relaxed) {
@@ -780,6 +823,7 @@ fn phase(cx: &Ctx, defence: DefenceArg, inst: &Installed, rate: Option<FloodRate
         service_cpu_softirq_pct: softirq_pct,
         napi_thread_cpu_pct: napi_pct,
         dropped_by_defence: dropped,
+        flood_reached_stack: reached_stack,
     })
 }
 
@@ -960,7 +1004,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let model = format!(
         "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, {}) on CPU {}",
         match a.ddos.flood {
-            FloodKind::Udp => format!("64-byte UDP to port 9 from {FLOOD_FLOWS} flows"),
+            FloodKind::Udp => format!("64-byte UDP to port 9 from {FLOOD_FLOWS} flows in 10.99.1.0/24"),
             FloodKind::Syn => {
                 format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
             }
@@ -1136,6 +1180,7 @@ mod tests {
             service_cpu_softirq_pct: 0.0,
             napi_thread_cpu_pct: 0.0,
             dropped_by_defence: 0,
+            flood_reached_stack: None,
         };
         let phases = vec![
             ph("none", "", 0.0, 100.0),
