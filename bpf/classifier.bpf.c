@@ -102,6 +102,12 @@ static __always_inline int is_ipv6_ext(__u8 nh)
 	return nh == 0 || nh == 43 || nh == 44 || nh == 51 || nh == 60;
 }
 
+/* The largest offset parse() reads at: Ethernet and two VLAN tags (22), the IPv6 header (40),
+ * FP_MAX_IPV6_EXT extension headers of at most 2,048 bytes, then 20 bytes of TCP. rd() masks
+ * offsets with 0x7fff; a larger one would alias. */
+#define RD_MAX_OFF (22 + 40 + FP_MAX_IPV6_EXT * 2048 + 20)
+_Static_assert(RD_MAX_OFF <= 0x7fff, "rd(): header offsets fit the 0x7fff mask");
+
 /* Reads `n` bytes (a constant) at offset `off` of the frame into `dst`: straight from the first
  * buffer when they lie there, else with bpf_xdp_load_bytes() (kernel >= 5.18), which reads
  * across the buffers of a multi-buffer frame. 0 if the frame holds them, non-zero if it ends
@@ -112,7 +118,7 @@ static __always_inline int rd(struct xdp_md *ctx, __u32 off, void *dst, __u32 n)
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 
-	off &= 0x7fff; /* every caller's offset is below 54 + 8 * 2048 + 60: bounded for the verifier */
+	off &= 0x7fff; /* every caller's offset is below RD_MAX_OFF: bounded for the verifier */
 	if (data + off + n <= end) {
 		__builtin_memcpy(dst, data + off, n);
 		return 0;
@@ -215,7 +221,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 			__u32 hlen;
 			if (!is_ipv6_ext(nh) || p->frag == 2)
 				break;
-			/* o <= 54 + 8 * 2048 bytes: keep the verifier's view of it bounded. */
+			/* o < RD_MAX_OFF: keep the verifier's view of it bounded. */
 			o &= 0x7fff;
 			/* Every extension header is at least 8 bytes; it must also fit. */
 			if (o + 8 > flen || rd(ctx, o, h, 4))

@@ -185,8 +185,9 @@ fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
     c.actions.iter_mut().for_each(|a| *a = act);
     c.default = ActionEntry { code: action::PASS, ..Default::default() };
     c.malformed = action::PASS;
-    // Capture changes no frame's fate: a tiny or overlapping fragment goes on to the kernel's
-    // reassembly (which refuses it) instead of being dropped here.
+    // Capture changes no frame's fate: a tiny or overlapping fragment goes on to the kernel
+    // (whose reassembly discards overlapping fragments) instead of being dropped here. It is
+    // not classified, so not captured.
     c.pass_bad_fragments = true;
     c.cpu_sets.clear();
     c.redirect_ifaces.clear();

@@ -236,6 +236,14 @@ action = "tx"
     let c = compile("mb", &set).unwrap();
     let cls = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
     cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
+    // The TCP header at the largest offset the parser reads (rd()'s mask must not alias it).
+    let longest = ipv6_frame(&[256; 8], 6, &tcp_syn(22, 0));
+    let vlan2 = |f: &[u8]| -> Vec<u8> {
+        let mut v = f[..12].to_vec();
+        v.extend_from_slice(&[0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x00, 0xc8]);
+        v.extend_from_slice(&f[12..]);
+        v
+    };
     // Options of 2,048 + 1,416 bytes put the UDP header at bytes 3,518..3,526 of the frame.
     let straddle = ipv6_frame(&[256, 177], 17, &udp(9, 1000));
     // (what, frame, the rule it must hit or None for the default / malformed pass)
@@ -260,6 +268,8 @@ action = "tx"
         ("IPv4 AH-wrapped UDP to port 9", ipv4_frame(17, &udp(9, 100), true), Some(0)),
         ("IPv4 AH-wrapped UDP to port 9, 6,000 bytes", ipv4_frame(17, &udp(9, 6000), true), Some(0)),
         ("IPv4 AH-wrapped SYN to 22", ipv4_frame(6, &tcp_syn(22, 0), true), Some(1)),
+        ("IPv6 SYN to 22 behind 8 x 2,048-byte options (the longest chain walked)", longest.clone(), Some(1)),
+        ("the same behind two VLAN tags", vlan2(&longest), Some(1)),
     ];
     for (what, f, want_rule) in &cases {
         let v = classify(&set, f);

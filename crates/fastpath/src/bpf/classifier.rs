@@ -401,7 +401,6 @@ impl Classifier {
             dflt: cls_action(&c.default),
             malformed: u32::from(c.malformed),
             flags: if c.pass_bad_fragments { abi::FP_CLS_F_PASS_BAD_FRAG } else { 0 },
-            ..Zeroable::zeroed()
         };
         m.cls_config.update(&set.to_ne_bytes(), bytes_of(&cfg), MapFlags::ANY).map_err(map_err("cls_config"))?;
         Ok(())

@@ -65,7 +65,11 @@
 //!   reassembly queue). Add `frag = "later", action = "drop"` to drop all later fragments.
 //! - `proto` is the protocol after IPv6 extension headers and after an IPv4 or IPv6
 //!   Authentication Header (RFC 4302), which is walked: AH-wrapped UDP matches UDP port rules.
-//!   ESP cannot be looked into: `proto = 50` matches it.
+//!   So `proto` may not name a walked header (0, 43, 44, 51, 60: refused with an error); ESP
+//!   cannot be looked into, and `proto = 50` matches it. An IPv4 later fragment of an AH packet
+//!   is judged by the fragment rules for its protocol 51 only: the overlap checks (RFC 1858)
+//!   cannot know where the inner TCP header lay, and rely on the receiver discarding
+//!   overlapping fragments (Linux does, since 4.19) and on AH's integrity check.
 //! - A multi-buffer frame (jumbo MTU, native XDP) is judged exactly as a single-buffer one:
 //!   lengths and `len` on the whole frame, headers read across its buffers.
 //! - Tunnels (IPIP, GRE, VXLAN, Geneve, ...) are judged on their outer headers only: a rule on
@@ -81,6 +85,10 @@ use std::fmt;
 use std::net::IpAddr;
 
 use serde::Deserialize;
+
+/// IP protocol numbers the parser walks past (IPv6 Hop-by-Hop 0, Routing 43, Fragment 44,
+/// Destination Options 60; the Authentication Header 51 of IPv4 and IPv6): refused as `proto`.
+pub const WALKED_PROTOS: [u8; 5] = [0, 43, 44, 51, 60];
 
 /// Most rules one rule set may hold (the size of the per-set action and counter arrays).
 /// `FP_CLS_MAX_RULES` (bpf/include/fastpath_abi.h).
@@ -644,9 +652,20 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             IntOrStr::Int(i) => u8::try_from(*i).ok(),
             IntOrStr::Str(_) => None,
         };
-        m.proto = Some(p.ok_or_else(|| {
+        let p = p.ok_or_else(|| {
             ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref()))
-        })?);
+        })?;
+        // Headers the parser walks past: `proto` names the header after them, so a rule on one
+        // of these could only ever match later fragments, never the packets it was written for.
+        if WALKED_PROTOS.contains(&p) {
+            return Err(ctx.at(
+                v.span(),
+                format!(
+                    "proto {p} is not accepted: it is an IPv6 extension header or an Authentication Header (0, 43, 44, 51, 60), which the classifier walks, and `proto` names the header after it; match such traffic by address, or with frag = \"later\""
+                ),
+            ));
+        }
+        m.proto = Some(p);
     }
     if let Some(v) = &r.src_port {
         m.src_port = Some(range(ctx, "src_port", v, 65535)?);

@@ -298,3 +298,19 @@ action = "drop"
     let c = compile("t.toml", &set(&dense)).unwrap();
     assert_eq!(c.prefilter, vec![0], "a dense bitmap is not consulted");
 }
+
+/// `proto` naming a header the parser walks past (IPv6 extension headers, AH) could only match
+/// later fragments: refused, naming the value and why, so a `proto = 51, action = "drop"`
+/// rule is never silently disarmed.
+#[test]
+fn proto_of_a_walked_header_is_refused() {
+    for p in [0u8, 43, 44, 51, 60] {
+        let e = err(&format!("[[rule]]\nproto = {p}\naction = \"drop\"\n"));
+        assert!(e.contains(&format!("proto {p} is not accepted")) && e.contains("walks"), "{e}");
+        let e = parse_cli_rules(&[format!("proto={p},action=drop")], Action::Pass).unwrap_err().to_string();
+        assert!(e.contains(&format!("proto {p} is not accepted")), "{e}");
+    }
+    for p in [1u8, 6, 17, 47, 50, 58, 132] {
+        set(&format!("[[rule]]\nproto = {p}\naction = \"drop\"\n"));
+    }
+}

@@ -30,7 +30,16 @@ const V4_PREFIXES: &[&str] =
 const V6_PREFIXES: &[&str] = &["fd00::/8", "fd00:1::/32", "fd00:1::5/128", "::/0"];
 const PORTS: &[&str] = &["53", "80", "\"1000-2000\"", "\"1500-1600\"", "\"5000-5999\"", "\"0-1023\""];
 const FLAGS: &[&str] = &["syn", "syn,!ack", "!syn", "ack", "fin,!rst", "rst"];
-const LENS: &[&str] = &["\"60-64\"", "\"64-128\"", "\"100-1500\"", "64", "\"3000-9000\"", "\"1515-65535\""];
+const LENS: &[&str] = &[
+    "\"60-64\"",
+    "\"64-128\"",
+    "\"100-1500\"",
+    "64",
+    "\"3000-9000\"",
+    "\"1515-65535\"",
+    "\"60-3520\"",
+    "\"3521-9100\"",
+];
 
 /// A random, valid rule set of 1..=max_rules rules with every action (drop, pass, tx, xsk,
 /// cpu on CPU 0, redirect to `lo`), some with rate limits too high to bite, a random default
