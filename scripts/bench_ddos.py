@@ -33,7 +33,7 @@ def main():
     runs = []
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        extra = ["--svg", a.svg] if a.svg and r == a.runs - 1 else []
+        extra = ["--svg", a.svg, "--overwrite"] if a.svg and r == a.runs - 1 else []
         runs.append(fp(args + extra))
     if a.json:
         with open(a.json, "w") as f:

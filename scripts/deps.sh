@@ -21,8 +21,8 @@ if ((${#missing[@]})); then
 fi
 
 # Tools the tests run, each installed without its recommends: promtool (Debian package
-# prometheus; validates the --metrics output) and tshark (reads every file `fastpath capture`
-# writes).
+# prometheus; validates the --metrics output), tshark (reads every file `fastpath capture`
+# writes) and strace (tests/ss.rs: which fds `fastpath ss` duplicates).
 need_tool() { # command package
   command -v "$1" >/dev/null 2>&1 && return 0
   if [ "$(id -u)" != 0 ]; then
@@ -35,6 +35,7 @@ need_tool() { # command package
 }
 need_tool promtool prometheus
 need_tool tshark tshark
+need_tool strace strace
 
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then

@@ -90,9 +90,14 @@ pub struct CaptureArgs {
     /// Interface to capture on (every receive queue).
     #[arg(short = 'i', long = "iface", value_parser = parse_iface)]
     pub iface: String,
-    /// Output pcapng file; `-` writes to stdout (e.g. `| tshark -r -`).
+    /// Output pcapng file, created new with mode 0600 (and so are rotation files); `-` writes
+    /// to stdout (e.g. `| tshark -r -`).
     #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: String,
+    /// Replace an existing regular file at -w (and at its rotation names); a symbolic link is
+    /// never written through.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Capture only what these rules match (the rule language of `fastpath filter`; their
     /// actions are not used, and a --rule may leave out action=). Default: every frame.
     #[command(flatten)]
@@ -125,9 +130,14 @@ pub struct CaptureArgs {
     /// A ready line and the summary as JSON (on stderr with -w -).
     #[arg(long)]
     pub json: bool,
-    /// Serve per-queue counters at http://ADDR:PORT/metrics (Prometheus text format).
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// Serve per-queue counters at http://ADDR:PORT/metrics (Prometheus text format); a bare
+    /// PORT is 127.0.0.1:PORT. Loopback only unless --metrics-listen-any.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_metrics_addr)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Let --metrics listen on an address that is not loopback (the endpoint has no
+    /// authentication).
+    #[arg(long)]
+    pub metrics_listen_any: bool,
 }
 
 /// `fastpath ss`.
@@ -513,9 +523,14 @@ pub struct RunArgs {
     pub extended: bool,
     /// Serve the run's counters at http://ADDR:PORT/metrics in the Prometheus text format
     /// (per queue, per port, per rule, XDP_STATISTICS; units in the names), refreshed at most
-    /// every 100 ms, until the command ends. E.g. 127.0.0.1:9100.
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// every 100 ms, until the command ends. E.g. 9100 (127.0.0.1:9100) or [::1]:9100.
+    /// Loopback only unless --metrics-listen-any.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_metrics_addr)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Let --metrics listen on an address that is not loopback, e.g. 0.0.0.0:9100 (the
+    /// endpoint has no authentication: anyone who reaches it sees the counters).
+    #[arg(long)]
+    pub metrics_listen_any: bool,
 }
 
 /// `bench redirect-cpu`: the CPUMAP and its programs.
@@ -627,8 +642,8 @@ pub struct FrameArgs {
     /// Stop after this many frames.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Send at most this many frames per second.
-    #[arg(long)]
+    /// Send at most this many frames per second, 1.. (leave it out for no limit).
+    #[arg(long, value_parser = parse_rate)]
     pub rate: Option<u64>,
 }
 
@@ -679,9 +694,13 @@ pub struct DdosArgs {
         default_value = "none,nft,iptables,fastpath,fastpath-10k"
     )]
     pub defences: Vec<DefenceArg>,
-    /// ddos: also draw transactions/s against offered flood rate, a line per defence, as SVG.
+    /// ddos: also draw transactions/s against offered flood rate, a line per defence, as SVG
+    /// (a new file, mode 0600).
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// ddos: replace an existing regular file at --svg (never through a symbolic link).
+    #[arg(long)]
+    pub overwrite: bool,
     /// ddos: the flood: UDP to port 9, or TCP SYNs to the service's listening port from spoofed
     /// sources (10.99.1.0/24) with the kernel's SYN cookies on, the defences rate-limiting SYNs
     /// per source and in aggregate.
@@ -757,9 +776,12 @@ pub struct DemoArgs {
     /// First CPU of the generator threads.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
-    /// Also write the JSON object to this file.
+    /// Also write the JSON object to this file (a new file, mode 0600).
     #[arg(long)]
     pub output: Option<PathBuf>,
+    /// Replace an existing regular file at --output (never through a symbolic link).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// Longest accepted `--duration`: a year, in seconds.
@@ -777,6 +799,23 @@ fn parse_seconds(s: &str, what: &str, lo: f64, hi: f64) -> Result<f64, String> {
 }
 
 /// `--duration`: seconds in 0..=31536000 (finite; `Duration::from_secs_f64` never panics).
+/// `--rate`: frames per second, 1.. (0 would send nothing and call it a success).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("0 frames/s sends nothing: use 1.. frames/s, or leave --rate out for no limit".into()),
+        Ok(r) => Ok(r),
+        Err(_) => Err(format!("{s:?} is not a number of frames per second (1..)")),
+    }
+}
+
+/// `--metrics`: ADDR:PORT, or a bare PORT meaning 127.0.0.1:PORT.
+pub fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| format!("{s:?} is not PORT or ADDR:PORT (e.g. 9100, 127.0.0.1:9100, [::1]:9100)"))
+}
+
 pub fn parse_duration(s: &str) -> Result<f64, String> {
     parse_seconds(s, "--duration", 0.0, MAX_DURATION_S)
 }
@@ -855,9 +894,12 @@ pub struct CompareArgs {
     /// One JSON object with every figure.
     #[arg(long)]
     pub json: bool,
-    /// Also draw the table as an SVG bar chart to this file.
+    /// Also draw the table as an SVG bar chart to this file (a new file, mode 0600).
     #[arg(long)]
     pub svg: Option<PathBuf>,
+    /// Replace an existing regular file at --svg (never through a symbolic link).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Also N-queue rows (2..=CPUs): AF_XDP with one socket and thread per queue over one
     /// shared UMEM, and XDP_DROP, on an N-queue test bed with one generator thread per queue.
     #[arg(long)]

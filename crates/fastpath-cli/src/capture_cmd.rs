@@ -44,7 +44,7 @@ use serde_json::json;
 
 use crate::args::{CaptureArgs, CaptureModeArg, RulesArgs};
 use crate::bench_cmd::enter_ns;
-use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
+use crate::error::{env, kernel, require_privileges, runtime, usage, CliError, CliResult};
 
 /// Bytes of the copy-mode ring buffer: 64 MiB, about 50 ms of 64-byte frames at 10 Mpps.
 const RING_BYTES: u32 = 64 << 20;
@@ -76,6 +76,7 @@ struct QueueCounts {
 /// The pcapng output: the current file, rotation, per-queue counts.
 struct Sink {
     path: String,
+    overwrite: bool,
     rotate_bytes: Option<u64>,
     files: Vec<String>,
     w: Option<PcapNgWriter<Counting>>,
@@ -99,7 +100,8 @@ impl Sink {
         let out: Box<dyn Write> = if self.path == "-" {
             Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()))
         } else {
-            let f = std::fs::File::create(&name).map_err(|e| anyhow!("-w {name}: {e}"))?;
+            // New files only, mode 0600, never through a symlink (outfile.rs).
+            let f = crate::outfile::create(std::path::Path::new(&name), self.overwrite, "-w")?;
             Box::new(std::io::BufWriter::with_capacity(1 << 16, f))
         };
         let mut w = PcapNgWriter::new(Counting { inner: out, bytes: 0 })?;
@@ -194,6 +196,18 @@ fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
     Ok(Some(c))
 }
 
+/// A failed write to the output: with `-w -` and EPIPE, one line saying the reader went away
+/// (the capture is incomplete: a failure, not an end).
+fn write_err(e: anyhow::Error, frames: u64) -> CliError {
+    if is_broken_pipe(&e) {
+        runtime(anyhow!(
+            "-w -: the reader of the pipe closed it (EPIPE) after {frames} frames were captured; the capture is incomplete"
+        ))
+    } else {
+        runtime(e)
+    }
+}
+
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -222,6 +236,9 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !dir_ok {
         return Err(env(anyhow!("-w {}: its directory does not exist", a.write)));
     }
+    if a.write != "-" {
+        crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
+    }
     enter_ns(&a.netns)?;
     let dev = NetDev::by_name(&a.iface).map_err(|_| XskError::NoSuchInterface { iface: a.iface.clone() })?;
     let queues = dev.rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
@@ -229,6 +246,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let real0 = realtime_ns();
     let mut sink = Sink {
         path: a.write.clone(),
+        overwrite: a.overwrite,
         rotate_bytes: a.rotate_bytes,
         files: Vec::new(),
         w: None,
@@ -316,9 +334,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let _ = rb.consume();
             drop(rb);
             if let Some(e) = failed.into_inner() {
-                if !is_broken_pipe(&e) {
-                    return Err(runtime(e));
-                }
+                return Err(write_err(e, total.get()));
             }
             let c = stats(cap);
             (c, at_mode.name())
@@ -410,10 +426,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                         })
                         .map_err(|e| runtime(anyhow!("{e}")))?;
                     if let Some(e) = err {
-                        if is_broken_pipe(&e) {
-                            break 'outer;
-                        }
-                        return Err(runtime(e));
+                        return Err(write_err(e, sink.written.iter().sum()));
                     }
                     total = sink.written.iter().sum();
                 }
@@ -432,9 +445,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         m.publish(&capture_families(&a.iface, &counts, &sink.written));
     }
     if let Err(e) = sink.close(&counts) {
-        if !is_broken_pipe(&e) {
-            return Err(runtime(e));
-        }
+        return Err(write_err(e, sink.written.iter().sum()));
     }
     let written: u64 = sink.written.iter().sum();
     let received: u64 = counts.iter().map(|c| c.received).sum();

@@ -410,6 +410,9 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !(a.duration >= 0.0 && a.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", a.duration)));
     }
+    if let Some(p) = &a.svg {
+        crate::outfile::check(p, a.overwrite, "--svg").map_err(usage)?;
+    }
     if fastpath::host::online_cpus() < 2 {
         return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
     }
@@ -494,7 +497,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         a.queues.map(|q| format!(" --queues {q}")).unwrap_or_default()
     );
     if let Some(p) = &a.svg {
-        std::fs::write(p, svg(&rows, &cmd)).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
+        crate::outfile::write(p, a.overwrite, "--svg", svg(&rows, &cmd).as_bytes()).map_err(runtime)?;
     }
     if a.json {
         println!("{}", json!({"type": "compare", "command": cmd, "frame_len": 64, "rows": rows}));

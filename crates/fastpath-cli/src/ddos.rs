@@ -931,6 +931,9 @@ fn svg(
 }
 
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    if let Some(p) = &a.ddos.svg {
+        crate::outfile::check(p, a.ddos.overwrite, "--svg").map_err(usage)?;
+    }
     let ncpu = fastpath::host::online_cpus();
     if ncpu < 2 {
         return Err(env(anyhow!(
@@ -1044,8 +1047,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
     );
     if let Some(p) = &a.ddos.svg {
-        std::fs::write(p, svg(&phases, &defences, &rates, baseline, &cmd, &a.ddos.flood.name().to_uppercase()))
-            .map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
+        let text = svg(&phases, &defences, &rates, baseline, &cmd, &a.ddos.flood.name().to_uppercase());
+        crate::outfile::write(p, a.ddos.overwrite, "--svg", text.as_bytes()).map_err(runtime)?;
     }
     if a.run.json {
         let mut o = json!({"type": "summary", "bench": "ddos", "flood": a.ddos.flood.name(), "testbed": bed.name(), "duration_s": secs,

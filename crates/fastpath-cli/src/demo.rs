@@ -278,6 +278,9 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !(d.duration >= 0.0 && d.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", d.duration)));
     }
+    if let Some(p) = &d.output {
+        crate::outfile::check(p, d.overwrite, "--output").map_err(usage)?;
+    }
     let ncpu = fastpath::host::online_cpus();
     for (flag, cpu) in [("--app-cpu", d.app_cpu), ("--gen-cpu", d.gen_cpu)] {
         if cpu >= ncpu {
@@ -320,7 +323,7 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         "ratio_note": ratio_note(&rows), "interrupted": interrupted,
     });
     if let Some(p) = &d.output {
-        std::fs::write(p, format!("{out}\n")).map_err(|e| runtime(anyhow!("writing {}: {e}", p.display())))?;
+        crate::outfile::write(p, d.overwrite, "--output", format!("{out}\n").as_bytes()).map_err(runtime)?;
     }
     if d.json {
         println!("{out}");

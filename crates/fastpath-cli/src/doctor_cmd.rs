@@ -20,7 +20,7 @@ use serde_json::json;
 
 use crate::args::DoctorArgs;
 use crate::bench_cmd::enter_ns;
-use crate::error::{env, CliResult};
+use crate::error::{env, usage, CliResult};
 use crate::session::L2_OVERHEAD_BYTES;
 
 /// Names of fastpath's XDP programs as the kernel keeps them (15 bytes at most).
@@ -102,6 +102,17 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
     };
     let dev = NetDev::by_name(&a.iface).map_err(|_| env(anyhow!("-i {}: gone", a.iface)))?;
     let i = a.iface.as_str();
+    // A queue the interface does not have: every check below would judge the wrong thing.
+    if let Ok(Some(n)) = dev.rx_queue_count() {
+        if a.queue >= n {
+            return Err(usage(anyhow!(
+                "-q {}: {i} has {n} receive queue{} (0..={})",
+                a.queue,
+                if n == 1 { "" } else { "s" },
+                n - 1
+            )));
+        }
+    }
     let window = Duration::from_secs_f64(a.window);
     let mut checks = Vec::new();
 

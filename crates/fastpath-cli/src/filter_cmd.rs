@@ -58,7 +58,9 @@ fn write_names(iface: &str, ifindex: u32, set: &RuleSet, source: &str) {
     let p = names_file(iface);
     let _ = std::fs::create_dir_all(p.parent().expect("has parent"));
     let names: Vec<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
-    let _ = std::fs::write(&p, json!({"source": source, "rules": names, "ifindex": ifindex}).to_string());
+    // Replaced as a new 0600 file, never written through a symlink planted in its place.
+    let text = json!({"source": source, "rules": names, "ifindex": ifindex}).to_string();
+    let _ = crate::outfile::write(&p, true, "rule names file", text.as_bytes());
 }
 
 fn read_names_file(iface: &str) -> serde_json::Value {
@@ -273,9 +275,13 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
                     dir.display()
                 )));
             }
+            // The reload lock: taken (a reload running now finishes first), and kept, never
+            // deleted: a reload waiting on the deleted file's lock and one creating a new file
+            // would both hold "the" lock.
+            let _lock =
+                fastpath::host::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
             Classifier::unload_pinned(&dir).map_err(pinned_err)?;
             let _ = std::fs::remove_file(names_file(&target.iface));
-            let _ = std::fs::remove_file(names_file(&target.iface).with_extension("lock"));
             println!("classifier removed from {}", target.iface);
             Ok(())
         }
@@ -314,14 +320,27 @@ fn watch(
         let labels = ["iface", "rule", "name"];
         let mut rp = Family::counter("fastpath_filter_rule_packets_total", "Packets matched by each rule.", &labels);
         let mut rb = Family::counter("fastpath_filter_rule_bytes_total", "Bytes matched by each rule.", &labels);
+        // Per-rule series for the first MAX_RULE_SERIES rules only: reading and sending 100,000
+        // rules' counters every 100 ms would hold up the interval lines.
         let n = cls.rule_count(set).unwrap_or(0);
-        for (i, c) in cls.rule_counters(set, n).unwrap_or_default().iter().enumerate() {
-            let name = names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1));
+        let shown = n.min(crate::metrics::MAX_RULE_SERIES);
+        for (i, c) in cls.rule_counters(set, shown).unwrap_or_default().iter().enumerate() {
+            let name = names.get(i).map(String::as_str).unwrap_or("");
+            let name = if name.is_empty() { format!("rule {}", i + 1) } else { name.to_string() };
             let k = i.to_string();
             rp.add(&[iface, &k, &name], c.0 as f64);
             rb.add(&[iface, &k, &name], c.1 as f64);
         }
-        fams.extend([ap, ab, rp, rb]);
+        let mut left = Family::gauge(
+            "fastpath_filter_rules_not_exported",
+            format!(
+                "Rules without fastpath_filter_rule_* series: only the first {} rules (in match order) have them; the action totals count every rule.",
+                crate::metrics::MAX_RULE_SERIES
+            ),
+            &["iface"],
+        );
+        left.add(&[iface], (n - shown) as f64);
+        fams.extend([ap, ab, rp, rb, left]);
         m.publish(&fams);
     };
     let snap = || -> Option<(u32, Vec<u64>)> {

@@ -1,6 +1,20 @@
 //! The `fastpath` command. No unsafe code here: everything privileged lives in the library.
 #![forbid(unsafe_code)]
 
+// Every print of this crate goes through `out`: a closed stdout ends the command quietly
+// instead of panicking (see out.rs). Defined before the modules so they see these, not std's.
+macro_rules! println {
+    () => { $crate::out::line(format_args!("")) };
+    ($($arg:tt)*) => { $crate::out::line(format_args!($($arg)*)) };
+}
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::out::text(format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::out::err_line(format_args!("")) };
+    ($($arg:tt)*) => { $crate::out::err_line(format_args!($($arg)*)) };
+}
+
 mod args;
 mod bench_cmd;
 mod capture_cmd;
@@ -14,6 +28,8 @@ mod fwd_cmd;
 mod fwd_xsk;
 mod inject;
 mod metrics;
+mod out;
+mod outfile;
 mod probe_cmd;
 mod redirect_cpu;
 mod report;
@@ -47,7 +63,12 @@ fn main() {
             std::process::exit(error::EXIT_USAGE);
         }
     };
+    if let Err(e) = check_metrics(&cli.cmd) {
+        eprintln!("fastpath: error: {:#}", e.err);
+        std::process::exit(e.code);
+    }
     let stop = Arc::new(AtomicBool::new(false));
+    out::init(stop.clone());
     // SIGINT/SIGTERM/SIGHUP/SIGQUIT ask every loop to stop; the process then removes what it
     // made (test beds, XDP programs) on its normal path. Every wait loop checks the flag.
     // (SIGKILL still detaches our programs: the kernel closes the bpf_link fds.)
@@ -91,4 +112,21 @@ fn main() {
         eprintln!("fastpath: error: {msg}");
         std::process::exit(e.code);
     }
+    out::flush();
+    if out::closed() {
+        std::process::exit(out::EXIT_CLOSED);
+    }
+}
+
+/// `--metrics` on a non-loopback address needs `--metrics-listen-any` (metrics::check_listen).
+fn check_metrics(cmd: &Cmd) -> error::CliResult<()> {
+    let run = match cmd {
+        Cmd::Bench(b) => &b.run,
+        Cmd::Gen(g) => &g.run,
+        Cmd::Fwd(f) => &f.run,
+        Cmd::Filter(args::FilterCmd::Load { run, .. } | args::FilterCmd::Stats { run, .. }) => run,
+        Cmd::Capture(c) => return metrics::check_listen(c.metrics, c.metrics_listen_any),
+        _ => return Ok(()),
+    };
+    metrics::check_listen(run.metrics, run.metrics_listen_any)
 }

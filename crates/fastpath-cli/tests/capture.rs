@@ -344,3 +344,127 @@ fn rules_select_what_is_captured() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Mode bits of `p` (no symlink followed).
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Output files are created new, mode 0600, never through a symlink: `capture -w` onto a
+/// symlink to another file is refused (with --overwrite too) and the target is untouched; an
+/// existing file is refused unless --overwrite, which replaces it; a planted rotation name
+/// (FILE1 -> victim) stops the capture with an error instead of being followed; `demo
+/// --output`, `compare --svg` and `bench ddos --svg` refuse the same before doing anything.
+/// (Before: File::create followed the link, truncated the victim, and made 0644 files.)
+#[test]
+fn output_files_are_new_private_and_never_followed() {
+    if !privileged("output_files_are_new_private_and_never_followed") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap5-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.join("x.pcapng");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let l = link.to_string_lossy().into_owned();
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let o = run(&[&["capture", "--netns", ns, "-i", i, "-w", &l, "--duration", "1"][..], extra].concat());
+        assert_one_line_refusal("symlink", &o, 2, &[&l, "symbolic link"]);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "the link's target was written");
+    }
+    assert!(attached(ns, i).is_none());
+    // A new file: 0600. Then the same name again: refused; with --overwrite: replaced, 0600.
+    let f = dir.join("new.pcapng");
+    let fs = f.to_string_lossy().into_owned();
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", &fs, "--duration", "0.5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(mode(&f), 0o600, "captured traffic is for its owner only");
+    std::fs::write(&f, "old").unwrap();
+    std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", &fs, "--duration", "0.5"]);
+    assert_one_line_refusal("exists", &o, 2, &[&fs, "--overwrite"]);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "old");
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", &fs, "--duration", "0.5", "--overwrite"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_ne!(std::fs::read(&f).unwrap(), b"old");
+    assert_eq!(mode(&f), 0o600);
+    // Rotation: the second file's name is a planted symlink.
+    let rot = dir.join("rot.pcapng");
+    let rs = rot.to_string_lossy().into_owned();
+    std::os::unix::fs::symlink(&victim, format!("{rs}1")).unwrap();
+    let cap = Running::start(&[
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &rs,
+        "--count",
+        "3000",
+        "--rotate-bytes",
+        "65536",
+        "--json",
+        "--duration",
+        "30",
+    ]);
+    let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success());
+    let mut child = cap.into_child();
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(5), "a planted rotation name stops the capture with an error");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "a rotation file was written through the link");
+    assert_eq!(mode(&rot), 0o600);
+    assert!(attached(ns, i).is_none());
+    // The report files of other commands: refused before anything is set up.
+    let other = dir.join("report");
+    std::fs::write(&other, "keep").unwrap();
+    let os = other.to_string_lossy().into_owned();
+    for (args, flag) in [
+        (vec!["demo", "--duration", "0", "--output", &l], "--output"),
+        (vec!["demo", "--duration", "0", "--output", &os], "--output"),
+        (vec!["compare", "--duration", "0", "--runs", "1", "--svg", &l], "--svg"),
+        (vec!["compare", "--duration", "0", "--runs", "1", "--svg", &os], "--svg"),
+        (vec!["bench", "ddos", "--duration", "0", "--svg", &l], "--svg"),
+    ] {
+        let t = std::time::Instant::now();
+        let o = run(&args);
+        assert_one_line_refusal(&format!("{args:?}"), &o, 2, &[flag]);
+        assert!(t.elapsed() < Duration::from_secs(2), "{args:?} refused only after running");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `capture -w -` whose reader has gone away (a closed pipe) fails: non-zero, one line saying
+/// so, nothing left attached. (Before: exit 0 and "N frames written".)
+#[test]
+fn capture_to_a_closed_pipe_fails() {
+    if !privileged("capture_to_a_closed_pipe_fails") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let mut child = fastpath()
+        .args(["capture", "--netns", ns, "-i", i, "-w", "-", "--count", "3000", "--duration", "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away
+    std::thread::sleep(Duration::from_millis(800));
+    let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success());
+    let o = child.wait_with_output().unwrap();
+    assert_one_line_refusal("closed pipe", &o, 5, &["-w -", "EPIPE"]);
+    assert!(!stderr(&o).contains("written"), "{}", stderr(&o));
+    assert!(attached(ns, i).is_none());
+}

@@ -254,6 +254,10 @@ fn smoke_every_subcommand_and_option() {
     let rules_path = std::env::temp_dir().join(format!("fastpath-smoke-{}.toml", std::process::id()));
     std::fs::write(&rules_path, "[[rule]]\nproto = \"udp\"\ndst_port = \"5000-5999\"\naction = \"xsk\"\n").unwrap();
     let rules = rules_path.display().to_string();
+    // A new file each run (an existing one is refused without --overwrite).
+    let svg_path = std::env::temp_dir().join(format!("fastpath-smoke-{}.svg", std::process::id()));
+    let _ = std::fs::remove_file(&svg_path);
+    let svg = svg_path.display().to_string();
     let cases: Vec<Vec<&str>> = vec![
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--duration", "0"],
         vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "-q", "1", "--duration", "0", "--json"],
@@ -441,7 +445,7 @@ fn smoke_every_subcommand_and_option() {
             "--count",
             "10",
         ],
-        vec!["compare", "--duration", "0", "--runs", "1", "--pin", "same", "--svg", "/dev/null"],
+        vec!["compare", "--duration", "0", "--runs", "1", "--pin", "same", "--svg", &svg],
     ];
     for c in &cases {
         let o = run(c);
@@ -449,6 +453,7 @@ fn smoke_every_subcommand_and_option() {
         assert!(attached(nb, ib).is_none(), "{c:?} left a program attached");
     }
     let _ = std::fs::remove_file(&rules_path);
+    let _ = std::fs::remove_file(&svg_path);
     // filter load --detach / stats / reload / unload.
     let o = run(&["filter", "load", "--netns", nb, "-i", ib, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -760,4 +765,92 @@ fn sighup_and_sigquit_shut_down_cleanly() {
         assert!(code.is_some() && err.contains("interrupted"), "demo {sig}: {code:?} {err}");
         assert_eq!(mine(), 0, "demo {sig} left its test bed");
     }
+}
+
+/// Runs fastpath with its stdout a pipe whose reader is gone: (exit status, stderr, seconds).
+fn with_closed_stdout(args: &[&str]) -> (std::process::ExitStatus, String, f64) {
+    let t = std::time::Instant::now();
+    let mut c = fastpath()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn fastpath");
+    drop(c.stdout.take()); // the reader goes away (`| true`, `| head -1`)
+    let o = c.wait_with_output().unwrap();
+    (o.status, stderr(&o), t.elapsed().as_secs_f64())
+}
+
+/// Every subcommand that prints, with stdout a closed pipe (`fastpath probe | true`): it ends
+/// quietly with exit status 141 (what a shell shows for a tool killed by SIGPIPE), no panic, a
+/// long-running one stops at its first line instead of running on, and nothing is left
+/// attached. (Before: exit 101 and "panicked ... failed printing to stdout: Broken pipe".)
+#[test]
+fn a_closed_stdout_ends_every_subcommand_quietly() {
+    if !privileged("a_closed_stdout_ends_every_subcommand_quietly") {
+        return;
+    }
+    let bed = bed();
+    let (nb, ib, na, ia) = (bed.ns_b(), bed.iface_b(), bed.ns_a(), bed.iface_a());
+    let dir = std::env::temp_dir().join(format!("fastpath-epipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("c.pcapng").to_string_lossy().into_owned();
+    let dst = mac(bed.mac_b());
+    let tb = format!("fpep{}", std::process::id() % 100000);
+    let rule = "proto=udp,dst_port=9,action=drop";
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["probe"],
+        vec!["testbed", "up", "--name", &tb],
+        vec!["testbed", "info"],
+        vec!["testbed", "info", &tb, "--json"],
+        vec!["filter", "check", "--rule", rule],
+        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", rule, "--duration", "30"],
+        vec!["filter", "load", "--netns", nb, "-i", ib, "--rule", rule, "--detach"],
+        vec!["filter", "reload", "--netns", nb, "-i", ib, "--rule", rule],
+        vec!["filter", "stats", "--netns", nb, "-i", ib, "--duration", "30"],
+        vec!["filter", "unload", "--netns", nb, "-i", ib],
+        vec!["bench", "rxdrop", "--netns", nb, "-i", ib, "--duration", "30"],
+        vec!["gen", "--netns", na, "-i", ia, "--dst-mac", &dst, "--duration", "30", "--rate", "1000"],
+        vec!["fwd", "--netns", nb, "-i", ib, "-i", "lo", "--mode", "l2", "--duration", "30"],
+        vec!["ss", "--netns", nb],
+        vec!["doctor", "--netns", nb, "-i", ib, "--window", "0.2"],
+        vec!["capture", "--netns", nb, "-i", ib, "-w", &pcap, "--duration", "0.5"],
+        vec!["demo", "--duration", "0"],
+        vec!["compare", "--duration", "0", "--runs", "1"],
+    ];
+    let mut bad = Vec::new();
+    for args in &cases {
+        let (st, err, secs) = with_closed_stdout(args);
+        if st.code() != Some(141) || err.contains("panicked") || secs > 20.0 {
+            bad.push(format!("{args:?}: {st:?} after {secs:.1} s, stderr: {err}"));
+        }
+        // load --detach leaves the classifier attached (by design) until unload.
+        let pinned = args.contains(&"--detach") || args.contains(&"reload") || args.contains(&"stats");
+        assert!(pinned || attached(nb, ib).is_none(), "{args:?} left an XDP program attached");
+    }
+    let _ = run(&["testbed", "down", &tb]); // (prints nothing)
+    let _ = run(&["filter", "unload", "--netns", nb, "-i", ib]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// `doctor -q Q` with a queue the interface does not have, and `gen --rate 0` (sends nothing):
+/// refused in one line. (Before: doctor said "OK" for queue 4294967295 of a one-queue veth;
+/// gen --rate 0 ran, sent nothing and exited 0.)
+#[test]
+fn a_queue_out_of_range_and_a_zero_rate_are_refused() {
+    if !privileged("a_queue_out_of_range_and_a_zero_rate_are_refused") {
+        return;
+    }
+    let bed = bed();
+    let (nb, ib) = (bed.ns_b(), bed.iface_b());
+    for q in ["1", "4294967295"] {
+        let o = run(&["doctor", "--netns", nb, "-i", ib, "-q", q, "--window", "0.2"]);
+        assert_one_line_refusal("doctor -q", &o, 2, &[&format!("-q {q}"), "1 receive queue", "0..=0"]);
+    }
+    let dst = mac(bed.mac_b());
+    let o =
+        run(&["gen", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &dst, "--duration", "1", "--rate", "0"]);
+    assert_one_line_refusal("gen --rate 0", &o, 2, &["--rate", "0"]);
 }

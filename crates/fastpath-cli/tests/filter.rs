@@ -502,3 +502,37 @@ fn reload_waiting_for_the_lock_stops_on_sigint() {
     let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `filter unload` while a reload holds the reload lock: unload waits for it, and the lock
+/// file stays (deleting it would let a reload waiting on the old file and one creating a new
+/// file both hold "the" lock). (Before: unload deleted the lock file at once.)
+#[test]
+fn unload_waits_for_a_reload_holding_the_lock_and_keeps_the_file() {
+    if !privileged("unload_waits_for_a_reload_holding_the_lock_and_keeps_the_file") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let iface = i.to_string();
+    let dir = fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap();
+    let lock = format!("/run/fastpath/{}.lock", dir.file_name().unwrap().to_string_lossy());
+    // The holder (as a reload would): a shell takes the lock on fd 9, then becomes `sleep 2`.
+    let mut holder = std::process::Command::new("sh")
+        .args(["-c", &format!("exec 9>{lock}; flock 9; exec sleep 2")])
+        .spawn()
+        .expect("sh + flock (util-linux)");
+    std::thread::sleep(Duration::from_millis(300));
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&lock).unwrap());
+    let t = std::time::Instant::now();
+    let o = run(&["filter", "unload", "--netns", ns, "-i", i]);
+    let took = t.elapsed();
+    let _ = holder.wait();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(took >= Duration::from_millis(1200), "unload did not wait for the lock holder ({took:?})");
+    let still = std::fs::metadata(&lock).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok();
+    assert_eq!(still, Some(ino), "the lock file was deleted");
+    assert!(attached(ns, i).is_none(), "unload detached it");
+}

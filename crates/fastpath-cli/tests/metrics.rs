@@ -207,3 +207,258 @@ fn fwd_and_filter_metrics_match_their_summaries() {
     let p = s["ports"].as_array().unwrap().iter().find(|p| p["iface"] == i).unwrap().clone();
     assert_eq!(last, Some(n(&p["counters"]["forwarded"])), "{s}");
 }
+
+/// `filter load` on `bed`'s b side with --metrics on a free local port and `extra` arguments:
+/// the running process (past its ready line) and the port.
+fn filter_with_metrics(bed: &Testbed, extra: &[&str]) -> (Running, u16) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut args = vec!["filter", "load", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--json", "--metrics", &addr];
+    args.extend_from_slice(extra);
+    (Running::start(&args), port)
+}
+
+/// Threads of process `pid` (/proc/PID/task).
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0)
+}
+
+/// Resident memory of process `pid`, in KiB (VmRSS of /proc/PID/status).
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits for `child` at most `limit`; kills it (our own child, by handle) if it is still there.
+fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// A client that pipelines 3,000 GETs and never reads its answers neither keeps the command
+/// alive past its --duration (by more than 1 s) nor survives SIGTERM by more than 1 s.
+/// (Before: `filter load --duration 4` lived until the client closed, 17.5 s here.)
+#[test]
+fn a_client_that_never_reads_does_not_delay_the_exit() {
+    if !privileged("a_client_that_never_reads_does_not_delay_the_exit") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    // The client: its own thread writes the requests (a write may block once the server
+    // stops reading); the connection is kept open, unread, until the test ends.
+    let stuck = |port: u16| {
+        let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let w = s.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let mut w = w;
+            let req = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(3000);
+            let _ = w.write_all(&req);
+            std::thread::sleep(Duration::from_secs(60));
+        });
+        s
+    };
+    for how in ["duration", "sigterm"] {
+        let dur = if how == "duration" { "4" } else { "60" };
+        let (f, port) = filter_with_metrics(&bed, &["--rule", "proto=udp,dst_port=9,action=drop", "--duration", dur]);
+        let ready = Instant::now();
+        let _keep = stuck(port);
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut child = f.into_child();
+        let (limit, from) = if how == "duration" {
+            (Duration::from_secs(4) + Duration::from_millis(1500), ready)
+        } else {
+            let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+            (Duration::from_millis(1500), Instant::now())
+        };
+        let st = wait_at_most(&mut child, limit.saturating_sub(from.elapsed()) + Duration::from_millis(1));
+        let st = st.unwrap_or_else(|| panic!("{how}: still running {:?} after the end of the run", from.elapsed()));
+        assert!(st.success(), "{how}: {st:?}");
+    }
+}
+
+/// 300 idle connections: the server keeps at most a few threads (not one per connection),
+/// closes the idle ones, and a scrape gets its answer once they are gone. (Before: 303 threads.)
+#[test]
+fn idle_connections_are_capped_and_closed() {
+    if !privileged("idle_connections_are_capped_and_closed") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (f, port) = filter_with_metrics(&bed, &["--rule", "proto=udp,dst_port=9,action=drop", "--duration", "60"]);
+    let pid = f.child.id();
+    let base = threads(pid);
+    let idle: Vec<_> = (0..300).map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let during = threads(pid);
+    assert!(during <= base + 8, "{during} threads with 300 idle connections ({base} before)");
+    // Past the read deadline (2 s) every idle connection has been closed by the server.
+    std::thread::sleep(Duration::from_millis(2500));
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut b = [0u8; 16];
+        let r = c.read(&mut b);
+        assert!(matches!(r, Ok(0) | Err(_)), "an idle connection still open: {r:?}");
+    }
+    let (status, body) = scrape(port);
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("fastpath_filter_action_packets_total"), "{body}");
+    // Other paths and methods.
+    for (req, want) in [("GET / HTTP/1.1", "404"), ("POST /metrics HTTP/1.1", "405")] {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "{req}\r\nHost: x\r\n\r\n").unwrap();
+        let mut r = String::new();
+        let _ = s.read_to_string(&mut r);
+        assert!(r.lines().next().unwrap_or("").contains(want), "{req}: {r}");
+    }
+    let (_, st) = f.terminate();
+    assert!(st.success());
+}
+
+/// A 300 MB header line: the server stops reading at its request cap (8 KiB), answers 431 or
+/// closes, and the process does not grow. (Before: RSS grew from 7 to 314 MB.)
+#[test]
+fn a_300_mb_header_is_refused_without_growing_the_process() {
+    if !privileged("a_300_mb_header_is_refused_without_growing_the_process") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (f, port) = filter_with_metrics(&bed, &["--rule", "proto=udp,dst_port=9,action=drop", "--duration", "60"]);
+    let pid = f.child.id();
+    let _ = scrape(port);
+    let rss0 = rss_kib(pid);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nX-Big: ").unwrap();
+    let chunk = vec![b'a'; 1 << 20];
+    let mut sent = 0usize;
+    while sent < 300 << 20 {
+        match s.write(&chunk) {
+            Ok(n) => sent += n,
+            Err(_) => break,
+        }
+    }
+    let rss1 = rss_kib(pid);
+    assert!(sent < 300 << 20, "the server read all 300 MB of one header line");
+    assert!(rss1 < rss0 + 16 * 1024, "RSS grew from {rss0} KiB to {rss1} KiB");
+    let (status, _) = scrape(port);
+    assert!(status.contains("200"), "{status}");
+    let (_, st) = f.terminate();
+    assert!(st.success());
+}
+
+/// 100,000 rules with --metrics scraped all the time: interval lines stay within 5% of their
+/// period (publishing copies the counters of the first 1,000 rules; the text is made at
+/// scrape time), and the scrape says how many rules have no per-rule series.
+/// (Before: one publish took ~1.6 s on the monitor loop.)
+#[test]
+fn a_hundred_thousand_rules_keep_the_interval_lines_on_time() {
+    if !privileged("a_hundred_thousand_rules_keep_the_interval_lines_on_time") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let path = std::env::temp_dir().join(format!("fastpath-100k-{}.toml", std::process::id()));
+    let mut text = String::with_capacity(100_000 * 80);
+    for k in 0..100_000u32 {
+        text += &format!(
+            "[[rule]]\nname = \"r{k}\"\nsrc = \"10.{}.{}.{}/32\"\nproto = \"udp\"\naction = \"drop\"\n",
+            100 + (k >> 16),
+            (k >> 8) & 255,
+            k & 255
+        );
+    }
+    std::fs::write(&path, text).unwrap();
+    let p = path.display().to_string();
+    let (f, port) = filter_with_metrics(&bed, &[&p, "--duration", "60", "--interval", "1"]);
+    let (mut child, lines, reader) = f.stream();
+    // A scraper, all the time, until the test has its lines.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d2 = done.clone();
+    let scraper = std::thread::spawn(move || {
+        let mut last = String::new();
+        while !d2.load(std::sync::atomic::Ordering::Relaxed) {
+            last = scrape(port).1;
+        }
+        last
+    });
+    let t = Instant::now();
+    while lines.lock().unwrap().iter().filter(|(_, v)| v["type"] == "interval").count() < 8 {
+        assert!(t.elapsed() < Duration::from_secs(60), "no 8 interval lines in 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let body = scraper.join().unwrap();
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let st = child.wait().unwrap();
+    reader.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(st.success());
+    let at: Vec<Instant> =
+        lines.lock().unwrap().iter().filter(|(_, v)| v["type"] == "interval").map(|(t, _)| *t).collect();
+    // Each line is due at start + k * period: lateness, not jitter, is what accumulates.
+    let gaps: Vec<f64> = at.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
+    for (k, g) in gaps.iter().enumerate() {
+        assert!(
+            (g - 1.0).abs() <= 0.05,
+            "interval line {} came {g:.3} s after the one before (period 1 s): {gaps:?}",
+            k + 1
+        );
+    }
+    assert_eq!(
+        sample(&body, "fastpath_filter_rules_not_exported", &format!("iface=\"{}\"", bed.iface_b())),
+        Some(99_000),
+        "{}",
+        &body[..body.len().min(2000)]
+    );
+    let series = body.lines().filter(|l| l.starts_with("fastpath_filter_rule_packets_total{")).count();
+    assert_eq!(series, 1000);
+    promtool_ok(&body);
+}
+
+/// The endpoint listens on loopback unless the user says otherwise: `--metrics 0.0.0.0:P` is
+/// refused in one line naming --metrics-listen-any; a bare `--metrics P` is 127.0.0.1:P; with
+/// --metrics-listen-any a wildcard address is served. (Before: any address was accepted
+/// silently.)
+#[test]
+fn a_non_loopback_address_needs_listen_any() {
+    if !privileged("a_non_loopback_address_needs_listen_any") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let rule = "proto=udp,dst_port=9,action=drop";
+    let port = free_port();
+    let any = format!("0.0.0.0:{port}");
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--duration", "1", "--metrics", &any]);
+    assert_one_line_refusal("0.0.0.0", &o, 2, &[&any, "loopback", "--metrics-listen-any"]);
+    assert!(attached(ns, i).is_none());
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "-", "--duration", "1", "--metrics", &any]);
+    assert_one_line_refusal("capture 0.0.0.0", &o, 2, &[&any, "--metrics-listen-any"]);
+    for (addr, extra) in [(port.to_string(), None), (any.clone(), Some("--metrics-listen-any"))] {
+        let mut args = vec!["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--json", "--duration", "30"];
+        args.extend(["--metrics", &addr]);
+        args.extend(extra);
+        let f = Running::start(&args);
+        let (status, body) = scrape(port);
+        assert!(status.contains("200") && body.contains("fastpath_filter_action_packets_total"), "{addr}: {status}");
+        let (_, st) = f.terminate();
+        assert!(st.success());
+    }
+}

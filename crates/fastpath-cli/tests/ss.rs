@@ -79,3 +79,85 @@ fn ss_lists_the_sockets_of_the_namespace_with_their_owners() {
         assert!(v["sockets"].as_array().unwrap().is_empty(), "closed sockets are gone: {v}");
     }
 }
+
+/// Without AF_XDP sock_diag, `fastpath ss` finds sockets in /proc and duplicates them with
+/// pidfd_getfd to read their statistics; it must duplicate nothing but AF_XDP sockets
+/// (duplicating another process's socket re-stamps its net_cls classid and net_prio index with
+/// our cgroup, net/core/sock.c `__receive_sock`). A python process holding UDP and TCP sockets
+/// next to rxdrop's AF_XDP socket: under strace, every pidfd_getfd is of rxdrop's AF_XDP socket,
+/// none of python's fds. (Before: every socket fd of every process of the namespace was
+/// duplicated, python's UDP and TCP sockets and rxdrop's netlink socket among them.)
+#[test]
+fn ss_duplicates_only_af_xdp_sockets() {
+    if !privileged("ss_duplicates_only_af_xdp_sockets") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (nb, ib) = (bed.ns_b(), bed.iface_b());
+    let rx = Running::start(&["bench", "rxdrop", "--netns", nb, "-i", ib, "--json", "--duration", "60"]);
+    let script = "import socket,sys,time\n\
+        u=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); u.bind(('0.0.0.0',0))\n\
+        t=socket.socket(); t.bind(('0.0.0.0',0)); t.listen()\n\
+        print('ready',flush=True); time.sleep(60)\n";
+    let mut py = std::process::Command::new("ip")
+        .args(["netns", "exec", nb, "python3", "-c", script])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 (make deps installs it)");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(py.stdout.take().unwrap()), &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let py_pid = py.id(); // `ip netns exec` execs python: the same process
+    let log = std::env::temp_dir().join(format!("fastpath-ss-strace-{}", std::process::id()));
+    let fp = std::env::var("FASTPATH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_fastpath").to_string());
+    let o = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=pidfd_open,pidfd_getfd", "-o"])
+        .arg(&log)
+        .args([fp.as_str(), "ss", "--netns", nb, "--json"])
+        .output()
+        .expect("strace (make deps installs it)");
+    let _ = py.kill();
+    let _ = py.wait();
+    assert!(o.status.success(), "ss: {}", stderr(&o));
+    let v = last_json(&o);
+    let trace = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    // pidfd_open(PID, 0) = PIDFD, then pidfd_getfd(PIDFD, FD, 0): (PID, FD) of each duplicate.
+    let mut pidfds = std::collections::HashMap::new();
+    let mut dups: Vec<(u32, i32)> = Vec::new();
+    for l in trace.lines() {
+        let call = l.split_once(' ').map(|x| x.1).unwrap_or(l).trim_start();
+        let args = |c: &str| -> Option<(Vec<i64>, i64)> {
+            // strace pads the result column: "pidfd_getfd(4, 5, 0)        = 5".
+            let (a, r) = c.rsplit_once(" = ")?;
+            let a = a.trim_end().strip_suffix(')')?.split_once('(')?.1;
+            let ret = r.split_whitespace().next()?.parse().ok()?;
+            Some((a.split(", ").filter_map(|x| x.parse().ok()).collect(), ret))
+        };
+        if call.starts_with("pidfd_open(") {
+            if let Some((a, ret)) = args(call) {
+                pidfds.insert(ret, a[0] as u32);
+            }
+        } else if call.starts_with("pidfd_getfd(") {
+            if let Some((a, _)) = args(call) {
+                dups.push((pidfds.get(&a[0]).copied().unwrap_or(0), a[1] as i32));
+            }
+        }
+    }
+    let listed: Vec<u64> = v["sockets"].as_array().unwrap().iter().map(|s| n(&s["inode"])).collect();
+    let rx_pid = rx.child.id();
+    if v["source"] == "proc" {
+        assert!(!dups.is_empty(), "the /proc path duplicated nothing: {trace}");
+        assert!(listed.len() == 1, "{v}");
+    }
+    for (pid, fd) in &dups {
+        assert_ne!(*pid, py_pid, "python's fd {fd} was duplicated:\n{trace}");
+        assert_eq!(*pid, rx_pid, "fd {fd} of pid {pid} was duplicated:\n{trace}");
+        let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).unwrap();
+        let ino = link.to_string_lossy().trim_start_matches("socket:[").trim_end_matches(']').parse::<u64>().unwrap();
+        assert!(listed.contains(&ino), "duplicated fd {fd} ({link:?}) is not the AF_XDP socket listed: {v}\n{trace}");
+    }
+    let (_, st) = rx.terminate();
+    assert!(st.success());
+}

@@ -4,7 +4,7 @@
 //! [`mmap`] (mappings), [`ifreq`] (interface ioctls, ethtool, `if_nametoindex`), [`bpf`]
 //! (libbpf-sys calls, bpffs), [`signal`] (interrupting a blocked thread), [`affinity`] (CPU
 //! pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
-//! (`recvmmsg`), [`packet`] (AF_PACKET), [`tun`] (TUN/TAP) and [`probe`] (what only the feature
+//! (`recvmmsg`), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`tun`] (TUN/TAP) and [`probe`] (what only the feature
 //! probes need). Programs and tests reach what they need through [`crate::host`].
 //!
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
@@ -15,6 +15,7 @@ pub(crate) mod bpf;
 pub(crate) mod ifreq;
 pub(crate) mod mmap;
 pub(crate) mod packet;
+pub(crate) mod pidfd;
 pub(crate) mod probe;
 pub(crate) mod process;
 pub(crate) mod signal;

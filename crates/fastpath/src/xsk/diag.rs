@@ -2,23 +2,26 @@
 //! sock_diag (NETLINK_SOCK_DIAG, `SOCK_DIAG_BY_FAMILY` for AF_XDP: include/uapi/linux/xdp_diag.h,
 //! net/xdp/xsk_diag.c; needs CONFIG_XDP_SOCKETS_DIAG, kernel >= 5.1) with the owning process
 //! found by the socket's inode in /proc/PID/fd. Where the kernel has no xsk_diag (the answer is
-//! ENOENT), the sockets are found in /proc instead: each socket fd is duplicated with
-//! pidfd_getfd (kernel >= 5.6, PTRACE_MODE_ATTACH: root), kept if SO_DOMAIN is AF_XDP, and asked
-//! for XDP_STATISTICS and XDP_OPTIONS; interface, queue, ring and UMEM shapes are then unknown
+//! ENOENT), the sockets are found in /proc instead: a socket fd whose `system.sockprotoname`
+//! (getxattr on /proc/PID/fd/N, which leaves the socket untouched) is "XDP" is duplicated with
+//! pidfd_getfd (kernel >= 5.6, PTRACE_MODE_ATTACH: root), kept if the duplicate is the inode
+//! /proc named and SO_DOMAIN is AF_XDP, and asked for XDP_STATISTICS and XDP_OPTIONS; no other
+//! process's other sockets are ever duplicated (that would re-stamp their net_cls/net_prio
+//! cgroup data, net/core/sock.c `__receive_sock`); interface, queue, ring and UMEM shapes are then unknown
 //! (nothing but sock_diag reports them) and the listing says so.
 //!
 //! Privileges: none for sock_diag (sockets of other users are listed too); the owner of a
 //! socket is found only in /proc entries this process may read (root: all).
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 
 use netlink_packet_core::NlasIterator;
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 use serde::Serialize;
 
 use super::XskStats;
-use crate::sys::SysError;
+use crate::sys::{pidfd, SysError};
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
 const NLMSG_ERROR: u16 = 2;
@@ -278,23 +281,6 @@ fn owners() -> HashMap<u64, (u32, String, i32)> {
     m
 }
 
-/// A duplicate of process `pid`'s fd `fd` (pidfd_open + pidfd_getfd, kernel >= 5.6).
-fn dup_from(pid: u32, fd: i32) -> Result<OwnedFd, SysError> {
-    // SAFETY: plain syscalls with integer arguments; results are checked and owned once.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as i32;
-        if pidfd < 0 {
-            return Err(SysError::last(format!("pidfd_open({pid})")));
-        }
-        let pidfd = OwnedFd::from_raw_fd(pidfd);
-        let got = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) as i32;
-        if got < 0 {
-            return Err(SysError::last(format!("pidfd_getfd({pid}, {fd})")));
-        }
-        Ok(OwnedFd::from_raw_fd(got))
-    }
-}
-
 /// The /proc fallback (see the module docs). A process's fds are not per namespace, so the
 /// sockets kept are those whose holder is in this thread's network namespace (the same
 /// /proc/PID/ns/net inode), as sock_diag would list them.
@@ -307,7 +293,18 @@ fn from_proc() -> Vec<XskSocketInfo> {
         if mine.is_some() && theirs != mine {
             continue;
         }
-        let Ok(dup) = dup_from(pid, fd) else { continue };
+        // Only what /proc says is an AF_XDP socket is duplicated: pidfd_getfd on any other
+        // socket would re-stamp its net_cls classid and net_prio index with our cgroup
+        // (net/core/sock.c, __receive_sock). The name is sk_prot_creator's (net/xdp/xsk.c:
+        // xsk_proto.name = "XDP").
+        if pidfd::sockprotoname(&format!("/proc/{pid}/fd/{fd}")).as_deref() != Some("XDP") {
+            continue;
+        }
+        let Ok(dup) = pidfd::dup_from(pid, fd) else { continue };
+        // The fd may have been closed and its number reused since /proc was read.
+        if pidfd::inode_of(&dup).ok() != Some(ino) {
+            continue;
+        }
         let dom: Result<(i32, usize), _> =
             crate::sys::getsockopt(&dup.as_raw_fd(), libc::SOL_SOCKET, libc::SO_DOMAIN, "SOL_SOCKET, SO_DOMAIN");
         if !matches!(dom, Ok((d, _)) if d == libc::AF_XDP) {
