@@ -113,6 +113,13 @@ static __always_inline void l4_ports(struct bpf_fib_lookup *fib, void *l4, void 
 	__builtin_memcpy(&fib->dport, l4 + off + 2, 2);
 }
 
+/* :: or ::1 */
+static __always_inline int ipv6_any_or_loopback(const struct in6_addr *a)
+{
+	return (a->in6_u.u6_addr32[0] | a->in6_u.u6_addr32[1] | a->in6_u.u6_addr32[2]) == 0 &&
+	       (a->in6_u.u6_addr32[3] == 0 || a->in6_u.u6_addr32[3] == bpf_htonl(1));
+}
+
 static __always_inline int same_mac(const __u8 *a, const __u8 *b)
 {
 	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) | (a[4] ^ b[4]) | (a[5] ^ b[5])) == 0;
@@ -231,18 +238,16 @@ int xdp_fwd(struct xdp_md *ctx)
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 		if (ip6->nexthdr == 0 || plen == 0) /* hop-by-hop options: the kernel's (ip6_forward()) */
 			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);
-		/* Martians: ip6_rcv_core() drops a multicast source, loopback source or destination,
-		 * v4-mapped source or destination; ip6_forward() refuses an unspecified, multicast,
-		 * loopback or link-local source and link-local destinations (ICMP "beyond scope");
+		/* Martians: ip6_rcv_core() (net/ipv6/ip6_input.c) drops a multicast source and a
+		 * loopback source or destination; ip6_forward() (net/ipv6/ip6_output.c) refuses an
+		 * unspecified or link-local source or destination (ICMP "beyond scope");
 		 * multicast destinations are the kernel's. */
 		s0 = bpf_ntohl(ip6->saddr.in6_u.u6_addr32[0]);
 		d0 = bpf_ntohl(ip6->daddr.in6_u.u6_addr32[0]);
 		if ((s0 >> 24) == 0xff || (d0 >> 24) == 0xff || (s0 >> 22) == (0xfe80 >> 6) ||
 		    (d0 >> 22) == (0xfe80 >> 6))
 			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
-		if (s0 == 0 && ip6->saddr.in6_u.u6_addr32[1] == 0) /* ::/64: ::, ::1, ::ffff:a.b.c.d, ... */
-			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
-		if (d0 == 0 && ip6->daddr.in6_u.u6_addr32[1] == 0)
+		if (ipv6_any_or_loopback(&ip6->saddr) || ipv6_any_or_loopback(&ip6->daddr))
 			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 		if (ip6->hop_limit <= 1)
 			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);

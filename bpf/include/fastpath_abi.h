@@ -347,7 +347,7 @@ struct fp_fwd_port {
 #define FP_FWD_PASS_IP_OPTIONS   12  /* IPv4 options (IHL > 5), IPv6 hop-by-hop header */
 #define FP_FWD_PASS_MARTIAN      13  /* martian source or destination (loopback, multicast,
                                       * broadcast, zero network, one of our own addresses; IPv6
-                                      * also link-local, v4-mapped, unspecified) */
+                                      * also link-local, unspecified) */
 #define FP_FWD_PASS_RP_FILTER    14  /* IPv4 source fails the reverse-path check rp_filter asks */
 #define FP_FWD_COUNT             15
 /* fp_fwd_port.rp_filter: the IPv4 source check made before forwarding */

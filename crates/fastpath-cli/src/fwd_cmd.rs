@@ -168,7 +168,13 @@ impl Routing {
                 Err(e) => {
                     if !self.local4_failed {
                         if let Some(t) = t {
-                            event_line(self.json, t, "-", "local-addresses", format!("{e}: sources checked by the FIB"));
+                            event_line(
+                                self.json,
+                                t,
+                                "-",
+                                "local-addresses",
+                                format!("{e}: sources checked by the FIB"),
+                            );
                         }
                     }
                     local_ok = false;
@@ -187,7 +193,13 @@ impl Routing {
                 fwd.set_rp_check(k, rp)?;
                 if let Some(t) = t {
                     self.events += 1;
-                    event_line(self.json, t, &name, "rp-filter", format!("IPv4 source check {} -> {}", old.name(), rp.name()));
+                    event_line(
+                        self.json,
+                        t,
+                        &name,
+                        "rp-filter",
+                        format!("IPv4 source check {} -> {}", old.name(), rp.name()),
+                    );
                 }
             }
         }
@@ -425,8 +437,10 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let ports: Vec<_> = fwd
             .ports()
             .iter()
-            .map(|p| json!({"iface": p.iface, "ifindex": p.ifindex, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up,
-                            "rp_check": (mode == FwdMode::L3).then(|| p.rp.name())}))
+            .map(|p| {
+                json!({"iface": p.iface, "ifindex": p.ifindex, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up,
+                            "rp_check": (mode == FwdMode::L3).then(|| p.rp.name())})
+            })
             .collect();
         let mut ready = json!({"type": "ready", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "ports": ports});
         if mode == FwdMode::L3 {

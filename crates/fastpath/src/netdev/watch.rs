@@ -476,7 +476,9 @@ pub fn routing_shape() -> io::Result<RoutingShape> {
             } else if h.source_prefix_length != 0 {
                 shape.inexact.push(format!("{} from a source prefix", route_text(&r)));
             }
-            if h.address_family == AddressFamily::Inet && h.kind == RouteType::Local && h.protocol != RouteProtocol::Kernel
+            if h.address_family == AddressFamily::Inet
+                && h.kind == RouteType::Local
+                && h.protocol != RouteProtocol::Kernel
             {
                 shape.custom_local_v4 = true;
             }
