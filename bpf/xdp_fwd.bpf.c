@@ -7,20 +7,23 @@
  *    (a bridge port pair); a peer that is paused (down, deleted) is not in `fwd_ports` and the
  *    frame is dropped and counted `drop_peer_down`; a frame larger than the peer's MTU allows
  *    is dropped and counted `drop_mtu` (the peer's driver would drop it uncounted);
- *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the main table
- *    and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next hop,
- *    decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
- *    redirects through `fwd_ports`. Whatever the kernel must see instead goes to it with
- *    XDP_PASS, each under its own counter: not IP, not addressed to the port's MAC, TTL <= 1
- *    (the kernel sends ICMP time exceeded), no neighbour entry yet (the kernel resolves it),
- *    fragmentation needed (the kernel sends ICMP), a FIB verdict other than success, an egress
- *    interface that is not a port of this forwarder.
+ *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the policy rules,
+ *    the tables and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next
+ *    hop, decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
+ *    redirects through `fwd_ports`. It forwards only what the kernel's forwarding would: all
+ *    else goes to the kernel with XDP_PASS, untouched, each under its own counter (not IP, not
+ *    addressed to the port's MAC, malformed, bad IPv4 header checksum, IP options, martian
+ *    addresses, a failed rp_filter check, TTL <= 1, no neighbour entry yet, fragmentation
+ *    needed, a FIB verdict other than success, an egress that is not a port of this forwarder;
+ *    docs/ARCHITECTURE.md §13 has the table).
  * Every frame is counted exactly once per ingress port (struct fp_fwd_stats), so
  * rx = forwarded + each named pass or drop.
  *
  * Loaded as frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18): headers are
  * read from the first buffer only, which the kernel guarantees to hold at least the linear
- * part (include/net/xdp.h: struct xdp_buff, the frags in its skb_shared_info).
+ * part (include/net/xdp.h: struct xdp_buff, the frags in its skb_shared_info); headers that are
+ * not all there go to the kernel (pass_malformed). Every length (IP total / payload length, the
+ * L2 MTU limit, the counters' bytes) is judged against bpf_xdp_get_buff_len(), the whole frame.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
