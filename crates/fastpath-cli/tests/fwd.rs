@@ -1106,8 +1106,9 @@ fn send_crafted(b: &FwdBedInfo, cases: &[(&str, Craft, &str, u64)], count: u64) 
 /// -> b through the L3 forwarder with martian sources (127.0.0.1, 224.0.0.5, 0.0.0.0,
 /// 255.255.255.255, the forwarder's own address; IPv6 ff02::1, ::1, ::ffff:10.99.1.1,
 /// fe80::1, ::), a wrong IPv4 header checksum, IP version 5, IHL 4, a total length past the
-/// frame, IPv4 options and an IPv6 hop-by-hop header, and (with rp_filter=1 on) a source of
-/// b's subnet arriving from a. b receives exactly what it receives from the kernel alone on
+/// frame, IPv4 options and an IPv6 hop-by-hop header, with rp_filter=1 a source of b's subnet
+/// arriving from a, with rp_filter=2 a source with no route back (and b's subnet, which passes);
+/// the forwarder's own IPv6 address as source, which the kernel forwards. b receives exactly what it receives from the kernel alone on
 /// the same bed (none of the refused, every one with options; counted at b's interface, as b's
 /// own kernel drops martians too), and the forwarder counts each
 /// under its reason (pass_martian, pass_bad_csum, pass_malformed, pass_ip_options,
@@ -1135,6 +1136,7 @@ fn l3_hands_what_the_kernel_refuses_to_the_kernel() {
         ("IPv6 source ::1", v6("::1"), "pass_martian", 0),
         ("IPv6 source fe80::1", v6("fe80::1"), "pass_martian", 0),
         ("IPv6 source ::", v6("::"), "pass_martian", 0),
+        ("IPv6 source the forwarder's own", v6(&b.ip6_fb.to_string()), "forwarded", 1),
         ("bad header checksum", Craft { bad_csum: true, ..Default::default() }, "pass_bad_csum", 0),
         ("version 5", Craft { version: Some(5), ..Default::default() }, "pass_malformed", 0),
         ("IHL 4", Craft { ihl: Some(4), ..Default::default() }, "pass_malformed", 0),
@@ -1146,27 +1148,38 @@ fn l3_hands_what_the_kernel_refuses_to_the_kernel() {
         ("rp_filter 1: source of b's subnet from a", v4("10.99.2.77"), "pass_rp_filter", 0),
         ("rp_filter 1: valid IPv4", Craft::default(), "forwarded", 1),
     ];
+    let loose_cases: Vec<(&str, Craft, &str, u64)> = vec![
+        ("rp_filter 2: source with no route back", v4("192.0.2.1"), "pass_rp_filter", 0),
+        ("rp_filter 2: source of b's subnet from a", v4("10.99.2.77"), "forwarded", 1),
+    ];
     let count = 20u64;
-    let rp = |on: bool| {
-        let v = format!("net.ipv4.conf.all.rp_filter={}", on as u8);
+    let rp = |mode: u8| {
+        let v = format!("net.ipv4.conf.all.rp_filter={mode}");
         fastpath_testbed::ns_command(&b.ns_f, "sysctl").args(["-qw", &v]).status().unwrap();
     };
-    rp(false);
+    rp(0);
     let fwd = start_fwd(&b, "l3", &[]);
     let with = send_crafted(&b, &cases, count);
-    rp(true);
+    rp(1);
     std::thread::sleep(Duration::from_millis(1500)); // followed within 1 s
     let with_rp = send_crafted(&b, &rp_cases, count);
-    rp(false);
+    rp(2);
+    std::thread::sleep(Duration::from_millis(1500));
+    let with_loose = send_crafted(&b, &loose_cases, count);
+    rp(0);
     let (summary, status) = fwd.terminate();
     assert!(status.success());
     let kernel = send_crafted(&b, &cases, count);
-    rp(true);
+    rp(1);
     let kernel_rp = send_crafted(&b, &rp_cases, count);
-    rp(false);
+    rp(2);
+    let kernel_loose = send_crafted(&b, &loose_cases, count);
+    rp(0);
     let mut want: std::collections::BTreeMap<&str, u64> = Default::default();
     let mut wrong = Vec::new();
-    for ((c, w), k) in cases.iter().zip(&with).zip(&kernel).chain(rp_cases.iter().zip(&with_rp).zip(&kernel_rp)) {
+    let all = cases.iter().zip(&with).zip(&kernel);
+    let all = all.chain(rp_cases.iter().zip(&with_rp).zip(&kernel_rp));
+    for ((c, w), k) in all.chain(loose_cases.iter().zip(&with_loose).zip(&kernel_loose)) {
         if (*w, *k) != (c.3 * count, c.3 * count) {
             wrong.push(format!("{}: b received {w} through fastpath, {k} from the kernel alone", c.0));
         }

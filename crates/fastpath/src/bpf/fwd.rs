@@ -68,8 +68,9 @@ pub enum RpCheck {
     /// rp_filter 2, or 0 with custom rules or local routes (the kernel then makes a full
     /// reverse lookup too): a unicast route back to the source must exist.
     Loose,
-    /// Rules select on the input interface: the kernel's reverse lookup (from `lo`) cannot be
-    /// repeated here; every IPv4 frame of the port goes to the kernel (`pass_rp_filter`).
+    /// rp_filter 1 or 2 while rules select on the input interface: the kernel's reverse lookup
+    /// (from `lo`) cannot be repeated here (bpf_fib_lookup makes it from the ingress port);
+    /// every IPv4 frame of the port goes to the kernel (`pass_rp_filter`).
     Kernel,
 }
 
@@ -79,9 +80,11 @@ impl RpCheck {
     /// IPv4 rules or local routes present (`custom`) and rules selecting on iif (`iif_rules`).
     pub fn for_kernel(rp_filter: u32, custom: bool, iif_rules: bool) -> Self {
         match (rp_filter, custom, iif_rules) {
-            (_, _, true) => RpCheck::Kernel,
             (0, false, _) => RpCheck::Off,
+            // rp_filter 0 refuses only a source whose route back is local, broadcast or the
+            // like; those are in the local table, which both lookups read first.
             (0, true, _) => RpCheck::Loose,
+            (_, _, true) => RpCheck::Kernel,
             (1, _, _) => RpCheck::Strict,
             _ => RpCheck::Loose,
         }
@@ -471,5 +474,27 @@ impl Forwarder {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rp_filter and the routing setup map to the check the kernel's fib_validate_source()
+    /// makes: 0 alone is off, 0 with custom rules or local routes is a full (loose) check, 1
+    /// strict, 2 and above loose; with rules on iif, 1 and 2 leave it to the kernel.
+    #[test]
+    fn rp_check_follows_the_kernel() {
+        assert_eq!(RpCheck::for_kernel(0, false, false), RpCheck::Off);
+        assert_eq!(RpCheck::for_kernel(0, true, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(1, false, false), RpCheck::Strict);
+        assert_eq!(RpCheck::for_kernel(1, true, false), RpCheck::Strict);
+        assert_eq!(RpCheck::for_kernel(2, false, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(7, false, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(0, true, true), RpCheck::Loose);
+        for rp in 1..3 {
+            assert_eq!(RpCheck::for_kernel(rp, true, true), RpCheck::Kernel);
+        }
     }
 }

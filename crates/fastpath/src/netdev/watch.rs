@@ -525,3 +525,73 @@ pub fn link_master(ifindex: u32) -> io::Result<Option<(u32, String)>> {
         (m, name)
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(family: AddressFamily, attrs: Vec<RuleAttribute>) -> RuleMessage {
+        let mut r = RuleMessage::default();
+        r.header.family = family;
+        r.header.action = RuleAction::ToTable;
+        r.attributes = attrs;
+        r
+    }
+
+    /// The kernel's default rules are recognised; the same priority and table with any
+    /// selector, action or flag, or the IPv4-only default table rule in IPv6, are not.
+    #[test]
+    fn only_the_kernels_default_rules_are_default() {
+        let (v4, v6) = (AddressFamily::Inet, AddressFamily::Inet6);
+        let unset = RuleAttribute::SuppressPrefixLen(u32::MAX);
+        for (f, prio, table) in [(v4, 0, 255), (v4, 32766, 254), (v4, 32767, 253), (v6, 0, 255), (v6, 32766, 254)] {
+            let attrs = vec![RuleAttribute::Priority(prio), RuleAttribute::Table(table), unset.clone()];
+            assert!(is_default_rule(&rule(f, attrs)), "{f:?} {prio} {table}");
+        }
+        assert!(!is_default_rule(&rule(v6, vec![RuleAttribute::Priority(32767), RuleAttribute::Table(253)])));
+        assert!(!is_default_rule(&rule(v4, vec![RuleAttribute::Priority(100), RuleAttribute::Table(254)])));
+        let main = || vec![RuleAttribute::Priority(32766), RuleAttribute::Table(254)];
+        for extra in [
+            RuleAttribute::Source("10.99.1.1".parse().unwrap()),
+            RuleAttribute::Iifname("lo".into()),
+            RuleAttribute::FwMark(1),
+            RuleAttribute::L3MDev(true),
+            RuleAttribute::SuppressPrefixLen(0),
+        ] {
+            let mut a = main();
+            a.push(extra.clone());
+            assert!(!is_default_rule(&rule(v4, a)), "{extra:?}");
+        }
+        let mut r = rule(v4, main());
+        r.header.action = RuleAction::Prohibit;
+        assert!(!is_default_rule(&r));
+        let mut r = rule(v4, main());
+        r.header.tos = 0x10;
+        assert!(!is_default_rule(&r));
+        let mut r = rule(v4, main());
+        r.header.flags = netlink_packet_route::rule::RuleFlags::Invert;
+        assert!(!is_default_rule(&r));
+    }
+
+    /// Netconf and nexthop notifications, which the crate does not parse, become events; a
+    /// truncated or zero-length message ends the datagram without a panic.
+    #[test]
+    fn raw_notifications_become_events_and_garbage_ends_parsing() {
+        let msg = |kind: u16, len: u32| {
+            let mut m = vec![0u8; len.max(16) as usize];
+            m[0..4].copy_from_slice(&len.to_ne_bytes());
+            m[4..6].copy_from_slice(&kind.to_ne_bytes());
+            m
+        };
+        let mut out = Vec::new();
+        let mut d = msg(RTM_NEWNETCONF, 20);
+        d.extend(msg(RTM_DELNEXTHOP, 24));
+        parse(&d, &mut out);
+        assert_eq!(out, vec![NetEvent::NetConf, NetEvent::Nexthop]);
+        for bad in [msg(RTM_NEWNETCONF, 0), msg(RTM_NEWNEXTHOP, 4096), msg(9999, 0), msg(9999, 1 << 30)] {
+            let mut out = Vec::new();
+            parse(&bad, &mut out);
+            assert!(out.len() <= 1, "{out:?}");
+        }
+    }
+}
