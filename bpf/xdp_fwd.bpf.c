@@ -241,6 +241,10 @@ int xdp_fwd(struct xdp_md *ctx)
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 		if (ip6->nexthdr == 0 || plen == 0) /* hop-by-hop options: the kernel's (ip6_forward()) */
 			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);
+		/* tot_len below is 16 bits: a packet longer than 65,535 bytes (no link's MTU) is
+		 * the kernel's to refuse. */
+		if (sizeof(*ip6) + plen > 0xffff)
+			return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
 		/* Martians: ip6_rcv_core() (net/ipv6/ip6_input.c) drops a multicast source and a
 		 * loopback source or destination; ip6_forward() (net/ipv6/ip6_output.c) refuses an
 		 * unspecified or link-local source or destination (ICMP "beyond scope");

@@ -864,6 +864,11 @@ fn routing_cases(b: &FwdBedInfo, many: &[std::net::IpAddr]) -> RouteRun {
         ("prohibit route", format!("route add prohibit {b4}/32"), format!("route del prohibit {b4}/32")),
         ("rule from a prohibit", format!("rule add from {a4}/32 prohibit pref 100"), "rule del pref 100".into()),
         (
+            "rule from a to a table via the second next hop",
+            format!("rule add from {a4}/32 lookup 100 pref 101"),
+            "rule del pref 101".into(),
+        ),
+        (
             "route to a second next hop",
             format!("route add {b4}/32 via 10.99.2.2 dev {fb}"),
             format!("route del {b4}/32 via 10.99.2.2 dev {fb}"),
@@ -896,7 +901,8 @@ fn routing_cases(b: &FwdBedInfo, many: &[std::net::IpAddr]) -> RouteRun {
 
 /// L3 follows routing as the kernel does, each change made under traffic and obeyed within
 /// 1 s, exactly: a blackhole, an unreachable and a prohibit route to b, a policy rule
-/// prohibiting a's source, b's route moved to a second next hop (a MAC b does not take), an
+/// prohibiting a's source, one sending a's source to a table that routes b by a second next hop
+/// (a MAC b does not take), b's route moved to a second next hop (a MAC b does not take), an
 /// IPv6 blackhole route, and a multipath route over b and that second next hop (L3 hash:
 /// 32 sources of a, each reaching b or not as the kernel alone decides). Of the datagrams sent
 /// more than 1 s after each change, b receives none where the kernel refuses them and every
@@ -922,8 +928,13 @@ fn l3_follows_routes_rules_and_multipath_within_a_second() {
         .args(["-qw", "net.ipv4.fib_multipath_hash_policy=0"])
         .status()
         .unwrap();
+    // Table 100: b by the second next hop (for the rule case).
+    ip(&b.ns_f, &format!("route add {}/32 via 10.99.2.2 dev {} table 100", b.ip4_b, b.iface_fb));
     let fwd = start_fwd(&b, "l3", &[]);
     assert_eq!(fwd.ready["fib_cache"], "on", "{}", fwd.ready);
+    // Past the bed's own late notifications (IPv6 link-local addresses), which would empty the
+    // cache by chance during the first case.
+    std::thread::sleep(Duration::from_secs(2));
     let with = routing_cases(&b, &many);
     let (summary, status) = fwd.terminate();
     assert!(status.success());
