@@ -3,7 +3,10 @@
 //! (`fastpath::netdev::watch`, docs/ARCHITECTURE.md §13): a port that goes down (or whose veth
 //! peer does) or is deleted is paused, one that comes back is resumed, a recreated interface
 //! gets the program again, an MTU change is applied and logged, queue-count, neighbour and
-//! address changes are logged. Every frame is counted once per ingress port
+//! address changes are logged. In L3 the routing setup is followed too: every route, rule,
+//! nexthop, neighbour, address or link notification, and every second, empties the FIB cache;
+//! rules and routes are re-read (cache on, or bypassed while not exact, said in an event line),
+//! and each port's IPv4 source check follows rp_filter. Every frame is counted once per ingress port
 //! (`fastpath::bpf::fwd::REASONS`), and what the kernel did with redirected frames afterwards
 //! per port (`after`: redirect failures, frames the egress driver took or refused).
 
