@@ -7,20 +7,23 @@
  *    (a bridge port pair); a peer that is paused (down, deleted) is not in `fwd_ports` and the
  *    frame is dropped and counted `drop_peer_down`; a frame larger than the peer's MTU allows
  *    is dropped and counted `drop_mtu` (the peer's driver would drop it uncounted);
- *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the main table
- *    and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next hop,
- *    decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
- *    redirects through `fwd_ports`. Whatever the kernel must see instead goes to it with
- *    XDP_PASS, each under its own counter: not IP, not addressed to the port's MAC, TTL <= 1
- *    (the kernel sends ICMP time exceeded), no neighbour entry yet (the kernel resolves it),
- *    fragmentation needed (the kernel sends ICMP), a FIB verdict other than success, an egress
- *    interface that is not a port of this forwarder.
+ *  - L3 mode: asks the kernel's FIB (bpf_fib_lookup, kernel >= 4.18; flags 0: the policy rules,
+ *    the tables and the neighbour table, include/uapi/linux/bpf.h) for the egress port and next
+ *    hop, decrements the TTL / hop limit as ip_forward()/ip6_forward() do, rewrites both MACs and
+ *    redirects through `fwd_ports`. It forwards only what the kernel's forwarding would: all
+ *    else goes to the kernel with XDP_PASS, untouched, each under its own counter (not IP, not
+ *    addressed to the port's MAC, malformed, bad IPv4 header checksum, IP options, martian
+ *    addresses, a failed rp_filter check, TTL <= 1, no neighbour entry yet, fragmentation
+ *    needed, a FIB verdict other than success, an egress that is not a port of this forwarder;
+ *    docs/ARCHITECTURE.md §13 has the table).
  * Every frame is counted exactly once per ingress port (struct fp_fwd_stats), so
  * rx = forwarded + each named pass or drop.
  *
  * Loaded as frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18): headers are
  * read from the first buffer only, which the kernel guarantees to hold at least the linear
- * part (include/net/xdp.h: struct xdp_buff, the frags in its skb_shared_info).
+ * part (include/net/xdp.h: struct xdp_buff, the frags in its skb_shared_info); headers that are
+ * not all there go to the kernel (pass_malformed). Every length (IP total / payload length, the
+ * L2 MTU limit, the counters' bytes) is judged against bpf_xdp_get_buff_len(), the whole frame.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -55,6 +58,8 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX
 /* L3: cached bpf_fib_lookup answers (per CPU) and their generation */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_FIB_SLOTS); __type(key, __u32); __type(value, struct fp_fwd_fib_entry); } fwd_fib_cache SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); } fwd_gen SEC(".maps");
+/* L3: the namespace's IPv4 addresses (network order) -> 1: a frame from one is a martian */
+struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_LOCAL4); __type(key, __u32); __type(value, __u8); } fwd_local4 SEC(".maps");
 /* slot -> what became of redirected frames (per CPU) */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX_PORTS); __type(key, __u32); __type(value, struct fp_fwd_after); } fwd_after SEC(".maps");
 
@@ -79,6 +84,43 @@ static __always_inline void ipv4_decrease_ttl(struct iphdr *ip)
 	check += bpf_htons(0x0100);
 	ip->check = (__u16)(check + (check >= 0xffff));
 	ip->ttl--;
+}
+
+/* The first 4 bytes after the IP header (source and destination port of TCP, UDP, SCTP, DCCP,
+ * UDP-Lite; the SPI of ESP; AH's at offset 4), as the flow dissector gives them to
+ * fib_multipath_hash() (proto_ports_offset(), include/linux/skbuff.h). Read from the first buffer
+ * only; absent there (never in practice), the ports stay 0 and only the multipath hash of
+ * policy 1 can differ from the kernel's. */
+static __always_inline void l4_ports(struct bpf_fib_lookup *fib, void *l4, void *end)
+{
+	__u32 off;
+
+	switch (fib->l4_protocol) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_SCTP:
+	case IPPROTO_DCCP:
+	case IPPROTO_UDPLITE:
+	case IPPROTO_ESP:
+		off = 0;
+		break;
+	case IPPROTO_AH:
+		off = 4;
+		break;
+	default:
+		return;
+	}
+	if (l4 + off + 4 > end)
+		return;
+	__builtin_memcpy(&fib->sport, l4 + off, 2);
+	__builtin_memcpy(&fib->dport, l4 + off + 2, 2);
+}
+
+/* :: or ::1 */
+static __always_inline int ipv6_any_or_loopback(const struct in6_addr *a)
+{
+	return (a->in6_u.u6_addr32[0] | a->in6_u.u6_addr32[1] | a->in6_u.u6_addr32[2]) == 0 &&
+	       (a->in6_u.u6_addr32[3] == 0 || a->in6_u.u6_addr32[3] == bpf_htonl(1));
 }
 
 static __always_inline int same_mac(const __u8 *a, const __u8 *b)
@@ -116,48 +158,138 @@ int xdp_fwd(struct xdp_md *ctx)
 		return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 	if (!same_mac(eth->h_dest, port->mac))
 		return count(slot, FP_FWD_PASS_NOT_FOR_US, bytes, XDP_PASS);
+	/* Headers (Ethernet, IP, the first 4 bytes of L4) are read from the first buffer, which
+	 * holds at least the linear part; every length is judged against `bytes`, the whole frame
+	 * over all buffers (bpf_xdp_get_buff_len()). Headers that do not fit in the first buffer
+	 * go to the kernel as pass_malformed (a driver never splits them in practice). */
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > end || ip->ihl < 5)
+		__u32 s, d, sum = 0;
+		__u16 *w = (void *)ip;
+		__u16 tot;
+
+		if ((void *)(ip + 1) > end)
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		tot = bpf_ntohs(ip->tot_len);
+		/* ip_rcv_core() (net/ipv4/ip_input.c): version 4, IHL >= 5, tot_len within the frame
+		 * and at least the header; then the header checksum. */
+		if (ip->version != 4 || ip->ihl < 5 || tot < ip->ihl * 4 || tot > bytes - sizeof(*eth))
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		if (ip->ihl != 5) /* options: the kernel processes them (ip_forward_options()) */
+			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);
+#pragma unroll
+		for (int i = 0; i < 10; i++)
+			sum += w[i];
+		sum = (sum & 0xffff) + (sum >> 16);
+		sum = (sum & 0xffff) + (sum >> 16);
+		if (sum != 0xffff)
+			return count(slot, FP_FWD_PASS_BAD_CSUM, bytes, XDP_PASS);
+		/* Martians, as ip_route_input_slow() (net/ipv4/route.c) refuses them: a source that
+		 * is multicast, limited broadcast, zero network or loopback; a destination that is
+		 * zero network or loopback; multicast and limited-broadcast destinations are the
+		 * kernel's (ip_route_input_mc(), broadcast input), never forwarded here. */
+		s = bpf_ntohl(ip->saddr);
+		d = bpf_ntohl(ip->daddr);
+		if ((s >> 28) == 0xe || s == 0xffffffff || (s >> 24) == 0 || (s >> 24) == 127 || (d >> 28) == 0xe ||
+		    d == 0xffffffff || (d >> 24) == 0 || (d >> 24) == 127)
+			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
+		/* A source that is one of our addresses (fib_validate_source(): inet_lookup_ifaddr_rcu()). */
+		if (bpf_map_lookup_elem(&fwd_local4, &ip->saddr))
+			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 		if (ip->ttl <= 1)
 			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);
 		fib.family = AF_INET;
 		fib.tos = ip->tos;
 		fib.l4_protocol = ip->protocol;
-		fib.tot_len = bpf_ntohs(ip->tot_len);
+		fib.tot_len = tot;
 		fib.ipv4_src = ip->saddr;
 		fib.ipv4_dst = ip->daddr;
+		/* Ports for a multipath hash (fib_multipath_hash() policy 1): none for fragments, as
+		 * the kernel's flow dissector gives none. */
+		if (!(ip->frag_off & bpf_htons(0x3fff)))
+			l4_ports(&fib, (void *)(ip + 1), end);
+		if (port->rp_filter != FP_FWD_RP_OFF) {
+			/* The reverse-path check of fib_validate_source() (net/ipv4/fib_frontend.c): the
+			 * route back to the source must be unicast (loose, 2) and leave by the ingress
+			 * port (strict, 1). Neighbours are not asked for (BPF_FIB_LOOKUP_SKIP_NEIGH,
+			 * kernel >= 6.3). A multipath route back is judged by one path: a frame the kernel
+			 * would take by another path goes to the kernel, which takes it. */
+			struct bpf_fib_lookup rev = {};
+
+			if (port->rp_filter == FP_FWD_RP_KERNEL)
+				return count(slot, FP_FWD_PASS_RP_FILTER, bytes, XDP_PASS);
+			rev.family = AF_INET;
+			rev.tos = ip->tos;
+			rev.ipv4_src = ip->daddr;
+			rev.ipv4_dst = ip->saddr;
+			rev.ifindex = in;
+			rc = bpf_fib_lookup(ctx, &rev, sizeof(rev), BPF_FIB_LOOKUP_SKIP_NEIGH);
+			if (rc != BPF_FIB_LKUP_RET_SUCCESS ||
+			    (port->rp_filter == FP_FWD_RP_STRICT && rev.ifindex != in))
+				return count(slot, FP_FWD_PASS_RP_FILTER, bytes, XDP_PASS);
+		}
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		__u32 s0, d0, plen;
+
 		if ((void *)(ip6 + 1) > end)
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		plen = bpf_ntohs(ip6->payload_len);
+		/* ip6_rcv_core() (net/ipv6/ip6_input.c): version 6, the payload within the frame; a
+		 * zero payload length is a jumbogram (hop-by-hop option). */
+		if (ip6->version != 6 || sizeof(*eth) + sizeof(*ip6) + plen > bytes)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		if (ip6->nexthdr == 0 || plen == 0) /* hop-by-hop options: the kernel's (ip6_forward()) */
+			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);
+		/* tot_len below is 16 bits: a packet longer than 65,535 bytes (no link's MTU) is
+		 * the kernel's to refuse. */
+		if (sizeof(*ip6) + plen > 0xffff)
+			return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
+		/* Martians: ip6_rcv_core() (net/ipv6/ip6_input.c) drops a multicast source and a
+		 * loopback source or destination; ip6_forward() (net/ipv6/ip6_output.c) refuses an
+		 * unspecified or link-local source or destination (ICMP "beyond scope");
+		 * multicast destinations are the kernel's. */
+		s0 = bpf_ntohl(ip6->saddr.in6_u.u6_addr32[0]);
+		d0 = bpf_ntohl(ip6->daddr.in6_u.u6_addr32[0]);
+		if ((s0 >> 24) == 0xff || (d0 >> 24) == 0xff || (s0 >> 22) == (0xfe80 >> 6) ||
+		    (d0 >> 22) == (0xfe80 >> 6))
+			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
+		if (ipv6_any_or_loopback(&ip6->saddr) || ipv6_any_or_loopback(&ip6->daddr))
+			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 		if (ip6->hop_limit <= 1)
 			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);
 		fib.family = AF_INET6;
 		fib.flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0fffffff);
 		fib.l4_protocol = ip6->nexthdr;
-		fib.tot_len = bpf_ntohs(ip6->payload_len);
+		/* The whole packet, header included, as ip6_forward() compares with the MTU. */
+		fib.tot_len = sizeof(*ip6) + plen;
 		__builtin_memcpy(fib.ipv6_src, &ip6->saddr, 16);
 		__builtin_memcpy(fib.ipv6_dst, &ip6->daddr, 16);
+		l4_ports(&fib, (void *)(ip6 + 1), end);
 	} else {
 		return count(slot, FP_FWD_PASS_NOT_IP, bytes, XDP_PASS);
 	}
 	fib.ifindex = in;
 	{
-		/* The cache: one inlined per-CPU array read instead of the FIB and neighbour lookups. */
+		/* The cache: one inlined per-CPU array read instead of the FIB and neighbour lookups.
+		 * Exact only where the FIB answer depends on (destination, ingress) alone: user space
+		 * turns it off (generation 0) while policy rules other than the defaults, multipath
+		 * routes, nexthop objects, TOS or source-prefix routes exist. */
 		__u32 d0 = fib.ipv6_dst[0], d1 = fib.ipv6_dst[1], d2 = fib.ipv6_dst[2], d3 = fib.ipv6_dst[3];
-		__u32 zero = 0, idx, *gen = bpf_map_lookup_elem(&fwd_gen, &zero);
+		__u32 zero = 0, idx, g = 0, *gen = bpf_map_lookup_elem(&fwd_gen, &zero);
 		struct fp_fwd_fib_entry *e;
 
+		/* Read once, before the lookup: an answer is never filed under a generation newer
+		 * than the tables it was computed from. */
+		if (gen)
+			g = *(volatile __u32 *)gen;
 		if (fib.family == AF_INET)
 			d1 = d2 = d3 = 0; /* ipv4_dst shares ipv6_dst[0] */
 		idx = ((d0 ^ d1 ^ d2 ^ d3 ^ in) * 2654435761u) >> 20;
 		idx &= FP_FWD_FIB_SLOTS - 1;
 		e = bpf_map_lookup_elem(&fwd_fib_cache, &idx);
-		if (e && gen && *gen && e->gen == *gen && e->family == fib.family && e->in_ifindex == in &&
-		    e->dst[0] == d0 && e->dst[1] == d1 && e->dst[2] == d2 && e->dst[3] == d3 &&
-		    fib.tot_len <= e->max_tot_len) {
+		if (e && g && e->gen == g && e->family == fib.family && e->in_ifindex == in && e->dst[0] == d0 &&
+		    e->dst[1] == d1 && e->dst[2] == d2 && e->dst[3] == d3 && fib.tot_len <= e->max_tot_len) {
 			fib.ifindex = e->out_ifindex;
 			__builtin_memcpy(fib.smac, e->smac, 6);
 			__builtin_memcpy(fib.dmac, e->dmac, 6);
@@ -170,13 +302,13 @@ int xdp_fwd(struct xdp_md *ctx)
 			return count(slot, FP_FWD_PASS_FRAG_NEEDED, bytes, XDP_PASS);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS)
 			return count(slot, FP_FWD_PASS_FIB, bytes, XDP_PASS);
-		if (e && gen && *gen) {
+		if (e && g) {
 			__u16 fits = fib.tot_len; /* bpf_fib_lookup leaves tot_len as it was on success */
-			if (e->gen == *gen && e->family == fib.family && e->in_ifindex == in && e->dst[0] == d0 &&
+			if (e->gen == g && e->family == fib.family && e->in_ifindex == in && e->dst[0] == d0 &&
 			    e->dst[1] == d1 && e->dst[2] == d2 && e->dst[3] == d3 && e->out_ifindex == fib.ifindex &&
 			    e->max_tot_len > fits)
 				fits = e->max_tot_len;
-			e->gen = *gen;
+			e->gen = g;
 			e->in_ifindex = in;
 			e->out_ifindex = fib.ifindex;
 			e->max_tot_len = fits;
@@ -190,6 +322,10 @@ int xdp_fwd(struct xdp_md *ctx)
 		}
 	}
 redirect:
+	/* Back out of the ingress port: the kernel forwards it too, and sends an ICMP redirect
+	 * (ip_forward(), net/ipv4/ip_forward.c; ip6_forward()). */
+	if (fib.ifindex == in)
+		return count(slot, FP_FWD_PASS_FIB, bytes, XDP_PASS);
 	/* Redirect first: only a frame that leaves by a port of ours is rewritten; any other
 	 * goes to the kernel untouched (it forwards it, decrementing the TTL once). */
 	act = bpf_redirect_map(&fwd_ports, fib.ifindex, XDP_PASS);

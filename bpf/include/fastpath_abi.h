@@ -326,7 +326,8 @@ struct fp_fwd_port {
 	__u32 slot;           /* index of the port's counters in fwd_stats */
 	__u32 peer_ifindex;   /* L2: where its frames go */
 	__u8  mac[6];         /* L3: frames addressed to another MAC go to the kernel */
-	__u8  _pad[2];
+	__u8  rp_filter;      /* L3, IPv4: the source check, FP_FWD_RP_* */
+	__u8  _pad;
 	__u32 peer_max_bytes; /* L2: the largest frame the peer port takes (its MTU + 14 + 4, as
 	                       * xdp_ok_fwd_dev() checks); 0: no limit known */
 };
@@ -338,11 +339,27 @@ struct fp_fwd_port {
 #define FP_FWD_PASS_TTL          4   /* TTL / hop limit <= 1: the kernel sends ICMP time exceeded */
 #define FP_FWD_PASS_NO_NEIGH     5   /* no neighbour entry yet: the kernel resolves it */
 #define FP_FWD_PASS_FRAG_NEEDED  6   /* larger than the egress MTU: the kernel sends ICMP */
-#define FP_FWD_PASS_FIB          7   /* any other FIB verdict (local, unreachable, forwarding off) */
+#define FP_FWD_PASS_FIB          7   /* any other FIB verdict (local, unreachable, blackhole, prohibit,
+                                      * forwarding off), or back out of the ingress port (the kernel
+                                      * also sends an ICMP redirect) */
 #define FP_FWD_PASS_NO_PORT      8   /* the egress interface is not a port (or is paused) */
-#define FP_FWD_PASS_MALFORMED    9   /* truncated headers */
+#define FP_FWD_PASS_MALFORMED    9   /* truncated or invalid header: IP version, IHL < 5, a total /
+                                      * payload length the frame does not hold */
 #define FP_FWD_DROP_MTU          10  /* L2: larger than the peer's MTU allows: XDP_DROP */
-#define FP_FWD_COUNT             11
+#define FP_FWD_PASS_BAD_CSUM     11  /* IPv4 header checksum wrong (the kernel drops it) */
+#define FP_FWD_PASS_IP_OPTIONS   12  /* IPv4 options (IHL > 5), IPv6 hop-by-hop header */
+#define FP_FWD_PASS_MARTIAN      13  /* martian source or destination (loopback, multicast,
+                                      * broadcast, zero network, one of our own addresses; IPv6
+                                      * also link-local, unspecified) */
+#define FP_FWD_PASS_RP_FILTER    14  /* IPv4 source fails the reverse-path check rp_filter asks */
+#define FP_FWD_COUNT             15
+/* fp_fwd_port.rp_filter: the IPv4 source check made before forwarding */
+#define FP_FWD_RP_OFF     0   /* rp_filter 0: only martians and our own addresses */
+#define FP_FWD_RP_STRICT  1   /* rp_filter 1: the route back to the source leaves by the ingress */
+#define FP_FWD_RP_LOOSE   2   /* rp_filter 2 (or custom rules): a unicast route back exists */
+#define FP_FWD_RP_KERNEL  3   /* cannot be judged here (rules on iif): every IPv4 frame to the kernel */
+/* Most IPv4 addresses of the namespace `fwd_local4` holds */
+#define FP_FWD_MAX_LOCAL4 1024
 _Static_assert(sizeof(struct fp_fwd_port) == 20, "fp_fwd_port: 20 bytes");
 /* What happened to forwarded frames after the program returned XDP_REDIRECT, per port, from
  * the kernel's XDP tracepoints (native mode; a generic-mode redirect fires neither). */

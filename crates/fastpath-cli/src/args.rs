@@ -192,8 +192,9 @@ pub struct FwdArgs {
     #[arg(long, value_enum, default_value_t = FwdEngineArg::Xdp)]
     pub engine: FwdEngineArg,
     /// --mode l3: ask the kernel's FIB for every frame (no per-CPU cache of its answers; the
-    /// cache follows rtnetlink route/neighbour/address/link changes, so it lags them by the
-    /// notification's delay, about a millisecond).
+    /// cache follows rtnetlink route/rule/nexthop/neighbour/address/link changes, so it lags
+    /// them by the notification's delay, about a millisecond, is emptied every second anyway,
+    /// and is bypassed while policy rules or multipath routes make it inexact).
     #[arg(long)]
     pub no_fib_cache: bool,
     /// --engine xsk: queue pairs 0..N-1 (queue q of one port with queue q of the other), one

@@ -3,7 +3,10 @@
 //! (`fastpath::netdev::watch`, docs/ARCHITECTURE.md §13): a port that goes down (or whose veth
 //! peer does) or is deleted is paused, one that comes back is resumed, a recreated interface
 //! gets the program again, an MTU change is applied and logged, queue-count, neighbour and
-//! address changes are logged. Every frame is counted once per ingress port
+//! address changes are logged. In L3 the routing setup is followed too: every route, rule,
+//! nexthop, neighbour, address or link notification, and every second, empties the FIB cache;
+//! rules and routes are re-read (cache on, or bypassed while not exact, said in an event line),
+//! and each port's IPv4 source check follows rp_filter. Every frame is counted once per ingress port
 //! (`fastpath::bpf::fwd::REASONS`), and what the kernel did with redirected frames afterwards
 //! per port (`after`: redirect failures, frames the egress driver took or refused).
 
@@ -13,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::fwd::{AfterCounters, Forwarder, FwdMode, PortCounters, REASONS};
-use fastpath::netdev::watch::{NetEvent, NetWatch};
+use fastpath::bpf::fwd::{AfterCounters, Forwarder, FwdMode, PortCounters, RpCheck, REASONS};
+use fastpath::netdev::watch::{routing_shape, NetEvent, NetWatch, RoutingShape};
 use fastpath::netdev::{link_state, LinkState, NetDev};
 use serde_json::json;
 
@@ -71,6 +74,141 @@ const WAIT_MAX: Duration = Duration::from_millis(100);
 /// Every port is re-read this often even without a notification (a backstop; notifications
 /// are what makes the forwarder react within milliseconds).
 const RESYNC: Duration = Duration::from_secs(1);
+
+/// L3: the FIB cache is emptied this often even without a notification (a backstop: a missed
+/// notification must not mean stale forwarding for longer).
+const CACHE_BACKSTOP: Duration = Duration::from_secs(1);
+/// L3: rules, routes and addresses are dumped again this often even without a notification
+/// (the backstop of the bypass decision and the local-address list; a dump costs milliseconds
+/// per thousand routes, so not every second).
+const SHAPE_BACKSTOP: Duration = Duration::from_secs(10);
+
+/// `net.ipv4.conf.{all,IF}.rp_filter`, the larger of the two (`IN_DEV_RPFILTER()`,
+/// include/linux/inetdevice.h); 0 if unreadable.
+fn rp_filter_of(iface: &str) -> u32 {
+    let get = |n: &str| {
+        read_sysctl(&format!("/proc/sys/net/ipv4/conf/{n}/rp_filter")).and_then(|v| v.parse::<u32>().ok()).unwrap_or(0)
+    };
+    get("all").max(get(iface))
+}
+
+/// L3: what the forwarder knows of the routing setup, and what it does when it changes: the
+/// FIB cache on or bypassed, each port's IPv4 source check, the local addresses.
+struct Routing {
+    json: bool,
+    /// The user wants the cache (no --no-fib-cache).
+    cache_wanted: bool,
+    shape: Option<RoutingShape>,
+    /// Sticky, as the kernel's `fib_has_custom_local_routes`.
+    custom_local: bool,
+    local4_failed: bool,
+    last_shape: Instant,
+    events: u64,
+}
+
+impl Routing {
+    /// "on", "off" (--no-fib-cache) or "bypassed".
+    fn cache_state(&self) -> &'static str {
+        match (&self.shape, self.cache_wanted) {
+            (_, false) => "off",
+            (Some(s), true) if s.inexact.is_empty() => "on",
+            _ => "bypassed",
+        }
+    }
+
+    fn cache_reasons(&self) -> Vec<String> {
+        match &self.shape {
+            Some(s) => s.inexact.clone(),
+            None => vec!["the routing setup could not be read".into()],
+        }
+    }
+
+    fn cache_text(&self) -> String {
+        match self.cache_state() {
+            "on" => format!(
+                "on (exact: default policy rules, no multipath route; emptied on every rtnetlink change and every {} s)",
+                CACHE_BACKSTOP.as_secs()
+            ),
+            "off" => "off (--no-fib-cache: the FIB is asked for every frame)".into(),
+            _ => format!("bypassed (the FIB is asked for every frame) because of: {}", self.cache_reasons().join("; ")),
+        }
+    }
+
+    /// Re-reads the routing setup (`dump`: rules, routes and addresses too) and brings the
+    /// forwarder in line, with an event line for each change.
+    fn refresh(&mut self, fwd: &mut Forwarder, dump: bool, t: Option<f64>) -> CliResult<()> {
+        let was = (self.cache_state(), self.cache_reasons());
+        if dump || self.shape.is_none() {
+            self.last_shape = Instant::now();
+            match routing_shape() {
+                Ok(s) => {
+                    self.custom_local |= s.custom_local_v4;
+                    self.shape = Some(s);
+                }
+                Err(e) => {
+                    // Safe until the next read: no cache, every source checked by the FIB.
+                    self.shape = None;
+                    if let Some(t) = t {
+                        event_line(self.json, t, "-", "routing-read-failed", format!("{e}"));
+                    }
+                }
+            }
+        }
+        let on = self.cache_state() == "on";
+        fwd.set_fib_cache(on)?;
+        if let (Some(t), true) = (t, was != (self.cache_state(), self.cache_reasons())) {
+            self.events += 1;
+            event_line(self.json, t, "-", "fib-cache", self.cache_text());
+        }
+        let (custom, iif) = match &self.shape {
+            Some(s) => (s.custom_rules_v4 || self.custom_local, s.iif_rules_v4),
+            None => (true, false),
+        };
+        let mut local_ok = !self.local4_failed;
+        if let Some(s) = &self.shape {
+            match fwd.set_local4(&s.local4) {
+                Ok(()) => local_ok = true,
+                Err(e) => {
+                    if !self.local4_failed {
+                        if let Some(t) = t {
+                            event_line(
+                                self.json,
+                                t,
+                                "-",
+                                "local-addresses",
+                                format!("{e}: sources checked by the FIB"),
+                            );
+                        }
+                    }
+                    local_ok = false;
+                }
+            }
+        }
+        self.local4_failed = !local_ok;
+        for k in 0..fwd.ports().len() {
+            let name = fwd.ports()[k].iface.clone();
+            let mut rp = RpCheck::for_kernel(rp_filter_of(&name), custom, iif);
+            if rp == RpCheck::Off && !local_ok {
+                rp = RpCheck::Loose;
+            }
+            let old = fwd.ports()[k].rp;
+            if old != rp {
+                fwd.set_rp_check(k, rp)?;
+                if let Some(t) = t {
+                    self.events += 1;
+                    event_line(
+                        self.json,
+                        t,
+                        &name,
+                        "rp-filter",
+                        format!("IPv4 source check {} -> {}", old.name(), rp.name()),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
 
 /// The port (by index) an rtnetlink notification is about: its name, or the ifindex it has.
 fn port_of(fwd: &Forwarder, ifaces: &[String], name: Option<&str>, ifindex: u32) -> Option<usize> {
@@ -247,13 +385,35 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             link_state(i).ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
         states.push(s);
     }
+    if mode == FwdMode::L2 {
+        // A pair of ports that a bridge (or bond) also joins would carry each frame twice, and
+        // round between the two in a loop; fastpath runs no spanning tree.
+        for (i, s) in a.ifaces.iter().zip(&states) {
+            let m = fastpath::netdev::watch::link_master(s.ifindex)
+                .map_err(|e| kernel(anyhow!("reading the links of this namespace: {e}")))?;
+            if let Some((_, master)) = m {
+                return Err(env(anyhow!(
+                    "-i {i} is not accepted with --mode l2: it is a port of {master} (a bridge or bond would also carry its frames, and a pair bridged twice loops them); take it out (ip link set {i} nomaster) first"
+                )));
+            }
+        }
+    }
     let xdp_mode = a.xdp_mode.mode();
     let mut fwd = Forwarder::load(mode)?;
-    if mode == FwdMode::L3 && !a.no_fib_cache {
-        fwd.set_fib_cache(true)?;
-    }
     for (i, s) in a.ifaces.iter().zip(&states) {
         fwd.add_port(i, s.ifindex, s.mac, s.mtu)?;
+    }
+    let mut routing = Routing {
+        json: a.run.json,
+        cache_wanted: !a.no_fib_cache,
+        shape: None,
+        custom_local: false,
+        local4_failed: false,
+        last_shape: Instant::now(),
+        events: 0,
+    };
+    if mode == FwdMode::L3 {
+        routing.refresh(&mut fwd, true, None)?;
     }
     if mode == FwdMode::L2 {
         for k in (0..a.ifaces.len()).step_by(2) {
@@ -280,11 +440,24 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let ports: Vec<_> = fwd
             .ports()
             .iter()
-            .map(|p| json!({"iface": p.iface, "ifindex": p.ifindex, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up}))
+            .map(|p| {
+                json!({"iface": p.iface, "ifindex": p.ifindex, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up,
+                            "rp_check": (mode == FwdMode::L3).then(|| p.rp.name())})
+            })
             .collect();
-        println!("{}", json!({"type": "ready", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "ports": ports}));
+        let mut ready = json!({"type": "ready", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "ports": ports});
+        if mode == FwdMode::L3 {
+            ready["fib_cache"] = json!(routing.cache_state());
+            ready["fib_cache_detail"] = json!(routing.cache_text());
+            ready["fib_cache_backstop_s"] = json!(CACHE_BACKSTOP.as_secs());
+        }
+        println!("{ready}");
     } else {
         println!("fwd {}: {}; Ctrl-C stops", mode.name(), ports_desc.join(", "));
+        if mode == FwdMode::L3 {
+            let rp: Vec<String> = fwd.ports().iter().map(|p| format!("{} {}", p.iface, p.rp.name())).collect();
+            println!("fwd l3: FIB cache {}; IPv4 source check: {}", routing.cache_text(), rp.join(", "));
+        }
     }
 
     let start = Instant::now();
@@ -304,6 +477,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         l3_events: 0,
     };
     let mut last_resync = start;
+    let mut last_flush = start;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         let now = Instant::now();
         let wait =
@@ -312,10 +486,25 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         let t = start.elapsed().as_secs_f64();
         let mut dirty = vec![false; a.ifaces.len()];
         let mut resync = last_resync.elapsed() >= RESYNC;
-        // Any route, neighbour, address or link change may change a FIB answer.
-        if !evs.is_empty() {
+        // Any route, rule, nexthop, neighbour, address or link change may change a FIB answer;
+        // and the cache never outlives CACHE_BACKSTOP.
+        if !evs.is_empty() || last_flush.elapsed() >= CACHE_BACKSTOP {
             fwd.invalidate_fib_cache()?;
+            last_flush = Instant::now();
         }
+        // Rules, routes, nexthops, addresses, netconf (rp_filter) may change the cache's
+        // exactness, the source checks or the local addresses.
+        let reshape = evs.iter().any(|e| {
+            matches!(
+                e,
+                NetEvent::Route { .. }
+                    | NetEvent::Rule { .. }
+                    | NetEvent::Nexthop
+                    | NetEvent::Address { .. }
+                    | NetEvent::NetConf
+                    | NetEvent::Overrun
+            )
+        });
         for e in evs {
             match e {
                 NetEvent::Link(l) => {
@@ -372,6 +561,12 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 }
                 _ => {}
             }
+        }
+        if mode == FwdMode::L3 && (reshape || resync) {
+            // rp_filter is re-read at every resync (a sysctl write of `all` sends no
+            // notification for each interface); the dump only on a change or SHAPE_BACKSTOP.
+            let dump = reshape || routing.last_shape.elapsed() >= SHAPE_BACKSTOP;
+            routing.refresh(&mut fwd, dump, Some(t))?;
         }
         if resync {
             last_resync = Instant::now();
@@ -433,21 +628,22 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     for (k, p) in fwd.ports().iter().enumerate() {
         let c = fwd.counters(k)?;
         let after = fwd.after(k)?;
-        ports.push(json!({"iface": p.iface, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up,
+        ports.push(json!({"iface": p.iface, "xdp_mode": p.mode.map(|m| m.name()), "paused": !p.up, "rp_check": (mode == FwdMode::L3).then(|| p.rp.name()),
                           "counters": counters_json(&c), "after": after}));
     }
     if a.run.json {
         println!(
             "{}",
             json!({"type": "summary", "bench": "fwd", "engine": "xdp", "mode": mode.name(), "duration_s": secs,
-                   "link_events": fol.events, "l3_events": fol.l3_events, "ports": ports})
+                   "link_events": fol.events, "l3_events": fol.l3_events + routing.events,
+                   "fib_cache": (mode == FwdMode::L3).then(|| routing.cache_state()), "ports": ports})
         );
     } else {
         println!(
-            "fwd {} ran {secs:.1} s, {} link event(s), {} neighbour/address event(s):",
+            "fwd {} ran {secs:.1} s, {} link event(s), {} neighbour/address/routing event(s):",
             mode.name(),
             fol.events,
-            fol.l3_events
+            fol.l3_events + routing.events
         );
         for p in &ports {
             println!("  {}: {}", p["iface"].as_str().unwrap_or("?"), p["counters"]);

@@ -48,7 +48,67 @@ pub const REASONS: [&str; abi::FP_FWD_COUNT as usize] = [
     "pass_no_port",
     "pass_malformed",
     "drop_mtu",
+    "pass_bad_csum",
+    "pass_ip_options",
+    "pass_martian",
+    "pass_rp_filter",
 ];
+
+/// The IPv4 source check a port makes before forwarding (L3), from the kernel's
+/// `net.ipv4.conf.{all,IF}.rp_filter` (the larger of the two, as `IN_DEV_RPFILTER()` in
+/// include/linux/inetdevice.h) and the routing setup ([`RpCheck::for_kernel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RpCheck {
+    /// rp_filter 0 with the default rules: martians and our own addresses only.
+    #[default]
+    Off,
+    /// rp_filter 1: the route back to the source must leave by the ingress port.
+    Strict,
+    /// rp_filter 2, or 0 with custom rules or local routes (the kernel then makes a full
+    /// reverse lookup too): a unicast route back to the source must exist.
+    Loose,
+    /// rp_filter 1 or 2 while rules select on the input interface: the kernel's reverse lookup
+    /// (from `lo`) cannot be repeated here (bpf_fib_lookup makes it from the ingress port);
+    /// every IPv4 frame of the port goes to the kernel (`pass_rp_filter`).
+    Kernel,
+}
+
+impl RpCheck {
+    /// The check that matches what `fib_validate_source()` (net/ipv4/fib_frontend.c) does for
+    /// `rp_filter` (0, 1 or 2; larger values are taken as 2, as the kernel does), with custom
+    /// IPv4 rules or local routes present (`custom`) and rules selecting on iif (`iif_rules`).
+    pub fn for_kernel(rp_filter: u32, custom: bool, iif_rules: bool) -> Self {
+        match (rp_filter, custom, iif_rules) {
+            (0, false, _) => RpCheck::Off,
+            // rp_filter 0 refuses only a source whose route back is local, broadcast or the
+            // like; those are in the local table, which both lookups read first.
+            (0, true, _) => RpCheck::Loose,
+            (_, _, true) => RpCheck::Kernel,
+            (1, _, _) => RpCheck::Strict,
+            _ => RpCheck::Loose,
+        }
+    }
+
+    /// "off", "strict", "loose" or "kernel".
+    pub fn name(self) -> &'static str {
+        match self {
+            RpCheck::Off => "off",
+            RpCheck::Strict => "strict",
+            RpCheck::Loose => "loose",
+            RpCheck::Kernel => "kernel",
+        }
+    }
+
+    fn abi(self) -> u8 {
+        (match self {
+            RpCheck::Off => abi::FP_FWD_RP_OFF,
+            RpCheck::Strict => abi::FP_FWD_RP_STRICT,
+            RpCheck::Loose => abi::FP_FWD_RP_LOOSE,
+            RpCheck::Kernel => abi::FP_FWD_RP_KERNEL,
+        }) as u8
+    }
+}
 
 /// How frames find their egress port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,6 +148,8 @@ pub struct Port {
     pub peer: Option<usize>,
     /// The attach mode obtained.
     pub mode: Option<XdpMode>,
+    /// L3, IPv4: the source check (see [`Forwarder::set_rp_check`]).
+    pub rp: RpCheck,
     link: Option<XdpLink>,
     written_ifindex: Option<u32>,
 }
@@ -118,6 +180,8 @@ pub struct Forwarder {
     fwd_stats: MapHandle,
     fwd_after: MapHandle,
     fwd_gen: MapHandle,
+    fwd_local4: MapHandle,
+    local4: Vec<std::net::Ipv4Addr>,
     /// The FIB cache's generation (0: off).
     fib_gen: u32,
     _tracepoints: Vec<libbpf_rs::Link>,
@@ -158,6 +222,8 @@ impl Forwarder {
             fwd_stats: h(&s.maps.fwd_stats, "fwd_stats")?,
             fwd_after: h(&s.maps.fwd_after, "fwd_after")?,
             fwd_gen: h(&s.maps.fwd_gen, "fwd_gen")?,
+            fwd_local4: h(&s.maps.fwd_local4, "fwd_local4")?,
+            local4: Vec::new(),
             fib_gen: 0,
             _tracepoints: tracepoints,
             ports: Vec::new(),
@@ -192,6 +258,7 @@ impl Forwarder {
             up: true,
             peer: None,
             mode: None,
+            rp: RpCheck::Off,
             link: None,
             written_ifindex: None,
         });
@@ -265,8 +332,11 @@ impl Forwarder {
     /// L3: turns the FIB cache on or off (off at load). On, the program keeps the answers of
     /// `bpf_fib_lookup` per CPU (4,096 direct-mapped slots keyed by ingress port and destination)
     /// and reuses them until [`Forwarder::invalidate_fib_cache`] is called, which the caller must
-    /// do on every route, neighbour, address or link change (rtnetlink) so the cache lags the
-    /// kernel's tables by no more than one notification.
+    /// do on every route, rule, nexthop, neighbour, address or link change (rtnetlink) so the
+    /// cache lags the kernel's tables by no more than one notification, and periodically as a
+    /// backstop. The key is exact only while the FIB answer depends on destination and ingress
+    /// alone: the caller must turn the cache off while
+    /// [`crate::netdev::watch::RoutingShape::inexact`] is not empty.
     pub fn set_fib_cache(&mut self, on: bool) -> Result<(), BpfError> {
         self.fib_gen = if on { self.fib_gen.max(1) } else { 0 };
         self.write_gen()
@@ -283,6 +353,43 @@ impl Forwarder {
 
     fn write_gen(&self) -> Result<(), BpfError> {
         self.fwd_gen.update(&0u32.to_ne_bytes(), &self.fib_gen.to_ne_bytes(), MapFlags::ANY).map_err(map_err("fwd_gen"))
+    }
+
+    /// L3: port `i`'s IPv4 source check from now on.
+    pub fn set_rp_check(&mut self, i: usize, rp: RpCheck) -> Result<(), BpfError> {
+        if self.ports[i].rp == rp {
+            return Ok(());
+        }
+        self.ports[i].rp = rp;
+        self.sync()
+    }
+
+    /// L3: the namespace's IPv4 addresses; a frame from one of them goes to the kernel as
+    /// `pass_martian`. Errors past 1,024 addresses (the map's size) or on a map update; the
+    /// caller should then check sources with [`RpCheck::Loose`], which refuses them too.
+    pub fn set_local4(&mut self, addrs: &[std::net::Ipv4Addr]) -> Result<(), BpfError> {
+        let mut want: Vec<_> = addrs.to_vec();
+        want.sort();
+        want.dedup();
+        if want == self.local4 {
+            return Ok(());
+        }
+        if want.len() > abi::FP_FWD_MAX_LOCAL4 as usize {
+            return Err(BpfError::BadValue {
+                what: "IPv4 addresses",
+                value: want.len().to_string(),
+                accepted: format!("at most {}", abi::FP_FWD_MAX_LOCAL4),
+            });
+        }
+        // Add first: an address present in both stays present throughout.
+        for a in &want {
+            self.fwd_local4.update(&a.octets(), &[1u8], MapFlags::ANY).map_err(map_err("fwd_local4"))?;
+        }
+        for a in self.local4.iter().filter(|a| !want.contains(a)) {
+            let _ = self.fwd_local4.delete(&a.octets());
+        }
+        self.local4 = want;
+        Ok(())
     }
 
     /// Port `i`'s MTU changed to `mtu` bytes: in L2, frames its peer sends larger than
@@ -314,7 +421,14 @@ impl Forwarder {
             let Some(ifindex) = p.ifindex else { continue };
             let peer_ifindex = p.peer.and_then(|j| self.ports[j].ifindex).unwrap_or(0);
             let peer_max_bytes = p.peer.map(|j| self.ports[j].mtu.saturating_add(L2_OVERHEAD_BYTES)).unwrap_or(0);
-            let v = fp_fwd_port { slot: slot as u32, peer_ifindex, mac: p.mac, peer_max_bytes, ..Zeroable::zeroed() };
+            let v = fp_fwd_port {
+                slot: slot as u32,
+                peer_ifindex,
+                mac: p.mac,
+                rp_filter: p.rp.abi(),
+                peer_max_bytes,
+                ..Zeroable::zeroed()
+            };
             self.fwd_in.update(&ifindex.to_ne_bytes(), bytes_of(&v), MapFlags::ANY).map_err(map_err("fwd_in"))?;
         }
         for p in &mut self.ports {
@@ -360,5 +474,27 @@ impl Forwarder {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rp_filter and the routing setup map to the check the kernel's fib_validate_source()
+    /// makes: 0 alone is off, 0 with custom rules or local routes is a full (loose) check, 1
+    /// strict, 2 and above loose; with rules on iif, 1 and 2 leave it to the kernel.
+    #[test]
+    fn rp_check_follows_the_kernel() {
+        assert_eq!(RpCheck::for_kernel(0, false, false), RpCheck::Off);
+        assert_eq!(RpCheck::for_kernel(0, true, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(1, false, false), RpCheck::Strict);
+        assert_eq!(RpCheck::for_kernel(1, true, false), RpCheck::Strict);
+        assert_eq!(RpCheck::for_kernel(2, false, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(7, false, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(0, true, true), RpCheck::Loose);
+        for rp in 1..3 {
+            assert_eq!(RpCheck::for_kernel(rp, true, true), RpCheck::Kernel);
+        }
     }
 }
