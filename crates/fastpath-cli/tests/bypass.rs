@@ -386,6 +386,14 @@ fn capture_with_rules_passes_bad_fragments_on() {
         let reasm_after = rsts(bed.ns_b()).1;
         let (_, st) = cap.terminate();
         assert!(st.success(), "capture --mode {mode} ended cleanly");
+        // The file (no frame matched the rule: an empty capture) reads without a warning.
+        let t = std::process::Command::new("tshark").args(["-r", &file]).output().expect("tshark");
+        let warn: Vec<String> = String::from_utf8_lossy(&t.stderr)
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.contains("Running as user"))
+            .map(String::from)
+            .collect();
+        assert!(t.status.success() && warn.is_empty(), "tshark -r {file}: {warn:?}");
         let tiny = got.iter().find(|(n, _)| *n == "tiny first fragment").unwrap().1;
         assert_eq!(tiny, 1, "capture --mode {mode} with a rule: the tiny first fragment reached the kernel: {got:?}");
         assert!(reasm_after > reasm_before, "capture --mode {mode}: datagrams were reassembled behind it");

@@ -13,30 +13,41 @@ fn bed() -> Testbed {
     Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
 }
 
-/// tshark's reading of `file`: (packets, its warnings). Any warning fails the caller.
-fn tshark_count(file: &str) -> (u64, String) {
+/// tshark's warnings on stderr, less its note on running as root (about tshark, not the file).
+fn tshark_warnings(stderr: &[u8]) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("Running as user \"root\""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `tshark -r file -T fields -e F...`'s output; fails the test if tshark fails or warns about
+/// the file: every file a test writes is read through here.
+fn tshark_fields(file: &str, fields: &[&str]) -> String {
+    let mut args = vec!["-r", file, "-T", "fields"];
+    for f in fields {
+        args.extend(["-e", f]);
+    }
     let o = std::process::Command::new("tshark")
-        .args(["-r", file, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len"])
+        .args(&args)
         .output()
         .expect("tshark (apt-get install tshark; `make deps` does)");
     assert!(o.status.success(), "tshark -r {file}: {}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
-    // tshark's note on running as root is about tshark, not the file.
-    let warn: Vec<String> = String::from_utf8_lossy(&o.stderr)
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.contains("Running as user \"root\""))
-        .map(String::from)
-        .collect();
-    (out.lines().filter(|l| !l.trim().is_empty()).count() as u64, warn.join("\n"))
+    let warn = tshark_warnings(&o.stderr);
+    assert!(warn.is_empty(), "tshark warned about {file}: {warn}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// tshark's reading of `file`: (packets, its warnings: always empty, tshark_fields fails on any).
+fn tshark_count(file: &str) -> (u64, String) {
+    let out = tshark_fields(file, &["frame.len", "frame.cap_len"]);
+    (out.lines().filter(|l| !l.trim().is_empty()).count() as u64, String::new())
 }
 
 /// Frames by (frame.len, frame.cap_len) pairs as tshark reads them.
 fn tshark_lens(file: &str) -> Vec<(u64, u64)> {
-    let o = std::process::Command::new("tshark")
-        .args(["-r", file, "-T", "fields", "-e", "frame.len", "-e", "frame.cap_len"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
+    tshark_fields(file, &["frame.len", "frame.cap_len"])
         .lines()
         .filter_map(|l| {
             let mut it = l.split_whitespace().map(|x| x.parse::<u64>().ok());
@@ -162,7 +173,8 @@ fn snaplen_stdout_and_rotation() {
     // Stdout into tshark.
     let fp = env!("CARGO_BIN_EXE_fastpath");
     let sh = format!(
-        "{fp} capture --netns {ns} -i {i} -w - --count 1000 --duration 20 | tshark -r - -T fields -e frame.len"
+        "{fp} capture --netns {ns} -i {i} -w - --count 1000 --duration 20 2>{} | tshark -r - -T fields -e frame.len",
+        dir.join("capture.stderr").display()
     );
     let reader = std::thread::spawn(move || std::process::Command::new("sh").args(["-c", &sh]).output().unwrap());
     std::thread::sleep(Duration::from_millis(800));
@@ -172,6 +184,9 @@ fn snaplen_stdout_and_rotation() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let lines = String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.trim() == "64").count();
     assert_eq!(lines, 1000, "tshark -r - read every frame: {}", String::from_utf8_lossy(&o.stderr));
+    // stderr is tshark's alone (capture's went to a file): no warning about the stream.
+    let warn = tshark_warnings(&o.stderr);
+    assert!(warn.is_empty(), "tshark warned about the -w - stream: {warn}");
     // Rotation.
     let file = dir.join("rot.pcapng").to_string_lossy().into_owned();
     let cap = Running::start(&[
@@ -289,9 +304,7 @@ fn capture_refusals() {
 
 /// tshark's UDP destination ports of `file`, one per packet.
 fn tshark_dports(file: &str) -> Vec<u16> {
-    let o =
-        std::process::Command::new("tshark").args(["-r", file, "-T", "fields", "-e", "udp.dstport"]).output().unwrap();
-    String::from_utf8_lossy(&o.stdout).lines().filter_map(|l| l.trim().parse().ok()).collect()
+    tshark_fields(file, &["udp.dstport"]).lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// With a rule (the classifier selects, the rule's action unused): copy mode writes only the
@@ -394,6 +407,7 @@ fn output_files_are_new_private_and_never_followed() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_ne!(std::fs::read(&f).unwrap(), b"old");
     assert_eq!(mode(&f), 0o600);
+    assert_eq!(tshark_count(&fs).0, 0, "the replacing capture is a valid, empty pcapng file");
     // Rotation: the second file's name is a planted symlink.
     let rot = dir.join("rot.pcapng");
     let rs = rot.to_string_lossy().into_owned();
@@ -421,6 +435,7 @@ fn output_files_are_new_private_and_never_followed() {
     assert_eq!(st.code(), Some(5), "a planted rotation name stops the capture with an error");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "a rotation file was written through the link");
     assert_eq!(mode(&rot), 0o600);
+    assert!(tshark_count(&rs).0 > 0, "the first rotation file is whole and readable");
     assert!(attached(ns, i).is_none());
     // The report files of other commands: refused before anything is set up.
     let other = dir.join("report");
