@@ -308,11 +308,12 @@ fn is_flowing(v: &serde_json::Value, iface: &str) -> bool {
 /// fb down and up; b down and up (fb loses its carrier); fa down and up; fb's MTU lowered,
 /// raised and restored; fb's queue count raised; b's neighbour entry changed and restored; the f-b link deleted and
 /// made again. The forwarder logs each change from its rtnetlink notifications, forwarding
-/// resumes within 1 s of every up and of the recreated link, and every frame is accounted for:
-/// what the generator sent = what a's veth refused while fa was down + what fa's program saw
-/// (counted under a reason; a's kernel may add a handful of IP frames of its own), and what the
+/// resumes within 1 s of every up and of the recreated link, and every frame is accounted for,
+/// exactly: what the generators sent = what a's veth refused while fa was down + what fa's
+/// program counted under a reason (a sends no IP frame of its own: IPv6 is off there), with
+/// the 1,464-byte frames sent at MTU 1400 counted pass_frag_needed, exactly those; and what the
 /// program redirected = redirect failures + what the egress driver took + what it refused, from
-/// the kernel's own XDP tracepoints, exactly.
+/// the kernel's own XDP tracepoints.
 #[test]
 fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     if !privileged("link_events_under_traffic_are_followed_with_every_frame_accounted") {
@@ -321,9 +322,24 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     let _s = serial();
     let bed = FwdBed::up(None).expect("fwd bed");
     let b = bed.info().clone();
+    // a's kernel sends no IP frame of its own to fa's MAC (IPv6 neighbour probes after a link
+    // flap were the only ones): every IP frame fa sees is the generator's, so the tally is exact.
+    for k in ["all", "default", b.iface_a.as_str()] {
+        let o = fastpath_testbed::ns_command(&b.ns_a, "sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{k}.disable_ipv6=1")])
+            .output()
+            .expect("sysctl");
+        assert!(o.status.success(), "disable IPv6 in a: {}", String::from_utf8_lossy(&o.stderr));
+    }
     let fwd = start_fwd(&b, "l3", &["--interval", "0.1"]);
     let (mut child, lines, reader) = fwd.stream();
-    let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped");
+    // What a's veth refuses: AF_XDP (skb) frames while fa is down (tx_dropped), and xdp-live
+    // frames when fa's ring is full (its xdp_xmit_errors).
+    let xmit_err = || -> u64 {
+        let st = fastpath_testbed::Testbed::ethtool_stats(&b.ns_a, &b.iface_a).expect("ethtool -S a");
+        st.iter().filter(|(k, _)| k.contains("xdp_xmit_err")).map(|(_, v)| v).sum()
+    };
+    let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") + xmit_err();
     let (rate, count) = (50_000u64, 750_000u64);
     let g = {
         let (ns, ia, mac, src, dst) = (b.ns_a.clone(), b.iface_a.clone(), b.mac_fa.clone(), b.ip4_a, b.ip4_b);
@@ -355,7 +371,10 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
         assert!(r.is_some_and(|r| r <= Duration::from_secs(1)), "{iface} up: forwarding resumed after {r:?}");
         resumed.push((iface.to_string(), r.unwrap()));
     }
-    // MTU lowered, raised, restored.
+    // MTU lowered, raised, restored; after each, 200 frames of 1,464 bytes (IP 1,450, DF set)
+    // that only the lowered MTU refuses: at 1400 each goes to the kernel (pass_frag_needed,
+    // which answers "fragmentation needed"), at 9000 and 1500 each is forwarded.
+    let mut big_sent = 0;
     for mtu in [1400, 9000, 1500] {
         let t = Instant::now();
         ip(&b.ns_f, &format!("link set dev {fb} mtu {mtu}"));
@@ -364,6 +383,33 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
             is_event(v, fb, "mtu") && v["detail"].as_str().is_some_and(|d| d.contains(&want))
         });
         assert!(e.is_some(), "mtu {mtu}: no event");
+        let o = run(&[
+            // The in-kernel (xdp-live) generator: the stream's AF_XDP socket holds queue 0.
+            "gen",
+            "--netns",
+            &b.ns_a,
+            "-i",
+            &b.iface_a,
+            "--dst-mac",
+            &b.mac_fa,
+            "--src-ip",
+            &b.ip4_a.to_string(),
+            "--dst-ip",
+            &b.ip4_b.to_string(),
+            "--frame-len",
+            "1464",
+            "--count",
+            "200",
+            "--rate",
+            "20000",
+            "--duration",
+            "30",
+            "--json",
+        ]);
+        assert!(o.status.success(), "gen 1464-byte frames: {}", stderr(&o));
+        let g = common::last_json(&o);
+        assert_eq!(n(&g["totals"]["tx_packets"]), 200, "{g}");
+        big_sent += 200;
     }
     // The queue count changed (ethtool -L sends no rtnetlink notification: the once-a-second
     // re-read finds it).
@@ -400,7 +446,7 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     let sent = g.join().expect("gen");
     assert_eq!(sent, count);
     std::thread::sleep(Duration::from_millis(500));
-    let refused = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") - refused0;
+    let refused = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") + xmit_err() - refused0;
     let pid = child.id().to_string();
     let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
     assert!(child.wait().expect("wait fwd").success());
@@ -416,13 +462,15 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
         "sent {sent} refused by a {refused} fa {c} after fa {} fb {}; resumed {resumed:?}",
         pfa["after"], pfb["after"]
     );
-    // a's kernel may add a few IP frames of its own to fa's MAC (seen once in ~20 runs, an IP
-    // frame other than the generator's after fa came back up); the forwarder counts those too.
+    // Exactly: every frame of both generators was refused by a's veth (fa down) or counted
+    // by fa's program under one reason; the big frames met the lowered MTU exactly 200 times.
     let counted = refused + seen_by_fa;
-    assert!(
-        (sent..=sent + 16).contains(&counted),
-        "generator ({sent}) = refused by a's veth ({refused}) + counted by fa, give or take a's own few frames: {c}"
+    assert_eq!(
+        counted,
+        sent + big_sent,
+        "generators ({sent} + {big_sent}) = refused by a's veth ({refused}) + counted by fa: {c}"
     );
+    assert_eq!(n(&c["pass_frag_needed"]), 200, "the 200 big frames sent at MTU 1400, and only those: {c}");
     assert!(refused > 0, "fa was down for 300 ms: a's veth refused frames");
     let fwd_total = n(&c["forwarded"]) + n(&pfb["counters"]["forwarded"]);
     let after = |k: &str| n(&pfa["after"][k]) + n(&pfb["after"][k]);
