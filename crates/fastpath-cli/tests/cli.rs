@@ -854,3 +854,20 @@ fn a_queue_out_of_range_and_a_zero_rate_are_refused() {
         run(&["gen", "--netns", bed.ns_a(), "-i", bed.iface_a(), "--dst-mac", &dst, "--duration", "1", "--rate", "0"]);
     assert_one_line_refusal("gen --rate 0", &o, 2, &["--rate", "0"]);
 }
+
+/// `doctor -q Q` on an interface whose driver reports no channels (ETHTOOL_GCHANNELS answers
+/// EOPNOTSUPP, e.g. `lo`): the queue is still checked against the kernel's receive queue count
+/// (real_num_rx_queues, /sys/class/net/IFACE/queues/rx-*). (Review finding: doctor -q
+/// 4294967295 -i lo said OK and exited 0, the range check being skipped when the driver reports
+/// no channels.)
+#[test]
+fn a_queue_out_of_range_is_refused_without_ethtool_channels() {
+    if !privileged("a_queue_out_of_range_is_refused_without_ethtool_channels") {
+        return;
+    }
+    let bed = bed();
+    for q in ["1", "4294967295"] {
+        let o = run(&["doctor", "--netns", bed.ns_b(), "-i", "lo", "-q", q, "--window", "0.2"]);
+        assert_one_line_refusal("doctor -i lo -q", &o, 2, &[&format!("-q {q}"), "lo", "0..=0"]);
+    }
+}
