@@ -102,8 +102,14 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
     };
     let dev = NetDev::by_name(&a.iface).map_err(|_| env(anyhow!("-i {}: gone", a.iface)))?;
     let i = a.iface.as_str();
-    // A queue the interface does not have: every check below would judge the wrong thing.
-    if let Ok(Some(n)) = dev.rx_queue_count() {
+    // A queue the interface does not have: every check below would judge the wrong thing. The
+    // driver's channels (ETHTOOL_GCHANNELS), or where it reports none (lo, ...) the kernel's
+    // receive queue count (IFLA_NUM_RX_QUEUES).
+    let queues = match dev.rx_queue_count() {
+        Ok(Some(n)) => Some(n),
+        _ => fastpath::netdev::watch::kernel_rx_queues(dev.ifindex).ok().flatten(),
+    };
+    if let Some(n) = queues {
         if a.queue >= n {
             return Err(usage(anyhow!(
                 "-q {}: {i} has {n} receive queue{} (0..={})",

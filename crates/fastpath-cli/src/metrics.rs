@@ -193,21 +193,43 @@ fn accept_loop(listener: TcpListener, snapshot: Arc<Mutex<Arc<Vec<Family>>>>, st
             drop(conn); // closed at once: the client sees the connection end
             continue;
         }
-        active.fetch_add(1, Ordering::AcqRel);
-        let (snap, act) = (snapshot.clone(), active.clone());
-        let spawned = std::thread::Builder::new().name("metrics-conn".into()).spawn(move || {
+        // The slot is given back when `slot` drops: after serve() returns, if it panics, and
+        // if the thread cannot be spawned (the closure, holding it, is dropped then).
+        let slot = Slot::take(&active);
+        let snap = snapshot.clone();
+        let _ = std::thread::Builder::new().name("metrics-conn".into()).spawn(move || {
+            let _slot = slot;
             let _ = serve(conn, &snap);
-            act.fetch_sub(1, Ordering::AcqRel);
         });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::AcqRel);
-        }
     }
 }
 
-/// Where the request head in `buf` ends (the offset of its blank line), if it is all there.
-fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
+/// One of the MAX_CONNECTIONS connection slots, given back on drop (panics included).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(active: &Arc<AtomicUsize>) -> Slot {
+        active.fetch_add(1, Ordering::AcqRel);
+        Slot(active.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Where the request head in `buf` ends (the offset of its blank line), if it is all there,
+/// looking only at blank lines that end at or after `from` (bytes before it were
+/// searched already): a head sent a byte at a time costs a linear scan, not a quadratic one.
+fn head_end_from(buf: &[u8], from: usize) -> Option<usize> {
+    let start = from.saturating_sub(3);
+    let tail = &buf[start..];
+    tail.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| tail.windows(2).position(|w| w == b"\n\n"))
+        .map(|p| p + start)
 }
 
 /// What to answer to a request head: (status, body). GET and HEAD of /metrics (any query)
@@ -236,10 +258,12 @@ fn serve(mut conn: TcpStream, snapshot: &Mutex<Arc<Vec<Family>>>) -> std::io::Re
     let t0 = Instant::now();
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
+    let mut searched = 0;
     let head = loop {
-        if let Some(end) = head_end(&buf) {
+        if let Some(end) = head_end_from(&buf, searched) {
             break Some(end);
         }
+        searched = buf.len();
         if buf.len() > MAX_REQUEST_BYTES {
             break None;
         }
@@ -265,7 +289,8 @@ fn serve(mut conn: TcpStream, snapshot: &Mutex<Arc<Vec<Family>>>) -> std::io::Re
             let (status, body) = answer(&buf[..end], snapshot);
             let ctype =
                 if status.starts_with("200") { "text/plain; version=0.0.4; charset=utf-8" } else { "text/plain" };
-            (status, body, ctype, !buf.starts_with(b"HEAD "))
+            let method = buf.split(|b| b.is_ascii_whitespace()).next().unwrap_or(b"");
+            (status, body, ctype, method != b"HEAD")
         }
     };
     let mut out = format!(
@@ -327,8 +352,19 @@ mod tests {
     #[test]
     fn requests_are_answered_by_path_and_method() {
         let snap = Mutex::new(Arc::new(vec![Family::counter("fastpath_x_total", "x", &[])]));
-        assert_eq!(head_end(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nrest"), Some(30));
-        assert_eq!(head_end(b"GET /metrics HTTP/1.1\r\nHost: a\r\n"), None);
+        assert_eq!(head_end_from(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nrest", 0), Some(30));
+        assert_eq!(head_end_from(b"GET /metrics HTTP/1.1\r\nHost: a\r\n", 0), None);
+        // Fed a byte at a time, searching only the new bytes finds the same end.
+        let req = b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nrest";
+        let (mut searched, mut found) = (0, None);
+        for k in 1..=req.len() {
+            if let Some(e) = head_end_from(&req[..k], searched) {
+                found = Some(e);
+                break;
+            }
+            searched = k;
+        }
+        assert_eq!(found, Some(30));
         assert_eq!(answer(b"GET /metrics HTTP/1.1", &snap).0, "200 OK");
         assert_eq!(answer(b"GET /metrics?x=1 HTTP/1.1", &snap).0, "200 OK");
         assert_eq!(answer(b"HEAD /metrics HTTP/1.0", &snap).0, "200 OK");

@@ -34,7 +34,10 @@ pub fn check(path: &Path, overwrite: bool, flag: &str) -> anyhow::Result<()> {
                 } else {
                     "not a regular file"
                 };
-                Err(anyhow!("{flag} {p}: is {kind}; only a new file or, with --overwrite, a regular file is written"))
+                let pipe = if flag == "-w" { " (to feed a pipe or a reader, use -w - and redirect)" } else { "" };
+                Err(anyhow!(
+                    "{flag} {p}: is {kind}; only a new file or, with --overwrite, a regular file is written{pipe}"
+                ))
             } else if !overwrite {
                 Err(anyhow!("{flag} {p}: exists; --overwrite replaces it"))
             } else {

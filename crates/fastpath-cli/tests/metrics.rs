@@ -253,8 +253,9 @@ fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> Option<std:
     None
 }
 
-/// A client that pipelines 3,000 GETs and never reads its answers neither keeps the command
-/// alive past its --duration (by more than 1 s) nor survives SIGTERM by more than 1 s.
+/// A client that pipelines 3,000 GETs and never reads its answers, beside one that connects and
+/// sends nothing, neither keeps the command alive past its --duration (by more than 1 s) nor
+/// survives SIGTERM by more than 1 s.
 /// (Before: `filter load --duration 4` lived until the client closed, 17.5 s here.)
 #[test]
 fn a_client_that_never_reads_does_not_delay_the_exit() {
@@ -281,7 +282,11 @@ fn a_client_that_never_reads_does_not_delay_the_exit() {
         let (f, port) = filter_with_metrics(&bed, &["--rule", "proto=udp,dst_port=9,action=drop", "--duration", dur]);
         let ready = Instant::now();
         let _keep = stuck(port);
-        std::thread::sleep(Duration::from_millis(1500));
+        // And one that connects and says nothing: its thread waits out the 2 s request-head
+        // deadline, which the exit must not wait for.
+        std::thread::sleep(Duration::from_millis(1000));
+        let _silent = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
         let mut child = f.into_child();
         let (limit, from) = if how == "duration" {
             (Duration::from_secs(4) + Duration::from_millis(1500), ready)

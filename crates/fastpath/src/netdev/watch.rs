@@ -526,6 +526,18 @@ pub fn link_master(ifindex: u32) -> io::Result<Option<(u32, String)>> {
     }))
 }
 
+/// The kernel's receive queue count of device `ifindex` (IFLA_NUM_RX_QUEUES, what
+/// `ip -d link` shows as numrxqueues), by an RTM_GETLINK dump of the calling thread's namespace:
+/// the queue ids an AF_XDP socket can be bound to where the driver reports no ethtool channels.
+/// `None` if no such device. Errors: the socket or the dump failed.
+pub fn kernel_rx_queues(ifindex: u32) -> io::Result<Option<u32>> {
+    let links = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+    Ok(links.iter().find_map(|m| match m {
+        RouteNetlinkMessage::NewLink(l) if l.header.index == ifindex => Some(link_info(l).rx_queues.max(1)),
+        _ => None,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
