@@ -1307,3 +1307,125 @@ fn l2_refuses_a_bridged_port() {
     common::assert_one_line_refusal("bridged", &o, 3, &[&b.iface_fb, "fpbr0", "nomaster"]);
     assert!(common::attached(&b.ns_f, &b.iface_fa).is_none(), "nothing left attached after a refusal");
 }
+
+/// Pins the calling thread (and the threads it spawns from now on) to CPU 0, so frames sent
+/// from it are handled by one CPU's XDP run (one per-CPU FIB cache).
+fn pin_cpu0() {
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+    }
+}
+
+/// Review: the FIB cache turned off (bypassed by a policy rule) and on again restarts its
+/// generation at 1, so answers cached during an earlier "on" period under generation 1 are
+/// used again: b's route made a blackhole while bypassed, then the rule removed; the kernel
+/// drops every frame to b, the forwarder must not forward any.
+#[test]
+fn review_fib_cache_does_not_revive_answers_from_before_a_bypass() {
+    if !privileged("review_fib_cache_does_not_revive_answers_from_before_a_bypass") {
+        return;
+    }
+    let _s = serial();
+    pin_cpu0();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    // No neighbour or late address notification may move the generation by chance.
+    ip(&b.ns_f, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_b, b.mac_b, b.iface_fb));
+    ip(&b.ns_f, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_a, b.mac_a, b.iface_fa));
+    std::thread::sleep(Duration::from_secs(3));
+    let rule_add = "rule add from 192.0.2.9/32 lookup 100 pref 100";
+    ip(&b.ns_f, rule_add);
+    let (child, lines, reader) = start_fwd(&b, "l3", &[]).stream();
+    let cache_is = |want: &'static str| {
+        let t = Instant::now() - Duration::from_millis(50);
+        move |lines: &Lines| {
+            wait_line(lines, t, Duration::from_secs(2), |v| {
+                v["event"] == "fib-cache" && v["detail"].as_str().is_some_and(|d| d.starts_with(want))
+            })
+        }
+    };
+    let valid: Vec<(&str, Craft, &str, u64)> = vec![("valid IPv4", Craft::default(), "forwarded", 1)];
+    // On (generation 1): a's frames to b are forwarded and cached.
+    let w = cache_is("on");
+    ip(&b.ns_f, "rule del pref 100");
+    assert!(w(&lines).is_some(), "cache on after the rule went");
+    let first = send_crafted(&b, &valid, 20);
+    assert_eq!(first, vec![20]);
+    // Bypassed; b's route becomes a blackhole; on again.
+    let w = cache_is("bypassed");
+    ip(&b.ns_f, rule_add);
+    assert!(w(&lines).is_some(), "cache bypassed while the rule is there");
+    ip(&b.ns_f, &format!("route add blackhole {}/32", b.ip4_b));
+    std::thread::sleep(Duration::from_millis(100));
+    let w = cache_is("on");
+    ip(&b.ns_f, "rule del pref 100");
+    assert!(w(&lines).is_some(), "cache on again");
+    let after = send_crafted(&b, &valid, 20);
+    let mut child = child;
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+    reader.join().unwrap();
+    assert_eq!(after, vec![0], "frames to a blackholed b forwarded from a revived cache entry");
+}
+
+/// Review: an IPv6 packet with an IPv4-mapped source (::ffff:0:0/96), which the crafted-frame
+/// test names but never sends: fastpath does with it what the kernel alone does (this kernel
+/// forwards it).
+#[test]
+fn review_ipv6_v4mapped_source_as_the_kernel() {
+    if !privileged("review_ipv6_v4mapped_source_as_the_kernel") {
+        return;
+    }
+    let _s = serial();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    let v6 = |s: &str| Craft { v6: true, src6: Some(s.parse().unwrap()), ..Default::default() };
+    let cases: Vec<(&str, Craft, &str, u64)> = vec![
+        ("valid IPv6", Craft { v6: true, ..Default::default() }, "forwarded", 1),
+        ("IPv6 source ::ffff:10.99.1.1", v6("::ffff:10.99.1.1"), "forwarded", 1),
+    ];
+    let fwd = start_fwd(&b, "l3", &[]);
+    let with = send_crafted(&b, &cases, 20);
+    let (summary, _) = fwd.terminate();
+    let kernel = send_crafted(&b, &cases, 20);
+    let c = &port(&summary, &b.iface_fa)["counters"];
+    assert_eq!(with, kernel, "b received (fastpath vs kernel alone): {c}");
+}
+
+/// Review: once any IPv4 policy rule was added (and removed again), the kernel checks every
+/// source with a full reverse lookup even at rp_filter 0 (fib4_has_custom_rules() stays true:
+/// fib4_rule_configure()/fib4_rule_delete() set it and nothing clears it) and drops a source
+/// that is a broadcast address (10.99.1.255, a's subnet broadcast); the forwarder must not
+/// forward what the kernel drops.
+#[test]
+fn review_broadcast_source_after_a_rule_came_and_went() {
+    if !privileged("review_broadcast_source_after_a_rule_came_and_went") {
+        return;
+    }
+    let _s = serial();
+    let bed = FwdBed::up(None).expect("fwd bed");
+    let b = bed.info().clone();
+    fastpath_testbed::ns_command(&b.ns_f, "sysctl").args(["-qw", "net.ipv4.conf.all.rp_filter=0"]).status().unwrap();
+    for i in [&b.iface_fa, &b.iface_fb] {
+        let v = format!("net.ipv4.conf.{i}.rp_filter=0");
+        fastpath_testbed::ns_command(&b.ns_f, "sysctl").args(["-qw", &v]).status().unwrap();
+    }
+    ip(&b.ns_f, "rule add from 192.0.2.9/32 lookup 100 pref 100");
+    ip(&b.ns_f, "rule del pref 100");
+    let o = std::process::Command::new("ip").args(["-n", &b.ns_f, "route", "show", "table", "local"]).output().unwrap();
+    eprintln!("local table:\n{}", String::from_utf8_lossy(&o.stdout));
+    let v4 = |s: &str| Craft { src4: Some(s.parse().unwrap()), ..Default::default() };
+    let cases: Vec<(&str, Craft, &str, u64)> = vec![
+        ("valid IPv4", Craft::default(), "forwarded", 1),
+        ("source 10.99.1.255", v4("10.99.1.255"), "pass_rp_filter", 0),
+    ];
+    let fwd = start_fwd(&b, "l3", &[]);
+    let with = send_crafted(&b, &cases, 20);
+    let (summary, _) = fwd.terminate();
+    let kernel = send_crafted(&b, &cases, 20);
+    let c = &port(&summary, &b.iface_fa)["counters"];
+    assert_eq!(with, kernel, "b received (fastpath vs kernel alone): {c}");
+}
