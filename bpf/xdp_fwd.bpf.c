@@ -175,6 +175,11 @@ int xdp_fwd(struct xdp_md *ctx)
 		 * and at least the header; then the header checksum. */
 		if (ip->version != 4 || ip->ihl < 5 || tot < ip->ihl * 4 || tot > bytes - sizeof(*eth))
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		/* A frame longer than its packet (beyond the 60-byte minimum's padding): the kernel
+		 * trims it (pskb_trim_rcsum()) before forwarding; redirected whole it could exceed
+		 * the egress MTU that tot_len was judged against. */
+		if (bytes > 60 && bytes > sizeof(*eth) + tot)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 		if (ip->ihl != 5) /* options: the kernel processes them (ip_forward_options()) */
 			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);
 #pragma unroll
@@ -238,6 +243,9 @@ int xdp_fwd(struct xdp_md *ctx)
 		/* ip6_rcv_core() (net/ipv6/ip6_input.c): version 6, the payload within the frame; a
 		 * zero payload length is a jumbogram (hop-by-hop option). */
 		if (ip6->version != 6 || sizeof(*eth) + sizeof(*ip6) + plen > bytes)
+			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
+		/* Longer than its packet: the kernel trims it (see IPv4 above). */
+		if (bytes > 60 && bytes > sizeof(*eth) + sizeof(*ip6) + plen && plen != 0)
 			return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 		if (ip6->nexthdr == 0 || plen == 0) /* hop-by-hop options: the kernel's (ip6_forward()) */
 			return count(slot, FP_FWD_PASS_IP_OPTIONS, bytes, XDP_PASS);

@@ -160,10 +160,7 @@ impl Routing {
             self.events += 1;
             event_line(self.json, t, "-", "fib-cache", self.cache_text());
         }
-        let (custom, iif) = match &self.shape {
-            Some(s) => (s.custom_rules_v4 || self.custom_local, s.iif_rules_v4),
-            None => (true, false),
-        };
+        let iif = self.shape.as_ref().is_some_and(|s| s.iif_rules_v4);
         let mut local_ok = !self.local4_failed;
         if let Some(s) = &self.shape {
             match fwd.set_local4(&s.local4) {
@@ -187,7 +184,7 @@ impl Routing {
         self.local4_failed = !local_ok;
         for k in 0..fwd.ports().len() {
             let name = fwd.ports()[k].iface.clone();
-            let mut rp = RpCheck::for_kernel(rp_filter_of(&name), custom, iif);
+            let mut rp = RpCheck::for_kernel(rp_filter_of(&name), iif);
             if rp == RpCheck::Off && !local_ok {
                 rp = RpCheck::Loose;
             }

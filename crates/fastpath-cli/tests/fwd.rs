@@ -1324,8 +1324,8 @@ fn pin_cpu0() {
 /// used again: b's route made a blackhole while bypassed, then the rule removed; the kernel
 /// drops every frame to b, the forwarder must not forward any.
 #[test]
-fn review_fib_cache_does_not_revive_answers_from_before_a_bypass() {
-    if !privileged("review_fib_cache_does_not_revive_answers_from_before_a_bypass") {
+fn l3_fib_cache_does_not_revive_answers_from_before_a_bypass() {
+    if !privileged("l3_fib_cache_does_not_revive_answers_from_before_a_bypass") {
         return;
     }
     let _s = serial();
@@ -1375,8 +1375,8 @@ fn review_fib_cache_does_not_revive_answers_from_before_a_bypass() {
 /// test names but never sends: fastpath does with it what the kernel alone does (this kernel
 /// forwards it).
 #[test]
-fn review_ipv6_v4mapped_source_as_the_kernel() {
-    if !privileged("review_ipv6_v4mapped_source_as_the_kernel") {
+fn l3_ipv6_v4mapped_source_as_the_kernel() {
+    if !privileged("l3_ipv6_v4mapped_source_as_the_kernel") {
         return;
     }
     let _s = serial();
@@ -1401,8 +1401,8 @@ fn review_ipv6_v4mapped_source_as_the_kernel() {
 /// that is a broadcast address (10.99.1.255, a's subnet broadcast); the forwarder must not
 /// forward what the kernel drops.
 #[test]
-fn review_broadcast_source_after_a_rule_came_and_went() {
-    if !privileged("review_broadcast_source_after_a_rule_came_and_went") {
+fn l3_broadcast_source_after_a_rule_came_and_went() {
+    if !privileged("l3_broadcast_source_after_a_rule_came_and_went") {
         return;
     }
     let _s = serial();

@@ -60,13 +60,14 @@ pub const REASONS: [&str; abi::FP_FWD_COUNT as usize] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum RpCheck {
-    /// rp_filter 0 with the default rules: martians and our own addresses only.
+    /// Martians and our own addresses only (the state before the first rp_filter read).
     #[default]
     Off,
     /// rp_filter 1: the route back to the source must leave by the ingress port.
     Strict,
-    /// rp_filter 2, or 0 with custom rules or local routes (the kernel then makes a full
-    /// reverse lookup too): a unicast route back to the source must exist.
+    /// rp_filter 2, or 0 (where the kernel makes the same reverse lookup once the namespace has
+    /// ever had custom rules): a unicast route back to the source must exist, else the frame
+    /// goes to the kernel.
     Loose,
     /// rp_filter 1 or 2 while rules select on the input interface: the kernel's reverse lookup
     /// (from `lo`) cannot be repeated here (bpf_fib_lookup makes it from the ingress port);
@@ -76,16 +77,18 @@ pub enum RpCheck {
 
 impl RpCheck {
     /// The check that matches what `fib_validate_source()` (net/ipv4/fib_frontend.c) does for
-    /// `rp_filter` (0, 1 or 2; larger values are taken as 2, as the kernel does), with custom
-    /// IPv4 rules or local routes present (`custom`) and rules selecting on iif (`iif_rules`).
-    pub fn for_kernel(rp_filter: u32, custom: bool, iif_rules: bool) -> Self {
-        match (rp_filter, custom, iif_rules) {
-            (0, false, _) => RpCheck::Off,
-            // rp_filter 0 refuses only a source whose route back is local, broadcast or the
-            // like; those are in the local table, which both lookups read first.
-            (0, true, _) => RpCheck::Loose,
-            (_, _, true) => RpCheck::Kernel,
-            (1, _, _) => RpCheck::Strict,
+    /// `rp_filter` (0, 1 or 2; larger values are taken as 2, as the kernel does) with rules
+    /// selecting on iif present (`iif_rules`) or not.
+    pub fn for_kernel(rp_filter: u32, iif_rules: bool) -> Self {
+        // rp_filter 0 refuses only a source whose route back is local, broadcast, blackhole or
+        // the like, and only once the namespace has had custom rules: fib4_has_custom_rules()
+        // stays set after the last one is deleted (net/ipv4/fib_rules.c), and nothing shows it
+        // to user space. So rp_filter 0 is always checked loosely: a frame whose route back is
+        // not unicast goes to the kernel, which decides.
+        match (rp_filter, iif_rules) {
+            (0, _) => RpCheck::Loose,
+            (_, true) => RpCheck::Kernel,
+            (1, _) => RpCheck::Strict,
             _ => RpCheck::Loose,
         }
     }
@@ -184,6 +187,8 @@ pub struct Forwarder {
     local4: Vec<std::net::Ipv4Addr>,
     /// The FIB cache's generation (0: off).
     fib_gen: u32,
+    /// The highest generation handed out; `fib_gen` never goes back to one at or below it.
+    used_gen: u32,
     _tracepoints: Vec<libbpf_rs::Link>,
     ports: Vec<Port>,
 }
@@ -225,6 +230,7 @@ impl Forwarder {
             fwd_local4: h(&s.maps.fwd_local4, "fwd_local4")?,
             local4: Vec::new(),
             fib_gen: 0,
+            used_gen: 0,
             _tracepoints: tracepoints,
             ports: Vec::new(),
         })
@@ -338,8 +344,16 @@ impl Forwarder {
     /// alone: the caller must turn the cache off while
     /// [`crate::netdev::watch::RoutingShape::inexact`] is not empty.
     pub fn set_fib_cache(&mut self, on: bool) -> Result<(), BpfError> {
-        self.fib_gen = if on { self.fib_gen.max(1) } else { 0 };
+        // Turned on again, the cache starts at a generation no slot was ever filled under:
+        // slots are overwritten, never cleared, so reusing one would revive old answers.
+        self.fib_gen = if on { self.next_gen() } else { 0 };
         self.write_gen()
+    }
+
+    /// A generation above every one used so far (never 0).
+    fn next_gen(&mut self) -> u32 {
+        self.used_gen = self.used_gen.wrapping_add(1).max(1);
+        self.used_gen
     }
 
     /// L3: forgets every cached FIB answer (a new generation); a no-op while the cache is off.
@@ -347,7 +361,7 @@ impl Forwarder {
         if self.fib_gen == 0 {
             return Ok(());
         }
-        self.fib_gen = self.fib_gen.wrapping_add(1).max(1);
+        self.fib_gen = self.next_gen();
         self.write_gen()
     }
 
@@ -482,19 +496,18 @@ mod tests {
     use super::*;
 
     /// rp_filter and the routing setup map to the check the kernel's fib_validate_source()
-    /// makes: 0 alone is off, 0 with custom rules or local routes is a full (loose) check, 1
-    /// strict, 2 and above loose; with rules on iif, 1 and 2 leave it to the kernel.
+    /// makes, or a safe superset: 0 is a loose check (the kernel refuses non-unicast routes back
+    /// once the namespace ever had custom rules, which user space cannot see), 1 strict, 2 and
+    /// above loose; with rules on iif, 1 and 2 leave it to the kernel.
     #[test]
     fn rp_check_follows_the_kernel() {
-        assert_eq!(RpCheck::for_kernel(0, false, false), RpCheck::Off);
-        assert_eq!(RpCheck::for_kernel(0, true, false), RpCheck::Loose);
-        assert_eq!(RpCheck::for_kernel(1, false, false), RpCheck::Strict);
-        assert_eq!(RpCheck::for_kernel(1, true, false), RpCheck::Strict);
-        assert_eq!(RpCheck::for_kernel(2, false, false), RpCheck::Loose);
-        assert_eq!(RpCheck::for_kernel(7, false, false), RpCheck::Loose);
-        assert_eq!(RpCheck::for_kernel(0, true, true), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(0, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(1, false), RpCheck::Strict);
+        assert_eq!(RpCheck::for_kernel(2, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(7, false), RpCheck::Loose);
+        assert_eq!(RpCheck::for_kernel(0, true), RpCheck::Loose);
         for rp in 1..3 {
-            assert_eq!(RpCheck::for_kernel(rp, true, true), RpCheck::Kernel);
+            assert_eq!(RpCheck::for_kernel(rp, true), RpCheck::Kernel);
         }
     }
 }
