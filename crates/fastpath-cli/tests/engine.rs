@@ -200,14 +200,15 @@ fn shared_umem_two_queues_each_with_own_fill_and_completion() {
 /// `bench rxdrop --queues 2` (per-queue UMEMs and `--shared-umem`) on a 2-queue test bed while
 /// `gen --queues 2` sends 100,000 frames on each queue: each queue's socket receives its
 /// 100,000 exactly once, the per-queue lines and XDP_STATISTICS add up to the totals, and
-/// sent = received + named drops.
+/// sent = received + named drops, exactly, in total and per queue. No IPv6 on the test bed: the
+/// kernels send nothing of their own, so every frame received or dropped is ours.
 #[test]
 fn bench_two_queues_receive_each_queue_exactly_once() {
     if !privileged("bench_two_queues_receive_each_queue_exactly_once") {
         return;
     }
     let _g = serial();
-    let bed = Testbed::up(&TestbedConfig { queues: 2, ..Default::default() }).expect("test bed");
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ipv6: false, ..Default::default() }).expect("test bed");
     for shared in [false, true] {
         let mut args = vec![
             "bench",
@@ -245,30 +246,32 @@ fn bench_two_queues_receive_each_queue_exactly_once() {
         let mut sum_xsk = 0;
         for q in pq {
             sum_rx += q["totals"]["rx_packets"].as_u64().unwrap();
-            sum_xsk += q["xdp_statistics"]["rx_ring_full"].as_u64().unwrap()
-                + q["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
+            sum_xsk += xsk_drops(&q["xdp_statistics"]);
         }
-        let drops =
-            s["xdp_statistics"]["rx_ring_full"].as_u64().unwrap() + s["xdp_statistics"]["rx_dropped"].as_u64().unwrap();
+        let drops = xsk_drops(&s["xdp_statistics"]);
         assert_eq!(sum_rx, received, "per-queue rx_packets add up to the total");
         assert_eq!(sum_xsk, drops, "per-queue XDP_STATISTICS add up to the total");
-        // The kernel's own frames (IPv6 neighbour discovery, MLD) arrive too: `foreign`.
         let v = &s["verify"];
-        let (unique, foreign) = (v["unique"].as_u64().unwrap(), v["foreign"].as_u64().unwrap());
+        let unique = v["unique"].as_u64().unwrap();
         assert_eq!((v["duplicates"].as_u64(), v["corrupt"].as_u64()), (Some(0), Some(0)));
-        assert_eq!(unique + foreign, received, "every frame received once");
-        assert!(
-            unique + drops >= sent && unique + drops <= sent + foreign,
-            "sent {sent} = received {unique} + named drops {drops} (shared {shared})"
-        );
-        if drops == 0 {
-            assert_eq!(unique, sent);
-            for q in pq {
-                let n = q["totals"]["rx_packets"].as_u64().unwrap();
-                assert!((100_000..=100_000 + foreign).contains(&n), "each queue gets its stream: {q}");
-            }
+        assert_eq!(v["foreign"].as_u64(), Some(0), "only our frames on the wire: {v}");
+        assert_eq!(unique, received, "every frame received once");
+        assert_eq!(unique + drops, sent, "sent {sent} = received {unique} + named drops {drops} (shared {shared})");
+        // gen --queues 2 sends half of the frames on each queue: each queue's socket receives
+        // or names as dropped exactly its 100,000.
+        for q in pq {
+            let got = q["totals"]["rx_packets"].as_u64().unwrap() + xsk_drops(&q["xdp_statistics"]);
+            assert_eq!(got, 100_000, "each queue gets its stream, received or named as dropped: {q}");
         }
     }
+}
+
+/// The XDP_STATISTICS counters of frames a socket lost on receive.
+fn xsk_drops(x: &serde_json::Value) -> u64 {
+    ["rx_ring_full", "rx_dropped", "rx_invalid_descs"]
+        .iter()
+        .map(|k| x[k].as_u64().unwrap_or_else(|| panic!("no {k} in {x}")))
+        .sum()
 }
 
 #[test]
@@ -351,7 +354,9 @@ fn compare_adds_two_queue_rows() {
         let r = find(p);
         assert_eq!(r["queues"], 2, "{r}");
         let (sent, received) = (r["sent"][0].as_u64().unwrap(), r["received"][0].as_u64().unwrap());
-        assert!(received > 0 && received <= sent, "{p}: received {received} of {sent}");
+        // Not a speed: how much a 2-CPU machine receives varies; every frame is accounted for.
+        assert!(received > 0, "{p}: received nothing of {sent}: {r}");
+        assert_eq!(r["unaccounted"][0].as_i64(), Some(0), "{p}: sent = received + refused + drops: {r}");
     }
     assert_eq!(find("in-kernel XDP_DROP, 2 queues")["pct_of_xdp_drop"], 100.0);
     assert_eq!(find("in-kernel XDP_DROP")["queues"], 1);
