@@ -193,8 +193,9 @@ fn tpacket_block_size_not_a_page_multiple_is_refused() {
 
 // ---- Conformance: ONE pair of generic checks run for every backend (afxdp, tpacket, tap,
 // tap-uring) against the kernel as the peer: frames the port sends reach a kernel UDP socket
-// exactly once, and datagrams the kernel sends reach rx_burst exactly once, intact. A new
-// backend is added to these four tests and cannot quietly behave differently.
+// exactly once, and datagrams the kernel sends reach rx_burst exactly once, intact, or are
+// counted by a named drop counter. A new backend is added to these four tests and cannot
+// quietly behave differently.
 
 fn payload_bytes(seq: u64) -> [u8; 20] {
     let mut p = [0u8; 20];
@@ -347,7 +348,8 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     assert_eq!((unique, dup), (N, 0), "{path}: frames the port sent, as the kernel UDP socket got them");
 }
 
-/// Datagrams the kernel sends reach rx_burst exactly once, checksums and payload intact.
+/// Datagrams the kernel sends reach rx_burst exactly once, checksums and payload intact, or are
+/// counted by a named drop counter (the port's, or the TAP's): sent = received + drops, exactly.
 fn kernel_peer_rx(path: &'static str, env: &Env) {
     let (tx, rx) = std::sync::mpsc::channel();
     let e2 = env.clone();
