@@ -150,7 +150,9 @@ fn full_cpumap_queue_drops_are_counted_by_the_tracepoint() {
     let enqueue_drops = n(&tp["cpumap_enqueue"]["1"]["drops"]);
     let redirect_errors: u64 =
         tp["redirect_errors"].as_object().unwrap_or_else(|| panic!("no redirect_errors: {tp}")).values().map(n).sum();
-    assert!(sent > 100_000, "the flood sent {sent}: {g}");
+    // How fast the flood is is not the claim (a loaded machine sends less); that it overran the
+    // queue of 8 is the premise, and every frame is accounted for exactly below.
+    assert!(sent > 0, "the flood sent nothing: {g}");
     assert!(enqueue_drops > 0, "a queue of 8 frames under a flood refused nothing: {s}");
     assert_eq!(n(&s["delivered_per_cpu"]["1"]), delivered, "{s}");
     assert_eq!(n(&tp["cpumap_enqueue"]["1"]["processed"]), redirected - redirect_errors, "{tp}");

@@ -93,7 +93,7 @@ fn exactly_once_native_copy_mode() {
 }
 
 /// At full rate, with the receiver on the generator's CPU so it must drop: every frame sent is
-/// received or counted by a named kernel counter. Nothing is unaccounted for.
+/// received or counted by a named kernel counter, exactly. Nothing is unaccounted for.
 fn full_rate_accounting(xdp_mode: &str) {
     let bed = bed();
     let rx = Running::start(&[
@@ -154,6 +154,7 @@ fn full_rate_accounting(xdp_mode: &str) {
     let xmit_err = sum_matching(&gs["ethtool"], &["xmit_err"]);
     assert_eq!(n(&v["foreign"]), 0, "only our frames on the wire: {v}");
     let named = xsk_drops + xmit_err;
+    eprintln!("{xdp_mode}: sent {sent} received {received} xsk drops {xsk_drops} ({x}) sender xmit_err {xmit_err}");
     assert_eq!(
         sent,
         received + named,
@@ -161,7 +162,11 @@ fn full_rate_accounting(xdp_mode: &str) {
         gs["ethtool"],
         s["ethtool"]
     );
-    assert!(xsk_drops > 0 || received == sent, "the receiver was meant to be overrun");
+    // The premise, so that the drop counters above are exercised: an unpaced generator on the
+    // receiver's CPU overruns it (69 % to 84 % of the frames dropped here, idle or with a CPU
+    // hog on each core; the two share CPU 0 however loaded the machine is). Was
+    // `xsk_drops > 0 || received == sent`, which could fail only with sender xmit errors.
+    assert!(xsk_drops > 0, "the receiver was meant to be overrun: {x}");
 }
 
 #[test]

@@ -312,7 +312,8 @@ fn reload_100k_rules_under_traffic_accounts_for_every_frame() {
     assert_eq!(sent, SENT);
     assert_eq!(fell_through, 0, "frames classified by no rule: a half-written set was in force?");
     assert_eq!(sent, total + xmit_err, "sent {sent} = counted by a rule set {total} + sender xdp_xmit_err {xmit_err}");
-    // Generous on a loaded 2-CPU machine; the figure itself is printed above and in the README.
+    // Generous on a loaded 2-CPU machine (0.5 s idle, 1.0 s with a CPU hog on each core, here);
+    // the figure itself is printed above and in the README.
     let worst = times.iter().map(|t| t.0).max().unwrap();
     assert!(worst < 10_000_000_000, "a reload of 100,000 rules took {:.3} s", worst as f64 / 1e9);
 }

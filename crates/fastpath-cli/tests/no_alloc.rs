@@ -130,7 +130,10 @@ fn run_loops_allocate_nothing_per_packet() {
         .unwrap()
         .unwrap();
         let _ = g.join();
-        assert!(warm > 10_000, "{mode}: the counted second saw traffic ({warm} packets)");
+        // Not a speed: enough packets (16 batches of 64) that an allocation per packet or per
+        // batch would show. gen is asked for 300 kpps; a machine with a CPU hog on each core
+        // still delivers far more than 1,000 in the second.
+        assert!(warm >= 1_000, "{mode}: the counted second saw too little traffic ({warm} packets)");
         assert_eq!(allocs, 0, "{mode}: {allocs} allocations while receiving {warm} packets");
     }
     // txonly from ns a.
@@ -170,6 +173,7 @@ fn run_loops_allocate_nothing_per_packet() {
     .join()
     .unwrap()
     .unwrap();
-    assert!(sent > 10_000, "txonly: the counted second sent {sent} packets");
+    // As above: enough batches to show a per-packet or per-batch allocation, not a speed.
+    assert!(sent >= 1_000, "txonly: the counted second sent too little ({sent} packets)");
     assert_eq!(allocs, 0, "txonly: {allocs} allocations while sending {sent} packets");
 }

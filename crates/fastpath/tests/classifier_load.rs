@@ -125,14 +125,16 @@ fn rate_limit_holds_under_spoofed_sources() {
 }
 
 /// The aggregate bucket holds when two CPUs hit it at once (a CPU whose clock reading is older
-/// than the bucket's last update must not see a wrapped, "very long" interval and refill it).
+/// than the bucket's last update must not see a wrapped, "very long" interval and refill it):
+/// its burst of 200 and what it refilled meanwhile pass, no more and no fewer (the bucket is
+/// updated under its spin lock), and every other frame is counted as rate_dropped.
 #[test]
 fn rate_total_holds_across_cpus() {
     if !root() {
         return;
     }
     let c = fastpath::bpf::Classifier::load().unwrap();
-    install(&c, "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate_total=200\n");
+    let active = install(&c, "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate_total=200\n");
     let cpus = fastpath::host::online_cpus().clamp(1, 4);
     let n = 20_000u32;
     let t0 = std::time::Instant::now();
@@ -157,5 +159,9 @@ fn rate_total_holds_across_cpus() {
     let secs = t0.elapsed().as_secs_f64();
     let refill = (secs * 200.0).ceil() as usize;
     eprintln!("{cpus} CPUs x {n} frames in {secs:.3} s: {passed} passed (rate_total 200/s)");
-    assert!(passed <= 200 + refill + 1, "{passed} passed; the aggregate admits 200 + refill {refill}");
+    // The refill is the measured time's worth, so a slower (loaded) machine only widens it.
+    assert!((200..=200 + refill + 1).contains(&passed), "{passed} passed; the aggregate admits 200 + refill {refill}");
+    let t = c.totals(active).unwrap();
+    let tried = cpus * n as usize;
+    assert_eq!(t.packets("rate_dropped") as usize, tried - passed, "every refused frame is counted");
 }
