@@ -4,8 +4,8 @@
  *
  * Loaded frags-aware (SEC "xdp.frags", BPF_F_XDP_HAS_FRAGS, kernel >= 5.18) so native mode works
  * at any MTU. A multi-buffer frame is judged exactly like a single-buffer one: lengths against
- * bpf_xdp_get_buff_len() (all buffers), headers read wherever they lie (rd()), `len` rules and
- * byte counters on the whole frame.
+ * bpf_xdp_get_buff_len() (all buffers), headers read wherever they lie (parse_slow() when one
+ * lies past the first buffer), `len` rules and byte counters on the whole frame.
  *
  * Technique: tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999), the megaflow
  * classifier of Open vSwitch (NSDI 2015). Rules constraining the same fields the same way form a
@@ -103,32 +103,44 @@ static __always_inline int is_ipv6_ext(__u8 nh)
 }
 
 /* The largest offset parse() reads at: Ethernet and two VLAN tags (22), the IPv6 header (40),
- * FP_MAX_IPV6_EXT extension headers of at most 2,048 bytes, then 20 bytes of TCP. rd() masks
+ * FP_MAX_IPV6_EXT extension headers of at most 2,048 bytes, then 20 bytes of TCP. hdr() masks
  * offsets with 0x7fff; a larger one would alias. */
 #define RD_MAX_OFF (22 + 40 + FP_MAX_IPV6_EXT * 2048 + 20)
-_Static_assert(RD_MAX_OFF <= 0x7fff, "rd(): header offsets fit the 0x7fff mask");
+_Static_assert(RD_MAX_OFF <= 0x7fff, "hdr(): header offsets fit the 0x7fff mask");
 
-/* Reads `n` bytes (a constant) at offset `off` of the frame into `dst`: straight from the first
- * buffer when they lie there, else with bpf_xdp_load_bytes() (kernel >= 5.18), which reads
- * across the buffers of a multi-buffer frame. 0 if the frame holds them, non-zero if it ends
- * first. Every header the parser looks at comes through here, so a header that a large frame
- * pushes past the first buffer is read, never mistaken for a truncated one. */
-static __always_inline int rd(struct xdp_md *ctx, __u32 off, void *dst, __u32 n)
+#define PARSE_SLOW 3 /* a header lies past the first buffer: parse again with parse_slow() */
+
+/* A pointer to the `n` bytes (a constant) at offset `off` of the frame, which the caller has
+ * checked the frame holds (against bpf_xdp_get_buff_len()). Fast (slow == 0, a constant): into
+ * the first buffer, or NULL if they lie past it (the caller then answers PARSE_SLOW). Slow:
+ * copied into `buf` with bpf_xdp_load_bytes() (kernel >= 5.18), which reads across the buffers
+ * of a multi-buffer frame; NULL if that fails. Each instantiation of parse_any() thus sees one
+ * kind of pointer (packet or stack), which keeps the verifier's paths few. */
+static __always_inline void *hdr(struct xdp_md *ctx, __u32 off, __u32 n, void *buf, const int slow)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 
 	off &= 0x7fff; /* every caller's offset is below RD_MAX_OFF: bounded for the verifier */
-	if (data + off + n <= end) {
-		__builtin_memcpy(dst, data + off, n);
+	if (slow)
+		return bpf_xdp_load_bytes(ctx, off, buf, n) ? 0 : buf;
+	if (data + off + n > end)
 		return 0;
-	}
-	return bpf_xdp_load_bytes(ctx, off, dst, n);
+	return data + off;
 }
 
+/* hdr() in parse_any(): NULL means "past the first buffer" when fast, "unreadable" when slow. */
+#define HDR_OR(ptr, off, n, buf, fail)                                    \
+	do {                                                              \
+		(ptr) = hdr(ctx, (off), (n), (buf), slow);                \
+		if (!(ptr))                                               \
+			return slow ? (fail) : PARSE_SLOW;                \
+	} while (0)
+
 /* Fills *p. Mirrors rules/reference.rs::parse, which documents the policy:
- *  - lengths are judged against the whole frame (bpf_xdp_get_buff_len(): every buffer of a
- *    multi-buffer frame), headers read wherever they lie (rd());
+ *  - every length is judged against the whole frame (`flen`, from bpf_xdp_get_buff_len(): all
+ *    buffers of a multi-buffer frame) before a header is read; headers are read from the first
+ *    buffer (fast) or wherever they lie (slow, see hdr()): both give the same verdict;
  *  - more than two VLAN tags, or a chain of more than FP_MAX_IPV6_EXT IPv6 extension headers:
  *    PARSE_MALFORMED (the kernel could still deliver it; we cannot say where);
  *  - IPv4 with an Authentication Header (RFC 4302): the header after it is the protocol and
@@ -138,61 +150,65 @@ static __always_inline int rd(struct xdp_md *ctx, __u32 off, void *dst, __u32 n)
  *    later TCP fragment whose offset lands inside the minimal TCP header (offset 8 or 16 bytes,
  *    RFC 1858 and RFC 3128): PARSE_BAD_FRAG;
  *  - a later fragment carries no L4 header: no ports, no flags (iptables and OVS do the same). */
-static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
+static __always_inline int parse_any(struct xdp_md *ctx, struct pkt *p, __u32 flen, const int slow)
 {
-	__u32 flen = bpf_xdp_get_buff_len(ctx);
 	__u32 off = 14, l4, l4end, fo_bytes = 0;
 	__u16 et;
 	__u8 proto;
-	__u8 eh[14];
+	__u8 buf[40] __attribute__((aligned(8)));
+	__u8 *eh;
 
 	p->len = flen > 0xffff ? 0xffff : flen;
 	p->vlan = FP_NO_VLAN;
-	if (rd(ctx, 0, eh, 14))
+	if (flen < 14)
 		return PARSE_MALFORMED;
+	HDR_OR(eh, 0, 14, buf, PARSE_MALFORMED);
 	et = *(__be16 *)&eh[12];
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct vlan_hdr vh;
+		struct vlan_hdr *vh;
 		if (et != bpf_htons(0x8100) && et != bpf_htons(0x88a8))
 			break;
-		if (rd(ctx, off, &vh, sizeof(vh)))
+		if (off + sizeof(*vh) > flen)
 			return PARSE_MALFORMED;
+		HDR_OR(vh, off, sizeof(*vh), buf, PARSE_MALFORMED);
 		if (p->vlan == FP_NO_VLAN)
-			p->vlan = bpf_ntohs(vh.tci) & 0x0fff;
-		et = vh.encap_proto;
+			p->vlan = bpf_ntohs(vh->tci) & 0x0fff;
+		et = vh->encap_proto;
 		off += 4;
 	}
 	if (et == bpf_htons(0x8100) || et == bpf_htons(0x88a8))
 		return PARSE_MALFORMED;
 	p->eth_type = bpf_ntohs(et);
 	if (et == bpf_htons(ETH_P_IP)) {
-		struct iphdr ip;
+		struct iphdr *ip;
 		__u32 ihl, total;
 		__u16 fo;
-		if (rd(ctx, off, &ip, sizeof(ip)))
+		if (off + sizeof(*ip) > flen)
 			return PARSE_MALFORMED;
-		ihl = ip.ihl * 4;
-		if (ip.version != 4 || ihl < 20)
+		HDR_OR(ip, off, sizeof(*ip), buf, PARSE_MALFORMED);
+		ihl = ip->ihl * 4;
+		if (ip->version != 4 || ihl < 20)
 			return PARSE_MALFORMED;
-		total = bpf_ntohs(ip.tot_len);
+		total = bpf_ntohs(ip->tot_len);
 		if (total < ihl || off + total > flen)
 			return PARSE_MALFORMED;
-		fo = bpf_ntohs(ip.frag_off);
+		fo = bpf_ntohs(ip->frag_off);
 		p->frag = (fo & 0x1fff) ? 2 : (fo & 0x2000) ? 1 : 0;
 		fo_bytes = (__u32)(fo & 0x1fff) * 8;
-		__builtin_memcpy(p->src, &ip.saddr, 4);
-		__builtin_memcpy(p->dst, &ip.daddr, 4);
-		proto = ip.protocol;
+		__builtin_memcpy(p->src, &ip->saddr, 4);
+		__builtin_memcpy(p->dst, &ip->daddr, 4);
+		proto = ip->protocol;
 		l4 = off + ihl;
 		l4end = off + total;
 		if (proto == IPPROTO_AH && p->frag != 2) {
 			/* RFC 4302: next header, payload length in 4-byte words minus 2. */
-			__u8 ah[2];
+			__u8 *ah;
 			__u32 hlen;
 			int cut = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
-			if (l4 + 8 > l4end || rd(ctx, l4, ah, 2))
+			if (l4 + 8 > l4end)
 				return cut;
+			HDR_OR(ah, l4, 2, buf, cut);
 			hlen = ((__u32)ah[1] + 2) * 4;
 			if (l4 + hlen > l4end)
 				return cut;
@@ -202,30 +218,33 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 			l4 += hlen;
 		}
 	} else if (et == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr ip6;
+		struct ipv6hdr *ip6;
 		__u32 o;
 		__u8 nh;
-		if (rd(ctx, off, &ip6, sizeof(ip6)))
+		if (off + sizeof(*ip6) > flen)
 			return PARSE_MALFORMED;
-		if (ip6.version != 6)
+		HDR_OR(ip6, off, sizeof(*ip6), buf, PARSE_MALFORMED);
+		if (ip6->version != 6)
 			return PARSE_MALFORMED;
-		l4end = off + 40 + bpf_ntohs(ip6.payload_len);
+		l4end = off + 40 + bpf_ntohs(ip6->payload_len);
 		if (l4end > flen)
 			return PARSE_MALFORMED;
-		__builtin_memcpy(p->src, &ip6.saddr, 16);
-		__builtin_memcpy(p->dst, &ip6.daddr, 16);
-		nh = ip6.nexthdr;
+		__builtin_memcpy(p->src, &ip6->saddr, 16);
+		__builtin_memcpy(p->dst, &ip6->daddr, 16);
+		nh = ip6->nexthdr;
 		o = off + 40;
 		for (int i = 0; i < FP_MAX_IPV6_EXT; i++) {
-			__u8 h[4];
+			__u8 *h;
 			__u32 hlen;
+			int cut = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
 			if (!is_ipv6_ext(nh) || p->frag == 2)
 				break;
 			/* o < RD_MAX_OFF: keep the verifier's view of it bounded. */
 			o &= 0x7fff;
 			/* Every extension header is at least 8 bytes; it must also fit. */
-			if (o + 8 > flen || rd(ctx, o, h, 4))
-				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
+			if (o + 8 > flen)
+				return cut;
+			HDR_OR(h, o, 4, buf, cut);
 			if (nh == 44)
 				hlen = 8;
 			else if (nh == 51)
@@ -233,7 +252,7 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 			else
 				hlen = ((__u32)h[1] + 1) * 8;
 			if (o + hlen > l4end)
-				return p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
+				return cut;
 			if (nh == 44) {
 				__u16 fo = ((__u16)h[2] << 8) | h[3];
 				__u8 st = (fo & 0xfff8) ? 2 : (fo & 1) ? 1 : 0;
@@ -266,19 +285,43 @@ static __always_inline int parse(struct xdp_md *ctx, struct pkt *p)
 	}
 	if (proto == IPPROTO_TCP || proto == IPPROTO_UDP) {
 		int short_hdr = p->frag == 1 ? PARSE_BAD_FRAG : PARSE_MALFORMED;
-		__u8 l[20];
+		__u8 *l;
 		if (proto == IPPROTO_TCP) {
-			if (l4 + 20 > l4end || rd(ctx, l4, l, 20))
+			if (l4 + 20 > l4end)
 				return short_hdr;
+			HDR_OR(l, l4, 20, buf, short_hdr);
 			p->flags = l[13];
-		} else if (l4 + 8 > l4end || rd(ctx, l4, l, 8)) {
-			return short_hdr;
+		} else {
+			if (l4 + 8 > l4end)
+				return short_hdr;
+			HDR_OR(l, l4, 8, buf, short_hdr);
 		}
 		p->sport = ((__u16)l[0] << 8) | l[1];
 		p->dport = ((__u16)l[2] << 8) | l[3];
 		p->has_ports = 1;
 	}
 	return PARSE_OK;
+}
+
+/* The parser over a multi-buffer frame whose headers reach past the first buffer: every header
+ * through bpf_xdp_load_bytes(). A global function, verified once on its own. */
+__attribute__((noinline)) int parse_slow(struct xdp_md *ctx, struct pkt *p, __u32 flen)
+{
+	if (!p)
+		return PARSE_MALFORMED;
+	return parse_any(ctx, p, flen, 1);
+}
+
+/* Fills *p: from the first buffer where every header lies there (the usual case, no copies),
+ * else again from scratch with parse_slow(). */
+static __always_inline int parse(struct xdp_md *ctx, struct pkt *p, __u32 flen)
+{
+	int r = parse_any(ctx, p, flen, 0);
+
+	if (r != PARSE_SLOW)
+		return r;
+	__builtin_memset(p, 0, sizeof(*p));
+	return parse_slow(ctx, p, flen);
 }
 
 static __always_inline void count(void *map, __u32 idx, __u64 bytes)
@@ -467,7 +510,7 @@ int classifier(struct xdp_md *ctx)
 	if (!cfg)
 		return XDP_PASS;
 
-	bad = parse(ctx, &p);
+	bad = parse(ctx, &p, bytes);
 	if (bad == PARSE_BAD_FRAG) {
 		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_BAD_FRAG, bytes);
 		if (cfg->flags & FP_CLS_F_PASS_BAD_FRAG) {
