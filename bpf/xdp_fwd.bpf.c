@@ -58,6 +58,7 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_MAX
 /* L3: cached bpf_fib_lookup answers (per CPU) and their generation */
 struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_FIB_SLOTS); __type(key, __u32); __type(value, struct fp_fwd_fib_entry); } fwd_fib_cache SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, __u32); } fwd_gen SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, FP_FWD_FIB_SLOTS); __type(key, __u32); __type(value, struct fp_fwd_rp_entry); } fwd_rp_cache SEC(".maps");
 /* L3: the namespace's IPv4 addresses (network order) -> 1: a frame from one is a martian */
 struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, FP_FWD_MAX_LOCAL4); __type(key, __u32); __type(value, __u8); } fwd_local4 SEC(".maps");
 /* slot -> what became of redirected frames (per CPU) */
@@ -138,7 +139,7 @@ int xdp_fwd(struct xdp_md *ctx)
 	struct fp_fwd_port *port = bpf_map_lookup_elem(&fwd_in, &in);
 	__u64 bytes = bpf_xdp_get_buff_len(ctx);
 	struct bpf_fib_lookup fib = {};
-	__u32 slot;
+	__u32 slot, zero = 0, g = 0, *gen;
 	long rc;
 	int act;
 
@@ -158,6 +159,11 @@ int xdp_fwd(struct xdp_md *ctx)
 		return count(slot, FP_FWD_PASS_MALFORMED, bytes, XDP_PASS);
 	if (!same_mac(eth->h_dest, port->mac))
 		return count(slot, FP_FWD_PASS_NOT_FOR_US, bytes, XDP_PASS);
+	/* The caches' generation, read once, before any lookup: an answer is never filed under a
+	 * generation newer than the tables it was computed from. 0: the caches are off. */
+	gen = bpf_map_lookup_elem(&fwd_gen, &zero);
+	if (gen)
+		g = *(volatile __u32 *)gen;
 	/* Headers (Ethernet, IP, the first 4 bytes of L4) are read from the first buffer, which
 	 * holds at least the linear part; every length is judged against `bytes`, the whole frame
 	 * over all buffers (bpf_xdp_get_buff_len()). Headers that do not fit in the first buffer
@@ -198,8 +204,10 @@ int xdp_fwd(struct xdp_md *ctx)
 		if ((s >> 28) == 0xe || s == 0xffffffff || (s >> 24) == 0 || (s >> 24) == 127 || (d >> 28) == 0xe ||
 		    d == 0xffffffff || (d >> 24) == 0 || (d >> 24) == 127)
 			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
-		/* A source that is one of our addresses (fib_validate_source(): inet_lookup_ifaddr_rcu()). */
-		if (bpf_map_lookup_elem(&fwd_local4, &ip->saddr))
+		/* A source that is one of our addresses (fib_validate_source(): inet_lookup_ifaddr_rcu()).
+		 * With a reverse-path check that lookup fails for it (its route back is local), so
+		 * the address map is read only then, to name the reason: no hash lookup per frame. */
+		if (port->rp_filter == FP_FWD_RP_OFF && bpf_map_lookup_elem(&fwd_local4, &ip->saddr))
 			return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 		if (ip->ttl <= 1)
 			return count(slot, FP_FWD_PASS_TTL, bytes, XDP_PASS);
@@ -220,18 +228,50 @@ int xdp_fwd(struct xdp_md *ctx)
 			 * kernel >= 6.3). A multipath route back is judged by one path: a frame the kernel
 			 * would take by another path goes to the kernel, which takes it. */
 			struct bpf_fib_lookup rev = {};
+			struct fp_fwd_rp_entry *re = 0;
+			__u32 ri, back;
+			int ok;
 
-			if (port->rp_filter == FP_FWD_RP_KERNEL)
+			if (port->rp_filter == FP_FWD_RP_KERNEL) {
+				if (bpf_map_lookup_elem(&fwd_local4, &ip->saddr))
+					return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 				return count(slot, FP_FWD_PASS_RP_FILTER, bytes, XDP_PASS);
-			rev.family = AF_INET;
-			rev.tos = ip->tos;
-			rev.ipv4_src = ip->daddr;
-			rev.ipv4_dst = ip->saddr;
-			rev.ifindex = in;
-			rc = bpf_fib_lookup(ctx, &rev, sizeof(rev), BPF_FIB_LOOKUP_SKIP_NEIGH);
-			if (rc != BPF_FIB_LKUP_RET_SUCCESS ||
-			    (port->rp_filter == FP_FWD_RP_STRICT && rev.ifindex != in))
+			}
+			/* The answer depends on (source, ingress, TOS) while the FIB cache is exact
+			 * (user space turns both off otherwise): cached per CPU like the forward one. */
+			ri = ((ip->saddr ^ in ^ ((__u32)ip->tos << 24)) * 2654435761u) >> 20;
+			ri &= FP_FWD_FIB_SLOTS - 1;
+			if (g)
+				re = bpf_map_lookup_elem(&fwd_rp_cache, &ri);
+			if (re && re->gen == g && re->src == ip->saddr && re->in_ifindex == in && re->tos == ip->tos) {
+				ok = re->ok;
+				back = re->out_ifindex;
+			} else {
+				rev.family = AF_INET;
+				rev.tos = ip->tos;
+				rev.ipv4_src = ip->daddr;
+				rev.ipv4_dst = ip->saddr;
+				rev.ifindex = in;
+				rc = bpf_fib_lookup(ctx, &rev, sizeof(rev), BPF_FIB_LOOKUP_SKIP_NEIGH);
+				ok = rc == BPF_FIB_LKUP_RET_SUCCESS;
+				back = rev.ifindex;
+				if (re) {
+					/* Invalidate, fill, then validate (a nested run on this CPU never sees
+					 * a new key with the old verdict). */
+					re->gen = 0;
+					re->src = ip->saddr;
+					re->in_ifindex = in;
+					re->tos = ip->tos;
+					re->ok = ok;
+					re->out_ifindex = back;
+					re->gen = g;
+				}
+			}
+			if (!ok || (port->rp_filter == FP_FWD_RP_STRICT && back != in)) {
+				if (bpf_map_lookup_elem(&fwd_local4, &ip->saddr))
+					return count(slot, FP_FWD_PASS_MARTIAN, bytes, XDP_PASS);
 				return count(slot, FP_FWD_PASS_RP_FILTER, bytes, XDP_PASS);
+			}
 		}
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -284,13 +324,9 @@ int xdp_fwd(struct xdp_md *ctx)
 		 * turns it off (generation 0) while policy rules other than the defaults, multipath
 		 * routes, nexthop objects, TOS or source-prefix routes exist. */
 		__u32 d0 = fib.ipv6_dst[0], d1 = fib.ipv6_dst[1], d2 = fib.ipv6_dst[2], d3 = fib.ipv6_dst[3];
-		__u32 zero = 0, idx, g = 0, *gen = bpf_map_lookup_elem(&fwd_gen, &zero);
+		__u32 idx;
 		struct fp_fwd_fib_entry *e;
 
-		/* Read once, before the lookup: an answer is never filed under a generation newer
-		 * than the tables it was computed from. */
-		if (gen)
-			g = *(volatile __u32 *)gen;
 		if (fib.family == AF_INET)
 			d1 = d2 = d3 = 0; /* ipv4_dst shares ipv6_dst[0] */
 		idx = ((d0 ^ d1 ^ d2 ^ d3 ^ in) * 2654435761u) >> 20;

@@ -385,6 +385,18 @@ struct fp_fwd_fib_entry {
 	__u8  dmac[6];
 };
 _Static_assert(sizeof(struct fp_fwd_fib_entry) == 44, "fp_fwd_fib_entry: 44 bytes");
+/* L3, IPv4: a per-CPU direct-mapped cache of the reverse-path lookups (`fwd_rp_cache`, the
+ * rp_filter check), under the same generation as `fwd_fib_cache`. */
+struct fp_fwd_rp_entry {
+	__u32 gen;            /* fwd_gen when filled; 0 = empty */
+	__u32 src;            /* the frame's source address (the reverse lookup's destination) */
+	__u32 in_ifindex;     /* ingress port */
+	__u32 out_ifindex;    /* where the route back to src leaves (valid if ok) */
+	__u8  tos;
+	__u8  ok;             /* the FIB found a unicast route back */
+	__u8  _pad[2];
+};
+_Static_assert(sizeof(struct fp_fwd_rp_entry) == 20, "fp_fwd_rp_entry: 20 bytes");
 
 /* xdp_capture: each captured frame is one ring-buffer record, this header then `caplen` bytes
  * of the frame (all buffers of a multi-buffer frame, up to the snap length). */
