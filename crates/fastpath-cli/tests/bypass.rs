@@ -50,6 +50,17 @@ struct Wire {
 }
 
 impl Wire {
+    fn of(bed: &Testbed) -> Wire {
+        Wire {
+            mac_a: bed.mac_a(),
+            mac_b: bed.mac_b(),
+            ip4_a: bed.ip4_a().octets(),
+            ip4_b: bed.ip4_b().octets(),
+            ip6_a: bed.ip6_a().octets(),
+            ip6_b: bed.ip6_b().octets(),
+        }
+    }
+
     fn eth(&self, et: u16) -> Vec<u8> {
         let mut f = self.mac_b.to_vec();
         f.extend_from_slice(&self.mac_a);
@@ -182,14 +193,7 @@ fn crafted_syns_to_a_dropped_port_never_reach_the_kernel() {
         return;
     }
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
-    let w = Wire {
-        mac_a: bed.mac_a(),
-        mac_b: bed.mac_b(),
-        ip4_a: bed.ip4_a().octets(),
-        ip4_b: bed.ip4_b().octets(),
-        ip6_a: bed.ip6_a().octets(),
-        ip6_b: bed.ip6_b().octets(),
-    };
+    let w = Wire::of(&bed);
     // Without the classifier, every attack but the 9-header chain reaches TCP: the test bed
     // can see a bypass. (Linux walks any number of extension headers, so 9 gets an RST too.)
     let open = send_all(&bed, &w);
@@ -352,14 +356,7 @@ fn capture_with_rules_passes_bad_fragments_on() {
         return;
     }
     let bed = Testbed::up(&TestbedConfig::default()).expect("test bed");
-    let w = Wire {
-        mac_a: bed.mac_a(),
-        mac_b: bed.mac_b(),
-        ip4_a: bed.ip4_a().octets(),
-        ip4_b: bed.ip4_b().octets(),
-        ip6_a: bed.ip6_a().octets(),
-        ip6_b: bed.ip6_b().octets(),
-    };
+    let w = Wire::of(&bed);
     let dir = std::env::temp_dir().join(format!("fpcapfrag-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -250,6 +250,23 @@ fn under_flood(bed: &Testbed, extra: &[&str]) -> (Vec<Value>, Vec<Value>, String
     (during, after, pid)
 }
 
+/// rxdrop with `extra` under a flood: doctor names `problem` (with rxdrop's pid and `needles`)
+/// and says the other two socket checks are OK; once the flood is over, all three are OK.
+fn only_problem(extra: &[&str], problem: &str, needles: &[&str]) {
+    let _s = serial();
+    let bed = bed(1);
+    let (during, after, pid) = under_flood(&bed, extra);
+    let mut want: Vec<&str> = needles.to_vec();
+    want.push(&pid);
+    is(check(&during, problem), "problem", &want);
+    for c in ["fill_ring", "rx_ring", "polling"] {
+        if c != problem {
+            is(check(&during, c), "ok", &[]);
+        }
+        is(check(&after, c), "ok", &[]);
+    }
+}
+
 /// 64 UMEM frames behind a 2,048-entry RX ring under a full-rate flood: the kernel finds the
 /// FILL ring empty (the RX ring cannot fill with 64 frames); doctor names the FILL ring and
 /// the process, says the RX ring and polling are fine, and all three OK once the flood is over.
@@ -258,15 +275,11 @@ fn doctor_fill_ring_empty() {
     if !privileged("doctor_fill_ring_empty") {
         return;
     }
-    let _s = serial();
-    let bed = bed(1);
-    let (during, after, pid) = under_flood(&bed, &["--ring-size", "2048", "--frame-count", "64"]);
-    is(check(&during, "fill_ring"), "problem", &["FILL ring was empty", &pid, "--frame-count"]);
-    is(check(&during, "rx_ring"), "ok", &[]);
-    is(check(&during, "polling"), "ok", &[]);
-    for c in ["fill_ring", "rx_ring", "polling"] {
-        is(check(&after, c), "ok", &[]);
-    }
+    only_problem(
+        &["--ring-size", "2048", "--frame-count", "64"],
+        "fill_ring",
+        &["FILL ring was empty", "--frame-count"],
+    );
 }
 
 /// A 64-entry RX ring read one frame per batch, with 4,096 frames to fill from, under a
@@ -277,15 +290,11 @@ fn doctor_rx_ring_full() {
     if !privileged("doctor_rx_ring_full") {
         return;
     }
-    let _s = serial();
-    let bed = bed(1);
-    let (during, after, pid) = under_flood(&bed, &["--ring-size", "64", "--frame-count", "4096", "--batch-size", "1"]);
-    is(check(&during, "rx_ring"), "problem", &["RX ring is full", "rx_ring_full", &pid, "--ring-size"]);
-    is(check(&during, "fill_ring"), "ok", &[]);
-    is(check(&during, "polling"), "ok", &[]);
-    for c in ["fill_ring", "rx_ring", "polling"] {
-        is(check(&after, c), "ok", &[]);
-    }
+    only_problem(
+        &["--ring-size", "64", "--frame-count", "4096", "--batch-size", "1"],
+        "rx_ring",
+        &["RX ring is full", "rx_ring_full", "--ring-size"],
+    );
 }
 
 /// The application stopped (SIGSTOP) while frames arrive: its RX ring overflows and it uses no
