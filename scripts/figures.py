@@ -369,7 +369,9 @@ DDOS = {"udp": ("25k,100k,250k,1M,max", "none,nft,iptables,fastpath,fastpath-10k
 def run_ddos(flood):
     def run(d, ctx):
         import bench_ddos
-        return bench_ddos.one_run(d, flood, *DDOS[flood])
+        # The UDP flood's chart (README: docs/ddos.svg) from the sitting's last run, beside OUT.json.
+        svg = os.path.join(ctx["outdir"], "ddos.svg") if flood == "udp" and ctx.get("last") else None
+        return bench_ddos.one_run(d, flood, *DDOS[flood], svg=svg)
     return run
 
 
@@ -712,7 +714,7 @@ def sitting(a, names):
         state = {"plan": p, "commit": commit, "dirty": dirty, "started": now(), "made_by": made_by,
                  "raw": {n: [] for n in p}}
     state["dirty"] = state["dirty"] or dirty
-    ctx = {"tmp": tempfile.mkdtemp(prefix="fastpath-figures-"),
+    ctx = {"tmp": tempfile.mkdtemp(prefix="fastpath-figures-"), "outdir": os.path.dirname(os.path.abspath(a.out)),
            "classifier_sizes": [1, 100] if a.quick else CLASSIFIER_SIZES}
     todo = [(r, n) for r in range(max(x[0] for x in p.values())) for n in p
             if r < p[n][0] and r >= len(state["raw"][n])]
@@ -726,6 +728,7 @@ def sitting(a, names):
         print(f"figures: [{i + 1}/{len(todo)}] {n} run {r + 1}/{p[n][0]} (elapsed {el / 60:.1f} min, "
               f"about {left / 60:.1f} min left)", file=sys.stderr, flush=True)
         ts = time.time()
+        ctx["last"] = r == p[n][0] - 1
         state["raw"][n].append(BY_NAME[n].run(p[n][1], ctx))
         timing.setdefault(n, []).append(round(time.time() - ts, 1))
         spent_est += BY_NAME[n].estimate(p[n][1])
