@@ -438,9 +438,9 @@ SECTIONS = [
     Section("reload", 3, 0, 0, lambda d: 25, run_reload,
             lambda d: "scripts/bench_reload.py --runs 1 --reloads 3 --rules 100000", render_reload,
             "Reloading 100,000 rules"),
-    Section("ddos_udp", 3, 2, 0.5, lambda d: 26 * (d + 2.5) + 10, run_ddos("udp"), ddos_command("udp"), render_ddos,
+    Section("ddos_udp", 3, 2, 1, lambda d: 26 * (d + 3.3) + 10, run_ddos("udp"), ddos_command("udp"), render_ddos,
             "The UDP flood"),
-    Section("ddos_syn", 3, 2, 0.5, lambda d: 17 * (d + 2.5) + 10, run_ddos("syn"), ddos_command("syn"), render_ddos,
+    Section("ddos_syn", 3, 2, 1, lambda d: 17 * (d + 4.5) + 10, run_ddos("syn"), ddos_command("syn"), render_ddos,
             "The SYN flood"),
     Section("fwd", 3, 3, 1, lambda d: 6 * (d + 2) + 6, run_fwd(False),
             lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)}", render_fwd, "Forwarding, 64 bytes"),
@@ -504,7 +504,8 @@ def render_meta(fig):
             out.append(f"| {setup} | {label} | {name} | {mmm(v)} | {per_run(v)} |")
     out += ["", "| section | command (one run) | runs | duration s |", "|---|---|---|---|"]
     for name, s in secs.items():
-        out.append(f"| {name} | `{s['command']}` | {s['runs']} | {s['duration']:g} |")
+        cmd = s["command"].replace("|", "\\|")  # a pipe inside a cell is escaped
+        out.append(f"| {name} | `{cmd}` | {s['runs']} | {s['duration']:g} |")
     return out
 
 
