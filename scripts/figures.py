@@ -71,7 +71,7 @@ def ratios(vals, refs):
 
 def head(sec, what):
     """The line above a section's tables: its command, runs and what the cells are."""
-    return f"`{sec['command']}`, {sec['runs']} runs; {what}"
+    return f"`{sec['command']}`, {sec['runs']} run{'s' if sec['runs'] != 1 else ''}; {what}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,45 +416,48 @@ def _s(d):
     return f"{d:g}"
 
 
-# name, runs, duration (s), quick duration, estimate(d) seconds per run (measured set-up costs), ...
+# name, runs, duration (s), quick duration, estimate(d): seconds one run takes, from the smoke run
+# of 2026-11-25 on this 2-CPU VM (per measurement: d plus its set-up; per run: test beds, rule files).
+# The plan: medians of 5 runs where a run is short, 3 where it is long (the floods: 26 and 17
+# phases of d + ~3-4 s each; latency: 4 forwarders x 2 phases); about 55 min in all (--plan).
 SECTIONS = [
-    Section("engine", 3, 4, 1, lambda d: 12 * (d + 2.5) + 8, run_engine,
+    Section("engine", 5, 5, 1, lambda d: 12 * (d + 0.4) + 2, run_engine,
             lambda d: f"scripts/bench_engine.py --runs 1 --duration {_s(d)}", render_engine,
             "The AF_XDP engine: one queue, two queues, CPUMAP, threaded NAPI"),
-    Section("matrix", 3, 3, 1, lambda d: 11 * (d + 2.5) + 4, run_matrix,
+    Section("matrix", 5, 5, 1, lambda d: 11 * (d + 0.5) + 1.5, run_matrix,
             lambda d: f"scripts/bench.py --runs 1 --duration {_s(d)}", render_matrix,
             "AF_XDP paths, split and same"),
-    Section("compare", 3, 3, 1, lambda d: 2 * (7 * (d + 1.5) + 3), run_compare,
+    Section("compare", 5, 5, 1, lambda d: 14 * (d + 0.35) + 1, run_compare,
             lambda d: f"fastpath compare --runs 1 --duration {_s(d)} --pin split|same --json", render_compare,
             "Every receive path side by side"),
-    Section("demo", 5, 3, 1, lambda d: 2 * (d + 1) + 3, run_demo,
+    Section("demo", 5, 5, 1, lambda d: 2 * d + 1, run_demo,
             lambda d: f"fastpath demo --duration {_s(d)} --json", render_demo, "The demo"),
-    Section("classifier", 3, 3, 1, lambda d: 7 * (d + 3) + 12, run_classifier,
+    Section("classifier", 5, 5, 1, lambda d: 7 * (d + 0.6) + 5, run_classifier,
             lambda d: f"scripts/bench_classifier.py --runs 1 --duration {_s(d)} --sizes 1,100,10000,100000",
             render_classifier, "Classifier against rules"),
-    Section("classifier_flows", 3, 3, 1, lambda d: 6 * (d + 2) + 8, run_classifier_flows,
+    Section("classifier_flows", 5, 5, 1, lambda d: 6 * (d + 0.4) + 1, run_classifier_flows,
             lambda d: f"scripts/bench_classifier_flows.py --runs 1 --duration {_s(d)} --flows 1,1000,1000000 --rules 10000",
             render_classifier_flows, "Classifier against flows"),
-    Section("reload", 3, 0, 0, lambda d: 25, run_reload,
+    Section("reload", 5, 0, 0, lambda d: 6, run_reload,
             lambda d: "scripts/bench_reload.py --runs 1 --reloads 3 --rules 100000", render_reload,
             "Reloading 100,000 rules"),
-    Section("ddos_udp", 3, 2, 1, lambda d: 26 * (d + 3.3) + 10, run_ddos("udp"), ddos_command("udp"), render_ddos,
+    Section("ddos_udp", 3, 2, 1, lambda d: 26 * (d + 3.1) + 10, run_ddos("udp"), ddos_command("udp"), render_ddos,
             "The UDP flood"),
-    Section("ddos_syn", 3, 2, 1, lambda d: 17 * (d + 4.5) + 10, run_ddos("syn"), ddos_command("syn"), render_ddos,
+    Section("ddos_syn", 3, 2, 1, lambda d: 17 * (d + 4.2) + 10, run_ddos("syn"), ddos_command("syn"), render_ddos,
             "The SYN flood"),
-    Section("fwd", 3, 3, 1, lambda d: 6 * (d + 2) + 6, run_fwd(False),
+    Section("fwd", 5, 3, 1, lambda d: 6 * (d + 0.5) + 1, run_fwd(False),
             lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)}", render_fwd, "Forwarding, 64 bytes"),
-    Section("fwd_jumbo", 3, 3, 1, lambda d: 7 * (d + 3) + 6, run_fwd(True),
+    Section("fwd_jumbo", 5, 3, 1, lambda d: 7 * (d + 0.5) + 1.5, run_fwd(True),
             lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)} --jumbo", render_fwd, "Forwarding, jumbo"),
-    Section("fwd_latency", 3, 4, 1, lambda d: 4 * (2 * d + 6) + 6, run_fwd_latency,
+    Section("fwd_latency", 3, 5, 1, lambda d: 4 * (2 * d + 7), run_fwd_latency,
             lambda d: f"scripts/bench_fwd_latency.py --runs 1 --duration {_s(d)}", render_fwd_latency,
             "Latency under load through each forwarder"),
-    Section("capture", 3, 2, 0.5, lambda d: 3 * 6 * (d + 1.5) + 2 * (d + 2) + 4, run_capture,
+    Section("capture", 5, 2, 0.5, lambda d: 15 * (d + 1.3) + 2 * (d + 1) + 1, run_capture,
             lambda d: f"scripts/bench_capture.py --runs 1 --duration {_s(d)}", render_capture, "Capture"),
-    Section("inject", 3, 3, 1, lambda d: 2 * (2 * d + 5), run_inject,
+    Section("inject", 5, 5, 1, lambda d: 2 * (2 * d + 4), run_inject,
             lambda d: f"fastpath compare --inject --runs 1 --duration {_s(d)} --json", render_inject,
             "Injection through a TAP (readv/writev, io_uring)"),
-    Section("many_flows", 3, 3, 1, lambda d: 4 * (d + 1.5) + 4, run_many_flows,
+    Section("many_flows", 5, 3, 1, lambda d: 4 * (d + 0.4) + 0.5, run_many_flows,
             lambda d: f"scripts/bench_gen_flows.py --runs 1 --duration {_s(d)}", render_many_flows,
             "The generator with many flows"),
 ]
@@ -546,7 +549,7 @@ def cells(line):
     return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
 
 
-RUNS_SAID = re.compile(r"\b(\d+) runs\b|medians of (\d+)\b")
+RUNS_SAID = re.compile(r"\b(\d+) runs?\b|medians of (\d+)\b")
 
 
 def table_errors(where, text):
@@ -716,7 +719,7 @@ def sitting(a, names):
                  "raw": {n: [] for n in p}}
     state["dirty"] = state["dirty"] or dirty
     ctx = {"tmp": tempfile.mkdtemp(prefix="fastpath-figures-"), "outdir": os.path.dirname(os.path.abspath(a.out)),
-           "classifier_sizes": [1, 100] if a.quick else CLASSIFIER_SIZES}
+           "classifier_sizes": CLASSIFIER_SIZES}
     todo = [(r, n) for r in range(max(x[0] for x in p.values())) for n in p
             if r < p[n][0] and r >= len(state["raw"][n])]
     total = estimate_s(p, state["raw"])
