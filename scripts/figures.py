@@ -666,8 +666,11 @@ def blocks_md(fig, blocks):
 # The sitting (root)
 
 def git(*args):
-    return subprocess.run(["git", "-C", os.path.dirname(HERE)] + list(args), capture_output=True, text=True,
-                          check=True).stdout.strip()
+    r = subprocess.run(["git", "-C", os.path.dirname(HERE)] + list(args), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"figures: `git {' '.join(args)}` failed ({r.stderr.strip()}): the sitting records the commit "
+                 "it measured, so it runs in a git checkout")
+    return r.stdout.strip()
 
 
 def machine():

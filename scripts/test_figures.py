@@ -4,6 +4,8 @@ drift the check exists for fails with a line naming it.
 
 Run: python3 -m unittest discover -s scripts -p 'test_*.py'
 """
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -111,6 +113,61 @@ class Check(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertIn("figures-check: ", bad.stderr)
         self.assertIn("'reload' differs", bad.stderr)
+
+
+class Sitting(unittest.TestCase):
+    """The sitting's bookkeeping with fake sections (no root, no benchmark): interrupted, resumed,
+    every run done once, the JSON naming the commit, the README's blocks rendered and checked."""
+
+    def test_interrupted_sitting_resumes_and_renders(self):
+        with open(FIXTURE) as f:
+            raw = json.load(f)["sections"]
+        calls = []
+
+        def fake(name, fail_at=None):
+            def run(d, ctx):
+                calls.append(name)
+                if fail_at is not None and len(calls) == fail_at:
+                    raise KeyboardInterrupt
+                return raw[name]["raw"][0]
+            return run
+
+        saved = {n: (figures.BY_NAME[n].run, figures.BY_NAME[n].runs) for n in ("reload", "many_flows")}
+        geteuid = os.geteuid
+        with tempfile.TemporaryDirectory() as d:
+            out, readme = os.path.join(d, "figures"), os.path.join(d, "README.md")
+            with open(readme, "w") as f:
+                f.write("x\n<!-- figures:reload:begin -->\nold 0.80 s\n<!-- figures:reload:end -->\n"
+                        "<!-- figures:many_flows:begin -->\nold\n<!-- figures:many_flows:end -->\n")
+            args = [("--sections", "reload,many_flows"), ("--out", out), ("--readme", readme)]
+            try:
+                os.geteuid = lambda: 0
+                figures.BY_NAME["reload"].runs = figures.BY_NAME["many_flows"].runs = 3
+                figures.BY_NAME["reload"].run = fake("reload", fail_at=5)
+                figures.BY_NAME["many_flows"].run = fake("many_flows")
+                sys.argv = ["figures.py"] + [x for a in args for x in a]
+                with self.assertRaises(KeyboardInterrupt), contextlib.redirect_stderr(io.StringIO()):
+                    figures.main()
+                with open(out + ".state.json") as f:
+                    self.assertEqual({k: len(v) for k, v in json.load(f)["raw"].items()}, {"reload": 2, "many_flows": 2})
+                figures.BY_NAME["reload"].run = fake("reload")
+                with contextlib.redirect_stderr(io.StringIO()):
+                    figures.main()
+            finally:
+                os.geteuid = geteuid
+                for n, (run, runs) in saved.items():
+                    figures.BY_NAME[n].run, figures.BY_NAME[n].runs = run, runs
+            # Interleaved, the interrupted step done again, nothing else twice.
+            self.assertEqual(calls, ["reload", "many_flows"] * 2 + ["reload", "reload", "many_flows"])
+            self.assertFalse(os.path.exists(out + ".state.json"))
+            with open(out + ".json") as f:
+                fig = json.load(f)
+            self.assertRegex(fig["commit"], "^[0-9a-f]{40}$")
+            self.assertEqual([fig["sections"][n]["runs"] for n in ("reload", "many_flows")], [3, 3])
+            self.assertEqual(len(fig["sections"]["reload"]["raw"]), 3)
+            with open(readme) as f:
+                self.assertNotIn("old", f.read())
+            self.assertEqual(figures.check(out + ".json", [readme, out + ".md"]), [])
 
 
 if __name__ == "__main__":
