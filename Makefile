@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test bench figures lint clean
+.PHONY: deps build demo test bench figures figures-check lint clean
 
 deps:
 	@scripts/deps.sh
@@ -17,17 +17,24 @@ demo: build
 # Unit tests (no privileges) and privileged end-to-end tests on test beds (root; in CI they
 # fail rather than skip when they cannot run).
 test: build
+	python3 -m unittest discover -s scripts -p 'test_*.py'
 	$(CARGO) test --release --workspace --locked -- --test-threads=2
 
 bench: build
 	scripts/bench.py
 
-# Every figure of the README in one sitting (docs/figures.md + docs/figures.json, and the tables
-# between the README's figures markers); resumable:
-# run it again after an interruption. FIGURES_ARGS="--quick" for a smoke run.
-FIGURES_ARGS ?= --runs 5 --duration 5 --readme README.md
+# Every figure of the README and docs/ in one sitting at the current commit, on the release build
+# (docs/figures.json + docs/figures.md, and every <!-- figures:NAME:begin/end --> block of the
+# README); resumable: run it again after an interruption. `scripts/figures.py --plan` prints the
+# sections, runs and estimated time; FIGURES_ARGS="--quick --out /tmp/f --readme /tmp/R.md" smokes.
+FIGURES_ARGS ?= --readme README.md
 figures: build
 	scripts/figures.py $(FIGURES_ARGS)
+
+# No root, no benchmark: every generated block of README.md and docs/*.md must be what
+# docs/figures.json renders, tables consistent, the JSON naming its commit.
+figures-check:
+	python3 scripts/figures.py --check
 
 # rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error; CI runs it before the tests.
 lint: deps

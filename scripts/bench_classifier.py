@@ -10,6 +10,7 @@ Usage: scripts/bench_classifier.py [--runs 3] [--duration 5]   (root)
 """
 import argparse, json, os, statistics, subprocess, sys, tempfile, time
 
+import fplib
 from fplib import FP, fp, finish, last_json, ready
 
 
@@ -64,6 +65,29 @@ def rxdrop_rate(bed, d, extra):
     return last_json(out)["totals"]["rx_packets"] / secs / 1e6
 
 
+def rule_files(sizes, tmp):
+    """The rule files one_run() reads: drop{N}.toml per size and xsk100.toml, in `tmp`."""
+    for n in sizes:
+        rules_file(n, "drop", f"{tmp}/drop{n}.toml")
+    rules_file(100, "xsk", f"{tmp}/xsk100.toml")
+
+
+def one_run(d, sizes, tmp):
+    """One run on a test bed of its own: {"xdp_drop": Mpps, "classifier N rules": Mpps, ...,
+    "rxdrop minimal redirect": Mpps, "rxdrop behind classifier (100 rules)": Mpps}; the rule
+    files come from rule_files(sizes, tmp)."""
+    bed = fp(["testbed", "up", "--json"])
+    try:
+        res = {"xdp_drop": drop_rate_xdpdrop(bed, d)}
+        for n in sizes:
+            res[f"classifier {n} rules"] = drop_rate_classifier(bed, d, f"{tmp}/drop{n}.toml")
+        res["rxdrop minimal redirect"] = rxdrop_rate(bed, d, [])
+        res["rxdrop behind classifier (100 rules)"] = rxdrop_rate(bed, d, ["--rules", f"{tmp}/xsk100.toml"])
+        return res
+    finally:
+        subprocess.run([fplib.FP, "testbed", "down", bed["name"]], capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -72,22 +96,11 @@ def main():
     a = ap.parse_args()
     sizes = [int(s) for s in a.sizes.split(",")]
     tmp = tempfile.mkdtemp(prefix="fastpath-bench-")
-    for n in sizes:
-        rules_file(n, "drop", f"{tmp}/drop{n}.toml")
-    rules_file(100, "xsk", f"{tmp}/xsk100.toml")
+    rule_files(sizes, tmp)
     results = []
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        bed = fp(["testbed", "up", "--json"])
-        try:
-            res = {"xdp_drop": drop_rate_xdpdrop(bed, a.duration)}
-            for n in sizes:
-                res[f"classifier {n} rules"] = drop_rate_classifier(bed, a.duration, f"{tmp}/drop{n}.toml")
-            res["rxdrop minimal redirect"] = rxdrop_rate(bed, a.duration, [])
-            res["rxdrop behind classifier (100 rules)"] = rxdrop_rate(bed, a.duration, ["--rules", f"{tmp}/xsk100.toml"])
-            results.append(res)
-        finally:
-            subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
+        results.append(one_run(a.duration, sizes, tmp))
     print(f"{'path':<40} {'Mpps min':>9} {'median':>8} {'max':>8}   ratio (median, same run)")
     for k in results[0]:
         v = [x[k] for x in results]

@@ -14,11 +14,14 @@ import argparse, statistics, subprocess, sys, tempfile, time
 from fplib import FP, fp, last_json, ready
 
 
-def rules_file(n, path):
+def rules_file(n, path, salt=0):
+    """n mixed rules (the last matches the flood: src 10.99.0.0/24, UDP port 9, drop) into `path`;
+    `salt` shifts the other rules' addresses and ports, for a second, different set."""
     with open(path, "w") as f:
         f.write('default = "pass"\n')
-        for i in range(n - 1):
-            if i % 2 == 0:
+        for k in range(n - 1):
+            i = k + salt
+            if k % 2 == 0:
                 f.write(f'[[rule]]\nsrc = "172.{16 + (i >> 16) % 16}.{(i >> 8) & 255}.{i & 255}/32"\nproto = "udp"\ndst_port = {1000 + i % 50000}\naction = "drop"\n')
             else:
                 f.write(f'[[rule]]\ndst = "192.{168 + (i >> 16) % 8}.{(i >> 8) & 255}.0/24"\naction = "pass"\n')
@@ -52,6 +55,23 @@ def classifier_rate(bed, d, flows, path):
     return (after["totals"]["drop"]["packets"] - before) / secs / 1e6
 
 
+def one_run(d, flows, rules):
+    """One run on a test bed of its own: {flows: [xdp_drop Mpps, classifier Mpps]} for each
+    count in `flows`, the classifier loaded from the file `rules` (rules_file())."""
+    bed = fp(["testbed", "up", "--json"])
+    try:
+        res = {f: [xdpdrop_rate(bed, d, f)] for f in flows}
+        fp(["filter", "load", rules, "--netns", bed["ns_b"], "-i", bed["iface_b"], "--detach"])
+        try:
+            for f in flows:
+                res[f].append(classifier_rate(bed, d, f, rules))
+        finally:
+            subprocess.run([FP, "filter", "unload", "--netns", bed["ns_b"], "-i", bed["iface_b"]], capture_output=True)
+        return res
+    finally:
+        subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -66,18 +86,7 @@ def main():
     results = []  # per run: {flows: (xdpdrop Mpps, classifier Mpps)}
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        bed = fp(["testbed", "up", "--json"])
-        try:
-            res = {f: [xdpdrop_rate(bed, a.duration, f)] for f in flows}
-            fp(["filter", "load", rules, "--netns", bed["ns_b"], "-i", bed["iface_b"], "--detach"])
-            try:
-                for f in flows:
-                    res[f].append(classifier_rate(bed, a.duration, f, rules))
-            finally:
-                subprocess.run([FP, "filter", "unload", "--netns", bed["ns_b"], "-i", bed["iface_b"]], capture_output=True)
-            results.append(res)
-        finally:
-            subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
+        results.append(one_run(a.duration, flows, rules))
     print(f"{'flows':>9} {'xdp_drop Mpps':>14} {'classifier Mpps':>16}   ratio to xdp_drop, same run (min/median/max)")
     for f in flows:
         x = [res[f][0] for res in results]

@@ -14,8 +14,68 @@ import json
 import statistics
 import sys
 
-import fplib
 from fplib import fp
+
+
+def ddos_args(d, flood, rates, defences):
+    """The `fastpath bench ddos` arguments of one run."""
+    return ["bench", "ddos", "--flood", flood, "--duration", str(d), "--flood-rates", rates, "--defences", defences,
+            "--json"]
+
+
+def one_run(d, flood, rates, defences, svg=None):
+    """One `fastpath bench ddos --json` run (its own test bed, every defence at every rate): its
+    JSON summary. `svg`: also write the chart there (replacing the file)."""
+    return fp(ddos_args(d, flood, rates, defences) + (["--svg", svg, "--overwrite"] if svg else []))
+
+
+def med(values):
+    """Median of the values that are not None (an unreachable service has no latency)."""
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def num(v, fmt):
+    return "-" if v is None else format(v, fmt)
+
+
+def table(runs, cmd):
+    """The Markdown lines of the README's tables for `runs` (one_run() summaries) made by `cmd`:
+    per (defence, rate) medians, then the survivable rate per defence with the per-run rates."""
+    out = []
+    base = med(r["no_flood_transactions_per_s"] for r in runs)
+    per_run = ", ".join(f"{r['no_flood_transactions_per_s']:,.0f}" for r in runs)
+    out.append(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s (per run: {per_run})\n")
+    out.append("| defence | offered | TCP trans/s | p50 us | p99 us | p99.9 us | sent/s | reached the victim/s "
+               "| refused by the veth /s | paced (1 ms windows within 20%) | service CPU softirq % | NAPI thread % "
+               "| dropped by the defence /s |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    keys = [(p["defence"], p["offered"]) for p in runs[0]["phases"] if p["offered"]]
+    tab = {}
+    for d, o in keys:
+        ph = [next(p for p in r["phases"] if p["defence"] == d and p["offered"] == o) for r in runs]
+        g = lambda k: med(p[k] for p in ph)  # noqa: E731
+        secs = [p["flood_sent"] / p["flood_sent_pps"] if p["flood_sent_pps"] else 1 for p in ph]
+        refused = med(p["flood_refused"] / s for p, s in zip(ph, secs))
+        dropped = med(p["dropped_by_defence"] / s for p, s in zip(ph, secs))
+        paced = [p["paced_windows_within_20pct"] for p in ph if p["paced_windows_within_20pct"] is not None]
+        tab[(d, o)] = (g("offered_pps"), g("transactions_per_s"))
+        unreachable = sum(1 for p in ph if p["transactions_per_s"] == 0)
+        tps = num(g("transactions_per_s"), ",.0f") + (f" ({unreachable} of {len(ph)} unreachable)" if unreachable else "")
+        out.append(f"| {d} | {o} | {tps} | {num(g('latency_p50_us'), '.1f')} | "
+                   f"{num(g('latency_p99_us'), '.1f')} | {num(g('latency_p999_us'), '.1f')} | {g('flood_sent_pps'):,.0f} | "
+                   f"{g('reaching_victim_pps'):,.0f} | {refused:,.0f} | "
+                   f"{f'{100 * med(paced):.0f}%' if paced else '-'} | {g('service_cpu_softirq_pct'):.0f} | "
+                   f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |")
+    out.append(f"\n{len(runs)} runs:\n")
+    out.append("| defence | survivable flood rate (medians) | per run |")
+    out.append("|---|---|---|")
+    for d in dict.fromkeys(d for d, _ in keys):
+        ok = [(pps, o) for (dd, o), (pps, tps) in tab.items() if dd == d and tps >= 0.5 * base]
+        best = max(ok)[1] if ok else f"below {keys[0][1]}"
+        per = [next((s["survivable"] for s in r["survivable"] if s["defence"] == d), None) or "-" for r in runs]
+        out.append(f"| {d} | {best} | {', '.join(per)} |")
+    return out
 
 
 def main():
@@ -28,58 +88,16 @@ def main():
     ap.add_argument("--svg", help="the last run's chart (trans/s against offered rate)")
     ap.add_argument("--json", help="write every run's summary to this file")
     a = ap.parse_args()
-    args = ["bench", "ddos", "--flood", a.flood, "--duration", str(a.duration), "--flood-rates", a.flood_rates,
-            "--defences", a.defences, "--json"]
     runs = []
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        extra = ["--svg", a.svg, "--overwrite"] if a.svg and r == a.runs - 1 else []
-        runs.append(fp(args + extra))
+        svg = a.svg if a.svg and r == a.runs - 1 else None
+        runs.append(one_run(a.duration, a.flood, a.flood_rates, a.defences, svg))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f)
-
-    def med(values):
-        """Median of the values that are not None (an unreachable service has no latency)."""
-        v = [x for x in values if x is not None]
-        return statistics.median(v) if v else None
-
-    def num(v, fmt):
-        return "-" if v is None else format(v, fmt)
-
-    base = med(r["no_flood_transactions_per_s"] for r in runs)
-    cmd = "fastpath " + " ".join(args)
     print(f"{runs[0]['model']}\n")
-    per_run = ", ".join(f"{r['no_flood_transactions_per_s']:,.0f}" for r in runs)
-    print(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s (runs: {per_run})\n")
-    print("| defence | offered | TCP trans/s | p50 us | p99 us | p99.9 us | sent/s | reached the victim/s "
-          "| refused by the veth /s | paced (1 ms windows within 20%) | service CPU softirq % | NAPI thread % "
-          "| dropped by the defence /s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    keys = [(p["defence"], p["offered"]) for p in runs[0]["phases"] if p["offered"]]
-    table = {}
-    for d, o in keys:
-        ph = [next(p for p in r["phases"] if p["defence"] == d and p["offered"] == o) for r in runs]
-        g = lambda k: med(p[k] for p in ph)  # noqa: E731
-        secs = [p["flood_sent"] / p["flood_sent_pps"] if p["flood_sent_pps"] else 1 for p in ph]
-        refused = med(p["flood_refused"] / s for p, s in zip(ph, secs))
-        dropped = med(p["dropped_by_defence"] / s for p, s in zip(ph, secs))
-        paced = [p["paced_windows_within_20pct"] for p in ph if p["paced_windows_within_20pct"] is not None]
-        table[(d, o)] = (g("offered_pps"), g("transactions_per_s"))
-        unreachable = sum(1 for p in ph if p["transactions_per_s"] == 0)
-        tps = num(g("transactions_per_s"), ",.0f") + (f" ({unreachable} of {len(ph)} unreachable)" if unreachable else "")
-        print(f"| {d} | {o} | {tps} | {num(g('latency_p50_us'), '.1f')} | "
-              f"{num(g('latency_p99_us'), '.1f')} | {num(g('latency_p999_us'), '.1f')} | {g('flood_sent_pps'):,.0f} | "
-              f"{g('reaching_victim_pps'):,.0f} | {refused:,.0f} | "
-              f"{f'{100 * med(paced):.0f}%' if paced else '-'} | {g('service_cpu_softirq_pct'):.0f} | "
-              f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |")
-    print("\n| defence | survivable flood rate (medians) | per run |")
-    print("|---|---|---|")
-    for d in dict.fromkeys(d for d, _ in keys):
-        ok = [(pps, o) for (dd, o), (pps, tps) in table.items() if dd == d and tps >= 0.5 * base]
-        best = max(ok)[1] if ok else f"below {keys[0][1]}"
-        per_run = [next((s["survivable"] for s in r["survivable"] if s["defence"] == d), None) or "-" for r in runs]
-        print(f"| {d} | {best} | {', '.join(per_run)} |")
+    print("\n".join(table(runs, "fastpath " + " ".join(ddos_args(a.duration, a.flood, a.flood_rates, a.defences)))))
 
 
 if __name__ == "__main__":

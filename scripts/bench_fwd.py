@@ -148,6 +148,22 @@ def run_forwarder(bed, name, d, jumbo=False):
     sys.exit(f"bench: --forwarders {name!r} is not accepted: use {','.join(FORWARDERS)}")
 
 
+def one_run(d, names, jumbo=False):
+    """One run on a forwarding test bed of its own: {forwarder: (delivered, offered)} for each
+    name in `names` (FORWARDERS, and with `jumbo` JUMBO_ONLY): Mpps of 64-byte UDP, or with
+    `jumbo` (MTU 9000) Gbit/s of one TCP stream (rxdrop: of UDP)."""
+    bed = fp(["testbed", "up", "--fwd", "--json"])
+    try:
+        pin_napi(bed, bed["iface_fa"], 1)
+        if jumbo:
+            for ns, i in ((bed["ns_a"], bed["iface_a"]), (bed["ns_f"], bed["iface_fa"]), (bed["ns_f"], bed["iface_fb"]),
+                          (bed["ns_b"], bed["iface_b"])):
+                sh("ip", "-n", ns, "link", "set", "dev", i, "mtu", "9000")
+        return {n: run_forwarder(bed, n, d, jumbo) for n in names}
+    finally:
+        subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -165,16 +181,7 @@ def main():
     results = []  # per run: {name: (delivered Mpps, offered Mpps)}
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        bed = fp(["testbed", "up", "--fwd", "--json"])
-        try:
-            pin_napi(bed, bed["iface_fa"], 1)
-            if a.jumbo:
-                for ns, i in ((bed["ns_a"], bed["iface_a"]), (bed["ns_f"], bed["iface_fa"]), (bed["ns_f"], bed["iface_fb"]),
-                              (bed["ns_b"], bed["iface_b"])):
-                    sh("ip", "-n", ns, "link", "set", "dev", i, "mtu", "9000")
-            results.append({n: run_forwarder(bed, n, a.duration, a.jumbo) for n in names})
-        finally:
-            subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
+        results.append(one_run(a.duration, names, a.jumbo))
     base = "kernel" if "kernel" in names else None
     unit = "Gbit/s" if a.jumbo else "Mpps"
     head = f"{'forwarder':<14} {'delivered ' + unit:>15}" + ("" if a.jumbo else f" {'offered ' + unit:>13}")

@@ -1,245 +1,685 @@
 #!/usr/bin/env python3
-"""Every figure of the README, in one sitting: the receive/transmit matrix (scripts/bench.py),
-the classifier (scripts/bench_classifier.py), `fastpath compare` (split and same),
-`fastpath compare --inject` and the demo's AF_XDP rxdrop vs XDP_DROP (the flood scenario has
-its own script, scripts/bench_ddos.py).
-Writes Markdown tables (each with the command that made it) and a JSON file of every
-measurement.
+"""Every published figure from one sitting at a named commit (`make figures`), and the check that
+the README and docs/ show exactly what that sitting measured (`make figures-check`).
 
-One XDP_DROP reference. Several sections measure in-kernel XDP_DROP on the same set-up
-(xdp-live generator, one thread on CPU 0, 64-byte UDP, one veth queue, XDP_DROP native on the
-receiving veth). Every one of those measurements is pooled, and the XDP_DROP row of every table
-shows the same figure: the median of the pool for that set-up ("split" or "same"). Every other
-path's ratio is the median over runs of (path / XDP_DROP measured side by side in the same run),
-so the ratios do not depend on how busy the machine was between sections.
+The sitting runs every section of SECTIONS (each a benchmark whose figure appears in README.md
+or docs/) its planned number of runs, interleaved (run 1 of every section, then run 2, ...), on
+the release build in target/release (or $FASTPATH), and writes OUT.json (default
+docs/figures.json): the commit (`git rev-parse HEAD`, and whether the tree was dirty), the date,
+kernel, CPU model and count, and per section its command, runs, duration and every run's raw
+values. Then OUT.md and, with --readme, the README get every section's block, rendered from that
+JSON alone, between `<!-- figures:NAME:begin -->` and `<!-- figures:NAME:end -->`.
 
-Resumable: after each step the state goes to --state (default docs/figures.state.json); run the
-same command again to continue where it stopped (--fresh starts over). Progress and the
-estimated time left go to stderr.
+Ratios. Every ratio divides a row by a reference measured by the same tool in the same run (never
+a pool of other tools' measurements), and each table names its reference. The `meta` block
+states once, per set-up (split, same, two queues, threaded NAPI), which measurement is the
+reference of which table, with its median and per-run values.
 
-Usage: scripts/figures.py [--runs 5] [--duration 5] [--quick] [--out docs/figures]   (root;
-`make figures`)
+Resumable: after each step the state goes to OUT.state.json; the same command again continues
+where it stopped (refused if the commit or the plan changed; --fresh starts over). Progress and
+the estimated time left go to stderr.
+
+--check (no root, no benchmark): renders every block from the JSON and fails (exit 1, one line
+per problem) if a block in the Markdown files differs from its rendering, names a section the
+JSON lacks, a table's rows and header disagree on the column count, a "per run" cell holds
+another number of values than the runs its block states, the JSON's runs and raw values
+disagree, or the JSON lacks a commit.
+
+Usage: scripts/figures.py [--quick] [--sections a,b] [--out docs/figures] [--readme README.md]
+                          [--fresh] [--plan]                                     (root)
+       scripts/figures.py --check [--json docs/figures.json] [--readme FILE ...]  (anyone)
+       scripts/figures.py --render --json docs/figures.json --readme FILE ...     (anyone)
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402
-import bench_classifier  # noqa: E402
-from fplib import FP, fp  # noqa: E402
-
-SECTIONS = ["matrix", "classifier", "compare_split", "compare_same", "demo", "inject"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 
 
-def estimate(section, d, sizes):
-    """Rough seconds one run of a section takes (set-up costs measured on a 2-vCPU VM)."""
-    return {
-        "matrix": 11 * (d + 2.5),
-        "classifier": (3 + len(sizes)) * (d + 3) + 3 * max(0, len(str(max(sizes))) - 4),
-        "compare_split": 7 * (d + 1.5) + 2,
-        "compare_same": 7 * (d + 1.5) + 2,
-        "demo": 2 * (d + 1) + 1,
-        "inject": 2 * (2 * d + 5),
-    }[section]
-
-
-def run_section(section, d, sizes, tmp):
-    """One run of one section; returns its measurements (JSON-able)."""
-    if section == "matrix":
-        return {k: {"mpps": v["mpps"], "cmd": v["cmd"], "refused": v["refused"]} for k, v in bench.one_run(d).items()}
-    if section == "classifier":
-        bed = fp(["testbed", "up", "--json"])
-        try:
-            res = {"xdp_drop": bench_classifier.drop_rate_xdpdrop(bed, d)}
-            for n in sizes:
-                res[f"classifier {n} rules"] = bench_classifier.drop_rate_classifier(bed, d, f"{tmp}/drop{n}.toml")
-            res["rxdrop minimal redirect"] = bench_classifier.rxdrop_rate(bed, d, [])
-            res["rxdrop behind classifier (100 rules)"] = bench_classifier.rxdrop_rate(
-                bed, d, ["--rules", f"{tmp}/xsk100.toml"])
-            return res
-        finally:
-            subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
-    if section.startswith("compare_"):
-        pin = section.split("_")[1]
-        return fp(["compare", "--runs", "1", "--duration", str(d), "--pin", pin, "--json"])
-    if section == "demo":
-        return fp(["demo", "--duration", str(d), "--json"])
-    if section == "inject":
-        return fp(["compare", "--inject", "--runs", "1", "--duration", str(d), "--json"])
-    raise ValueError(section)
-
+# ---------------------------------------------------------------------------------------------
+# Formatting helpers (pure)
 
 def med(v):
+    v = [x for x in v if x is not None]
     return statistics.median(v) if v else float("nan")
 
 
-def mmm(v):
-    return f"{min(v):.2f} / {statistics.median(v):.2f} / {max(v):.2f}" if v else "-"
+def mmm(v, fmt=".2f"):
+    """"median (min..max)" of a list of numbers."""
+    v = [x for x in v if x is not None]
+    if not v:
+        return "-"
+    return f"{format(statistics.median(v), fmt)} ({format(min(v), fmt)}..{format(max(v), fmt)})"
 
 
-def xdp_drop_pool(state):
-    """Every XDP_DROP measurement of the sitting, per set-up, with where it came from."""
-    pool = {"split": [], "same": []}
-    for r in state["runs"]:
-        if "matrix" in r:
-            pool["split"].append(("bench.py xdpdrop split", r["matrix"]["xdpdrop split"]["mpps"]))
-            pool["same"].append(("bench.py xdpdrop same", r["matrix"]["xdpdrop same"]["mpps"]))
-        if "classifier" in r:
-            pool["split"].append(("bench_classifier.py xdp_drop", r["classifier"]["xdp_drop"]))
-        for pin in ("split", "same"):
-            c = r.get(f"compare_{pin}")
-            if c:
-                row = next(x for x in c["rows"] if "XDP_DROP" in x["path"])
-                pool[pin].append((f"compare --pin {pin}", row["mpps_median"]))
-        if "demo" in r:
-            row = next(x for x in r["demo"]["rows"] if x["path"].startswith("XDP_DROP"))
-            pool["split"].append(("demo XDP_DROP", row["received_mpps"]))
-    return pool
+def per_run(v, fmt=".2f"):
+    """The per-run values of a cell, separated by "; " (a comma is a thousands separator)."""
+    return "; ".join("-" if x is None else format(x, fmt) for x in v)
 
 
-def tables(state):
-    """The Markdown text of every table, and a summary dict for the JSON."""
-    a = state["args"]
-    runs = state["runs"]
-    d, n = a["duration"], len(runs)
-    pool = xdp_drop_pool(state)
-    ref = {k: med([x[1] for x in v]) for k, v in pool.items()}
-    out = [f"# fastpath figures\n",
-           f"Made by `scripts/figures.py --runs {a['runs']} --duration {d}{' --quick' if a['quick'] else ''}` "
-           f"in one sitting ({state['started']} to {state.get('finished', 'unfinished')}), "
-           f"{n} run(s) of every section, on: {state['machine']}.\n",
-           "Set-up: two network namespaces joined by a veth pair, one queue, 64-byte UDP frames from the "
-           "xdp-live generator (one thread on CPU 0) unless a table says otherwise; every AF_XDP figure is "
-           "copy mode (veth has no zero-copy). **split**: the receiving veth's NAPI runs in the generator's "
-           "softirq on CPU 0, the application on CPU 1. **same**: threaded NAPI pinned to CPU 1 with the "
-           "application (which waits in poll()).\n",
-           "**The XDP_DROP reference.** Every table below that measures XDP_DROP measures it on the same "
-           "set-up; all those measurements are pooled and the XDP_DROP row of every table shows the pool's "
-           f"median: **split {ref['split']:.2f} Mpps** (median of {len(pool['split'])}), "
-           f"**same {ref['same']:.2f} Mpps** (median of {len(pool['same'])}). Every ratio is the median "
-           "over runs of the path divided by XDP_DROP measured side by side in the same run.\n",
-           "| XDP_DROP measurement (Mpps, per run) | set-up | values |", "|---|---|---|"]
-    for pin in ("split", "same"):
-        by = {}
-        for src, v in pool[pin]:
-            by.setdefault(src, []).append(v)
-        for src, v in by.items():
-            out.append(f"| {src} | {pin} | {', '.join(f'{x:.2f}' for x in v)} |")
-    out.append("")
-    summary = {"xdp_drop_reference_mpps": ref, "xdp_drop_pool": pool}
+def ratios(vals, refs):
+    return [v / r if r else None for v, r in zip(vals, refs)]
 
-    def ratio_row(label, vals, refs, refused=None):
-        r = [v / x for v, x in zip(vals, refs) if x > 0]
-        extra = f" | {refused}" if refused is not None else ""
-        return f"| {label} | {mmm(vals)} | {med(r):.2f}{extra} |", med(r)
 
-    if all("matrix" in r for r in runs):
-        out += [f"## AF_XDP paths (`scripts/bench.py --runs 1 --duration {d}`, {n} runs)\n",
-                "Mpps min / median / max; txonly and the generator count frames the receiving veth "
-                "accepted (`delivered`), the frames it refused are in their own column.\n",
-                "| path (64 B) | Mpps min / median / max | ratio to XDP_DROP (median, same run) | refused (median) |",
-                "|---|---|---|---|"]
-        keys = list(runs[0]["matrix"])
-        for k in keys:
-            pin = "same" if k.endswith(" same") else "split"
-            refs = [r["matrix"][f"xdpdrop {pin}"]["mpps"] for r in runs]
-            vals = [r["matrix"][k]["mpps"] for r in runs]
-            if k.startswith("xdpdrop"):
-                out.append(f"| XDP_DROP, {pin} (reference) | {ref[pin]:.2f} (pooled median) | 1.00 | - |")
+def head(sec, what):
+    """The line above a section's tables: its command, runs and what the cells are."""
+    return f"`{sec['command']}`, {sec['runs']} run{'s' if sec['runs'] != 1 else ''}; {what}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Renderers: section dict from figures.json ({"command", "runs", "duration", "raw"}) -> lines.
+
+ENGINE_REF = {"split": "xdpdrop 1q", "threaded NAPI": "xdpdrop 1q threaded-napi", "two queues": "xdpdrop 2q"}
+
+
+def engine_ref(key):
+    if key.endswith("threaded-napi"):
+        return ENGINE_REF["threaded NAPI"]
+    return ENGINE_REF["two queues"] if " 2q" in key else ENGINE_REF["split"]
+
+
+def render_engine(sec):
+    runs = sec["raw"]
+    out = [head(sec, "Mpps median (min..max); ratio to the XDP_DROP row of its set-up measured by the same script "
+                     "in the same run (xdpdrop 1q, xdpdrop 1q threaded-napi, xdpdrop 2q); CPU busy % / softirq % "
+                     "per core, medians."), "",
+           "| path | Mpps | ratio to XDP_DROP of its set-up | reference | CPU busy/softirq % | Mpps per run |",
+           "|---|---|---|---|---|---|"]
+    for key in runs[0]:
+        v = [r[key]["mpps"] for r in runs]
+        ref = engine_ref(key)
+        q = ratios(v, [r[ref]["mpps"] for r in runs])
+        cpus = sorted(runs[0][key]["cpu"])
+        use = " ".join(f"{c} {med([r[key]['cpu'][c][0] for r in runs]):.0f}/{med([r[key]['cpu'][c][1] for r in runs]):.0f}"
+                       for c in cpus)
+        out.append(f"| {key} | {mmm(v)} | {mmm(q)} | {ref} | {use} | {per_run(v)} |")
+    r1 = [r["rxdrop native copy 1q"]["mpps"] / r["xdpdrop 1q"]["mpps"] for r in runs]
+    out += ["", "| two queues | efficiency: 2-queue ratio / 1-queue ratio (rxdrop), same run | per run |",
+            "|---|---|---|"]
+    for k in ("rxdrop 2q per-queue UMEM", "rxdrop 2q shared UMEM", "rxdrop 2q shared UMEM poll"):
+        eff = [(r[k]["mpps"] / r["xdpdrop 2q"]["mpps"]) / x for r, x in zip(runs, r1)]
+        out.append(f"| {k[10:]} | {mmm(eff)} | {per_run(eff)} |")
+    out += ["", "Command lines (receiver | sender; MACs are the test bed's):", "", "```"]
+    out += [f"{k:<36} {runs[0][k]['cmd']}" for k in runs[0]]
+    out.append("```")
+    return out
+
+
+MATRIX_REF = {"split": "xdpdrop split", "same": "xdpdrop same"}
+
+
+def render_matrix(sec):
+    runs = sec["raw"]
+    out = [head(sec, "Mpps median (min..max); ratio to the XDP_DROP row of its set-up (split or same) measured by "
+                     "the same script in the same run; txonly and gen count frames the receiving veth accepted, "
+                     "the ones it refused are their own column."), "",
+           "| path (64 B) | Mpps | ratio to XDP_DROP of its set-up | refused (median) | Mpps per run |",
+           "|---|---|---|---|---|"]
+    for k in runs[0]:
+        pin = "same" if k.endswith(" same") else "split"
+        v = [r[k]["mpps"] for r in runs]
+        q = ratios(v, [r[MATRIX_REF[pin]]["mpps"] for r in runs])
+        refused = f"{med([r[k]['refused'] for r in runs]):,.0f}" if k.startswith(("txonly", "gen")) else "-"
+        out.append(f"| {k} | {mmm(v)} | {mmm(q)} | {refused} | {per_run(v)} |")
+    out += ["", "```"] + [f"{k:<28} {runs[0][k]['cmd']}" for k in runs[0]] + ["```"]
+    return out
+
+
+def _compare_row(run, path):
+    return next(x for x in run["rows"] if x["path"] == path)
+
+
+def render_compare(sec):
+    runs = sec["raw"]
+    pins = [p for p in ("split", "same") if p in runs[0]]
+    out = [head(sec, "Mpps median (min..max) of the per-run medians; ratio to the in-kernel XDP_DROP row measured by "
+                     "`fastpath compare` in the same run and set-up."), "",
+           "| path | " + " | ".join(f"{p} Mpps | {p} ratio to XDP_DROP | {p} Mpps per run" for p in pins) + " |",
+           "|---|" + "---|---|---|" * len(pins)]
+    for path in [x["path"] for x in runs[0][pins[0]]["rows"]]:
+        cells = []
+        for p in pins:
+            v = [_compare_row(r[p], path)["mpps_median"] for r in runs]
+            ref = [next(x for x in r[p]["rows"] if "XDP_DROP" in x["path"] and x.get("queues", 1) == 1)["mpps_median"]
+                   for r in runs]
+            cells.append(f"{mmm(v)} | {mmm(ratios(v, ref))} | {per_run(v)}")
+        out.append(f"| {path} | " + " | ".join(cells) + " |")
+    return out
+
+
+def render_demo(sec):
+    runs = sec["raw"]
+    out = [head(sec, "Mpps median (min..max); ratio to the XDP_DROP row the demo measured in the same run."), "",
+           "| path | Mpps | ratio to XDP_DROP | bound by (per run) | Mpps per run |", "|---|---|---|---|---|"]
+    for path in [x["path"] for x in runs[0]["rows"]]:
+        rows = [_compare_row(r, path) for r in runs]
+        v = [x["received_mpps"] for x in rows]
+        ref = [next(x for x in r["rows"] if x["path"].startswith("XDP_DROP"))["received_mpps"] for r in runs]
+        out.append(f"| {path} | {mmm(v)} | {mmm(ratios(v, ref))} | {'; '.join(x['bound_by'] for x in rows)} | "
+                   f"{per_run(v)} |")
+    notes = sorted({r.get("ratio_note") or "" for r in runs} - {""})
+    if notes:
+        out += ["", "What bounded the figures: " + "; ".join(notes)]
+    return out
+
+
+def render_classifier(sec):
+    runs = sec["raw"]
+    out = [head(sec, "in-kernel drop rate with the frames matching the LAST rule, Mpps median (min..max), as a ratio to "
+                     "the minimal xdp_drop program measured by the same script in the same run; rxdrop behind 100 "
+                     "rules as a ratio to rxdrop behind the minimal redirect program, same run."), "",
+           "| rules | Mpps | ratio | of | Mpps per run |", "|---|---|---|---|---|"]
+    for k in runs[0]:
+        base = "rxdrop minimal redirect" if k.startswith("rxdrop behind") else "xdp_drop"
+        v = [r[k] for r in runs]
+        out.append(f"| {k} | {mmm(v)} | {mmm(ratios(v, [r[base] for r in runs]))} | {base} | {per_run(v)} |")
+    return out
+
+
+def render_classifier_flows(sec):
+    runs = sec["raw"]
+    out = [head(sec, "10,000 mixed rules, the flood matching the last; Mpps medians, the classifier as a ratio to the "
+                     "minimal xdp_drop program fed by the same generator command in the same run."), "",
+           "| flows | xdp_drop Mpps | classifier Mpps | ratio to xdp_drop | ratio per run |", "|---|---|---|---|---|"]
+    for f in runs[0]:
+        x = [r[f][0] for r in runs]
+        c = [r[f][1] for r in runs]
+        q = ratios(c, x)
+        out.append(f"| {int(f):,} | {mmm(x)} | {mmm(c)} | {mmm(q)} | {per_run(q)} |")
+    return out
+
+
+def render_reload(sec):
+    runs = sec["raw"]
+    allv = lambda k: [x for r in runs for x in r[k]]  # noqa: E731
+    out = [head(sec, f"`filter reload --json` of {runs[0]['rules']:,} rules under a paced 1,000-flow flood, "
+                     f"{len(runs[0]['reload_s'])} reloads per run; seconds, median (min..max) over every reload."), "",
+           "| reload | seconds | per run (median of its reloads) |", "|---|---|---|"]
+    for k, label in (("reload_s", "whole reload (`reload_ns`)"), ("install_s", "maps written and flipped (`install_ns`)"),
+                     ("compile_s", "TOML read and compiled (`compile_ns`)")):
+        out.append(f"| {label} | {mmm(allv(k))} | {per_run([med(r[k]) for r in runs])} |")
+    out.append(f"| frames fallen through to the default | {max(r['fell_through'] for r in runs):,} (most in a run) | "
+               f"{per_run([r['fell_through'] for r in runs], ',')} |")
+    return out
+
+
+def render_ddos(sec):
+    import bench_ddos
+    runs = sec["raw"]
+    what = "SYN flood" if "--flood syn" in sec["command"] else "UDP flood"
+    return [f"{what}; {runs[0]['model']}", ""] + bench_ddos.table(runs, sec["command"])
+
+
+def render_fwd(sec):
+    runs = sec["raw"]
+    jumbo = "--jumbo" in sec["command"]
+    unit = "Gbit/s" if jumbo else "Mpps"
+    out = [head(sec, f"delivered {unit} median (min..max), and as a ratio to the kernel's IP forwarding measured on "
+                     "the same test bed in the same run."), "",
+           f"| forwarder | delivered {unit} | offered {unit} | ratio to kernel forwarding | ratio per run |",
+           "|---|---|---|---|---|"]
+    for n in runs[0]:
+        v = [r[n][0] for r in runs]
+        off = [r[n][1] for r in runs]
+        if n == "rxdrop" or "kernel" not in runs[0]:
+            q, cell = [], "- (UDP into rxdrop, not forwarded)" if n == "rxdrop" else "-"
+        else:
+            q = ratios(v, [r["kernel"][0] for r in runs])
+            cell = mmm(q)
+        offered = mmm(off) if (not jumbo or n == "rxdrop") else "-"
+        out.append(f"| {n} | {mmm(v)} | {offered} | {cell} | {per_run(q) if q else '-'} |")
+    return out
+
+
+def render_fwd_latency(sec):
+    runs = sec["raw"]
+    out = [head(sec, "sockperf TCP ping-pong a -> b through f (half round trip, us), alone and beside one iperf3 "
+                     "stream; medians (min..max)."), "",
+           "| forwarder | idle p50 us | idle p99 us | loaded p50 us | loaded p99 us | iperf3 Gbit/s | loaded p99 per run |",
+           "|---|---|---|---|---|---|---|"]
+    for cfg in runs[0]:
+        col = lambda i: [r[cfg][i] for r in runs]  # noqa: E731
+        out.append(f"| {cfg} | {mmm(col(0), '.1f')} | {mmm(col(1), '.1f')} | {mmm(col(2), '.1f')} | "
+                   f"{mmm(col(3), '.1f')} | {mmm(col(4))} | {per_run(col(3), '.1f')} |")
+    return out
+
+
+def render_capture(sec):
+    runs = sec["raw"]
+    tools = list(runs[0]["lossless"])
+    out = [head(sec, "lossless delivered rate (frames/s), median (min..max), and as a ratio to tcpdump's in the same "
+                     "run."), "",
+           "| capture | lossless frames/s | ratio to tcpdump | frames/s per run |", "|---|---|---|---|"]
+    for t in tools:
+        v = [r["lossless"][t] for r in runs]
+        q = ratios(v, [r["lossless"]["tcpdump"] for r in runs])
+        out.append(f"| {t} | {mmm(v, ',.0f')} | {mmm(q)} | {per_run(v, ',.0f')} |")
+    p = [r["cost"][0] for r in runs]
+    c = [r["cost"][1] for r in runs]
+    q = ratios(c, p)
+    out += ["", "| b's UDP stack under an unpaced flood | frames/s | ratio to XDP_PASS | ratio per run |",
+            "|---|---|---|---|",
+            f"| XDP_PASS (classifier, no rule matches) | {mmm(p, ',.0f')} | 1.00 | - |",
+            f"| copy capture of every frame | {mmm(c, ',.0f')} | {mmm(q)} | {per_run(q)} |"]
+    return out
+
+
+def render_inject(sec):
+    runs = sec["raw"]
+    out = [head(sec, "medians (min..max): TAP readv/writev and TAP io_uring (`fastpath compare --inject`)."), "",
+           "| path | UDP sink accepted pps | rcvbuf errors | TCP through the bridge Gbit/s | p50 us | p99 us | "
+           "accepted pps per run |", "|---|---|---|---|---|---|---|"]
+    for i, row in enumerate(runs[0]["rows"]):
+        g = lambda k, s=1: [r["rows"][i][k] / s for r in runs]  # noqa: E731
+        out.append(f"| {row['path']} | {mmm(g('udp_sink_accepted_pps'), ',.0f')} | "
+                   f"{mmm(g('udp_rcvbuf_errors'), ',.0f')} | {mmm(g('tcp_bps', 1e9))} | {mmm(g('latency_p50_us'), '.1f')} | "
+                   f"{mmm(g('latency_p99_us'), '.0f')} | {per_run(g('udp_sink_accepted_pps'), ',.0f')} |")
+    return out
+
+
+def render_many_flows(sec):
+    runs = sec["raw"]
+    flows = list(next(iter(runs[0].values())))
+    out = [head(sec, "Mpps delivered into XDP_DROP, median (min..max); one flow and a million alternate in each run."),
+           "", "| xdp-live, 1 thread | " + " | ".join(f"--flows {int(f):,}" for f in flows) +
+           " | ratio many / one flow | ratio per run |", "|---|" + "---|" * (len(flows) + 2)]
+    for case in runs[0]:
+        cells = [mmm([r[case][f] for r in runs]) for f in flows]
+        q = ratios([r[case][flows[-1]] for r in runs], [r[case][flows[0]] for r in runs])
+        out.append(f"| {case} | " + " | ".join(cells) + f" | {mmm(q)} | {per_run(q)} |")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The sections: what one run does (root), how long it takes, and how it renders.
+
+class Section:
+    def __init__(self, name, runs, duration, quick, estimate, run, command, render, title):
+        self.name, self.runs, self.duration, self.quick = name, runs, duration, quick
+        self.estimate = estimate  # duration -> seconds one run takes (set-ups measured on this VM)
+        self.run = run  # (duration, ctx) -> raw JSON-able values of one run
+        self.command = command  # duration -> the command line one run is equivalent to
+        self.render = render  # section dict of figures.json -> Markdown lines
+        self.title = title
+
+
+def _ctx_rules(ctx, key, make):
+    if key not in ctx:
+        ctx[key] = make()
+    return ctx[key]
+
+
+def run_engine(d, ctx):
+    import bench_engine
+    import fplib
+    bench_engine.FP_NEW = os.path.abspath(fplib.FP)
+    return bench_engine.one_run(d, None)
+
+
+def run_matrix(d, ctx):
+    import bench
+    return {k: {"mpps": v["mpps"], "cmd": v["cmd"], "refused": v["refused"]} for k, v in bench.one_run(d).items()}
+
+
+def run_compare(d, ctx):
+    from fplib import fp
+    return {p: fp(["compare", "--runs", "1", "--duration", str(d), "--pin", p, "--json"]) for p in ("split", "same")}
+
+
+def run_demo(d, ctx):
+    from fplib import fp
+    return fp(["demo", "--duration", str(d), "--json"])
+
+
+CLASSIFIER_SIZES = [1, 100, 10000, 100000]
+
+
+def run_classifier(d, ctx):
+    import bench_classifier
+    sizes = ctx["classifier_sizes"]
+    _ctx_rules(ctx, "classifier_files", lambda: bench_classifier.rule_files(sizes, ctx["tmp"]))
+    return bench_classifier.one_run(d, sizes, ctx["tmp"])
+
+
+def run_classifier_flows(d, ctx):
+    import bench_classifier_flows as m
+    path = f"{ctx['tmp']}/flows10000.toml"
+    _ctx_rules(ctx, "flows_file", lambda: m.rules_file(10000, path))
+    return {str(f): v for f, v in m.one_run(d, [1, 1000, 1000000], path).items()}
+
+
+def run_reload(d, ctx):
+    import bench_reload
+    files = _ctx_rules(ctx, "reload_files", lambda: bench_reload.rule_files(100_000, ctx["tmp"]))
+    return bench_reload.one_run(files, 3)
+
+
+DDOS = {"udp": ("25k,100k,250k,1M,max", "none,nft,iptables,fastpath,fastpath-10k"),
+        "syn": ("25k,250k,1M,max", "none,nft,iptables,fastpath")}
+
+
+def run_ddos(flood):
+    def run(d, ctx):
+        import bench_ddos
+        # The UDP flood's chart (README: docs/ddos.svg) from the sitting's last run, beside OUT.json.
+        svg = os.path.join(ctx["outdir"], "ddos.svg") if flood == "udp" and ctx.get("last") else None
+        return bench_ddos.one_run(d, flood, *DDOS[flood], svg=svg)
+    return run
+
+
+def ddos_command(flood):
+    def cmd(d):
+        import bench_ddos
+        return "fastpath " + " ".join(bench_ddos.ddos_args(d, flood, *DDOS[flood]))
+    return cmd
+
+
+def run_fwd(jumbo):
+    def run(d, ctx):
+        import bench_fwd
+        names = bench_fwd.FORWARDERS + (bench_fwd.JUMBO_ONLY if jumbo else [])
+        return bench_fwd.one_run(d, names, jumbo)
+    return run
+
+
+def run_fwd_latency(d, ctx):
+    import bench_fwd_latency as m
+    configs = _ctx_rules(ctx, "latency_configs", m.available_configs)
+    ctx["port"] = ctx.get("port", 21111) + 20
+    return m.one_run(d, configs, "1gbit", ctx["port"])
+
+
+def run_capture(d, ctx):
+    import bench_capture
+    return bench_capture.one_run(d)
+
+
+def run_inject(d, ctx):
+    from fplib import fp
+    return fp(["compare", "--inject", "--runs", "1", "--duration", str(d), "--json"])
+
+
+def run_many_flows(d, ctx):
+    import bench_gen_flows
+    return bench_gen_flows.one_run(d)
+
+
+def _s(d):
+    return f"{d:g}"
+
+
+# name, runs, duration (s), quick duration, estimate(d): seconds one run takes, from the smoke run
+# of 2026-11-25 on this 2-CPU VM (per measurement: d plus its set-up; per run: test beds, rule files).
+# The plan: medians of 5 runs where a run is short, 3 where it is long (the floods: 26 and 17
+# phases of d + ~3-4 s each; latency: 4 forwarders x 2 phases); about 55 min in all (--plan).
+SECTIONS = [
+    Section("engine", 5, 5, 1, lambda d: 12 * (d + 0.4) + 2, run_engine,
+            lambda d: f"scripts/bench_engine.py --runs 1 --duration {_s(d)}", render_engine,
+            "The AF_XDP engine: one queue, two queues, CPUMAP, threaded NAPI"),
+    Section("matrix", 5, 5, 1, lambda d: 11 * (d + 0.5) + 1.5, run_matrix,
+            lambda d: f"scripts/bench.py --runs 1 --duration {_s(d)}", render_matrix,
+            "AF_XDP paths, split and same"),
+    Section("compare", 5, 5, 1, lambda d: 14 * (d + 0.35) + 1, run_compare,
+            lambda d: f"fastpath compare --runs 1 --duration {_s(d)} --pin split|same --json", render_compare,
+            "Every receive path side by side"),
+    Section("demo", 5, 5, 1, lambda d: 2 * d + 1, run_demo,
+            lambda d: f"fastpath demo --duration {_s(d)} --json", render_demo, "The demo"),
+    Section("classifier", 5, 5, 1, lambda d: 7 * (d + 0.6) + 5, run_classifier,
+            lambda d: f"scripts/bench_classifier.py --runs 1 --duration {_s(d)} --sizes 1,100,10000,100000",
+            render_classifier, "Classifier against rules"),
+    Section("classifier_flows", 5, 5, 1, lambda d: 6 * (d + 0.4) + 1, run_classifier_flows,
+            lambda d: f"scripts/bench_classifier_flows.py --runs 1 --duration {_s(d)} --flows 1,1000,1000000 --rules 10000",
+            render_classifier_flows, "Classifier against flows"),
+    Section("reload", 5, 0, 0, lambda d: 6, run_reload,
+            lambda d: "scripts/bench_reload.py --runs 1 --reloads 3 --rules 100000", render_reload,
+            "Reloading 100,000 rules"),
+    Section("ddos_udp", 3, 2, 1, lambda d: 26 * (d + 3.1) + 10, run_ddos("udp"), ddos_command("udp"), render_ddos,
+            "The UDP flood"),
+    Section("ddos_syn", 3, 2, 1, lambda d: 17 * (d + 4.2) + 10, run_ddos("syn"), ddos_command("syn"), render_ddos,
+            "The SYN flood"),
+    Section("fwd", 5, 3, 1, lambda d: 6 * (d + 0.5) + 1, run_fwd(False),
+            lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)}", render_fwd, "Forwarding, 64 bytes"),
+    Section("fwd_jumbo", 5, 3, 1, lambda d: 7 * (d + 0.5) + 1.5, run_fwd(True),
+            lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)} --jumbo", render_fwd, "Forwarding, jumbo"),
+    Section("fwd_latency", 3, 5, 1, lambda d: 4 * (2 * d + 7), run_fwd_latency,
+            lambda d: f"scripts/bench_fwd_latency.py --runs 1 --duration {_s(d)}", render_fwd_latency,
+            "Latency under load through each forwarder"),
+    Section("capture", 5, 2, 0.5, lambda d: 15 * (d + 1.3) + 2 * (d + 1) + 1, run_capture,
+            lambda d: f"scripts/bench_capture.py --runs 1 --duration {_s(d)}", render_capture, "Capture"),
+    Section("inject", 5, 5, 1, lambda d: 2 * (2 * d + 4), run_inject,
+            lambda d: f"fastpath compare --inject --runs 1 --duration {_s(d)} --json", render_inject,
+            "Injection through a TAP (readv/writev, io_uring)"),
+    Section("many_flows", 5, 3, 1, lambda d: 4 * (d + 0.4) + 0.5, run_many_flows,
+            lambda d: f"scripts/bench_gen_flows.py --runs 1 --duration {_s(d)}", render_many_flows,
+            "The generator with many flows"),
+]
+BY_NAME = {s.name: s for s in SECTIONS}
+
+
+def plan(quick, names):
+    """{section: [runs, duration]} of a sitting."""
+    return {s.name: [1, s.quick] if quick else [s.runs, s.duration] for s in SECTIONS if s.name in names}
+
+
+def estimate_s(p, done=None):
+    """Seconds the runs of plan `p` not yet in `done` ({section: [raw...]}) should take."""
+    done = done or {}
+    return sum(BY_NAME[n].estimate(d) * max(0, r - len(done.get(n, []))) for n, (r, d) in p.items())
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering the blocks and checking them (pure: reads the JSON only)
+
+def render_meta(fig):
+    dirty = "a dirty tree: uncommitted changes" if fig.get("dirty") else "a clean tree"
+    secs = fig["sections"]
+    out = [f"Measured at {fig['commit'][:12]} on {fig['date']} (`git rev-parse HEAD` {fig['commit']}, {dirty}), "
+           f"in one sitting of `{fig['made_by']}` ({fig['started']} to {fig['finished']}) on a release build; "
+           f"Linux {fig['kernel']}, {fig['cpus']} CPUs ({fig['cpu_model']}). Every number in the tables below "
+           "and in the README's other generated blocks comes from docs/figures.json of that sitting.", "",
+           "The XDP_DROP references: every ratio divides by an XDP_DROP measured by the same tool in the same run "
+           "as the row (nothing is pooled across tools). Per set-up:", "",
+           "| set-up | reference (tool: row) | its tables | Mpps | Mpps per run |", "|---|---|---|---|---|"]
+    refs = [("split", "engine", "bench_engine.py: xdpdrop 1q", lambda r: r["xdpdrop 1q"]["mpps"]),
+            ("split", "matrix", "bench.py: xdpdrop split", lambda r: r["xdpdrop split"]["mpps"]),
+            ("split", "compare", "fastpath compare --pin split: in-kernel XDP_DROP",
+             lambda r: next(x for x in r["split"]["rows"] if "XDP_DROP" in x["path"])["mpps_median"]),
+            ("split", "demo", "fastpath demo: XDP_DROP",
+             lambda r: next(x for x in r["rows"] if x["path"].startswith("XDP_DROP"))["received_mpps"]),
+            ("split", "classifier", "bench_classifier.py: xdp_drop", lambda r: r["xdp_drop"]),
+            ("same", "matrix", "bench.py: xdpdrop same", lambda r: r["xdpdrop same"]["mpps"]),
+            ("same", "compare", "fastpath compare --pin same: in-kernel XDP_DROP",
+             lambda r: next(x for x in r["same"]["rows"] if "XDP_DROP" in x["path"])["mpps_median"]),
+            ("two queues", "engine", "bench_engine.py: xdpdrop 2q", lambda r: r["xdpdrop 2q"]["mpps"]),
+            ("threaded NAPI", "engine", "bench_engine.py: xdpdrop 1q threaded-napi",
+             lambda r: r["xdpdrop 1q threaded-napi"]["mpps"])]
+    for setup, name, label, get in refs:
+        if name in secs:
+            v = [get(r) for r in secs[name]["raw"]]
+            out.append(f"| {setup} | {label} | {name} | {mmm(v)} | {per_run(v)} |")
+    out += ["", "| section | command (one run) | runs | duration s |", "|---|---|---|---|"]
+    for name, s in secs.items():
+        cmd = s["command"].replace("|", "\\|")  # a pipe inside a cell is escaped
+        out.append(f"| {name} | `{cmd}` | {s['runs']} | {s['duration']:g} |")
+    return out
+
+
+def render_all(fig):
+    """{block name: Markdown text} of every block figures.json `fig` makes."""
+    blocks = {"meta": "\n".join(render_meta(fig))}
+    for name, sec in fig["sections"].items():
+        if name not in BY_NAME:
+            raise ValueError(f"figures.json has a section {name!r} this script does not know")
+        blocks[name] = "\n".join(BY_NAME[name].render(sec))
+    return blocks
+
+
+BLOCK = re.compile(r"<!-- figures:([a-z_]+):begin -->\n(.*?)<!-- figures:([a-z_]+):end -->", re.S)
+
+
+def find_blocks(text):
+    """[(name, body, start, end)] of the generated blocks of a Markdown text; raises ValueError on
+    a block whose begin and end names differ or a marker outside a pair."""
+    found = []
+    for m in BLOCK.finditer(text):
+        if m.group(1) != m.group(3):
+            raise ValueError(f"block {m.group(1)!r} ends with the marker of {m.group(3)!r}")
+        found.append((m.group(1), m.group(2), m.start(2), m.end(2)))
+    stripped = BLOCK.sub("", text)
+    stray = re.search(r"<!-- figures:([a-z_]+):(begin|end) -->", stripped)
+    if stray:
+        raise ValueError(f"marker {stray.group(0)} without its pair")
+    return found
+
+
+def cells(line):
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
+
+
+RUNS_SAID = re.compile(r"\b(\d+) runs?\b|medians of (\d+)\b")
+
+
+def table_errors(where, text):
+    """Problems of the Markdown tables in `text`: rows whose cell count differs from the header's,
+    a missing separator row, and "per run" cells whose number of values (separated by "; ")
+    differs from the last "N runs" / "medians of N" said above the table."""
+    errs, lines, i, fence, said = [], text.split("\n"), 0, False, None
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            fence = not fence
+        if fence or not line.startswith("|"):
+            for m in RUNS_SAID.finditer(line if not fence else ""):
+                said = int(m.group(1) or m.group(2))
+            i += 1
+            continue
+        tab = []
+        while i < len(lines) and lines[i].startswith("|"):
+            tab.append(lines[i])
+            i += 1
+        hdr = cells(tab[0])
+        if len(tab) < 2 or not all(re.fullmatch(r":?-+:?", c) for c in cells(tab[1])):
+            errs.append(f"{where}: table {tab[0][:60]!r} has no separator row")
+            continue
+        if len(cells(tab[1])) != len(hdr):
+            errs.append(f"{where}: table {tab[0][:60]!r}: separator has {len(cells(tab[1]))} columns, header {len(hdr)}")
+        for row in tab[2:]:
+            c = cells(row)
+            if len(c) != len(hdr):
+                errs.append(f"{where}: row {row[:60]!r} has {len(c)} cells, its header {len(hdr)}")
                 continue
-            ref_ = [r["matrix"][k]["refused"] for r in runs]
-            refused = f"{med(ref_):,.0f}" if k.startswith(("txonly", "gen")) else "-"
-            line, rm = ratio_row(k, vals, refs, refused)
-            out.append(line)
-            summary.setdefault("matrix", {})[k] = {"mpps": vals, "ratio_median": rm}
-        out.append("\nCommand lines (`|` separates receiver and sender):\n\n```")
-        out += [f"{k:<28} {runs[0]['matrix'][k]['cmd']}" for k in keys]
-        out.append("```\n")
+            for h, v in zip(hdr, c):
+                if "per run" in h and v != "-" and said is not None and len(v.split("; ")) != said:
+                    errs.append(f"{where}: row {row[:60]!r}: {h!r} holds {len(v.split('; '))} values, "
+                                f"the block says {said} runs")
+    return errs
 
-    if all("classifier" in r for r in runs):
-        out += [f"## Classifier (`scripts/bench_classifier.py` measurements, --duration {d}, {n} runs)\n",
-                "In-kernel drop rate with the generator's frames matching the LAST rule, as a ratio to the "
-                "minimal xdp_drop program in the same run; rxdrop behind 100 rules as a ratio to rxdrop behind "
-                "the minimal redirect program in the same run.\n",
-                "| rules | Mpps min / median / max | ratio (median, same run) |", "|---|---|---|",
-                f"| xdp_drop (reference) | {ref['split']:.2f} (pooled median) | 1.00 |"]
-        for k in runs[0]["classifier"]:
-            if k == "xdp_drop":
+
+def check(json_path, md_paths):
+    """Every problem found (empty: all good). Pure: reads json_path and md_paths only."""
+    try:
+        with open(json_path) as f:
+            fig = json.load(f)
+    except (OSError, ValueError) as e:
+        return [f"{json_path}: cannot read: {e}"]
+    errs = []
+    if not re.fullmatch(r"[0-9a-f]{40}", str(fig.get("commit", ""))):
+        errs.append(f"{json_path}: no commit (a 40-hex `git rev-parse HEAD`): {fig.get('commit')!r}")
+        return errs
+    for key in ("date", "kernel", "cpu_model", "cpus", "dirty", "sections"):
+        if key not in fig:
+            errs.append(f"{json_path}: no {key!r}")
+    if errs:
+        return errs
+    for name, sec in fig["sections"].items():
+        if sec.get("runs") != len(sec.get("raw", [])):
+            errs.append(f"{json_path}: section {name}: runs {sec.get('runs')} but {len(sec.get('raw', []))} raw runs")
+    if errs:
+        return errs
+    try:
+        blocks = render_all(fig)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        return [f"{json_path}: cannot render: {type(e).__name__} {e}"]
+    for name, text in blocks.items():
+        errs += table_errors(f"rendered {name}", text)
+    for path in md_paths:
+        try:
+            with open(path) as f:
+                text = f.read()
+            found = find_blocks(text)
+        except (OSError, ValueError) as e:
+            errs.append(f"{path}: {e}")
+            continue
+        for name, body, start, _ in found:
+            line = text.count("\n", 0, start) + 1
+            if name not in blocks:
+                errs.append(f"{path}:{line}: block {name!r} is not in {json_path}")
                 continue
-            base = "rxdrop minimal redirect" if k.startswith("rxdrop behind") else "xdp_drop"
-            vals = [r["classifier"][k] for r in runs]
-            refs = [r["classifier"][base] for r in runs]
-            line, rm = ratio_row(k if base == "xdp_drop" else f"{k} (of {base})", vals, refs)
-            out.append(line)
-            summary.setdefault("classifier", {})[k] = {"mpps": vals, "ratio_median": rm, "of": base}
-        out.append("\nCommands: `fastpath gen --cpu 0 --duration D | fastpath bench xdpdrop | fastpath filter load "
-                   "RULES --detach | fastpath bench rxdrop --cpu 1 [--rules xsk100.toml]`\n")
+            want = blocks[name].strip().split("\n")
+            got = body.strip().split("\n")
+            if got != want:
+                k = next((j for j, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+                errs.append(f"{path}:{line + 1 + k}: block {name!r} differs from its rendering: "
+                            f"{(got[k] if k < len(got) else '<end>')[:80]!r} != {(want[k] if k < len(want) else '<end>')[:80]!r}")
+            errs += table_errors(f"{path}:{line} {name}", body)
+    return errs
 
-    cmp_ok = [p for p in ("split", "same") if all(f"compare_{p}" in r for r in runs)]
-    if cmp_ok:
-        out += [f"## Every receive path side by side (`fastpath compare --runs 1 --duration {d} --pin P`, {n} runs)\n",
-                "| path | " + " | ".join(f"{p} Mpps min / median / max | {p} ratio" for p in cmp_ok) + " |",
-                "|---|" + "---|---|" * len(cmp_ok)]
-        paths = [x["path"] for x in runs[0][f"compare_{cmp_ok[0]}"]["rows"]]
-        for path in paths:
-            cells = []
-            for p in cmp_ok:
-                rows = [next(x for x in r[f"compare_{p}"]["rows"] if x["path"] == path) for r in runs]
-                if "XDP_DROP" in path:
-                    cells.append(f"{ref[p]:.2f} (pooled median) | 1.00")
-                    continue
-                vals = [x["mpps_median"] for x in rows]
-                refs = [next(x for x in r[f"compare_{p}"]["rows"] if "XDP_DROP" in x["path"])["mpps_median"] for r in runs]
-                rm = med([v / x for v, x in zip(vals, refs) if x > 0])
-                cells.append(f"{mmm(vals)} | {rm:.2f}")
-                summary.setdefault(f"compare_{p}", {})[path] = {"mpps": vals, "ratio_median": rm}
-            out.append(f"| {path} | " + " | ".join(cells) + " |")
-        out.append("")
 
-    if all("demo" in r for r in runs):
-        out += [f"## `fastpath demo --duration {d}` ({n} runs)\n",
-                "| path | Mpps min / median / max | ratio to XDP_DROP (median, same run) | bound by (per run) |",
-                "|---|---|---|---|"]
-        for path in [x["path"] for x in runs[0]["demo"]["rows"]]:
-            rows = [next(x for x in r["demo"]["rows"] if x["path"] == path) for r in runs]
-            bound = ", ".join(x["bound_by"] for x in rows)
-            if path.startswith("XDP_DROP"):
-                out.append(f"| {path} (reference) | {ref['split']:.2f} (pooled median) | 1.00 | {bound} |")
-                continue
-            vals = [x["received_mpps"] for x in rows]
-            refs = [next(x for x in r["demo"]["rows"] if x["path"].startswith("XDP_DROP"))["received_mpps"] for r in runs]
-            line, rm = ratio_row(path, vals, refs, bound)
-            out.append(line)
-            summary["demo"] = {"mpps": vals, "ratio_median": rm}
-        notes = sorted({r["demo"].get("ratio_note") or "" for r in runs} - {""})
-        out += [f"\nWhat bounded the figures: {'; '.join(notes)}\n"] if notes else [""]
+def put_blocks(path, blocks):
+    """Replaces the body of every generated block of `path` that `blocks` has."""
+    with open(path) as f:
+        text = f.read()
+    out, pos = [], 0
+    for name, _, start, end in find_blocks(text):
+        if name in blocks:
+            out += [text[pos:start], blocks[name].strip() + "\n"]
+            pos = end
+    out.append(text[pos:])
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("".join(out))
+    os.replace(tmp, path)
 
-    if all("inject" in r for r in runs):
-        out += [f"## Injection (`fastpath compare --inject --runs 1 --duration {d}`, medians of {n})\n",
-                "| path | UDP sink accepted pps | rcvbuf errors | TCP through the bridge | p50 us | p99 us |",
-                "|---|---|---|---|---|---|"]
-        for i, row in enumerate(runs[0]["inject"]["rows"]):
-            g = lambda k: med([r["inject"]["rows"][i][k] for r in runs])  # noqa: E731
-            out.append(f"| {row['path']} | {g('udp_sink_accepted_pps'):,.0f} | {g('udp_rcvbuf_errors'):,.0f} | "
-                       f"{g('tcp_bps') / 1e9:.2f} Gbit/s | {g('latency_p50_us'):.1f} | {g('latency_p99_us'):.0f} |")
-        out.append("")
-    return "\n".join(out) + "\n", summary
+
+def blocks_md(fig, blocks):
+    out = ["# fastpath figures", ""]
+    for name, text in blocks.items():
+        title = "Commit, machine and references" if name == "meta" else BY_NAME[name].title
+        out += [f"## {title}", "", f"<!-- figures:{name}:begin -->", text.strip(), f"<!-- figures:{name}:end -->", ""]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# The sitting (root)
+
+def git(*args):
+    r = subprocess.run(["git", "-C", os.path.dirname(HERE)] + list(args), capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"figures: `git {' '.join(args)}` failed ({r.stderr.strip()}): the sitting records the commit "
+                 "it measured, so it runs in a git checkout")
+    return r.stdout.strip()
 
 
 def machine():
-    cpus = os.cpu_count()
     model = ""
     try:
-        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        model = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return f"{cpus} CPUs ({model}), Linux {os.uname().release}"
+    return {"kernel": os.uname().release, "cpu_model": model, "cpus": os.cpu_count()}
 
 
 def save(path, state):
@@ -249,92 +689,115 @@ def save(path, state):
     os.replace(tmp, path)
 
 
-BEGIN, END = "<!-- figures:begin (scripts/figures.py writes this part) -->", "<!-- figures:end -->"
+def now():
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
-def put_in_readme(path, md):
-    """Replaces what lies between the BEGIN and END markers of `path` with `md`, so the README
-    shows the tables of this sitting and nothing else."""
-    with open(path) as f:
-        text = f.read()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"figures: {path} has no {BEGIN} ... {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    body = md.replace("\n# ", "\n### ").replace("\n## ", "\n### ")
-    if body.startswith("# ") or body.startswith("## "):
-        body = "### " + body.split(" ", 1)[1]
-    with open(path, "w") as f:
-        f.write(head + BEGIN + "\n" + body.strip() + "\n" + END + tail)
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--quick", action="store_true", help="smoke run: 1 run of 1 s, classifier sizes 1,100")
-    ap.add_argument("--sizes", default="1,100,10000,100000", help="classifier rule counts")
-    ap.add_argument("--sections", default=",".join(SECTIONS), help="subset of " + ",".join(SECTIONS))
-    ap.add_argument("--out", default="docs/figures", help="writes OUT.md and OUT.json")
-    ap.add_argument("--state", default=None, help="resume file (default OUT.state.json)")
-    ap.add_argument("--fresh", action="store_true", help="ignore a saved state and start over")
-    ap.add_argument("--readme", default=None, help="also put the tables between the figures markers of this file")
-    a = ap.parse_args()
-    if a.quick:
-        a.runs, a.duration, a.sizes = 1, 1.0, "1,100"
-    sizes = [int(s) for s in a.sizes.split(",")]
-    sections = [s for s in a.sections.split(",") if s]
-    for s in sections:
-        if s not in SECTIONS:
-            sys.exit(f"figures: unknown section {s!r}; use {','.join(SECTIONS)}")
+def sitting(a, names):
+    p = plan(a.quick, names)
+    if a.plan:
+        for n, (r, d) in p.items():
+            print(f"{n:<18} {r} runs x {d:g} s   ~{BY_NAME[n].estimate(d) * r / 60:5.1f} min   "
+                  f"{BY_NAME[n].command(d)}")
+        print(f"{'total':<18} ~{estimate_s(p) / 60:.1f} min")
+        return
     if os.geteuid() != 0:
-        sys.exit("figures: needs root (test beds, XDP, AF_XDP)")
+        sys.exit("figures: the sitting needs root (test beds, XDP, AF_XDP); --check does not")
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
-    state_path = a.state or a.out + ".state.json"
-    args = {"runs": a.runs, "duration": a.duration, "quick": a.quick, "sizes": sizes, "sections": sections}
+    state_path = a.out + ".state.json"
+    made_by = "scripts/figures.py" + (" --quick" if a.quick else "") + (
+        f" --sections {','.join(names)}" if len(names) != len(SECTIONS) else "")
     state = None
     if os.path.exists(state_path) and not a.fresh:
         with open(state_path) as f:
             state = json.load(f)
-        if state.get("args") != args:
-            sys.exit(f"figures: {state_path} is from other settings ({state.get('args')}); "
-                     "use the same settings to resume, or --fresh")
+        if state.get("plan") != p or state.get("commit") != commit:
+            sys.exit(f"figures: {state_path} is of commit {state.get('commit', '?')[:12]} with plan {state.get('plan')}; "
+                     f"this is {commit[:12]} with {p}: run the same commit and settings to resume, or --fresh")
         print(f"figures: resuming from {state_path}", file=sys.stderr)
     if state is None:
-        state = {"args": args, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                 "machine": machine(), "runs": [{} for _ in range(a.runs)]}
-    tmp = tempfile.mkdtemp(prefix="fastpath-figures-")
-    for n in sizes:
-        bench_classifier.rules_file(n, "drop", f"{tmp}/drop{n}.toml")
-    bench_classifier.rules_file(100, "xsk", f"{tmp}/xsk100.toml")
-
-    todo = [(r, s) for r in range(a.runs) for s in sections if s not in state["runs"][r]]
-    total_est = sum(estimate(s, a.duration, sizes) for _, s in todo)
-    print(f"figures: {len(todo)} steps to do ({a.runs} runs x {len(sections)} sections), "
-          f"estimated {total_est / 60:.1f} min", file=sys.stderr, flush=True)
+        state = {"plan": p, "commit": commit, "dirty": dirty, "started": now(), "made_by": made_by,
+                 "raw": {n: [] for n in p}}
+    state["dirty"] = state["dirty"] or dirty
+    ctx = {"tmp": tempfile.mkdtemp(prefix="fastpath-figures-"), "outdir": os.path.dirname(os.path.abspath(a.out)),
+           "classifier_sizes": CLASSIFIER_SIZES}
+    todo = [(r, n) for r in range(max(x[0] for x in p.values())) for n in p
+            if r < p[n][0] and r >= len(state["raw"][n])]
+    total = estimate_s(p, state["raw"])
+    print(f"figures: {len(todo)} steps to do, estimated {total / 60:.1f} min", file=sys.stderr, flush=True)
     t0, spent_est = time.time(), 0.0
-    for i, (r, s) in enumerate(todo):
+    timing = state.setdefault("seconds", {})
+    for i, (r, n) in enumerate(todo):
         el = time.time() - t0
-        left_est = total_est - spent_est
-        # Scale the estimate by how fast the steps so far went.
-        left = left_est * (el / spent_est) if spent_est > 0 else left_est
-        print(f"figures: [{i + 1}/{len(todo)}] run {r + 1}/{a.runs} {s} "
-              f"(elapsed {el / 60:.1f} min, about {left / 60:.1f} min left)", file=sys.stderr, flush=True)
-        state["runs"][r][s] = run_section(s, a.duration, sizes, tmp)
-        spent_est += estimate(s, a.duration, sizes)
+        left = (total - spent_est) * (el / spent_est if spent_est > 0 else 1.0)
+        print(f"figures: [{i + 1}/{len(todo)}] {n} run {r + 1}/{p[n][0]} (elapsed {el / 60:.1f} min, "
+              f"about {left / 60:.1f} min left)", file=sys.stderr, flush=True)
+        ts = time.time()
+        ctx["last"] = r == p[n][0] - 1
+        state["raw"][n].append(BY_NAME[n].run(p[n][1], ctx))
+        timing.setdefault(n, []).append(round(time.time() - ts, 1))
+        spent_est += BY_NAME[n].estimate(p[n][1])
         save(state_path, state)
-    state["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    md, summary = tables(state)
+    fig = {"commit": state["commit"], "dirty": state["dirty"], "date": time.strftime("%Y-%m-%d", time.gmtime()),
+           "started": state["started"], "finished": now(), "made_by": state["made_by"], **machine(),
+           "seconds_per_run": timing,
+           "sections": {n: {"command": BY_NAME[n].command(d), "runs": r, "duration": d, "raw": state["raw"][n]}
+                        for n, (r, d) in p.items()}}
+    blocks = render_all(fig)
+    save(a.out + ".json", fig)
     with open(a.out + ".md", "w") as f:
-        f.write(md)
-    with open(a.out + ".json", "w") as f:
-        json.dump({"summary": summary, **state}, f, indent=1)
-    save(state_path, state)
+        f.write(blocks_md(fig, blocks))
     os.remove(state_path)  # complete: nothing to resume
     if a.readme:
-        put_in_readme(a.readme, md)
-    print(md)
-    print(f"figures: wrote {a.out}.md and {a.out}.json in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)
+        for path in a.readme:
+            put_blocks(path, blocks)
+    for n, t in timing.items():
+        print(f"figures: {n:<18} {', '.join(f'{x:.0f}' for x in t)} s per run", file=sys.stderr)
+    print(f"figures: wrote {a.out}.json and {a.out}.md in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="check the Markdown blocks against the JSON (no root)")
+    ap.add_argument("--json", default="docs/figures.json", help="--check: the figures.json to render from")
+    ap.add_argument("--render", action="store_true",
+                    help="fill the blocks of the --readme files from --json again (no root, no benchmark)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: every section once, tiny durations")
+    ap.add_argument("--plan", action="store_true", help="print the plan and its estimated time, run nothing")
+    ap.add_argument("--sections", default=None, help="a comma-separated subset of " + ",".join(BY_NAME))
+    ap.add_argument("--out", default="docs/figures", help="the sitting writes OUT.json and OUT.md")
+    ap.add_argument("--fresh", action="store_true", help="ignore a saved state and start over")
+    ap.add_argument("--readme", action="append", default=None,
+                    help="Markdown file(s) whose blocks to fill (sitting) or check (--check; default README.md "
+                         "and docs/*.md)")
+    a = ap.parse_args()
+    names = list(BY_NAME) if not a.sections else [s for s in a.sections.split(",") if s]
+    for s in names:
+        if s not in BY_NAME:
+            sys.exit(f"figures: --sections {s!r} is not a section: use a comma-separated subset of {','.join(BY_NAME)}")
+    if a.check:
+        root = os.path.dirname(HERE)
+        paths = a.readme or [os.path.join(root, "README.md")] + sorted(
+            os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
+        errs = check(a.json, paths)
+        for e in errs:
+            print(f"figures-check: {e}", file=sys.stderr)
+        if errs:
+            sys.exit(1)
+        print(f"figures-check: {len(paths)} file(s) match {a.json}")
+        return
+    if a.render:
+        if not a.readme:
+            sys.exit("figures: --render needs --readme FILE (the Markdown files whose blocks to fill)")
+        with open(a.json) as f:
+            blocks = render_all(json.load(f))
+        for path in a.readme:
+            put_blocks(path, blocks)
+        print(f"figures: rendered {a.json} into {', '.join(a.readme)}")
+        return
+    sitting(a, names)
 
 
 if __name__ == "__main__":

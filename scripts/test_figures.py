@@ -1,0 +1,174 @@
+"""Unit tests of `scripts/figures.py --check` (make test; no root, no benchmark): a fixture
+figures.json (scripts/testdata/figures.json) rendered into Markdown passes, and each kind of
+drift the check exists for fails with a line naming it.
+
+Run: python3 -m unittest discover -s scripts -p 'test_*.py'
+"""
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import figures  # noqa: E402
+
+FIXTURE = os.path.join(HERE, "testdata", "figures.json")
+
+
+class Check(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        with open(FIXTURE) as f:
+            self.fig = json.load(f)
+        self.json = self.write("figures.json", json.dumps(self.fig))
+        blocks = figures.render_all(self.fig)
+        # A README with prose around the blocks, as the real one.
+        self.readme = self.write("README.md", "# t\n\nText 0.80 of a goal.\n\n" + figures.blocks_md(self.fig, blocks)
+                                 + "\nAfter.\n")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, text):
+        path = os.path.join(self.dir.name, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def edit(self, old, new, count=1):
+        with open(self.readme) as f:
+            text = f.read()
+        self.assertIn(old, text)
+        with open(self.readme, "w") as f:
+            f.write(text.replace(old, new, count))
+
+    def errors(self):
+        return figures.check(self.json, [self.readme])
+
+    def test_rendered_fixture_passes(self):
+        self.assertEqual(self.errors(), [])
+
+    def test_first_line_names_commit_and_date(self):
+        meta = figures.render_all(self.fig)["meta"].split("\n")[0]
+        self.assertTrue(meta.startswith("Measured at 0123456789ab on 2026-11-25"), meta)
+
+    def test_one_edited_number_fails(self):
+        self.edit("| xdp-l2 | 4.10 (4.00..4.20) |", "| xdp-l2 | 4.11 (4.00..4.20) |")
+        errs = self.errors()
+        self.assertEqual(len(errs), 1, errs)
+        self.assertIn("block 'fwd' differs from its rendering", errs[0])
+
+    def test_missing_commit_fails(self):
+        del self.fig["commit"]
+        self.json = self.write("figures.json", json.dumps(self.fig))
+        errs = self.errors()
+        self.assertEqual(len(errs), 1, errs)
+        self.assertIn("no commit", errs[0])
+
+    def test_runs_and_raw_values_disagreeing_fail(self):
+        self.fig["sections"]["fwd"]["runs"] = 5
+        self.json = self.write("figures.json", json.dumps(self.fig))
+        self.assertIn("section fwd: runs 5 but 3 raw runs", self.errors()[0])
+
+    def test_block_absent_from_json_fails(self):
+        self.edit("<!-- figures:fwd:begin -->", "<!-- figures:fwd_jumbo:begin -->")
+        self.edit("<!-- figures:fwd:end -->", "<!-- figures:fwd_jumbo:end -->")
+        self.assertIn("block 'fwd_jumbo' is not in", "\n".join(self.errors()))
+
+    def test_unpaired_marker_fails(self):
+        self.edit("<!-- figures:fwd:end -->", "")
+        self.assertRegex("\n".join(self.errors()), "without its pair|ends with the marker of")
+
+    def test_header_says_3_runs_body_has_5_values(self):
+        text = ("`cmd`, 3 runs; Mpps.\n\n| path | Mpps | Mpps per run |\n|---|---|---|\n"
+                "| a | 1.00 (0.90..1.10) | 0.90; 1.00; 1.10; 1.20; 1.30 |\n")
+        errs = figures.table_errors("t", text)
+        self.assertEqual(len(errs), 1, errs)
+        self.assertIn("holds 5 values, the block says 3 runs", errs[0])
+
+    def test_column_count_mismatch(self):
+        text = "| a | b | c |\n|---|---|---|\n| 1 | 2 |\n| 1 | 2 | 3 |\n"
+        errs = figures.table_errors("t", text)
+        self.assertEqual(len(errs), 1, errs)
+        self.assertIn("has 2 cells, its header 3", errs[0])
+
+    def test_separator_mismatch(self):
+        errs = figures.table_errors("t", "| a | b |\n|---|\n| 1 | 2 |\n")
+        self.assertIn("separator has 1 columns, header 2", errs[0])
+
+    def test_tables_in_code_blocks_are_not_tables(self):
+        self.assertEqual(figures.table_errors("t", "```\n| a | b |\n| 1 |\n```\n"), [])
+
+    def test_cli_check_exit_codes(self):
+        cmd = [sys.executable, os.path.join(HERE, "figures.py"), "--check", "--json", self.json, "--readme", self.readme]
+        ok = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.edit("| frames fallen through to the default | 0", "| frames fallen through to the default | 1")
+        bad = subprocess.run(cmd, capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("figures-check: ", bad.stderr)
+        self.assertIn("'reload' differs", bad.stderr)
+
+
+class Sitting(unittest.TestCase):
+    """The sitting's bookkeeping with fake sections (no root, no benchmark): interrupted, resumed,
+    every run done once, the JSON naming the commit, the README's blocks rendered and checked."""
+
+    def test_interrupted_sitting_resumes_and_renders(self):
+        with open(FIXTURE) as f:
+            raw = json.load(f)["sections"]
+        calls = []
+
+        def fake(name, fail_at=None):
+            def run(d, ctx):
+                calls.append(name)
+                if fail_at is not None and len(calls) == fail_at:
+                    raise KeyboardInterrupt
+                return raw[name]["raw"][0]
+            return run
+
+        saved = {n: (figures.BY_NAME[n].run, figures.BY_NAME[n].runs) for n in ("reload", "many_flows")}
+        geteuid = os.geteuid
+        with tempfile.TemporaryDirectory() as d:
+            out, readme = os.path.join(d, "figures"), os.path.join(d, "README.md")
+            with open(readme, "w") as f:
+                f.write("x\n<!-- figures:reload:begin -->\nold 0.80 s\n<!-- figures:reload:end -->\n"
+                        "<!-- figures:many_flows:begin -->\nold\n<!-- figures:many_flows:end -->\n")
+            args = [("--sections", "reload,many_flows"), ("--out", out), ("--readme", readme)]
+            try:
+                os.geteuid = lambda: 0
+                figures.BY_NAME["reload"].runs = figures.BY_NAME["many_flows"].runs = 3
+                figures.BY_NAME["reload"].run = fake("reload", fail_at=5)
+                figures.BY_NAME["many_flows"].run = fake("many_flows")
+                sys.argv = ["figures.py"] + [x for a in args for x in a]
+                with self.assertRaises(KeyboardInterrupt), contextlib.redirect_stderr(io.StringIO()):
+                    figures.main()
+                with open(out + ".state.json") as f:
+                    self.assertEqual({k: len(v) for k, v in json.load(f)["raw"].items()}, {"reload": 2, "many_flows": 2})
+                figures.BY_NAME["reload"].run = fake("reload")
+                with contextlib.redirect_stderr(io.StringIO()):
+                    figures.main()
+            finally:
+                os.geteuid = geteuid
+                for n, (run, runs) in saved.items():
+                    figures.BY_NAME[n].run, figures.BY_NAME[n].runs = run, runs
+            # Interleaved, the interrupted step done again, nothing else twice.
+            self.assertEqual(calls, ["reload", "many_flows"] * 2 + ["reload", "reload", "many_flows"])
+            self.assertFalse(os.path.exists(out + ".state.json"))
+            with open(out + ".json") as f:
+                fig = json.load(f)
+            self.assertRegex(fig["commit"], "^[0-9a-f]{40}$")
+            self.assertEqual([fig["sections"][n]["runs"] for n in ("reload", "many_flows")], [3, 3])
+            self.assertEqual(len(fig["sections"]["reload"]["raw"]), 3)
+            with open(readme) as f:
+                self.assertNotIn("old", f.read())
+            self.assertEqual(figures.check(out + ".json", [readme, out + ".md"]), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
