@@ -712,6 +712,11 @@ fn l3_fib_cache_follows_a_changed_neighbour() {
 /// Sends a datagram from a to b every 10 ms until one arrives (up to `within`); how long it
 /// took from the call, or None.
 fn first_through(b: &FwdBedInfo, within: Duration) -> Option<Duration> {
+    first_through_counted(b, within).0
+}
+
+/// [`first_through`], and how many probe datagrams a sent.
+fn first_through_counted(b: &FwdBedInfo, within: Duration) -> (Option<Duration>, u64) {
     let t = Instant::now();
     let (ns_b, ip_b) = (b.ns_b.clone(), b.ip4_b);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -729,17 +734,21 @@ fn first_through(b: &FwdBedInfo, within: Duration) -> Option<Duration> {
     });
     ready_rx.recv_timeout(Duration::from_secs(5)).expect("receiver ready");
     let (ns_a, ip_a) = (b.ns_a.clone(), b.ip4_a);
-    std::thread::spawn(move || {
+    let sent = std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_a).expect("enter a");
         let s = std::net::UdpSocket::bind((ip_a, 0)).expect("bind a");
+        let mut sent = 0u64;
         while !got.load(Ordering::Relaxed) && t.elapsed() < within {
-            let _ = s.send_to(b"probe", (ip_b, 7778));
+            if s.send_to(b"probe", (ip_b, 7778)).is_ok() {
+                sent += 1;
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
+        sent
     })
     .join()
     .unwrap();
-    rx.join().unwrap()
+    (rx.join().unwrap(), sent)
 }
 
 /// The AF_XDP forwarder follows its ports (L2, a -> b): fb down and up, fa down and up (each
@@ -759,13 +768,24 @@ fn xsk_engine_follows_link_events() {
     // L2 keeps the MACs: a must address b's MAC itself (b on-link from a).
     ip(&b.ns_a, &format!("route replace {}/32 dev {}", b.ip4_b, b.iface_a));
     ip(&b.ns_a, &format!("neigh replace {} lladdr {} dev {} nud permanent", b.ip4_b, b.mac_b, b.iface_a));
+    // L2 forwards every frame a sends: with IPv6 off, a sends only the test's datagrams.
+    for k in ["all", "default", b.iface_a.as_str()] {
+        let o = fastpath_testbed::ns_command(&b.ns_a, "sysctl")
+            .args(["-qw", &format!("net.ipv6.conf.{k}.disable_ipv6=1")])
+            .output()
+            .expect("sysctl");
+        assert!(o.status.success(), "disable IPv6 in a: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped");
+    let mut sent = 0u64;
     let fwd = start_fwd(&b, "l2", &["--engine", "xsk", "--interval", "0.1"]);
     let (mut child, lines, reader) = fwd.stream();
     let (fa, fb) = (b.iface_fa.as_str(), b.iface_fb.as_str());
-    let exact = |what: &str, count: u64, payload: usize| {
+    let exact = |what: &str, count: u64, payload: usize| -> u64 {
         assert_eq!(jumbo_udp(&b, count, payload), (count, 0, 0), "{what}: (received once, duplicates, damaged)");
+        count
     };
-    exact("start", 5_000, 1000);
+    sent += exact("start", 5_000, 1000);
     for iface in [fb, fa] {
         let t = Instant::now();
         ip(&b.ns_f, &format!("link set dev {iface} down"));
@@ -774,9 +794,11 @@ fn xsk_engine_follows_link_events() {
         let t = Instant::now();
         ip(&b.ns_f, &format!("link set dev {iface} up"));
         assert!(wait_line(&lines, t, Duration::from_secs(1), |v| is_event(v, iface, "up")).is_some(), "{iface} up");
-        let r = first_through(&b, Duration::from_secs(2));
+        let r = first_through_counted(&b, Duration::from_secs(2));
+        sent += r.1;
+        let r = r.0;
         assert!(r.is_some_and(|r| r <= Duration::from_secs(1)), "{iface} up: through after {r:?}");
-        exact(&format!("{iface} up"), 5_000, 1000);
+        sent += exact(&format!("{iface} up"), 5_000, 1000);
     }
     let t = Instant::now();
     for (ns, i) in [(&b.ns_b, &b.iface_b), (&b.ns_f, &b.iface_fb), (&b.ns_f, &b.iface_fa), (&b.ns_a, &b.iface_a)] {
@@ -792,14 +814,14 @@ fn xsk_engine_follows_link_events() {
             && v["detail"].as_str().is_some_and(|d| d.contains("multi-buffer"))
     });
     assert!(e.is_some(), "mtu 9000: not re-bound multi-buffer");
-    exact("mtu 9000", 2_000, 9000 - 28);
+    sent += exact("mtu 9000", 2_000, 9000 - 28);
     for (ns, i) in [(&b.ns_a, &b.iface_a), (&b.ns_f, &b.iface_fa), (&b.ns_f, &b.iface_fb), (&b.ns_b, &b.iface_b)] {
         ip(ns, &format!("link set dev {i} mtu 1500"));
     }
     assert!(wait_line(&lines, t, Duration::from_secs(2), |v| is_event(v, fb, "mtu")
         && v["detail"].as_str().is_some_and(|d| d.contains("9000 -> 1500")))
     .is_some());
-    exact("mtu 1500", 5_000, 1000);
+    sent += exact("mtu 1500", 5_000, 1000);
     let t = Instant::now();
     ip(&b.ns_f, &format!("link del {fb}"));
     assert!(wait_line(&lines, t, Duration::from_secs(1), |v| is_event(v, fb, "deleted")).is_some(), "no deleted event");
@@ -810,9 +832,10 @@ fn xsk_engine_follows_link_events() {
         v["type"] == "event" && v["event"] == "recreated"
     });
     assert!(e.is_some(), "not re-attached within 1 s of the link's return");
-    let r = first_through(&b, Duration::from_secs(2));
+    let (r, probes) = first_through_counted(&b, Duration::from_secs(2));
+    sent += probes;
     assert!(r.is_some_and(|r| r <= Duration::from_secs(1)), "recreated: through after {r:?}");
-    exact("recreated", 5_000, 1000);
+    sent += exact("recreated", 5_000, 1000);
     let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     assert!(child.wait().unwrap().success());
     reader.join().unwrap();
@@ -821,8 +844,19 @@ fn xsk_engine_follows_link_events() {
     assert!(n(&summary["link_events"]) >= 9, "{summary}");
     let d = summary["directions"].as_array().expect("directions");
     let t = &d.iter().find(|d| d["from"] == fa).unwrap_or_else(|| panic!("{summary}"))["totals"];
-    let probes = 5_000 * 5 + 2_000;
-    assert!(n(&t["forwarded"]) >= probes, "every probe datagram counted forwarded: {t}");
+    // Exactly: every datagram a sent (the exact runs and the probes) was refused by a's veth,
+    // dropped by the kernel before fa's sockets (their XDP_STATISTICS), or taken by them and
+    // then forwarded or discarded when a port went away; over the restarts.
+    let refused = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") - refused0;
+    let x = summary["xsk"].as_array().expect("xsk").iter().find(|x| x["iface"] == fa).expect("fa's statistics").clone();
+    let xsk_drops: u64 =
+        ["rx_dropped", "rx_ring_full", "rx_invalid_descs"].iter().map(|k| n(&x["statistics"][k])).sum();
+    assert_eq!(
+        n(&t["forwarded"]) + n(&t["discarded"]) + xsk_drops + refused,
+        sent,
+        "forwarded + discarded + fa's socket drops + refused by a's veth = the {sent} datagrams a sent: {t} {x} refused {refused}"
+    );
+    // Every forwarded packet was sent by fb's driver but those still in flight when fb went away.
     assert!(n(&t["completed"]) <= n(&t["forwarded"]), "{t}");
 }
 
