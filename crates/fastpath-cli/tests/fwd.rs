@@ -711,11 +711,7 @@ fn l3_fib_cache_follows_a_changed_neighbour() {
 
 /// Sends a datagram from a to b every 10 ms until one arrives (up to `within`); how long it
 /// took from the call, or None.
-fn first_through(b: &FwdBedInfo, within: Duration) -> Option<Duration> {
-    first_through_counted(b, within).0
-}
-
-/// [`first_through`], and how many probe datagrams a sent.
+/// Also returns how many probe datagrams a sent.
 fn first_through_counted(b: &FwdBedInfo, within: Duration) -> (Option<Duration>, u64) {
     let t = Instant::now();
     let (ns_b, ip_b) = (b.ns_b.clone(), b.ip4_b);
