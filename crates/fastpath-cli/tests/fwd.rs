@@ -22,6 +22,9 @@ struct Seen {
     wrong_ttl: u64,
     wrong_mac: u64,
     last_rx: Option<Instant>,
+    /// Frames the receiver's own socket could not take (PACKET_STATISTICS tp_drops), read
+    /// when it stops.
+    tp_drops: u64,
 }
 
 /// Receives on `iface` in `ns` (AF_PACKET TPACKET_V3, after the kernel took the frame) until
@@ -60,6 +63,8 @@ fn receiver(
                 }
             });
         }
+        let st = port.stats().expect("receiver statistics");
+        s2.lock().unwrap().tp_drops = st.drops.iter().filter(|(k, _)| k == "tp_drops").map(|(_, v)| v).sum();
     });
     ready_rx.recv_timeout(Duration::from_secs(10)).expect("receiver ready");
     (h, seen)
@@ -134,6 +139,7 @@ fn send_and_check(
     assert_eq!(sent, count);
     let deadline = Instant::now() + Duration::from_secs(10);
     while seen.lock().unwrap().tracker.unique() < count && Instant::now() < deadline {
+        // (A frame the receiving socket dropped never arrives: the wait ends at the deadline.)
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(200));
@@ -141,7 +147,10 @@ fn send_and_check(
     h.join().unwrap();
     let s = seen.lock().unwrap();
     let what = format!("{src} -> {dst}");
-    assert_eq!(s.tracker.unique(), count, "{what}: frames received once");
+    // Every frame arrived once, or the receiving AF_PACKET socket counted it dropped (its ring
+    // full while its thread did not run: a loaded machine), exactly.
+    assert_eq!(s.tracker.unique() + s.tp_drops, count, "{what}: frames received once + tp_drops");
+    assert!(s.tracker.unique() >= count / 2, "{what}: most frames arrived ({} of {count})", s.tracker.unique());
     assert_eq!(s.tracker.duplicates, 0, "{what}: duplicates");
     assert_eq!(s.tracker.corrupt, 0, "{what}: damaged frames (checksums after the TTL rewrite)");
     assert_eq!(s.wrong_ttl, 0, "{what}: frames with a TTL other than {}", want.0);
