@@ -58,6 +58,32 @@ fn doctor_link_down() {
     assert_one_line_refusal("no such interface", &o, 3, &["fpnosuch0"]);
 }
 
+/// `gen --engine xsk` from a on `queues` queues, 60,000 frames at 20,000/s, in a thread.
+fn gen_on_queues(bed: &Testbed, queues: &str) -> std::thread::JoinHandle<std::process::Output> {
+    let (na, ia, mb, q) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()), queues.to_string());
+    std::thread::spawn(move || {
+        run(&[
+            "gen",
+            "--engine",
+            "xsk",
+            "--netns",
+            &na,
+            "-i",
+            &ia,
+            "--dst-mac",
+            &mb,
+            "--queues",
+            &q,
+            "--rate",
+            "20000",
+            "--count",
+            "60000",
+            "--duration",
+            "30",
+        ])
+    })
+}
+
 /// Two queues, rxdrop bound to queue 0, the generator sending on both: doctor -q 0 names queue 1.
 #[test]
 fn doctor_traffic_on_another_queue() {
@@ -68,58 +94,12 @@ fn doctor_traffic_on_another_queue() {
     let bed = bed(2);
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let rx = Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--queue", "0", "--json", "--duration", "60"]);
-    let g = {
-        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
-        std::thread::spawn(move || {
-            run(&[
-                "gen",
-                "--engine",
-                "xsk",
-                "--netns",
-                &na,
-                "-i",
-                &ia,
-                "--dst-mac",
-                &mb,
-                "--queues",
-                "2",
-                "--rate",
-                "20000",
-                "--count",
-                "60000",
-                "--duration",
-                "30",
-            ])
-        })
-    };
+    let g = gen_on_queues(&bed, "2");
     std::thread::sleep(Duration::from_millis(500));
     is(&doctor(ns, i, &["-q", "0"], "queues"), "problem", &["queue 1", "--queues"]);
     assert!(g.join().unwrap().status.success());
     // Mended: the generator sends on one queue only, the one rxdrop is bound to.
-    let g = {
-        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
-        std::thread::spawn(move || {
-            run(&[
-                "gen",
-                "--engine",
-                "xsk",
-                "--netns",
-                &na,
-                "-i",
-                &ia,
-                "--dst-mac",
-                &mb,
-                "--queues",
-                "1",
-                "--rate",
-                "20000",
-                "--count",
-                "60000",
-                "--duration",
-                "30",
-            ])
-        })
-    };
+    let g = gen_on_queues(&bed, "1");
     std::thread::sleep(Duration::from_millis(500));
     is(&doctor(ns, i, &["-q", "0"], "queues"), "ok", &["queue 0 only"]);
     assert!(g.join().unwrap().status.success());
