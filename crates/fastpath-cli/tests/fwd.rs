@@ -70,7 +70,11 @@ fn receiver(
     (h, seen)
 }
 
-fn gen(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, rate: u64) -> u64 {
+/// `fastpath gen --engine xsk`: `count` frames at `rate`; returns the frames sent and, of those,
+/// the ones the sending veth refused (its `refused`: `tx_dropped` over the run, or the
+/// `xdp_xmit_errors` share; a copy-mode AF_XDP frame the veth drops still completes, so the
+/// sender counts it sent).
+fn gen_refused(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, rate: u64) -> (u64, u64) {
     let o = run(&[
         "gen",
         "--engine",
@@ -94,7 +98,12 @@ fn gen(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, r
         "--json",
     ]);
     assert!(o.status.success(), "gen: {}", stderr(&o));
-    n(&common::last_json(&o)["totals"]["tx_packets"])
+    let j = common::last_json(&o);
+    (n(&j["totals"]["tx_packets"]), n(&j["refused"]))
+}
+
+fn gen(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, rate: u64) -> u64 {
+    gen_refused(ns, iface, dst_mac, src, dst, count, rate).0
 }
 
 /// `fastpath fwd --json` between fa and fb in `mode`, with `extra` arguments, past its ready line.
@@ -122,8 +131,10 @@ fn port<'a>(summary: &'a serde_json::Value, iface: &str) -> &'a serde_json::Valu
 }
 
 /// Sends `count` frames from one host to the other through the forwarder and checks each
-/// arrived once, intact, with `ttl` and the MACs given, or was counted dropped by the receiving
-/// AF_PACKET socket (tp_drops; none on an idle machine).
+/// arrived once, intact, with `ttl` and the MACs given, or was counted where it was lost: by the
+/// sending veth, whose peer ring was full (gen's `refused`), or by the receiving AF_PACKET socket
+/// (tp_drops). Both are 0 on an idle machine; under a CPU hog on each core a's veth refused ~60
+/// of 100,000. Returns the frames that reached the forwarder (sent less refused).
 #[allow(clippy::too_many_arguments)]
 fn send_and_check(
     from: (&str, &str),
@@ -133,13 +144,13 @@ fn send_and_check(
     dst: &str,
     want: (u8, &str, &str),
     count: u64,
-) {
+) -> u64 {
     let stop = Arc::new(AtomicBool::new(false));
     let (h, seen) = receiver(to.0.into(), to.1.into(), want.0, want.1.into(), want.2.into(), stop.clone());
-    let sent = gen(from.0, from.1, dst_mac, src, dst, count, 100_000);
+    let (sent, refused) = gen_refused(from.0, from.1, dst_mac, src, dst, count, 100_000);
     assert_eq!(sent, count);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while seen.lock().unwrap().tracker.unique() < count && Instant::now() < deadline {
+    while seen.lock().unwrap().tracker.unique() + refused < count && Instant::now() < deadline {
         // (A frame the receiving socket dropped never arrives: the wait ends at the deadline.)
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -148,14 +159,22 @@ fn send_and_check(
     h.join().unwrap();
     let s = seen.lock().unwrap();
     let what = format!("{src} -> {dst}");
-    // Every frame arrived once, or the receiving AF_PACKET socket counted it dropped (its ring
-    // full while its thread did not run: a loaded machine), exactly.
-    assert_eq!(s.tracker.unique() + s.tp_drops, count, "{what}: frames received once + tp_drops");
+    // Every frame arrived once, or was counted where it was lost (a loaded machine): refused by
+    // a's veth (fa's ring full), or dropped by the receiving socket (its ring full), exactly.
+    // (That veth also carries the host's own frames, a handful a run: none refused so far.)
+    assert_eq!(
+        s.tracker.unique() + s.tp_drops + refused,
+        count,
+        "{what}: frames received once ({}) + receiver tp_drops ({}) + refused by the sending veth ({refused})",
+        s.tracker.unique(),
+        s.tp_drops
+    );
     assert!(s.tracker.unique() >= count / 2, "{what}: most frames arrived ({} of {count})", s.tracker.unique());
     assert_eq!(s.tracker.duplicates, 0, "{what}: duplicates");
     assert_eq!(s.tracker.corrupt, 0, "{what}: damaged frames (checksums after the TTL rewrite)");
     assert_eq!(s.wrong_ttl, 0, "{what}: frames with a TTL other than {}", want.0);
     assert_eq!(s.wrong_mac, 0, "{what}: frames with other MACs than {} -> {}", want.1, want.2);
+    count - refused
 }
 
 /// L3, both directions, IPv4 and IPv6: 100,000 frames each exactly once, TTL / hop limit 63
@@ -177,15 +196,18 @@ fn l3_forwards_every_frame_once_with_ttl_and_macs_as_the_kernel() {
         (a, bb, &b.mac_fa, b.ip6_a.to_string(), b.ip6_b.to_string(), (&b.mac_fb, &b.mac_b)),
         (bb, a, &b.mac_fb, b.ip6_b.to_string(), b.ip6_a.to_string(), (&b.mac_fa, &b.mac_a)),
     ];
-    for (from, to, dmac, src, dst, (wsrc, wdst)) in cases {
-        send_and_check(from, to, dmac, &src, &dst, (63, wsrc, wdst), count);
+    // Frames that reached the forwarder through fa and through fb.
+    let mut entered = [0u64; 2];
+    for (k, (from, to, dmac, src, dst, (wsrc, wdst))) in cases.into_iter().enumerate() {
+        entered[k % 2] += send_and_check(from, to, dmac, &src, &dst, (63, wsrc, wdst), count);
     }
     let (summary, status) = fwd.terminate();
     assert!(status.success(), "fwd exit {status}");
-    for iface in [&b.iface_fa, &b.iface_fb] {
+    for (iface, entered) in [(&b.iface_fa, entered[0]), (&b.iface_fb, entered[1])] {
         let c = &port(&summary, iface)["counters"];
-        // Two streams entered by each port; anything else forwarded is the hosts' own traffic.
-        assert!(n(&c["forwarded"]) >= 2 * count, "{iface}: {c}");
+        // Every test frame that entered the port was forwarded; anything else forwarded is the
+        // hosts' own traffic (ICMP errors from the receiving host, a few a run).
+        assert!(n(&c["forwarded"]) >= entered, "{iface}: {entered} entered: {c}");
         assert_eq!(n(&c["pass_malformed"]), 0, "{iface}: {c}");
         assert_eq!(n(&c["pass_no_port"]), 0, "{iface}: {c}");
     }
@@ -230,14 +252,14 @@ fn l2_port_pair_carries_frames_unchanged() {
     let fwd = start_fwd(&b, "l2", &[]);
     let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
     let (src, dst) = (b.ip4_a.to_string(), b.ip4_b.to_string());
-    send_and_check(a, bb, &b.mac_b, &src, &dst, (64, &b.mac_a, &b.mac_b), 100_000);
+    let entered = send_and_check(a, bb, &b.mac_b, &src, &dst, (64, &b.mac_a, &b.mac_b), 100_000);
     let (src6, dst6) = (b.ip6_b.to_string(), b.ip6_a.to_string());
     send_and_check(bb, a, &b.mac_a, &src6, &dst6, (64, &b.mac_b, &b.mac_a), 100_000);
     let (summary, status) = fwd.terminate();
     assert!(status.success());
     let c = &port(&summary, &b.iface_fa)["counters"];
     assert_eq!(n(&c["drop_peer_down"]), 0, "{c}");
-    assert!(n(&c["forwarded"]) >= 100_000, "{c}");
+    assert!(n(&c["forwarded"]) >= entered, "{entered} entered: {c}");
 }
 
 /// Bad input: one line, non-zero exit, nothing attached.
@@ -533,13 +555,32 @@ fn xsk_engine_forwards_every_frame_once_both_ways() {
         assert_eq!(fwd.ready["engine"], "xsk");
         let (a, bb) = ((b.ns_a.as_str(), b.iface_a.as_str()), (b.ns_b.as_str(), b.iface_b.as_str()));
         let count = 100_000u64;
-        send_and_check(a, bb, &b.mac_b, &b.ip4_a.to_string(), &b.ip4_b.to_string(), (64, &b.mac_a, &b.mac_b), count);
-        send_and_check(bb, a, &b.mac_a, &b.ip6_b.to_string(), &b.ip6_a.to_string(), (64, &b.mac_b, &b.mac_a), count);
+        let entered = [
+            send_and_check(
+                a,
+                bb,
+                &b.mac_b,
+                &b.ip4_a.to_string(),
+                &b.ip4_b.to_string(),
+                (64, &b.mac_a, &b.mac_b),
+                count,
+            ),
+            send_and_check(
+                bb,
+                a,
+                &b.mac_a,
+                &b.ip6_b.to_string(),
+                &b.ip6_a.to_string(),
+                (64, &b.mac_b, &b.mac_a),
+                count,
+            ),
+        ];
         let (summary, status) = fwd.terminate();
         assert!(status.success(), "fwd exit {status}");
-        for d in summary["directions"].as_array().expect("directions") {
+        for (d, entered) in summary["directions"].as_array().expect("directions").iter().zip(entered) {
             let t = &d["totals"];
-            assert!(n(&t["forwarded"]) >= count, "{limit:?}: {d}");
+            // Every test frame that entered was forwarded (and the hosts' own frames besides).
+            assert!(n(&t["forwarded"]) >= entered, "{limit:?}: {entered} entered: {d}");
             assert_eq!(n(&t["forwarded"]), n(&t["completed"]), "{limit:?}: every frame put on TX completed: {d}");
         }
         assert!(common::attached(&b.ns_f, &b.iface_fa).is_none(), "detached at exit");
