@@ -170,5 +170,25 @@ class Sitting(unittest.TestCase):
             self.assertEqual(figures.check(out + ".json", [readme, out + ".md"]), [])
 
 
+
+class Goals(unittest.TestCase):
+    """The goals block judges each goal by the median of the runs' ratios, never by one run."""
+
+    def fig(self, l3):
+        raw = [{"xdp-l3": [x, 5.0], "kernel": [1.0, 5.0], "xsk-l2": [0.3, 5.0]} for x in l3]
+        return {"sections": {"fwd": {"command": "c", "runs": len(raw), "duration": 3, "raw": raw}}}
+
+    def row(self, l3):
+        return next(x for x in figures.render_goals(self.fig(l3)) if x.startswith("| XDP L3"))
+
+    def test_median_reaching_the_goal_is_met(self):
+        self.assertIn("| 3.10 (2.90..3.20) | met |", self.row([2.9, 3.1, 3.2]))
+
+    def test_one_good_run_does_not_meet_it(self):
+        self.assertIn("| **not met** |", self.row([2.0, 3.5, 2.9]))
+
+    def test_goals_of_absent_sections_are_left_out(self):
+        self.assertFalse(any(x.startswith("| capture") for x in figures.render_goals(self.fig([3.0]))))
+
 if __name__ == "__main__":
     unittest.main()
