@@ -702,6 +702,20 @@ def check(json_path, md_paths):
     return errs
 
 
+def behind(json_path):
+    """One line: how far HEAD is past the sitting's commit, and how many of those commits touch
+    what moves a figure (crates/, bpf/, scripts/); the commit must be in HEAD's history."""
+    with open(json_path) as f:
+        commit = json.load(f)["commit"]
+    ancestor = ["git", "-C", os.path.dirname(HERE), "merge-base", "--is-ancestor", commit, "HEAD"]
+    if subprocess.run(ancestor, capture_output=True).returncode != 0:
+        sys.exit(f"figures-check: {json_path} names commit {commit[:12]}, which is not in HEAD's history")
+    n = len(git("rev-list", f"{commit}..HEAD").split())
+    code = len(git("rev-list", f"{commit}..HEAD", "--", "crates", "bpf", "scripts").split())
+    return (f"figures measured at {commit[:12]}, {n} commit(s) behind HEAD, {code} of them touching crates/, bpf/ or "
+            "scripts/ (what can move a figure: `make figures` measures them again)")
+
+
 def put_blocks(path, blocks):
     """Replaces the body of every generated block of `path` that `blocks` has."""
     with open(path) as f:
@@ -851,6 +865,7 @@ def main():
         if errs:
             sys.exit(1)
         print(f"figures-check: {len(paths)} file(s) match {a.json}")
+        print(f"figures-check: {behind(a.json)}")
         return
     if a.render:
         if not a.readme:

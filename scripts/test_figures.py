@@ -104,15 +104,30 @@ class Check(unittest.TestCase):
     def test_tables_in_code_blocks_are_not_tables(self):
         self.assertEqual(figures.table_errors("t", "```\n| a | b |\n| 1 |\n```\n"), [])
 
+    def with_commit(self, commit):
+        self.fig["commit"] = commit
+        self.json = self.write("figures.json", json.dumps(self.fig))
+        self.readme = self.write("README.md", "# t\n\nText 0.80 of a goal.\n\n" +
+                                 figures.blocks_md(self.fig, figures.render_all(self.fig)) + "\nAfter.\n")
+        return [sys.executable, os.path.join(HERE, "figures.py"), "--check", "--json", self.json, "--readme", self.readme]
+
     def test_cli_check_exit_codes(self):
-        cmd = [sys.executable, os.path.join(HERE, "figures.py"), "--check", "--json", self.json, "--readme", self.readme]
+        head = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        cmd = self.with_commit(head)
         ok = subprocess.run(cmd, capture_output=True, text=True)
         self.assertEqual(ok.returncode, 0, ok.stderr)
+        self.assertIn("0 commit(s) behind HEAD", ok.stdout)
         self.edit("| frames fallen through to the default | 0", "| frames fallen through to the default | 1")
         bad = subprocess.run(cmd, capture_output=True, text=True)
         self.assertEqual(bad.returncode, 1)
         self.assertIn("figures-check: ", bad.stderr)
         self.assertIn("'reload' differs", bad.stderr)
+
+
+    def test_commit_outside_the_history_fails(self):
+        bad = subprocess.run(self.with_commit("0123456789abcdef0123456789abcdef01234567"), capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("not in HEAD's history", bad.stderr)
 
 
 class Sitting(unittest.TestCase):

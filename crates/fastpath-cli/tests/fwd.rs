@@ -677,12 +677,61 @@ fn udp_exact(
     rx.join().unwrap()
 }
 
+/// UDP datagrams a host's kernel refused (`InErrors` of /proc/net/snmp, or `Udp6InErrors` of
+/// /proc/net/snmp6, in `ns`: its socket buffer full, or a bad checksum).
+fn udp_in_errors(ns: &str, v6: bool) -> u64 {
+    let file = if v6 { "/proc/net/snmp6" } else { "/proc/net/snmp" };
+    let o = fastpath_testbed::ns_command(ns, "cat").arg(file).output().expect("cat snmp");
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    if v6 {
+        let v = t.lines().find_map(|l| l.strip_prefix("Udp6InErrors")).expect("Udp6InErrors");
+        return v.trim().parse().expect("Udp6InErrors");
+    }
+    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let k = rows[0].split_whitespace().position(|k| k == "InErrors").expect("Udp InErrors");
+    rows[1].split_whitespace().nth(k).and_then(|v| v.parse().ok()).expect("Udp InErrors value")
+}
+
+/// Frames lost on the way from one host to the other through the forwarder, each counted where
+/// it was lost (absolute counters: take the difference around a run): the sending host's veth
+/// (`tx_dropped`: the forwarder port's ring was full), the forwarder's egress port (`tx_dropped`:
+/// a copy-mode AF_XDP transmission the far ring refused; `xdp_xmit_errors`: an XDP_REDIRECT it
+/// refused) and the receiving host's UDP layer (`InErrors`: its socket buffer full). The AF_XDP
+/// forwarder's own socket drops are in its summary (`xsk` statistics). `to_b`: a -> b over
+/// IPv4, else b -> a over IPv6.
+fn path_drops(b: &FwdBedInfo, to_b: bool) -> u64 {
+    let (src, egress, dst) = if to_b {
+        ((&b.ns_a, &b.iface_a), &b.iface_fb, &b.ns_b)
+    } else {
+        ((&b.ns_b, &b.iface_b), &b.iface_fa, &b.ns_a)
+    };
+    let xmit_err: u64 = fastpath_testbed::Testbed::ethtool_stats(&b.ns_f, egress)
+        .expect("ethtool -S")
+        .iter()
+        .filter(|(k, _)| k.contains("xdp_xmit_err"))
+        .map(|(_, v)| v)
+        .sum();
+    link_stat(src.0, src.1, "tx_dropped") + link_stat(&b.ns_f, egress, "tx_dropped") + xmit_err + udp_in_errors(dst, !to_b)
+}
+
+/// What the AF_XDP forwarder's socket on `iface` counted dropped (XDP_STATISTICS rx_dropped,
+/// rx_ring_full, rx_invalid_descs) and discarded, from its summary.
+fn xsk_socket_drops(summary: &serde_json::Value, iface: &str) -> u64 {
+    let x = summary["xsk"].as_array().expect("xsk").iter().find(|x| x["iface"] == iface).expect("socket statistics");
+    let d = summary["directions"].as_array().expect("directions");
+    let t = &d.iter().find(|d| d["from"] == iface).unwrap_or_else(|| panic!("{summary}"))["totals"];
+    ["rx_dropped", "rx_ring_full", "rx_invalid_descs"].iter().map(|k| n(&x["statistics"][k])).sum::<u64>()
+        + n(&t["discarded"])
+}
+
 /// Jumbo frames: every veth end at MTU 9000, the forwarder native (its programs are
 /// frags-aware): 100,000 IPv4 datagrams of 8,972 bytes (9,014-byte frames, several buffers
-/// each) a -> b and 20,000 IPv6 datagrams of 8,952 bytes b -> a arrive exactly once with
-/// payload and checksums intact through the XDP forwarder in L3 and L2 and through the AF_XDP
-/// forwarder (multi-buffer sockets: three UMEM frames a packet, moved whole), and the forwarder
-/// counts them all forwarded.
+/// each) a -> b and 20,000 IPv6 datagrams of 8,952 bytes b -> a, through the XDP forwarder in
+/// L3 and L2 and through the AF_XDP forwarder (multi-buffer sockets: three UMEM frames a packet,
+/// moved whole): none damaged or duplicated, and each one received once or counted lost where it
+/// was lost ([`path_drops`], the AF_XDP forwarder's socket drops), exactly; the forwarder counts
+/// every received one forwarded. (On an idle machine nothing is lost; under a CPU hog on each
+/// core the AF_XDP forwarder lost ~300 of 100,000.)
 #[test]
 fn jumbo_frames_cross_the_forwarder_intact() {
     if !privileged("jumbo_frames_cross_the_forwarder_intact") {
@@ -694,7 +743,7 @@ fn jumbo_frames_cross_the_forwarder_intact() {
     for (ns, i) in [(&b.ns_a, &b.iface_a), (&b.ns_f, &b.iface_fa), (&b.ns_f, &b.iface_fb), (&b.ns_b, &b.iface_b)] {
         ip(ns, &format!("link set dev {i} mtu 9000"));
     }
-    let (count, payload) = (100_000u64, 9000 - 20 - 8);
+    let (count, back_count, payload) = (100_000u64, 20_000u64, 9000 - 20 - 8);
     for (mode, engine) in [("l3", "xdp"), ("l2", "xdp"), ("l2", "xsk")] {
         if mode == "l2" {
             // L2 keeps the MACs: a must address b's MAC itself (b on-link from a), and b a's.
@@ -707,26 +756,46 @@ fn jumbo_frames_cross_the_forwarder_intact() {
         if engine == "xsk" {
             assert_eq!(fwd.ready["multi_buffer"], true, "{}", fwd.ready);
         }
+        let lost0 = path_drops(&b, true);
         let (once, dup, bad) = jumbo_udp(&b, count, payload);
+        let lost = path_drops(&b, true) - lost0;
         // The other way over IPv6 (a 40-byte header: 8,952 bytes of payload in a 9,000 MTU).
         let (from, to) = ((b.ns_b.clone(), b.ip6_b.into()), (b.ns_a.clone(), b.ip6_a.into()));
-        let back = udp_exact(from, to, 20_000, 9000 - 40 - 8);
+        let back_lost0 = path_drops(&b, false);
+        let (back_once, back_dup, back_bad) = udp_exact(from, to, back_count, 9000 - 40 - 8);
+        let back_lost = path_drops(&b, false) - back_lost0;
         let (summary, status) = fwd.terminate();
         assert!(status.success());
-        assert_eq!((once, dup, bad), (count, 0, 0), "{mode}/{engine}: (received once, duplicates, damaged)");
-        assert_eq!(back, (20_000, 0, 0), "{mode}/{engine} b -> a, IPv6: (received once, duplicates, damaged)");
+        let what = format!("{mode}/{engine}");
+        assert_eq!((dup, bad, back_dup, back_bad), (0, 0, 0, 0), "{what}: duplicates, damaged (a -> b, b -> a)");
+        let (sock, back_sock) = if engine == "xsk" {
+            (xsk_socket_drops(&summary, &b.iface_fa), xsk_socket_drops(&summary, &b.iface_fb))
+        } else {
+            (0, 0)
+        };
+        assert_eq!(
+            once + lost + sock,
+            count,
+            "{what} a -> b: received once ({once}) + lost on the path ({lost}) + the forwarder's socket drops ({sock})"
+        );
+        assert_eq!(
+            back_once + back_lost + back_sock,
+            back_count,
+            "{what} b -> a, IPv6: received once ({back_once}) + lost on the path ({back_lost}) + socket drops ({back_sock})"
+        );
+        assert!(once >= count / 2 && back_once >= back_count / 2, "{what}: most arrived ({once}, {back_once})");
         if engine == "xsk" {
             let d = summary["directions"].as_array().expect("directions");
             let t =
                 &d.iter().find(|d| d["from"] == b.iface_fa.as_str()).unwrap_or_else(|| panic!("{summary}"))["totals"];
-            assert!(n(&t["forwarded"]) >= count, "packets, not frames: {t}");
+            assert!(n(&t["forwarded"]) >= once, "packets, not frames: {t}");
             assert!(n(&t["forwarded"]) < count + 100, "packets, not frames: {t}");
-            assert!(n(&t["forwarded_bytes"]) >= count * 9014, "{t}");
+            assert!(n(&t["forwarded_bytes"]) >= once * 9014, "{t}");
             assert_eq!(n(&t["forwarded"]), n(&t["completed"]), "every packet put on TX completed: {t}");
         } else {
             let c = &port(&summary, &b.iface_fa)["counters"];
-            assert!(n(&c["forwarded"]) >= count, "{mode}: {c}");
-            assert!(n(&c["rx_bytes"]) >= count * 9014, "{mode}: bytes of every buffer counted: {c}");
+            assert!(n(&c["forwarded"]) >= once, "{mode}: {c}");
+            assert!(n(&c["rx_bytes"]) >= once * 9014, "{mode}: bytes of every buffer counted: {c}");
         }
     }
 }
