@@ -239,11 +239,13 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
             drops.insert(format!("{}.{k}", bed.iface_a()), *v);
         }
     }
-    // rx_ring_full is also counted by the veth as rx_queue_N_drops: count each loss once.
+    // A frame the socket could not take (rx_ring_full, or rx_dropped: no FILL ring entry) fails
+    // the XDP_REDIRECT, which the veth also counts as rx_queue_N_drops (veth_xdp_rcv_skb,
+    // drivers/net/veth.c): count each loss once.
     let named: u64 = drops.iter().filter(|(k, _)| !k.starts_with("xsk.")).map(|(_, v)| v).sum::<u64>()
         + drops
             .iter()
-            .filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full"))
+            .filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full") && !k.ends_with("rx_dropped"))
             .map(|(_, v)| v)
             .sum::<u64>();
     let refused: u64 =

@@ -71,9 +71,8 @@ fn receiver(
 }
 
 /// `fastpath gen --engine xsk`: `count` frames at `rate`; returns the frames sent and, of those,
-/// the ones the sending veth refused (its `refused`: `tx_dropped` over the run, or the
-/// `xdp_xmit_errors` share; a copy-mode AF_XDP frame the veth drops still completes, so the
-/// sender counts it sent).
+/// the ones the sending veth refused (its `refused`: `tx_dropped` over the run; a copy-mode
+/// AF_XDP frame the veth drops still completes, so the sender counts it sent).
 fn gen_refused(ns: &str, iface: &str, dst_mac: &str, src: &str, dst: &str, count: u64, rate: u64) -> (u64, u64) {
     let o = run(&[
         "gen",
@@ -365,13 +364,10 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     }
     let fwd = start_fwd(&b, "l3", &["--interval", "0.1"]);
     let (mut child, lines, reader) = fwd.stream();
-    // What a's veth refuses: AF_XDP (skb) frames while fa is down (tx_dropped), and xdp-live
-    // frames when fa's ring is full (its xdp_xmit_errors).
-    let xmit_err = || -> u64 {
-        let st = fastpath_testbed::Testbed::ethtool_stats(&b.ns_a, &b.iface_a).expect("ethtool -S a");
-        st.iter().filter(|(k, _)| k.contains("xdp_xmit_err")).map(|(_, v)| v).sum()
-    };
-    let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") + xmit_err();
+    // What a's veth refuses (tx_dropped): the generator's AF_XDP (skb) frames while fa is down or
+    // its ring is full. (On a veth tx_dropped also holds XDP-redirected frames the peer refused,
+    // its xdp_xmit_errors: adding those again would count them twice.)
+    let refused0 = link_stat(&b.ns_a, &b.iface_a, "tx_dropped");
     let (rate, count) = (50_000u64, 750_000u64);
     let g = {
         let (ns, ia, mac, src, dst) = (b.ns_a.clone(), b.iface_a.clone(), b.mac_fa.clone(), b.ip4_a, b.ip4_b);
@@ -478,7 +474,7 @@ fn link_events_under_traffic_are_followed_with_every_frame_accounted() {
     let sent = g.join().expect("gen");
     assert_eq!(sent, count);
     std::thread::sleep(Duration::from_millis(500));
-    let refused = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") + xmit_err() - refused0;
+    let refused = link_stat(&b.ns_a, &b.iface_a, "tx_dropped") - refused0;
     let pid = child.id().to_string();
     let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
     assert!(child.wait().expect("wait fwd").success());
@@ -677,41 +673,45 @@ fn udp_exact(
     rx.join().unwrap()
 }
 
-/// UDP datagrams a host's kernel refused (`InErrors` of /proc/net/snmp, or `Udp6InErrors` of
-/// /proc/net/snmp6, in `ns`: its socket buffer full, or a bad checksum).
-fn udp_in_errors(ns: &str, v6: bool) -> u64 {
+/// A host's UDP counters (`Udp:` of /proc/net/snmp, or the `Udp6` lines of /proc/net/snmp6, in
+/// `ns`): {"RcvbufErrors": n, "InCsumErrors": n, ...}.
+fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64> {
     let file = if v6 { "/proc/net/snmp6" } else { "/proc/net/snmp" };
     let o = fastpath_testbed::ns_command(ns, "cat").arg(file).output().expect("cat snmp");
     let t = String::from_utf8_lossy(&o.stdout).into_owned();
     if v6 {
-        let v = t.lines().find_map(|l| l.strip_prefix("Udp6InErrors")).expect("Udp6InErrors");
-        return v.trim().parse().expect("Udp6InErrors");
+        return t
+            .lines()
+            .filter_map(|l| l.strip_prefix("Udp6"))
+            .filter_map(|l| l.split_once(char::is_whitespace))
+            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap_or(0)))
+            .collect();
     }
     let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
-    let k = rows[0].split_whitespace().position(|k| k == "InErrors").expect("Udp InErrors");
-    rows[1].split_whitespace().nth(k).and_then(|v| v.parse().ok()).expect("Udp InErrors value")
+    rows[0].split_whitespace().zip(rows[1].split_whitespace()).skip(1).map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0))).collect()
 }
 
 /// Frames lost on the way from one host to the other through the forwarder, each counted where
 /// it was lost (absolute counters: take the difference around a run): the sending host's veth
-/// (`tx_dropped`: the forwarder port's ring was full), the forwarder's egress port (`tx_dropped`:
-/// a copy-mode AF_XDP transmission the far ring refused; `xdp_xmit_errors`: an XDP_REDIRECT it
-/// refused) and the receiving host's UDP layer (`InErrors`: its socket buffer full). The AF_XDP
-/// forwarder's own socket drops are in its summary (`xsk` statistics). `to_b`: a -> b over
-/// IPv4, else b -> a over IPv6.
+/// and the forwarder's egress port (`tx_dropped`: the ring behind it was full; on a veth it
+/// includes the XDP-redirected frames refused, `xdp_xmit_errors`, see `LinkStats`) and the
+/// receiving host's UDP layer (`RcvbufErrors`: its socket buffer full). A damaged datagram is
+/// not a loss: see [`udp_csum_errors`]. The AF_XDP forwarder's own socket drops are in its
+/// summary ([`xsk_socket_drops`]). `to_b`: a -> b over IPv4, else b -> a over IPv6.
 fn path_drops(b: &FwdBedInfo, to_b: bool) -> u64 {
     let (src, egress, dst) = if to_b {
         ((&b.ns_a, &b.iface_a), &b.iface_fb, &b.ns_b)
     } else {
         ((&b.ns_b, &b.iface_b), &b.iface_fa, &b.ns_a)
     };
-    let xmit_err: u64 = fastpath_testbed::Testbed::ethtool_stats(&b.ns_f, egress)
-        .expect("ethtool -S")
-        .iter()
-        .filter(|(k, _)| k.contains("xdp_xmit_err"))
-        .map(|(_, v)| v)
-        .sum();
-    link_stat(src.0, src.1, "tx_dropped") + link_stat(&b.ns_f, egress, "tx_dropped") + xmit_err + udp_in_errors(dst, !to_b)
+    let rcvbuf = udp_counters(dst, !to_b).get("RcvbufErrors").copied().expect("RcvbufErrors");
+    link_stat(src.0, src.1, "tx_dropped") + link_stat(&b.ns_f, egress, "tx_dropped") + rcvbuf
+}
+
+/// Datagrams the receiving host's kernel found damaged (`InCsumErrors`); `to_b` as in [`path_drops`].
+fn udp_csum_errors(b: &FwdBedInfo, to_b: bool) -> u64 {
+    let dst = if to_b { &b.ns_b } else { &b.ns_a };
+    udp_counters(dst, !to_b).get("InCsumErrors").copied().expect("InCsumErrors")
 }
 
 /// What the AF_XDP forwarder's socket on `iface` counted dropped (XDP_STATISTICS rx_dropped,
@@ -756,18 +756,19 @@ fn jumbo_frames_cross_the_forwarder_intact() {
         if engine == "xsk" {
             assert_eq!(fwd.ready["multi_buffer"], true, "{}", fwd.ready);
         }
-        let lost0 = path_drops(&b, true);
+        let (lost0, csum0) = (path_drops(&b, true), udp_csum_errors(&b, true));
         let (once, dup, bad) = jumbo_udp(&b, count, payload);
-        let lost = path_drops(&b, true) - lost0;
+        let (lost, csum) = (path_drops(&b, true) - lost0, udp_csum_errors(&b, true) - csum0);
         // The other way over IPv6 (a 40-byte header: 8,952 bytes of payload in a 9,000 MTU).
         let (from, to) = ((b.ns_b.clone(), b.ip6_b.into()), (b.ns_a.clone(), b.ip6_a.into()));
-        let back_lost0 = path_drops(&b, false);
+        let (back_lost0, back_csum0) = (path_drops(&b, false), udp_csum_errors(&b, false));
         let (back_once, back_dup, back_bad) = udp_exact(from, to, back_count, 9000 - 40 - 8);
-        let back_lost = path_drops(&b, false) - back_lost0;
+        let (back_lost, back_csum) = (path_drops(&b, false) - back_lost0, udp_csum_errors(&b, false) - back_csum0);
         let (summary, status) = fwd.terminate();
         assert!(status.success());
         let what = format!("{mode}/{engine}");
         assert_eq!((dup, bad, back_dup, back_bad), (0, 0, 0, 0), "{what}: duplicates, damaged (a -> b, b -> a)");
+        assert_eq!((csum, back_csum), (0, 0), "{what}: datagrams the receiving kernel found damaged (a -> b, b -> a)");
         let (sock, back_sock) = if engine == "xsk" {
             (xsk_socket_drops(&summary, &b.iface_fa), xsk_socket_drops(&summary, &b.iface_fb))
         } else {

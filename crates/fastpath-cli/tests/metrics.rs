@@ -169,7 +169,11 @@ fn fwd_and_filter_metrics_match_their_summaries() {
     assert!(st.success());
     let rules = s["rules"].as_array().expect("rules");
     assert_eq!(rule, Some(n(&rules[0]["packets"])), "{body}\n{s}");
-    assert!(rule.unwrap() >= 5000);
+    // The rule matched exactly the frames b's veth took (the bed has no IPv6: nothing else is
+    // UDP to port 9); the rest b's veth refused.
+    let gj = last_json(&g);
+    assert_eq!(n(&gj["delivered"]) + n(&gj["refused"]), 5000, "delivered + refused = sent: {gj}");
+    assert_eq!(rule, Some(n(&gj["delivered"])), "{gj}");
 
     // The forwarder (L2, b's veth and its loopback): what arrives on the veth is forwarded.
     let port = free_port();
@@ -192,15 +196,19 @@ fn fwd_and_filter_metrics_match_their_summaries() {
     ]);
     let g = gen_xsk(&bed, &["--count", "5000", "--rate", "50000", "--json", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
-    let delivered = n(&last_json(&g)["delivered"]);
-    assert_eq!(delivered, 5000, "b's veth took every frame: {}", String::from_utf8_lossy(&g.stdout));
+    let gj = last_json(&g);
+    let delivered = n(&gj["delivered"]);
+    // Every frame sent was taken by the forwarder's veth or refused by it (its ring full: a loaded
+    // machine), exactly; the forwarder must forward every frame it was given.
+    assert_eq!(delivered + n(&gj["refused"]), 5000, "delivered + refused = sent: {gj}");
+    assert!(delivered >= 2500, "most frames reached the forwarder: {gj}");
     let t = Instant::now();
     let mut last = None;
     while t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(300));
         let (_, body) = scrape(port);
         last = sample(&body, "fastpath_fwd_packets_total", &format!("port=\"{i}\",reason=\"forwarded\""));
-        if last.is_some_and(|v| v >= 5000) {
+        if last.is_some_and(|v| v >= delivered) {
             promtool_ok(&body);
             break;
         }
@@ -210,8 +218,8 @@ fn fwd_and_filter_metrics_match_their_summaries() {
     let p = s["ports"].as_array().unwrap().iter().find(|p| p["iface"] == i).unwrap().clone();
     // Every frame arrived and was forwarded (the bed has no IPv6: its kernels send nothing of
     // their own), and the endpoint said so before the run ended.
-    assert_eq!(n(&p["counters"]["forwarded"]), 5000, "{s}");
-    assert_eq!(last, Some(5000), "the last scrape: {s}");
+    assert_eq!(n(&p["counters"]["forwarded"]), delivered, "{s}");
+    assert_eq!(last, Some(delivered), "the last scrape: {s}");
 }
 
 /// `filter load` on `bed`'s b side with --metrics on a free local port and `extra` arguments:
@@ -422,14 +430,12 @@ fn a_hundred_thousand_rules_keep_the_interval_lines_on_time() {
     assert!(st.success());
     let at: Vec<Instant> =
         lines.lock().unwrap().iter().filter(|(_, v)| v["type"] == "interval").map(|(t, _)| *t).collect();
-    // Each line is due at start + k * period: lateness, not jitter, is what accumulates.
-    let gaps: Vec<f64> = at.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect();
-    for (k, g) in gaps.iter().enumerate() {
-        assert!(
-            (g - 1.0).abs() <= 0.05,
-            "interval line {} came {g:.3} s after the one before (period 1 s): {gaps:?}",
-            k + 1
-        );
+    // Each line is due at first + k * period: what a stalled loop shows is lateness that
+    // accumulates (a publish that took 1.6 s made every period 1.6 s), so the bound is on the
+    // cumulative lateness, wide enough for one line read late on a loaded machine.
+    let late: Vec<f64> = at.iter().enumerate().map(|(k, t)| (*t - at[0]).as_secs_f64() - k as f64).collect();
+    for (k, l) in late.iter().enumerate() {
+        assert!(l.abs() <= 0.3, "interval line {k} came {l:+.3} s off its schedule (period 1 s): {late:?}");
     }
     assert_eq!(
         sample(&body, "fastpath_filter_rules_not_exported", &format!("iface=\"{}\"", bed.iface_b())),
