@@ -42,7 +42,8 @@ fn demo_accounts_for_every_frame() {
         let counters = r["drop_counters"].as_object().unwrap_or_else(|| panic!("no drop_counters: {r}"));
         let named: u64 = counters.iter().filter(|(k, _)| !k.starts_with("xsk.")).map(|(_, c)| n(c)).sum();
         let xsk: u64 = counters.iter().filter(|(k, _)| k.starts_with("xsk.")).map(|(_, c)| n(c)).sum();
-        let b_drops: u64 = counters.iter().filter(|(k, _)| k.contains("rx_queue_") && k.ends_with("_drops")).map(|(_, c)| n(c)).sum();
+        let b_drops: u64 =
+            counters.iter().filter(|(k, _)| k.contains("rx_queue_") && k.ends_with("_drops")).map(|(_, c)| n(c)).sum();
         assert!(xsk <= b_drops, "the socket's drops are among b's rx_queue drops: {r}");
         assert_eq!(r["unaccounted"].as_i64(), Some(0), "frames neither received nor named: {r}");
         assert_eq!(sent, received + named, "sent = received + named drops: {r}");
@@ -184,6 +185,9 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
     // much better it does is a benchmark's figure (README: the ddos_udp table).
     for rate in ["1M", "max"] {
         let (none, fp) = (tps("none", rate), tps("fastpath", rate));
-        assert!(fp >= none, "at {rate} the service does at least as well with the flood dropped in XDP: {fp} vs {none}: {v}");
+        assert!(
+            fp >= none,
+            "at {rate} the service does at least as well with the flood dropped in XDP: {fp} vs {none}: {v}"
+        );
     }
 }

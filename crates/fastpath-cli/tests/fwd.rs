@@ -688,7 +688,12 @@ fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64> {
             .collect();
     }
     let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
-    rows[0].split_whitespace().zip(rows[1].split_whitespace()).skip(1).map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0))).collect()
+    rows[0]
+        .split_whitespace()
+        .zip(rows[1].split_whitespace())
+        .skip(1)
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
+        .collect()
 }
 
 /// Frames lost on the way from one host to the other through the forwarder, each counted where
