@@ -14,6 +14,7 @@ use fastpath::xsk::XskError;
 use serde_json::{json, Value};
 
 use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, RunArgs, XskArgs};
+use crate::common::{check_run, compile_rules, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
 use crate::report::{print_summary, Monitor};
 use crate::session::{Role, Session};
@@ -25,26 +26,6 @@ impl Drop for SetOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-pub fn check_run(r: &RunArgs) -> CliResult<()> {
-    if !(r.duration >= 0.0 && r.duration.is_finite()) {
-        return Err(usage(anyhow!(
-            "--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)",
-            r.duration
-        )));
-    }
-    if !(r.interval > 0.0 && r.interval.is_finite()) {
-        return Err(usage(anyhow!("--interval {} is not accepted: use seconds > 0", r.interval)));
-    }
-    Ok(())
-}
-
-pub fn enter_ns(netns: &Option<String>) -> CliResult<()> {
-    if let Some(ns) = netns {
-        fastpath_testbed::enter_netns(ns).map_err(crate::error::env)?;
-    }
-    Ok(())
 }
 
 /// Checks the frame options together (before anything is set up): both addresses of one IP
@@ -104,23 +85,6 @@ pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
         dst_port: f.dst_port,
         frame_len: frame_len(f),
     })
-}
-
-/// The test-bed generator frame: 64-byte UDP from `dev` (ns a, 10.99.0.1:9000) to the receiving
-/// veth (`dst_mac`, 10.99.0.2:9), checksums correct. Shared by demo, ddos and compare.
-pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::SysError> {
-    let spec = UdpFrameSpec {
-        src_mac: dev.mac()?,
-        dst_mac,
-        src_ip: fastpath_testbed::IP4_A.into(),
-        dst_ip: fastpath_testbed::IP4_B.into(),
-        src_port: 9000,
-        dst_port: 9,
-        frame_len: 64,
-    };
-    let mut frame = vec![0u8; 64];
-    build_udp_frame(&spec, &mut frame);
-    Ok(frame)
 }
 
 /// Spinning workers pinned to every online CPU leave none for the kernel's receive softirq,
@@ -196,20 +160,29 @@ fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
 }
 
 /// `fastpath bench MODE`.
-pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+/// The checks every bench mode makes first (before anything is set up): the run and frame
+/// options. Errors: exit 2 (usage).
+pub fn check_common(a: &BenchArgs) -> CliResult<()> {
     check_run(&a.run)?;
-    check_frame(&a.frame)?;
-    if a.mode == BenchMode::Ddos {
-        if a.run.metrics.is_some() {
-            return Err(usage(anyhow!(
-                "--metrics is not accepted with bench ddos: it runs one defence after another on test beds of its own (use it with bench rxdrop|txonly|l2fwd|xdpdrop|redirect-cpu, gen, fwd, filter load|stats)"
-            )));
-        }
-        return crate::ddos::run(a, stop);
+    check_frame(&a.frame)
+}
+
+/// `bench ddos`'s checks before it runs: [`check_common`], and `--metrics` refused (it runs one
+/// defence after another on test beds of its own). Errors: exit 2 (usage).
+pub fn check_ddos(a: &BenchArgs) -> CliResult<()> {
+    check_common(a)?;
+    if a.run.metrics.is_some() {
+        return Err(usage(anyhow!(
+            "--metrics is not accepted with bench ddos: it runs one defence after another on test beds of its own (use it with bench rxdrop|txonly|l2fwd|xdpdrop|redirect-cpu, gen, fwd, filter load|stats)"
+        )));
     }
-    if a.mode == BenchMode::RedirectCpu {
-        return crate::redirect_cpu::run(a, stop);
-    }
+    Ok(())
+}
+
+/// `fastpath bench rxdrop|txonly|l2fwd|xdpdrop` (ddos and redirect-cpu are dispatched to their
+/// own modules by main after [`check_ddos`] / [`check_common`]).
+pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    check_common(a)?;
     if a.xsk.iface.is_empty() {
         return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
     }
@@ -231,9 +204,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.xsk.netns)?;
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
-        Some(p) => {
-            Some(crate::filter_cmd::compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1)
-        }
+        Some(p) => Some(compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
         None => None,
     };
     let template = if a.mode == BenchMode::Txonly {
@@ -387,11 +358,6 @@ impl Drop for LastDone {
 /// A port error as the CLI reports it (see `From<PortError> for CliError`).
 fn port_error(e: fastpath::io::PortError) -> crate::error::CliError {
     e.into()
-}
-
-/// The error of a run whose interface went away: one line, exit 3 (environment).
-pub fn link_lost_error(iface: &str, ev: fastpath::netdev::LinkEvent) -> crate::error::CliError {
-    crate::error::env(anyhow!("interface {iface} {ev} while running; stopped, nothing of ours is left on it"))
 }
 
 /// `fastpath gen`.

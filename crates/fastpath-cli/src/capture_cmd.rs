@@ -43,7 +43,7 @@ use pcap_file::DataLink;
 use serde_json::json;
 
 use crate::args::{CaptureArgs, CaptureModeArg, RulesArgs};
-use crate::bench_cmd::enter_ns;
+use crate::common::enter_ns;
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliError, CliResult};
 
 /// Bytes of the copy-mode ring buffer: 64 MiB, about 50 ms of 64-byte frames at 10 Mpps.
@@ -182,7 +182,7 @@ fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
             }
         })
         .collect();
-    let (_, mut c, _) = crate::filter_cmd::compile_rules(&RulesArgs { file: r.file.clone(), rules })?;
+    let (_, mut c, _) = crate::common::compile_rules(&RulesArgs { file: r.file.clone(), rules })?;
     let act = ActionEntry { code: if copy { action::PASS } else { action::XSK }, copy, ..Default::default() };
     c.actions.iter_mut().for_each(|a| *a = act);
     c.default = ActionEntry { code: action::PASS, ..Default::default() };

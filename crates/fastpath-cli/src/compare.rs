@@ -356,7 +356,7 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
         let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
         let gen = spawn_in_netns(bed.ns_a(), move || -> Result<(f64, u64, u64), String> {
             let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
-            let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
+            let frame = crate::common::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
             let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
             let sent0 = gen.total_sent().map_err(|e| e.to_string())?;
@@ -406,7 +406,9 @@ fn measure(bed: &Testbed, row: Row, pin: Pin, secs: f64, global_stop: &Arc<Atomi
     Ok(Counts { sent, refused, received: n, drops, secs: elapsed })
 }
 
-pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+/// What `compare` and `compare --inject` check before anything is set up: the duration, the
+/// SVG path, two CPUs, root. Errors: exit 2 (usage) or 4 (privileges).
+pub fn check(a: &CompareArgs) -> CliResult<()> {
     if !(a.duration >= 0.0 && a.duration.is_finite()) {
         return Err(usage(anyhow!("--duration {} is not accepted: use seconds >= 0", a.duration)));
     }
@@ -416,10 +418,11 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if fastpath::host::online_cpus() < 2 {
         return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
     }
-    require_privileges("compare")?;
-    if a.inject {
-        return crate::inject::run(a, stop);
-    }
+    require_privileges("compare")
+}
+
+/// `fastpath compare` (after [`check`]).
+pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let ncpu = fastpath::host::online_cpus() as u32;
     if let Some(q) = a.queues {
         if !(2..=ncpu.min(64)).contains(&q) {

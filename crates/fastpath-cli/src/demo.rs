@@ -183,7 +183,7 @@ fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>)
     let gstop = global_stop.clone();
     let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<GenOutcome> {
         let dev = NetDev::by_name(&if_a).map_err(runtime)?;
-        let frame = crate::bench_cmd::testbed_frame(&dev, mac_b).map_err(runtime)?;
+        let frame = crate::common::testbed_frame(&dev, mac_b).map_err(runtime)?;
         let gen = Arc::new(XdpGen::load(dev.ifindex)?);
         let eth0 = dev.ethtool_stats().unwrap_or_default();
         let sent0 = gen.total_sent()?;

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::args::DoctorArgs;
-use crate::bench_cmd::enter_ns;
+use crate::common::enter_ns;
 use crate::error::{env, usage, CliResult};
 use crate::session::L2_OVERHEAD_BYTES;
 

@@ -16,37 +16,8 @@ use fastpath::xsk::XskError;
 use serde_json::json;
 
 use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};
-use crate::bench_cmd::{check_run, enter_ns};
+use crate::common::{check_run, compile_rules, enter_ns};
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
-
-/// Reads, validates and compiles the rules: everything that can fail on bad input fails here,
-/// before any interface is touched.
-pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
-    let (mut set, source) = match &r.file {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).map_err(|e| usage(anyhow!("cannot read rule file {}: {e}", p.display())))?;
-            (parse_toml(&p.display().to_string(), &text)?, p.display().to_string())
-        }
-        None if r.rules.is_empty() => {
-            return Err(usage(anyhow!(
-                "no rules: give a rule file, or --rule 'k=v,...' (e.g. --rule 'proto=udp,dst_port=9,action=drop')"
-            )))
-        }
-        None => (RuleSet { rules: vec![], default: Action::Pass, malformed: None }, "--rule".to_string()),
-    };
-    if !r.rules.is_empty() {
-        let extra = parse_cli_rules(&r.rules, set.default.clone())?;
-        let mut rules = std::mem::take(&mut set.rules);
-        rules.extend(extra.rules);
-        // Every limit again on the union (priority order kept, file rules first on ties).
-        let malformed = set.malformed.take();
-        set = fastpath::rules::finish(&source, rules, set.default.clone())?;
-        set.malformed = malformed;
-    }
-    let c = compile(&source, &set)?;
-    Ok((set, c, source))
-}
 
 fn names_file(iface: &str) -> PathBuf {
     let d = pin_dir(iface);
@@ -206,7 +177,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
             if let Some(ev) = watch(&cls, Some(link), &target.iface, &names, run, &stop, metrics.as_ref()) {
                 drop(cls); // detaches, if the interface is still there
-                return Err(crate::bench_cmd::link_lost_error(&target.iface, ev));
+                return Err(crate::common::link_lost_error(&target.iface, ev));
             }
             Ok(())
         }

@@ -22,7 +22,7 @@ use fastpath::netdev::{link_state, LinkState, NetDev};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdEngineArg, FwdModeArg};
-use crate::bench_cmd::enter_ns;
+use crate::common::{enter_ns, event_line};
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
 
 fn check_args(a: &FwdArgs) -> CliResult<()> {
@@ -47,15 +47,6 @@ fn check_args(a: &FwdArgs) -> CliResult<()> {
 
 fn read_sysctl(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
-}
-
-/// One link event: a JSON `event` line, or a line on stderr. Shared by both engines.
-pub(crate) fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: String) {
-    if json_out {
-        println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
-    } else {
-        eprintln!("fastpath fwd: {t:.3} s: {iface} {event}: {detail}");
-    }
 }
 
 fn counters_json(c: &PortCounters) -> serde_json::Value {
@@ -353,9 +344,6 @@ fn fwd_families(fwd: &Forwarder) -> CliResult<Vec<crate::metrics::Family>> {
 }
 
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    if a.engine == FwdEngineArg::Xsk {
-        return crate::fwd_xsk::run(a, stop);
-    }
     if a.queues != 1 || a.cpus.is_some() || a.tx_limit_bytes.is_some() {
         return Err(usage(anyhow!(
             "--queues, --cpus and --tx-limit-bytes are not accepted with --engine xdp: they shape the AF_XDP forwarder (--engine xsk); the XDP program serves every queue on the CPU that receives it"

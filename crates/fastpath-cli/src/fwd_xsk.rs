@@ -22,9 +22,9 @@ use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskConfig, Xsk
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
-use crate::bench_cmd::enter_ns;
+use crate::common::enter_ns;
+use crate::common::event_line;
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
-use crate::fwd_cmd::event_line;
 use crate::session::decide_multi_buffer;
 
 /// UMEM frame size: one frame holds a packet of up to this less the kernel's 256-byte
@@ -121,7 +121,7 @@ impl Instance {
         // single-buffer ones: a veth refuses a larger MTU while a single-buffer program is
         // attached, and the forwarder re-binds its sockets multi-buffer when the MTU grows.
         let mb = cfg.socket.multi_buffer;
-        let frags = mb || fastpath::features::probe().check(fastpath::features::Feature::MultiBuffer).is_ok();
+        let frags = mb || fastpath::features::check(fastpath::features::Feature::MultiBuffer).is_ok();
         let mut progs = Vec::new();
         for (i, &ifindex) in a.ifaces.iter().zip(&ifindexes) {
             let at = attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| {

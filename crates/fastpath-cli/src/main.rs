@@ -18,6 +18,7 @@ macro_rules! eprintln {
 mod args;
 mod bench_cmd;
 mod capture_cmd;
+mod common;
 mod compare;
 mod ddos;
 mod demo;
@@ -52,7 +53,7 @@ fn main() {
             e.exit()
         }
         Err(e) => {
-            // One line (DESIGN.md §5): clap's message without its usage and "--help" lines.
+            // One line (docs/ARCHITECTURE.md §5): clap's message without its usage and "--help" lines.
             let text = e.render().to_string();
             let line: Vec<&str> = text
                 .lines()
@@ -96,11 +97,19 @@ fn main() {
     }
     let r = match &cli.cmd {
         Cmd::Testbed(t) => testbed_cmd::run(t),
+        // Commands never call each other: the modes and engines with a module of their own are
+        // dispatched here, after the checks they share with the rest of their command.
+        Cmd::Bench(b) if b.mode == args::BenchMode::Ddos => bench_cmd::check_ddos(b).and_then(|_| ddos::run(b, stop)),
+        Cmd::Bench(b) if b.mode == args::BenchMode::RedirectCpu => {
+            bench_cmd::check_common(b).and_then(|_| redirect_cpu::run(b, stop))
+        }
         Cmd::Bench(b) => bench_cmd::bench(b, stop),
         Cmd::Gen(g) => bench_cmd::gen(g, stop),
         Cmd::Demo(d) => demo::run(d, stop),
         Cmd::Filter(f) => filter_cmd::run(f, stop),
-        Cmd::Compare(c) => compare::run(c, stop),
+        Cmd::Compare(c) if c.inject => compare::check(c).and_then(|_| inject::run(c, stop)),
+        Cmd::Compare(c) => compare::check(c).and_then(|_| compare::run(c, stop)),
+        Cmd::Fwd(f) if f.engine == args::FwdEngineArg::Xsk => fwd_xsk::run(f, stop),
         Cmd::Fwd(f) => fwd_cmd::run(f, stop),
         Cmd::Probe(p) => probe_cmd::run(p),
         Cmd::Ss(s) => ss_cmd::run(s),

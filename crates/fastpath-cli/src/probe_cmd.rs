@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::args::ProbeArgs;
-use crate::bench_cmd::enter_ns;
+use crate::common::enter_ns;
 use crate::error::{env, CliResult};
 use crate::session::L2_OVERHEAD_BYTES;
 

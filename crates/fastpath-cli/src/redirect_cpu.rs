@@ -19,7 +19,7 @@ use fastpath::xsk::XskError;
 use serde_json::{json, Value};
 
 use crate::args::{BenchArgs, CpuDistArg, RemoteActionArg};
-use crate::bench_cmd::{check_run, enter_ns, link_lost_error};
+use crate::common::{check_run, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, usage, CliResult};
 use crate::report::{print_summary, Monitor};
 

@@ -128,7 +128,7 @@ pub fn decide_multi_buffer(iface: &str, mtu: u32, cfg: &mut XskConfig) -> CliRes
         cfg.socket.multi_buffer = false;
         return Ok(None);
     }
-    if let Err(u) = fastpath::features::probe().check(fastpath::features::Feature::MultiBuffer) {
+    if let Err(u) = fastpath::features::check(fastpath::features::Feature::MultiBuffer) {
         return Err(crate::error::unsupported(anyhow!(
             "{iface} has MTU {mtu}, more than one {}-byte UMEM frame holds (MTU <= {max_mtu}): {u}; lower the MTU (ip link set dev {iface} mtu {max_mtu})",
             cfg.umem.frame_size

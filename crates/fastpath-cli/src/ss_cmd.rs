@@ -4,7 +4,7 @@ use fastpath::xsk::diag;
 use serde_json::json;
 
 use crate::args::SsArgs;
-use crate::bench_cmd::enter_ns;
+use crate::common::enter_ns;
 use crate::error::{kernel, CliResult};
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {

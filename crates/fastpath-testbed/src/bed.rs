@@ -10,6 +10,7 @@ use nix::sched::{sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 use serde::Serialize;
 
+use crate::name::validate_name;
 use crate::netns::netns_exists;
 use crate::{cmd, TestbedError};
 
@@ -25,9 +26,6 @@ pub const IP6_A: Ipv6Addr = Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, 1);
 pub const IP6_B: Ipv6Addr = Ipv6Addr::new(0xfd99, 0, 0, 0, 0, 0, 0, 2);
 /// IPv6 prefix length of both addresses.
 pub const PREFIX6: u8 = 64;
-/// Longest accepted test bed name: interface `<name>a` must fit IFNAMSIZ-1 = 15 bytes, and
-/// 12 leaves room for the NAPI thread name `napi/<name>b-<id>` on kernels that truncate it.
-pub const MAX_NAME_LEN: usize = 12;
 /// Largest accepted queue count (the kernel's limit for `numtxqueues`/`numrxqueues`).
 pub const MAX_QUEUES: u32 = 4096;
 /// `limit` of the pfifo qdisc put on the sending veth when [`TestbedConfig::sender_qdisc`] is set.
@@ -115,20 +113,6 @@ pub struct Testbed {
 /// mount point on first use, which races when several threads do it at once.
 static NETNS_ADD_LOCK: Mutex<()> = Mutex::new(());
 static NAME_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// Checks a test bed name: 1 to 12 ASCII letters or digits.
-pub(crate) fn validate_name(name: &str) -> Result<(), TestbedError> {
-    let reason = if name.is_empty() {
-        "empty"
-    } else if name.len() > MAX_NAME_LEN {
-        "too long"
-    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
-        "contains a character that is not an ASCII letter or digit"
-    } else {
-        return Ok(());
-    };
-    Err(TestbedError::InvalidName { name: name.to_owned(), reason })
-}
 
 fn base36(mut n: u64, min_width: usize) -> String {
     const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";

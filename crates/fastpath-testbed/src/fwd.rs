@@ -19,7 +19,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde::Serialize;
 
-use crate::bed::{validate_name, Rollback};
+use crate::bed::Rollback;
+use crate::name::validate_name;
 use crate::netns::netns_exists;
 use crate::{cmd, TestbedError};
 

@@ -35,16 +35,18 @@ mod bed;
 mod cmd;
 mod error;
 mod fwd;
+mod name;
 mod netns;
 
 pub use bed::{
-    default_name_prefix, Testbed, TestbedConfig, TestbedInfo, IP4_A, IP4_B, IP6_A, IP6_B, MAX_NAME_LEN, MAX_QUEUES,
-    PREFIX4, PREFIX6, SENDER_QDISC_LIMIT,
+    default_name_prefix, Testbed, TestbedConfig, TestbedInfo, IP4_A, IP4_B, IP6_A, IP6_B, MAX_QUEUES, PREFIX4, PREFIX6,
+    SENDER_QDISC_LIMIT,
 };
 pub use error::TestbedError;
 pub use fwd::{
     FwdBed, FwdBedInfo, FWD_IP4_A, FWD_IP4_B, FWD_IP4_FA, FWD_IP4_FB, FWD_IP6_A, FWD_IP6_B, FWD_IP6_FA, FWD_IP6_FB,
 };
+pub use name::MAX_NAME_LEN;
 pub use netns::{enter_netns, list, run_in_netns, spawn_in_netns, NETNS_RUN_DIR};
 
 /// A [`std::process::Command`] that runs `program` inside network namespace `ns`

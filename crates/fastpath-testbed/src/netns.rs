@@ -96,7 +96,7 @@ pub fn list() -> Result<Vec<String>, TestbedError> {
     Ok(all
         .iter()
         .filter_map(|ns| ns.strip_suffix("-a"))
-        .filter(|base| crate::bed::validate_name(base).is_ok())
+        .filter(|base| crate::name::validate_name(base).is_ok())
         .filter(|base| all.contains(&format!("{base}-b")))
         .map(str::to_owned)
         .collect())

@@ -1,7 +1,9 @@
-//! Which AF_XDP / XDP features the running kernel has: probed once per process, cached.
+//! Which AF_XDP / XDP features the running kernel has: probed lazily, once per process, cached.
 //!
-//! [`probe`] runs every probe the first time it is called (a [`OnceLock`]) and returns the same
-//! [`Features`] afterwards. Each probe tries the real thing on a harmless object and reads the
+//! [`check`] and [`status`] answer for one feature and run only that feature's probe group (the
+//! AF_XDP socket probes, the live-frames run, or the tracepoints), the first time one of its
+//! features is asked for (a [`OnceLock`] per group, as libbpf's `feat_supported(cache, id)`);
+//! [`probe`] answers for all of them (`fastpath probe`, `doctor`). Each probe tries the real thing on a harmless object and reads the
 //! kernel's answer; the kernel version decides only where a probe cannot run (no privilege),
 //! and [`FeatureStatus::how`] says which it was.
 //!
@@ -199,12 +201,7 @@ impl Features {
     /// features whatever the kernel says: to exercise a fallback or an error path on a kernel
     /// that has the feature (as libxdp's `LIBXDP_SKIP_DISPATCHER` does for its dispatcher).
     pub fn check(&self, f: Feature) -> Result<(), Unsupported> {
-        let denied = std::env::var("FASTPATH_DENY_FEATURES").is_ok_and(|v| v.split(',').any(|k| k.trim() == f.key()));
-        if self.supported(f) && !denied {
-            Ok(())
-        } else {
-            Err(Unsupported { feature: f.name(), min_kernel: f.min_kernel() })
-        }
+        check_status(self.get(f))
     }
 
     /// A plain-text table: feature, min kernel, supported, how it was decided; one line each.
@@ -223,31 +220,116 @@ impl Features {
     }
 }
 
+/// The probes come in three groups that share their set-up: the AF_XDP socket probes (one
+/// socket, one small UMEM, and a private network namespace for "another device"), the
+/// live-frames run, and the tracepoints (kernel BTF). Each group runs at most once per process,
+/// the first time one of its features is asked for (as libbpf's `feat_supported(cache, id)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Xsk,
+    LiveFrames,
+    Tracepoints,
+}
+
+impl Feature {
+    fn group(self) -> Group {
+        match self {
+            Feature::LiveFrames => Group::LiveFrames,
+            Feature::XdpTracepoints => Group::Tracepoints,
+            _ => Group::Xsk,
+        }
+    }
+}
+
+static KERNEL: OnceLock<(String, Option<(u32, u32)>)> = OnceLock::new();
+static XSK: OnceLock<Vec<FeatureStatus>> = OnceLock::new();
+static LIVE: OnceLock<Vec<FeatureStatus>> = OnceLock::new();
+static TRACEPOINTS: OnceLock<(Vec<FeatureStatus>, Vec<&'static str>)> = OnceLock::new();
 static FEATURES: OnceLock<Features> = OnceLock::new();
 static PROBE_RUNS: AtomicUsize = AtomicUsize::new(0);
 
-/// The running kernel's features, probed on the first call in this process and cached (later
-/// calls return the same object at once). Never fails: a probe that cannot run falls back to the
-/// kernel version. Privileges: CAP_NET_RAW (AF_XDP sockets), CAP_BPF (programs), CAP_SYS_ADMIN
-/// (a private network namespace), or root; without them, version fallbacks. The first call
-/// takes tens of milliseconds (one live-frames run sets up a page pool).
-pub fn probe() -> &'static Features {
-    FEATURES.get_or_init(|| {
-        PROBE_RUNS.fetch_add(1, Ordering::Relaxed);
-        probe_uncached()
+fn kernel() -> &'static (String, Option<(u32, u32)>) {
+    KERNEL.get_or_init(|| {
+        let kernel = sp::kernel_release().unwrap_or_else(|e| format!("unknown ({e})"));
+        let version = parse_version(&kernel);
+        (kernel, version)
     })
 }
 
-/// How many times the probes have run in this process: 0 before [`probe`], then 1 for good.
+fn prober() -> Prober {
+    Prober { version: kernel().1, out: Vec::new() }
+}
+
+fn group_answers(g: Group) -> &'static [FeatureStatus] {
+    let run = |f: fn(&mut Prober)| {
+        PROBE_RUNS.fetch_add(1, Ordering::Relaxed);
+        let mut p = prober();
+        f(&mut p);
+        p.out
+    };
+    match g {
+        Group::Xsk => XSK.get_or_init(|| run(Prober::xsk_probes)),
+        Group::LiveFrames => LIVE.get_or_init(|| run(Prober::live_frames)),
+        Group::Tracepoints => {
+            &TRACEPOINTS
+                .get_or_init(|| {
+                    PROBE_RUNS.fetch_add(1, Ordering::Relaxed);
+                    let mut p = prober();
+                    let names = p.tracepoints();
+                    (p.out, names)
+                })
+                .0
+        }
+    }
+}
+
+/// The answer for one feature, probing only its group the first time (cached afterwards).
+/// Never fails: a probe that cannot run falls back to the kernel version. Privileges as
+/// [`probe`].
+pub fn status(f: Feature) -> &'static FeatureStatus {
+    group_answers(f.group()).iter().find(|s| s.feature == f).expect("every feature of a group is answered")
+}
+
+/// `Ok` if the kernel has `f`, else [`Unsupported`] naming it and its minimum kernel; probes
+/// only `f`'s group, once per process (see [`Features::check`] for `FASTPATH_DENY_FEATURES`).
+pub fn check(f: Feature) -> Result<(), Unsupported> {
+    check_status(status(f))
+}
+
+fn check_status(s: &FeatureStatus) -> Result<(), Unsupported> {
+    let f = s.feature;
+    let denied = std::env::var("FASTPATH_DENY_FEATURES").is_ok_and(|v| v.split(',').any(|k| k.trim() == f.key()));
+    if s.supported && !denied {
+        Ok(())
+    } else {
+        Err(Unsupported { feature: f.name(), min_kernel: f.min_kernel() })
+    }
+}
+
+/// Every feature of the running kernel: each group probed the first time it is needed and
+/// cached (later calls return the same object at once). Never fails: a probe that cannot run
+/// falls back to the kernel version. Privileges: CAP_NET_RAW (AF_XDP sockets), CAP_BPF
+/// (programs), CAP_SYS_ADMIN (a private network namespace), or root; without them, version
+/// fallbacks. The first call takes tens of milliseconds (one live-frames run sets up a page
+/// pool); code that needs one feature calls [`check`], which runs only that feature's group.
+pub fn probe() -> &'static Features {
+    FEATURES.get_or_init(|| {
+        let features = Feature::ALL.iter().map(|f| status(*f).clone()).collect();
+        group_answers(Group::Tracepoints);
+        let xdp_tracepoints = TRACEPOINTS.get().map(|t| t.1.clone()).unwrap_or_default();
+        Features { kernel: kernel().0.clone(), features, xdp_tracepoints }
+    })
+}
+
+/// How many probe groups have run in this process: 0 before any feature was asked for, at
+/// most 3 (one per group) for good.
 pub fn probe_runs() -> usize {
     PROBE_RUNS.load(Ordering::Relaxed)
 }
 
 /// Runs every probe now, without the cache (for tests and diagnostics; use [`probe`]).
 pub fn probe_uncached() -> Features {
-    let kernel = sp::kernel_release().unwrap_or_else(|e| format!("unknown ({e})"));
-    let version = parse_version(&kernel);
-    let mut p = Prober { version, out: Vec::new() };
+    let mut p = prober();
     p.xsk_probes();
     p.live_frames();
     let xdp_tracepoints = p.tracepoints();
@@ -255,7 +337,7 @@ pub fn probe_uncached() -> Features {
         .iter()
         .map(|f| p.out.iter().find(|s| s.feature == *f).cloned().expect("every feature probed"))
         .collect();
-    Features { kernel, features, xdp_tracepoints }
+    Features { kernel: kernel().0.clone(), features, xdp_tracepoints }
 }
 
 /// `MAJOR.MINOR` of a release string like `6.18.44-fc-v595`.
@@ -718,10 +800,13 @@ mod tests {
             eprintln!("SKIPPED probe_runs_once_and_finds_everything_on_a_new_kernel: needs root");
             return;
         }
+        // One feature asked for: its group is probed and cached.
+        assert!(check(Feature::NeedWakeup).is_ok() || parse_version(&kernel().0) < Some((5, 4)));
+        assert!(XSK.get().is_some(), "need_wakeup's group ran");
         let a = probe();
         let b = probe();
         assert!(std::ptr::eq(a, b), "probe() returns the cached object");
-        assert_eq!(probe_runs(), 1, "the probes ran once");
+        assert_eq!(probe_runs(), 3, "each of the three probe groups ran once");
         eprintln!("{}", a.table());
         assert_eq!(a.features.len(), Feature::ALL.len());
         let v = parse_version(&a.kernel).expect("uname -r parses");

@@ -10,56 +10,6 @@ use crate::sys::{self, SysError};
 pub mod watch;
 pub mod xdp_features;
 
-const ETHTOOL_GDRVINFO: u32 = 0x03;
-const ETHTOOL_GSTRINGS: u32 = 0x1b;
-const ETHTOOL_GSTATS: u32 = 0x1d;
-const ETHTOOL_GSSET_INFO: u32 = 0x37;
-const ETHTOOL_GCHANNELS: u32 = 0x3c;
-const ETHTOOL_GGRO: u32 = 0x2b;
-/// ETHTOOL_GFLAGS and its ETH_FLAG_RXVLAN bit (include/uapi/linux/ethtool.h).
-const ETHTOOL_GFLAGS: u32 = 0x25;
-const ETH_FLAG_RXVLAN: u32 = 1 << 8;
-
-/// struct ethtool_value (include/uapi/linux/ethtool.h).
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolValue {
-    cmd: u32,
-    data: u32,
-}
-const ETH_SS_STATS: u32 = 1;
-const ETH_GSTRING_LEN: usize = 32;
-
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolChannels {
-    cmd: u32,
-    max_rx: u32,
-    max_tx: u32,
-    max_other: u32,
-    max_combined: u32,
-    rx_count: u32,
-    tx_count: u32,
-    other_count: u32,
-    combined_count: u32,
-}
-
-#[repr(C)]
-struct EthtoolDrvinfo {
-    cmd: u32,
-    driver: [u8; 32],
-    version: [u8; 32],
-    fw_version: [u8; 32],
-    bus_info: [u8; 32],
-    erom_version: [u8; 32],
-    reserved2: [u8; 12],
-    n_priv_flags: u32,
-    n_stats: u32,
-    testinfo_len: u32,
-    eedump_len: u32,
-    regdump_len: u32,
-}
-
 /// What became of an interface since it was resolved ([`NetDev::link_event`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkEvent {
@@ -219,14 +169,8 @@ impl NetDev {
     }
 
     /// ETHTOOL_GCHANNELS; `None` when the driver does not report channels (EOPNOTSUPP).
-    fn channels(&self) -> Result<Option<EthtoolChannels>, SysError> {
-        let mut ch = EthtoolChannels { cmd: ETHTOOL_GCHANNELS, ..Default::default() };
-        // SAFETY: ch is an ethtool_channels request the kernel fills in.
-        match unsafe { sys::ethtool_ioctl(&self.name, (&mut ch as *mut EthtoolChannels).cast(), "ETHTOOL_GCHANNELS") } {
-            Ok(()) => Ok(Some(ch)),
-            Err(e) if e.errno == libc::EOPNOTSUPP => Ok(None),
-            Err(e) => Err(e),
-        }
+    fn channels(&self) -> Result<Option<sys::ethtool::Channels>, SysError> {
+        sys::ethtool::channels(&self.name)
     }
 
     /// Number of transmit queues (tx + combined channels from ETHTOOL_GCHANNELS); `None` when
@@ -239,33 +183,16 @@ impl NetDev {
     /// namespace the calling thread is in, unlike /sys/class/net, which shows the namespace
     /// sysfs was mounted in).
     pub fn all() -> Result<Vec<NetDev>, SysError> {
-        // SAFETY: if_nameindex returns a heap array ended by a zero entry, or null on error;
-        // it is freed once, below, after the names are copied.
-        unsafe {
-            let list = libc::if_nameindex();
-            if list.is_null() {
-                return Err(SysError::last("if_nameindex()"));
-            }
-            let mut out = Vec::new();
-            let mut p = list;
-            while (*p).if_index != 0 {
-                let name = std::ffi::CStr::from_ptr((*p).if_name).to_string_lossy().into_owned();
-                out.push(NetDev { name, ifindex: (*p).if_index });
-                p = p.add(1);
-            }
-            libc::if_freenameindex(list);
-            out.sort_by_key(|d| d.ifindex);
-            Ok(out)
-        }
+        let mut out: Vec<NetDev> =
+            sys::if_nameindex()?.into_iter().map(|(name, ifindex)| NetDev { name, ifindex }).collect();
+        out.sort_by_key(|d| d.ifindex);
+        Ok(out)
     }
 
     /// True if generic receive offload is on (ETHTOOL_GGRO). On a veth, GRO (or an XDP
     /// program) is what gives the device the NAPI that frames redirected into its peer need.
     pub fn gro_enabled(&self) -> Result<bool, SysError> {
-        let mut v = EthtoolValue { cmd: ETHTOOL_GGRO, data: 0 };
-        // SAFETY: v is an ethtool_value request the kernel fills in.
-        unsafe { sys::ethtool_ioctl(&self.name, (&mut v as *mut EthtoolValue).cast(), "ETHTOOL_GGRO")? };
-        Ok(v.data != 0)
+        sys::ethtool::gro(&self.name)
     }
 
     /// True if rx VLAN offload is on (ETHTOOL_GFLAGS, ETH_FLAG_RXVLAN; `ethtool -k` calls it
@@ -273,10 +200,7 @@ impl NetDev {
     /// runs, so an XDP program does not see it in the frame. On a veth the tag is stripped
     /// when the sending peer has tx VLAN offload on (a VLAN device above it), whatever this says.
     pub fn rx_vlan_offload(&self) -> Result<bool, SysError> {
-        let mut v = EthtoolValue { cmd: ETHTOOL_GFLAGS, data: 0 };
-        // SAFETY: v is an ethtool_value request the kernel fills in.
-        unsafe { sys::ethtool_ioctl(&self.name, (&mut v as *mut EthtoolValue).cast(), "ETHTOOL_GFLAGS")? };
-        Ok(v.data & ETH_FLAG_RXVLAN != 0)
+        sys::ethtool::rx_vlan_offload(&self.name)
     }
 
     /// The interface's Ethernet address.
@@ -291,112 +215,14 @@ impl NetDev {
 
     /// The driver's name (ETHTOOL_GDRVINFO), e.g. "veth", "ice", "mlx5_core".
     pub fn driver(&self) -> Result<String, SysError> {
-        // SAFETY: all-zero is a valid drvinfo.
-        let mut info: EthtoolDrvinfo = unsafe { std::mem::zeroed() };
-        info.cmd = ETHTOOL_GDRVINFO;
-        // SAFETY: info is an ethtool_drvinfo request the kernel fills in.
-        unsafe { sys::ethtool_ioctl(&self.name, (&mut info as *mut EthtoolDrvinfo).cast(), "ETHTOOL_GDRVINFO")? };
-        Ok(cstr(&info.driver))
+        sys::ethtool::driver(&self.name)
     }
 
     /// The driver's counters (what `ethtool -S` shows), in the driver's order and names:
     /// ETHTOOL_GSSET_INFO, then ETHTOOL_GSTRINGS and ETHTOOL_GSTATS.
     pub fn ethtool_stats(&self) -> Result<Vec<(String, u64)>, SysError> {
-        // Since a December 2025 fix to net/ethtool/ioctl.c (backported to stable) the kernel
-        // answers a count other than ours with 0 and writes nothing; older kernels ignore ours
-        // and write their current count. So: tell it n, keep room for more (older kernels), and
-        // read only when both answers match n; otherwise ask again from GSSET_INFO.
-        for _ in 0..3 {
-            let n = self.sset_count()?;
-            if n == 0 {
-                return Ok(Vec::new());
-            }
-            let mut strings = GstringsReq::new(n);
-            // SAFETY: the buffer holds the header and room for GstringsReq::room(n) strings,
-            // at least the n the header announces.
-            unsafe { sys::ethtool_ioctl(&self.name, strings.as_mut_ptr(), "ETHTOOL_GSTRINGS")? };
-            let mut stats = GstatsReq::new(n);
-            // SAFETY: the buffer holds the header and room for at least the n counters the
-            // header announces.
-            unsafe { sys::ethtool_ioctl(&self.name, stats.as_mut_ptr(), "ETHTOOL_GSTATS")? };
-            if let (Some(names), Some(values)) = (strings.strings(), stats.counters()) {
-                return Ok(names.zip(values.iter().copied()).collect());
-            };
-        }
-        Err(SysError {
-            call: format!("ethtool stats of {}: the counter count keeps changing", self.name),
-            errno: libc::EAGAIN,
-        })
+        sys::ethtool::stats(&self.name)
     }
-
-    fn sset_count(&self) -> Result<u32, SysError> {
-        // ethtool_sset_info: cmd, reserved, sset_mask (u64), then one u32 per set in the mask.
-        let mut sset = [0u32; 5];
-        sset[0] = ETHTOOL_GSSET_INFO;
-        sset[2] = 1 << ETH_SS_STATS; // low half of the u64 mask (little-endian)
-                                     // SAFETY: sset is large enough for the header plus one data word.
-        unsafe { sys::ethtool_ioctl(&self.name, sset.as_mut_ptr().cast(), "ETHTOOL_GSSET_INFO")? };
-        Ok(if sset[2] & (1 << ETH_SS_STATS) != 0 { sset[4] } else { 0 })
-    }
-}
-
-/// Room for counters beyond the count announced: an older kernel writes its own current count
-/// whatever we say, so a count that grew a little since GSSET_INFO still lands in the buffer.
-fn room(n: u32) -> usize {
-    n as usize * 2 + 16
-}
-
-/// An ETHTOOL_GSTATS request: the count announced and the buffer are made from one value, so
-/// the kernel is never told of more counters than the buffer holds.
-struct GstatsReq {
-    n: u32,
-    buf: Vec<u64>,
-}
-
-impl GstatsReq {
-    fn new(n: u32) -> Self {
-        // ethtool_stats: cmd, n_stats, then u64 data (8-byte aligned: a u64 buffer).
-        let mut buf = vec![0u64; 1 + room(n)];
-        buf[0] = u64::from(ETHTOOL_GSTATS) | (u64::from(n) << 32);
-        Self { n, buf }
-    }
-    fn as_mut_ptr(&mut self) -> *mut libc::c_void {
-        self.buf.as_mut_ptr().cast()
-    }
-    /// The counters if the kernel answered for exactly the count announced.
-    fn counters(&self) -> Option<&[u64]> {
-        let got = (self.buf[0] >> 32) as u32;
-        (got == self.n).then(|| &self.buf[1..1 + self.n as usize])
-    }
-}
-
-/// An ETHTOOL_GSTRINGS request of the stats names, built like [`GstatsReq`].
-struct GstringsReq {
-    n: u32,
-    buf: Vec<u8>,
-}
-
-impl GstringsReq {
-    fn new(n: u32) -> Self {
-        // ethtool_gstrings: cmd, string_set, len, then len * 32 bytes.
-        let mut buf = vec![0u8; 12 + room(n) * ETH_GSTRING_LEN];
-        buf[0..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
-        buf[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
-        buf[8..12].copy_from_slice(&n.to_ne_bytes());
-        Self { n, buf }
-    }
-    fn as_mut_ptr(&mut self) -> *mut libc::c_void {
-        self.buf.as_mut_ptr().cast()
-    }
-    fn strings(&self) -> Option<impl Iterator<Item = String> + '_> {
-        let got = u32::from_ne_bytes(self.buf[8..12].try_into().expect("4 bytes"));
-        (got == self.n).then(|| self.buf[12..12 + self.n as usize * ETH_GSTRING_LEN].chunks(ETH_GSTRING_LEN).map(cstr))
-    }
-}
-
-fn cstr(b: &[u8]) -> String {
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
 /// Differences `after - before` of two `ethtool_stats` snapshots, keeping the non-zero ones
@@ -487,27 +313,6 @@ mod link_stats_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ethtool_requests_never_announce_more_than_they_hold() {
-        for n in [1u32, 7, 300] {
-            let mut g = GstatsReq::new(n);
-            assert_eq!(g.buf[0] >> 32, u64::from(n));
-            assert!(g.buf.len() > n as usize);
-            // A newer kernel's answer to a count that changed: 0 and nothing written.
-            g.buf[0] &= 0xffff_ffff;
-            assert!(g.counters().is_none());
-            // An older kernel's answer with a grown count: not read as ours.
-            g.buf[0] |= u64::from(n + 1) << 32;
-            assert!(g.counters().is_none());
-            g.buf[0] = u64::from(ETHTOOL_GSTATS) | (u64::from(n) << 32);
-            assert_eq!(g.counters().map(|c| c.len()), Some(n as usize));
-            let s = GstringsReq::new(n);
-            assert_eq!(u32::from_ne_bytes(s.buf[8..12].try_into().unwrap()), n);
-            assert!(s.buf.len() >= 12 + n as usize * ETH_GSTRING_LEN);
-            assert_eq!(s.strings().map(|i| i.count()), Some(n as usize));
-        }
-    }
 
     #[test]
     fn interface_names_are_checked_like_the_kernel() {

@@ -555,7 +555,7 @@ impl XdpGen {
     /// incrementally in the program). Frames may be IPv4 or IPv6 (as
     /// [`build_udp_frame`](crate::packet::build_udp_frame) makes them). Same errors.
     pub fn load_flows(out_ifindex: u32, flows: Option<&crate::packet::Flows>) -> Result<Self, BpfError> {
-        crate::features::probe().check(crate::features::Feature::LiveFrames)?;
+        crate::features::check(crate::features::Feature::LiveFrames)?;
         let (prog, seq, pace, hdr) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
             "xdp_gen",

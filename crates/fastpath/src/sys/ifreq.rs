@@ -110,3 +110,24 @@ pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
 pub unsafe fn ethtool_ioctl(iface: &str, data: *mut libc::c_void, label: &str) -> Result<(), SysError> {
     ifreq_ioctl(iface, libc::SIOCETHTOOL, Some(data), &format!("SIOCETHTOOL, {label}")).map(|_| ())
 }
+
+/// Every interface of the calling thread's network namespace as (name, ifindex), from
+/// if_nameindex(3).
+pub fn if_nameindex() -> Result<Vec<(String, u32)>, SysError> {
+    // SAFETY: if_nameindex returns a heap array ended by a zero entry, or null on error; it is
+    // freed once, below, after the names are copied.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return Err(SysError::last("if_nameindex()"));
+        }
+        let mut out = Vec::new();
+        let mut p = list;
+        while (*p).if_index != 0 {
+            out.push((std::ffi::CStr::from_ptr((*p).if_name).to_string_lossy().into_owned(), (*p).if_index));
+            p = p.add(1);
+        }
+        libc::if_freenameindex(list);
+        Ok(out)
+    }
+}

@@ -12,6 +12,7 @@
 
 pub(crate) mod affinity;
 pub(crate) mod bpf;
+pub(crate) mod ethtool;
 pub(crate) mod ifreq;
 pub(crate) mod mmap;
 pub(crate) mod packet;
@@ -25,7 +26,7 @@ pub(crate) mod xsk;
 
 pub(crate) use affinity::{online_cpus, pin_current_thread};
 pub(crate) use bpf::ensure_bpffs;
-pub(crate) use ifreq::{ethtool_ioctl, if_flags, if_hwaddr, if_mtu, if_nametoindex, set_link_up};
+pub(crate) use ifreq::{if_flags, if_hwaddr, if_mtu, if_nameindex, if_nametoindex, set_link_up};
 pub(crate) use mmap::Mmap;
 pub(crate) use process::{geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit};
 pub(crate) use signal::{install_interrupt_handler, interrupt_thread};

@@ -33,8 +33,11 @@
 //! another (the DPDK l2fwd model), or put on the FILL ring of another; the token moves with it
 //! (it is `Send`). A token of one UMEM is refused (panic) by another UMEM's rings and memory.
 //!
-//! The unsafe code is in two files: `ring.rs` (the index protocol, descriptor reads and writes)
-//! and `umem.rs` (frame bytes).
+//! The unsafe code of this module is in `ring.rs` (the index protocol, descriptor reads and
+//! writes), `umem.rs` (frame bytes) and one place of `socket.rs` (the rings built over their
+//! mmap'ed memory). Elsewhere in the crate: `sys/` (every raw system call), `io/tpacket.rs`
+//! and `io/tap_uring.rs` (their own rings). Every unsafe block carries a SAFETY comment (a
+//! lint enforces it).
 //!
 //! The compiler enforces these rules; each is a case of `tests/compile_fail.rs` (trybuild), its
 //! expected message pinned in `tests/ui/*.stderr`: a frame given to a ring cannot be touched

@@ -339,15 +339,15 @@ impl XskSocket {
         config.validate()?;
         // Asked-for features the kernel lacks are refused up front, by name
         // (`Unsupported`), not as a failed setsockopt later.
-        let features = crate::features::probe();
+        use crate::features::{check, Feature};
         if config.need_wakeup {
-            features.check(crate::features::Feature::NeedWakeup)?;
+            check(Feature::NeedWakeup)?;
         }
         if config.busy_poll.is_some() {
-            features.check(crate::features::Feature::BusyPoll)?;
+            check(Feature::BusyPoll)?;
         }
         if config.multi_buffer {
-            features.check(crate::features::Feature::MultiBuffer)?;
+            check(Feature::MultiBuffer)?;
         }
         let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         if let Some(count) = dev.rx_queue_count()? {
@@ -364,7 +364,7 @@ impl XskSocket {
                     Sharing::OtherQueue => crate::features::Feature::SharedUmemOtherQueue,
                     _ => crate::features::Feature::SharedUmem,
                 };
-                crate::features::probe().check(f)?;
+                crate::features::check(f)?;
                 if config.multi_buffer != umem.multi_buffer() {
                     return Err(XskError::UmemUnusable {
                         why: format!(
