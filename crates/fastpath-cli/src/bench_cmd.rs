@@ -13,7 +13,7 @@ use fastpath::stats::{Counters, Ctr};
 use fastpath::xsk::XskError;
 use serde_json::{json, Value};
 
-use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, RunArgs, XskArgs};
+use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, XskArgs};
 use crate::common::{check_run, compile_rules, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
 use crate::report::{print_summary, Monitor};

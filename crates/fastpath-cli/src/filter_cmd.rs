@@ -9,13 +9,12 @@ use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, STAT_NAMES};
 use fastpath::bpf::{BpfError, Classifier};
 use fastpath::netdev::NetDev;
-use fastpath::rules::compile::{compile, Compiled};
-use fastpath::rules::{parse_cli_rules, parse_toml, Action, RuleSet};
+use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
 use fastpath::xsk::XskError;
 use serde_json::json;
 
-use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};
+use crate::args::{FilterCmd, FilterTarget, RunArgs};
 use crate::common::{check_run, compile_rules, enter_ns};
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
 

@@ -21,7 +21,7 @@ use fastpath::netdev::watch::{routing_shape, NetEvent, NetWatch, RoutingShape};
 use fastpath::netdev::{link_state, LinkState, NetDev};
 use serde_json::json;
 
-use crate::args::{FwdArgs, FwdEngineArg, FwdModeArg};
+use crate::args::{FwdArgs, FwdModeArg};
 use crate::common::{enter_ns, event_line};
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
 
