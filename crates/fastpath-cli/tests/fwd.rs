@@ -673,29 +673,6 @@ fn udp_exact(
     rx.join().unwrap()
 }
 
-/// A host's UDP counters (`Udp:` of /proc/net/snmp, or the `Udp6` lines of /proc/net/snmp6, in
-/// `ns`): {"RcvbufErrors": n, "InCsumErrors": n, ...}.
-fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64> {
-    let file = if v6 { "/proc/net/snmp6" } else { "/proc/net/snmp" };
-    let o = fastpath_testbed::ns_command(ns, "cat").arg(file).output().expect("cat snmp");
-    let t = String::from_utf8_lossy(&o.stdout).into_owned();
-    if v6 {
-        return t
-            .lines()
-            .filter_map(|l| l.strip_prefix("Udp6"))
-            .filter_map(|l| l.split_once(char::is_whitespace))
-            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap_or(0)))
-            .collect();
-    }
-    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
-    rows[0]
-        .split_whitespace()
-        .zip(rows[1].split_whitespace())
-        .skip(1)
-        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
-        .collect()
-}
-
 /// Frames lost on the way from one host to the other through the forwarder, each counted where
 /// it was lost (absolute counters: take the difference around a run): the sending host's veth
 /// and the forwarder's egress port (`tx_dropped`: the ring behind it was full; on a veth it
@@ -709,14 +686,14 @@ fn path_drops(b: &FwdBedInfo, to_b: bool) -> u64 {
     } else {
         ((&b.ns_b, &b.iface_b), &b.iface_fa, &b.ns_a)
     };
-    let rcvbuf = udp_counters(dst, !to_b).get("RcvbufErrors").copied().expect("RcvbufErrors");
+    let rcvbuf = common::udp_counters(dst, !to_b).get("RcvbufErrors").copied().expect("RcvbufErrors");
     link_stat(src.0, src.1, "tx_dropped") + link_stat(&b.ns_f, egress, "tx_dropped") + rcvbuf
 }
 
 /// Datagrams the receiving host's kernel found damaged (`InCsumErrors`); `to_b` as in [`path_drops`].
 fn udp_csum_errors(b: &FwdBedInfo, to_b: bool) -> u64 {
     let dst = if to_b { &b.ns_b } else { &b.ns_a };
-    udp_counters(dst, !to_b).get("InCsumErrors").copied().expect("InCsumErrors")
+    common::udp_counters(dst, !to_b).get("InCsumErrors").copied().expect("InCsumErrors")
 }
 
 /// What the AF_XDP forwarder's socket on `iface` counted dropped (XDP_STATISTICS rx_dropped,

@@ -131,7 +131,7 @@ fn jumbo_frames_through_l2fwd_exactly_once_intact() {
         (once, dup, bad)
     });
     ready_rx.recv_timeout(Duration::from_secs(10)).expect("receiver ready");
-    let udp0 = udp_snmp(bed.ns_a());
+    let udp0 = common::udp_counters(bed.ns_a(), false);
     let napi_a = || -> u64 {
         let st = Testbed::ethtool_stats(bed.ns_a(), bed.iface_a()).expect("ethtool -S a");
         st.iter().filter(|(k, _)| k.starts_with("rx_queue_") && k.ends_with("_xdp_packets")).map(|(_, v)| v).sum()
@@ -141,7 +141,7 @@ fn jumbo_frames_through_l2fwd_exactly_once_intact() {
     let (once, dup, bad) = rx.join().unwrap();
     let (s, status) = fwd.terminate();
     assert!(status.success());
-    let udp1 = udp_snmp(bed.ns_a());
+    let udp1 = common::udp_counters(bed.ns_a(), false);
     let d = |k: &str| udp1.get(k).copied().unwrap_or(0) - udp0.get(k).copied().unwrap_or(0);
     // A's kernel verified every UDP checksum (none failed). What a's kernel could not take
     // (its socket buffer full) it counted, and b's veth counted what a's ring could not take;
@@ -160,19 +160,6 @@ fn jumbo_frames_through_l2fwd_exactly_once_intact() {
     assert_eq!(n(&t["rx_packets"]), n(&t["tx_packets"]), "l2fwd sends what it receives: {s}");
     assert_eq!(n(&t["rx_packets"]), count, "packets, not frames: {s}");
     assert_eq!(n(&t["tx_bytes"]), count * FRAME_LEN, "{s}");
-}
-
-/// Udp counters of /proc/net/snmp in `ns`, by name.
-fn udp_snmp(ns: &str) -> std::collections::HashMap<String, u64> {
-    let o = fastpath_testbed::ns_command(ns, "cat").arg("/proc/net/snmp").output().unwrap();
-    let t = String::from_utf8_lossy(&o.stdout).into_owned();
-    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
-    rows[0]
-        .split_whitespace()
-        .zip(rows[1].split_whitespace())
-        .skip(1)
-        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
-        .collect()
 }
 
 /// Refusals: a frame longer than the MTU allows, a jumbo frame on the xdp-live engine (live

@@ -211,3 +211,26 @@ pub fn assert_one_line_refusal(what: &str, o: &Output, code: i32, needles: &[&st
     }
     err
 }
+
+/// A host's UDP counters (`Udp:` of /proc/net/snmp, or the `Udp6` lines of /proc/net/snmp6, in
+/// `ns`): {"RcvbufErrors": n, "InCsumErrors": n, ...}.
+pub fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64> {
+    let file = if v6 { "/proc/net/snmp6" } else { "/proc/net/snmp" };
+    let o = fastpath_testbed::ns_command(ns, "cat").arg(file).output().expect("cat snmp");
+    let t = String::from_utf8_lossy(&o.stdout).into_owned();
+    if v6 {
+        return t
+            .lines()
+            .filter_map(|l| l.strip_prefix("Udp6"))
+            .filter_map(|l| l.split_once(char::is_whitespace))
+            .map(|(k, v)| (k.to_string(), v.trim().parse().unwrap_or(0)))
+            .collect();
+    }
+    let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("Udp:")).collect();
+    rows[0]
+        .split_whitespace()
+        .zip(rows[1].split_whitespace())
+        .skip(1)
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
+        .collect()
+}
