@@ -58,30 +58,21 @@ fn doctor_link_down() {
     assert_one_line_refusal("no such interface", &o, 3, &["fpnosuch0"]);
 }
 
+/// `fastpath gen` from a to b's MAC with `extra` options, in a thread.
+fn gen_from_a(bed: &Testbed, extra: &[&str]) -> std::thread::JoinHandle<std::process::Output> {
+    let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    std::thread::spawn(move || {
+        let mut a = vec!["gen", "--netns", &na, "-i", &ia, "--dst-mac", &mb];
+        a.extend(extra.iter().map(String::as_str));
+        run(&a)
+    })
+}
+
 /// `gen --engine xsk` from a on `queues` queues, 60,000 frames at 20,000/s, in a thread.
 fn gen_on_queues(bed: &Testbed, queues: &str) -> std::thread::JoinHandle<std::process::Output> {
-    let (na, ia, mb, q) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()), queues.to_string());
-    std::thread::spawn(move || {
-        run(&[
-            "gen",
-            "--engine",
-            "xsk",
-            "--netns",
-            &na,
-            "-i",
-            &ia,
-            "--dst-mac",
-            &mb,
-            "--queues",
-            &q,
-            "--rate",
-            "20000",
-            "--count",
-            "60000",
-            "--duration",
-            "30",
-        ])
-    })
+    let a = ["--engine", "xsk", "--queues", queues, "--rate", "20000", "--count", "60000", "--duration", "30"];
+    gen_from_a(bed, &a)
 }
 
 /// Two queues, rxdrop bound to queue 0, the generator sending on both: doctor -q 0 names queue 1.
@@ -217,15 +208,11 @@ fn under_flood(bed: &Testbed, extra: &[&str]) -> (Vec<Value>, Vec<Value>, String
     let mut args = base.to_vec();
     args.extend_from_slice(extra);
     let gen = |rate: Option<&str>| {
-        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
-        let rate = rate.map(str::to_string);
-        std::thread::spawn(move || {
-            let mut a = vec!["gen", "--netns", &na, "-i", &ia, "--dst-mac", &mb, "--cpu", "0", "--duration", "3"];
-            if let Some(r) = rate.as_deref() {
-                a.extend(["--rate", r]);
-            }
-            run(&a)
-        })
+        let mut a = vec!["--cpu", "0", "--duration", "3"];
+        if let Some(r) = rate {
+            a.extend(["--rate", r]);
+        }
+        gen_from_a(bed, &a)
     };
     let rx = Running::start(&args);
     let pid = rx.child.id().to_string();
@@ -314,26 +301,7 @@ fn doctor_process_not_polling() {
     let rx = Running::start(&["bench", "rxdrop", "--netns", ns, "-i", i, "--json", "--duration", "60", "--cpu", "1"]);
     let pid = rx.child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
-    let g = {
-        let (na, ia, mb) = (bed.ns_a().to_string(), bed.iface_a().to_string(), mac(bed.mac_b()));
-        std::thread::spawn(move || {
-            run(&[
-                "gen",
-                "--netns",
-                &na,
-                "-i",
-                &ia,
-                "--dst-mac",
-                &mb,
-                "--rate",
-                "50000",
-                "--count",
-                "400000",
-                "--duration",
-                "10",
-            ])
-        })
-    };
+    let g = gen_from_a(&bed, &["--rate", "50000", "--count", "400000", "--duration", "10"]);
     std::thread::sleep(Duration::from_millis(500));
     let c = doctor(ns, i, &[], "polling");
     let _ = std::process::Command::new("kill").args(["-CONT", &pid]).status();
