@@ -29,6 +29,7 @@ fn demo_accounts_for_every_frame() {
     // Each of these floods both CPUs: one at a time.
     let _g = serial();
     let v = ok_json(&["demo", "--duration", "1", "--json"]);
+    assert_json_keys("demo", &v);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 2, "{v}");
     for r in rows {
@@ -69,6 +70,7 @@ fn compare_accounts_for_every_frame() {
     // Each of these floods both CPUs: one at a time.
     let _g = serial();
     let v = ok_json(&["compare", "--runs", "1", "--duration", "1", "--json"]);
+    assert_json_keys("compare", &v);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 7, "{v}");
     for r in rows {
@@ -98,6 +100,7 @@ fn compare_inject_accounts_for_every_frame() {
     // Each of these floods both CPUs: one at a time.
     let _g = serial();
     let v = ok_json(&["compare", "--inject", "--runs", "1", "--duration", "1", "--json"]);
+    assert_json_keys("compare_inject", &v);
     let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
     assert_eq!(rows.len(), 2, "{v}");
     for r in rows {
@@ -139,6 +142,7 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
         "none,nft,iptables,fastpath",
         "--json",
     ]);
+    assert_json_keys("bench_ddos", &v);
     let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
     // iptables' rows are left out (with a note) only if the command is missing, and never in
     // CI: scripts/deps.sh installs it.

@@ -116,6 +116,7 @@ fn copy_mode_writes_every_frame_and_disturbs_nothing() {
     let g = gen_xsk(&bed, &["--count", "5000", "--rate", "50000", "--json", "--duration", "30"]);
     assert!(g.status.success(), "{}", stderr(&g));
     let (s, st) = cap.finish();
+    assert_json_keys("capture", &s);
     assert!(st.success(), "{s}");
     assert_eq!(n(&s["written"]), 5000, "{s}");
     let (count, warn) = tshark_count(&file);

@@ -691,6 +691,7 @@ fn jumbo_mtu_attaches_frags_aware_programs_natively() {
     let o = run(&["bench", "xdpdrop", "--netns", ns, "-i", i, "--xdp-mode", "native", "--duration", "0", "--json"]);
     assert!(o.status.success(), "xdpdrop is frags-aware: native at MTU 9000: {}", stderr(&o));
     assert_eq!(last_json(&o)["path"]["xdp_mode"], "native");
+    assert_json_keys("bench_xdpdrop_smoke", &last_json(&o));
     let o = run(&[
         "filter",
         "load",

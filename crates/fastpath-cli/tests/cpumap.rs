@@ -261,6 +261,7 @@ fn bad_values_attach_nothing() {
     let o = run(&["bench", "redirect-cpu", "--netns", ns, "-i", i, "--duration", "0", "--cpus", "0,1", "--json", "-e"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(last_json(&o)["tracepoints"].is_object(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert_json_keys("bench_redirect_cpu_smoke", &last_json(&o));
     assert!(attached(ns, i).is_none(), "left attached after --duration 0");
 }
 

@@ -125,6 +125,7 @@ fn doctor_mtu_beyond_the_mode() {
         .output()
         .unwrap();
     let v = last_json(&o);
+    assert_json_keys("doctor", &v);
     let c = v["checks"].as_array().unwrap().iter().find(|c| c["check"] == "mtu").unwrap().clone();
     is(&c, "problem", &["MTU 9000", "6.6", "mtu 3822"]);
 }

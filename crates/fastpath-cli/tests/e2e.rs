@@ -53,15 +53,18 @@ fn exactly_once(xdp_mode: &str) {
     ]);
     assert_eq!(rx.ready["path"]["xdp_mode"], xdp_mode, "mode read back after attach");
     assert_eq!(rx.ready["path"]["copy_mode"], "copy");
+    assert_json_keys("bench_rxdrop_ready", &rx.ready);
     let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
     let g = gen_xsk(&bed, &["--count", "100000", "--rate", "100000", "--json", "--duration", "60", "--cpu", "0"]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
     let gs = last_json(&g);
+    assert_json_keys("gen", &gs);
     assert_eq!(n(&gs["totals"]["tx_packets"]), 100_000);
     assert_eq!(n(&gs["totals"]["tx_completed"]), 100_000, "every TX frame completed");
     assert_eq!(n(&gs["delivered"]), 100_000, "the receiving veth accepted every frame (refused: {})", gs["refused"]);
     wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, 100_000);
     let (s, status) = rx.terminate();
+    assert_json_keys("bench_rxdrop", &s);
     assert!(status.success(), "rxdrop exit {status:?}");
     let v = &s["verify"];
     eprintln!("receiver summary: {s}\nsender summary: {gs}");
@@ -256,6 +259,7 @@ fn l2fwd_round_trip() {
     stop.store(true, Ordering::Relaxed);
     let frames = back.join().unwrap().unwrap();
     let (s, status) = fwd.terminate();
+    assert_json_keys("bench_l2fwd", &s);
     assert!(status.success());
     assert_eq!(n(&s["totals"]["tx_packets"]), n(&s["totals"]["rx_packets"]), "l2fwd sends what it receives: {s}");
     let mut t = fastpath::packet::SeqTracker::default();

@@ -216,6 +216,7 @@ fn bad_rules_are_refused_and_the_set_in_force_stays() {
     let _pins = Pinned(ns, i);
     let stats = || last_json(&run(&["filter", "stats", "--netns", ns, "-i", i, "--duration", "0", "--json", "-e"]));
     let before = stats();
+    assert_json_keys("filter_stats", &before);
     let mut many = String::new();
     for k in 0..131_073 {
         many.push_str(&format!("[[rule]]\ndst_port = {}\naction = \"drop\"\n", k % 65536));

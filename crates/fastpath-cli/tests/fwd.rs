@@ -201,6 +201,7 @@ fn l3_forwards_every_frame_once_with_ttl_and_macs_as_the_kernel() {
         entered[k % 2] += send_and_check(from, to, dmac, &src, &dst, (63, wsrc, wdst), count);
     }
     let (summary, status) = fwd.terminate();
+    common::assert_json_keys("fwd", &summary);
     assert!(status.success(), "fwd exit {status}");
     for (iface, entered) in [(&b.iface_fa, entered[0]), (&b.iface_fb, entered[1])] {
         let c = &port(&summary, iface)["counters"];

@@ -44,6 +44,7 @@ fn probe_predicts_the_path_rxdrop_obtains() {
     let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     let v = probe(ns, &[i]);
+    assert_json_keys("probe", &v);
     let uname = std::process::Command::new("uname").arg("-r").output().unwrap();
     assert_eq!(v["kernel"], String::from_utf8_lossy(&uname.stdout).trim(), "{v}");
     let keys: Vec<&str> = v["features"].as_array().unwrap().iter().filter_map(|f| f["feature"].as_str()).collect();

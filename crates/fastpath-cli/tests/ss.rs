@@ -121,6 +121,7 @@ fn ss_duplicates_only_af_xdp_sockets() {
     let _ = py.wait();
     assert!(o.status.success(), "ss: {}", stderr(&o));
     let v = last_json(&o);
+    assert_json_keys("ss", &v);
     let trace = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_file(&log);
     // pidfd_open(PID, 0) = PIDFD, then pidfd_getfd(PIDFD, FD, 0): (PID, FD) of each duplicate.

@@ -234,3 +234,62 @@ pub fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64
         .map(|(k, v)| (k.to_string(), v.parse().unwrap_or(0)))
         .collect()
 }
+
+/// Every key path of a JSON value, one per line, sorted: `a.b` for object keys, `a[]` for array
+/// elements (all elements merged), leaves only (an empty object or array is a leaf).
+pub fn key_paths(v: &Value) -> std::collections::BTreeSet<String> {
+    fn walk(v: &Value, path: String, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, x) in m {
+                    walk(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, out);
+                }
+            }
+            Value::Array(a) if !a.is_empty() => {
+                for x in a {
+                    walk(x, format!("{path}[]"), out);
+                }
+            }
+            _ => {
+                out.insert(path);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(v, String::new(), &mut out);
+    out
+}
+
+/// The JSON key set a command printed equals its committed snapshot
+/// (tests/snapshots/json/NAME.txt, one key path per line as [`key_paths`] gives them; a line
+/// `? path` marks a key the command prints only sometimes, e.g. an error field). A
+/// restructuring that must not change behaviour proves here that no JSON key moved or went.
+/// `UPDATE_SNAPSHOTS=1` rewrites the snapshot (keeping its `?` marks; refused under CI=true).
+#[track_caller]
+pub fn assert_json_keys(name: &str, v: &Value) {
+    let file = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/json/{name}.txt"));
+    let now = key_paths(v);
+    let old = std::fs::read_to_string(&file).unwrap_or_default();
+    let optional: std::collections::BTreeSet<String> =
+        old.lines().filter_map(|l| l.strip_prefix("? ")).map(str::to_string).collect();
+    let required: std::collections::BTreeSet<String> =
+        old.lines().filter(|l| !l.starts_with("? ") && !l.is_empty()).map(str::to_string).collect();
+    if std::env::var("UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "UPDATE_SNAPSHOTS=1 is refused under CI=true");
+        let mut lines: Vec<String> =
+            now.iter().map(|k| if optional.contains(k) { format!("? {k}") } else { k.clone() }).collect();
+        lines.extend(optional.iter().filter(|k| !now.contains(*k)).map(|k| format!("? {k}")));
+        lines.sort_by(|a, b| a.trim_start_matches("? ").cmp(b.trim_start_matches("? ")));
+        std::fs::create_dir_all(file.parent().unwrap()).expect("snapshot dir");
+        std::fs::write(&file, lines.join("\n") + "\n").expect("write snapshot");
+        return;
+    }
+    assert!(!required.is_empty(), "{name}: no snapshot {} (UPDATE_SNAPSHOTS=1 writes it)", file.display());
+    let missing: Vec<_> = required.difference(&now).collect();
+    let extra: Vec<_> = now.iter().filter(|k| !required.contains(*k) && !optional.contains(*k)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{name}: JSON keys differ from {}: missing {missing:?}, new {extra:?}\n{v}",
+        file.display()
+    );
+}
