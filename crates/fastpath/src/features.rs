@@ -42,7 +42,9 @@ use std::sync::OnceLock;
 use serde::Serialize;
 
 use crate::sys::probe::{self as sp, Insn, ProgSpec};
+use crate::sys::uapi::XDP_MAX_TX_SKB_BUDGET;
 use crate::sys::{self, SysError};
+use libc::{SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL};
 
 /// A kernel feature fastpath may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -354,10 +356,8 @@ fn is_privilege(errno: i32) -> bool {
     errno == libc::EPERM || errno == libc::EACCES
 }
 
-const SO_PREFER_BUSY_POLL: i32 = 69; // include/uapi/asm-generic/socket.h
-const SO_BUSY_POLL_BUDGET: i32 = 70;
-const XDP_MAX_TX_SKB_BUDGET: i32 = 9; // include/uapi/linux/if_xdp.h (6.17)
-const XDP_DROP: i32 = 1;
+/// `XDP_DROP` (enum xdp_action, include/uapi/linux/bpf.h), as the immediate of `mov r0`.
+const XDP_DROP: i32 = sys::bpf::XDP_DROP as i32;
 const BTF_TRACE_PREFIX: &str = "btf_trace_";
 /// Tracepoints of include/trace/events/xdp.h (some since removed, e.g. xdp_redirect_map).
 const XDP_TRACEPOINTS: [&str; 10] = [

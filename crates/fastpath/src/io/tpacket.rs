@@ -5,6 +5,7 @@
 //! Source: Documentation/networking/packet_mmap.rst, include/uapi/linux/if_packet.h.
 //! Kernel: TPACKET_V3 RX >= 3.2, TX >= 4.11. Needs CAP_NET_RAW.
 
+use std::mem::offset_of;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -16,17 +17,19 @@ use crate::xsk::XskError;
 
 const PAGE: u32 = 4096;
 /// TPACKET_ALIGN(sizeof(struct tpacket3_hdr)): where TX frame data starts.
-const TX_DATA_OFF: usize = 48;
-// struct tpacket_block_desc: version, offset_to_priv, then tpacket_hdr_v1.
-const BLK_STATUS: usize = 8;
-const BLK_NUM_PKTS: usize = 12;
-const BLK_FIRST: usize = 16;
+const TX_DATA_OFF: usize =
+    (size_of::<libc::tpacket3_hdr>() + libc::TPACKET_ALIGNMENT - 1) & !(libc::TPACKET_ALIGNMENT - 1);
+// struct tpacket_block_desc: version, offset_to_priv, then tpacket_hdr_v1 (libc, from
+// include/uapi/linux/if_packet.h).
+const BLK_STATUS: usize = offset_of!(libc::tpacket_block_desc, hdr.bh1.block_status);
+const BLK_NUM_PKTS: usize = offset_of!(libc::tpacket_block_desc, hdr.bh1.num_pkts);
+const BLK_FIRST: usize = offset_of!(libc::tpacket_block_desc, hdr.bh1.offset_to_first_pkt);
 // struct tpacket3_hdr.
-const H_NEXT: usize = 0;
-const H_SNAPLEN: usize = 12;
-const H_LEN: usize = 16;
-const H_STATUS: usize = 20;
-const H_MAC: usize = 24;
+const H_NEXT: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
+const H_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
+const H_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
+const H_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
+const H_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
 
 /// How to spread packets over several sockets of one fanout group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,5 +326,17 @@ impl Port for TpacketPort {
         let mut out = self.stats.clone();
         out.drops = vec![("tp_drops".into(), self.kernel_drops), ("tp_freeze_q_cnt".into(), self.kernel_freezes)];
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The offsets libc's structs give are the kernel's (the values this file once spelled out).
+    #[test]
+    fn ring_offsets_are_the_kernels() {
+        assert_eq!((TX_DATA_OFF, BLK_STATUS, BLK_NUM_PKTS, BLK_FIRST), (48, 8, 12, 16));
+        assert_eq!((H_NEXT, H_SNAPLEN, H_LEN, H_STATUS, H_MAC), (0, 12, 16, 20, 24));
     }
 }

@@ -48,11 +48,11 @@ pub struct XdpDesc {
 }
 
 /// `XDP_RING_NEED_WAKEUP` in the ring's flags word (if_xdp.h, kernel >= 5.4).
-pub const XDP_RING_NEED_WAKEUP: u32 = 1;
+pub const XDP_RING_NEED_WAKEUP: u32 = libc::XDP_RING_NEED_WAKEUP;
 
 /// `XDP_PKT_CONTD` in a descriptor's options: the packet continues in the next descriptor
 /// (if_xdp.h, kernel >= 6.6, sockets bound with XDP_USE_SG).
-pub const XDP_PKT_CONTD: u32 = 1;
+pub const XDP_PKT_CONTD: u32 = libc::XDP_PKT_CONTD;
 
 /// The raw shared state of one ring: where its producer and consumer indices, flags word and
 /// descriptor array live. Built from an mmap of the socket (see `socket.rs`) or from heap memory

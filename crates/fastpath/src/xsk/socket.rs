@@ -9,25 +9,15 @@ use super::umem::{Bound, Umem, UmemConfig, SOL_XDP};
 use crate::netdev::NetDev;
 use crate::sys::{self, Mmap, SysError};
 
-const XDP_MMAP_OFFSETS: i32 = 1;
-const XDP_RX_RING: i32 = 2;
-const XDP_TX_RING: i32 = 3;
-const XDP_UMEM_FILL_RING: i32 = 5;
-const XDP_UMEM_COMPLETION_RING: i32 = 6;
-const XDP_STATISTICS: i32 = 7;
-const XDP_OPTIONS: i32 = 8;
-/// Per-socket copy-mode TX budget: descriptors one `sendto` turns into skbs (kernel >= 6.17;
-/// the default budget is 32, TX_BATCH_SIZE in net/xdp/xsk.c).
-const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
-const XDP_OPTIONS_ZEROCOPY: u32 = 1;
-const XDP_COPY: u16 = 1 << 1;
-const XDP_ZEROCOPY: u16 = 1 << 2;
-const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
-const XDP_SHARED_UMEM: u16 = 1 << 0;
-const XDP_USE_SG: u16 = 1 << 4;
-const SO_BUSY_POLL: i32 = 46;
-const SO_PREFER_BUSY_POLL: i32 = 69;
-const SO_BUSY_POLL_BUDGET: i32 = 70;
+// The SOL_XDP options and bind flags (include/uapi/linux/if_xdp.h) and the busy-poll socket
+// options (include/uapi/asm-generic/socket.h), from libc; XDP_MAX_TX_SKB_BUDGET (kernel >= 6.17)
+// is not in libc yet: crate::sys::uapi.
+use crate::sys::uapi::XDP_MAX_TX_SKB_BUDGET;
+use libc::{
+    SO_BUSY_POLL, SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL, XDP_COPY, XDP_MMAP_OFFSETS, XDP_OPTIONS,
+    XDP_OPTIONS_ZEROCOPY, XDP_RX_RING, XDP_SHARED_UMEM, XDP_STATISTICS, XDP_TX_RING, XDP_UMEM_COMPLETION_RING,
+    XDP_UMEM_FILL_RING, XDP_USE_NEED_WAKEUP, XDP_USE_SG, XDP_ZEROCOPY,
+};
 
 /// Which AF_XDP data path to bind with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

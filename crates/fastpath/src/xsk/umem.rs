@@ -13,9 +13,9 @@ use serde::Serialize;
 use super::XskError;
 use crate::sys::{self, Mmap};
 
-/// `SOL_XDP` (include/linux/socket.h).
-pub(crate) const SOL_XDP: i32 = 283;
-const XDP_UMEM_REG: i32 = 4;
+// `SOL_XDP` (include/linux/socket.h) and `XDP_UMEM_REG` (include/uapi/linux/if_xdp.h), from libc.
+pub(crate) use libc::SOL_XDP;
+use libc::XDP_UMEM_REG;
 
 /// Shape of a UMEM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
