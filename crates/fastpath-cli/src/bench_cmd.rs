@@ -397,7 +397,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
     // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
     // net/bpf/test_run.c).
-    let live_max = fastpath::host::page_size() - 256 - 320;
+    let live_max = fastpath::host::page_size() - fastpath::xsk::XDP_PACKET_HEADROOM as usize - 320;
     if spec.frame_len > live_max {
         return Err(usage(anyhow!(
             "--frame-len {} is not accepted with --engine xdp-live: live frames hold at most {live_max} bytes (one page); use --engine xsk, which sends longer frames over several UMEM frames",

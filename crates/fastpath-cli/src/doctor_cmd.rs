@@ -196,7 +196,7 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
     };
 
     // 4. The MTU against the mode's limit.
-    let max_single = 4096 - 256 - L2_OVERHEAD_BYTES;
+    let max_single = 4096 - fastpath::xsk::XDP_PACKET_HEADROOM - L2_OVERHEAD_BYTES;
     let kernel = fastpath::features::probe();
     if ls.mtu <= max_single {
         checks.push(ok("mtu", format!("MTU {} fits one 4096-byte UMEM frame (<= {max_single})", ls.mtu)));

@@ -17,7 +17,7 @@ use crate::session::L2_OVERHEAD_BYTES;
 /// UMEM frame size fastpath uses by default, and what one frame holds for a received packet in
 /// copy mode (XDP_PACKET_HEADROOM 256 before it): the MTU above which sockets are multi-buffer.
 const FRAME_SIZE: u32 = 4096;
-const MAX_SINGLE_BUFFER_MTU: u32 = FRAME_SIZE - 256 - L2_OVERHEAD_BYTES;
+const MAX_SINGLE_BUFFER_MTU: u32 = FRAME_SIZE - fastpath::xsk::XDP_PACKET_HEADROOM - L2_OVERHEAD_BYTES;
 
 /// The capabilities fastpath's commands need (include/uapi/linux/capability.h bit numbers).
 const CAPS: [(u32, &str, &str); 6] = [

@@ -122,7 +122,7 @@ pub const L2_OVERHEAD_BYTES: u32 = 18;
 /// returns a note saying so. Where the kernel lacks multi-buffer (< 6.6) such an MTU is
 /// refused in one line naming the feature, its minimum kernel and the largest MTU that fits.
 pub fn decide_multi_buffer(iface: &str, mtu: u32, cfg: &mut XskConfig) -> CliResult<Option<String>> {
-    let room = cfg.umem.frame_size.saturating_sub(256 + cfg.umem.headroom);
+    let room = cfg.umem.frame_size.saturating_sub(fastpath::xsk::XDP_PACKET_HEADROOM + cfg.umem.headroom);
     let max_mtu = room.saturating_sub(L2_OVERHEAD_BYTES);
     if mtu <= max_mtu {
         cfg.socket.multi_buffer = false;

@@ -16,6 +16,7 @@ pub(crate) mod bpf;
 pub(crate) mod ethtool;
 pub(crate) mod ifreq;
 pub(crate) mod mmap;
+pub(crate) mod netlink;
 pub(crate) mod packet;
 pub(crate) mod pidfd;
 pub(crate) mod probe;

@@ -26,24 +26,48 @@ pub fn sockprotoname(proc_fd_path: &str) -> Option<String> {
     Some(String::from_utf8_lossy(v).into_owned())
 }
 
-/// A duplicate of process `pid`'s fd `fd` (pidfd_open + pidfd_getfd, kernel >= 5.6,
-/// PTRACE_MODE_ATTACH_REALCREDS on the target: root). Note that duplicating a socket this way
-/// re-stamps its cgroup net_cls classid and net_prio index with the caller's cgroup
-/// (net/core/sock.c, `__receive_sock`): call it only for sockets that are meant to be inspected.
-pub fn dup_from(pid: u32, fd: i32) -> Result<OwnedFd, SysError> {
-    // SAFETY: plain syscalls with integer arguments; results are checked and owned once.
-    unsafe {
-        let pidfd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as i32;
-        if pidfd < 0 {
-            return Err(SysError::last(format!("pidfd_open({pid})")));
-        }
-        let pidfd = OwnedFd::from_raw_fd(pidfd);
-        let got = libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) as i32;
-        if got < 0 {
-            return Err(SysError::last(format!("pidfd_getfd({pid}, {fd})")));
-        }
-        Ok(OwnedFd::from_raw_fd(got))
+/// `pidfd_open(pid, 0)`: a file descriptor that refers to process `pid` (pidfd_open(2),
+/// kernel >= 5.3), closed on exec.
+///
+/// Errors: ESRCH (no such process), EINVAL (`pid` is not a thread-group leader), EMFILE /
+/// ENFILE, ENOSYS (kernel < 5.3); the error names the call as `pidfd_open(PID)`.
+pub(crate) fn pidfd_open(pid: u32) -> Result<OwnedFd, SysError> {
+    // SAFETY: a plain syscall with integer arguments; the result is checked before use.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    if pidfd < 0 {
+        return Err(SysError::last(format!("pidfd_open({pid})")));
     }
+    // SAFETY: a fresh fd the kernel just gave us, owned here only.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate, in this process, of the fd `fd` of the process
+/// `pidfd` refers to (pidfd_getfd(2), kernel >= 5.6), closed on exec. `pid` only names the
+/// process in the error. Needs PTRACE_MODE_ATTACH_REALCREDS on the target (root, or the same
+/// user with ptrace permission). Duplicating a socket this way re-stamps its cgroup net_cls
+/// classid and net_prio index with the caller's cgroup (net/core/sock.c, `__receive_sock`).
+///
+/// Errors: EBADF (no such fd there), EPERM (no ptrace permission), ESRCH (the process is
+/// gone), ENOSYS (kernel < 5.6); the error names the call as `pidfd_getfd(PID, FD)`.
+pub(crate) fn pidfd_getfd(pidfd: &OwnedFd, pid: u32, fd: i32) -> Result<OwnedFd, SysError> {
+    // SAFETY: a plain syscall with integer arguments (pidfd is a valid open fd); the result
+    // is checked before use.
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) } as i32;
+    if got < 0 {
+        return Err(SysError::last(format!("pidfd_getfd({pid}, {fd})")));
+    }
+    // SAFETY: a fresh fd the kernel just gave us, owned here only.
+    Ok(unsafe { OwnedFd::from_raw_fd(got) })
+}
+
+/// A duplicate of process `pid`'s fd `fd`: [`pidfd_open`] then [`pidfd_getfd`] (kernel >= 5.6,
+/// PTRACE_MODE_ATTACH_REALCREDS on the target: root). Call it only for sockets that are meant
+/// to be inspected (see [`pidfd_getfd`] on cgroup data).
+///
+/// Errors: those of the two calls.
+pub fn dup_from(pid: u32, fd: i32) -> Result<OwnedFd, SysError> {
+    let pidfd = pidfd_open(pid)?;
+    pidfd_getfd(&pidfd, pid, fd)
 }
 
 /// The inode number of an open fd (fstat's st_ino).

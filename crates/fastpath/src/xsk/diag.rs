@@ -14,33 +14,27 @@
 //! socket is found only in /proc entries this process may read (root: all).
 
 use std::collections::HashMap;
+use std::mem::{offset_of, size_of};
 use std::os::fd::{AsFd, AsRawFd};
 
 use netlink_packet_core::NlasIterator;
-use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 use serde::Serialize;
 
 use super::XskStats;
+use crate::sys::netlink::{SockDiag, NLMSG_HDRLEN};
+use crate::sys::uapi::{
+    XdpDiagInfo, XdpDiagMsg, XdpDiagReq, XdpDiagRing, XdpDiagStats, XdpDiagUmem, SOCK_DIAG_BY_FAMILY, XDP_DIAG_INFO,
+    XDP_DIAG_MEMINFO, XDP_DIAG_RX_RING, XDP_DIAG_STATS, XDP_DIAG_TX_RING, XDP_DIAG_UID, XDP_DIAG_UMEM,
+    XDP_DIAG_UMEM_COMPLETION_RING, XDP_DIAG_UMEM_FILL_RING, XDP_DU_F_ZEROCOPY, XDP_SHOW_INFO, XDP_SHOW_MEMINFO,
+    XDP_SHOW_RING_CFG, XDP_SHOW_STATS, XDP_SHOW_UMEM,
+};
 use crate::sys::{pidfd, SysError};
 
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
-const NLM_F_REQUEST: u16 = 1;
-const NLM_F_DUMP: u16 = 0x300;
-/// xdiag_show bits: XDP_SHOW_INFO | RING_CFG | UMEM | MEMINFO | STATS.
-const XDP_SHOW_ALL: u32 = 1 | 2 | 4 | 8 | 16;
-const XDP_DIAG_INFO: u16 = 1;
-const XDP_DIAG_UID: u16 = 2;
-const XDP_DIAG_RX_RING: u16 = 3;
-const XDP_DIAG_TX_RING: u16 = 4;
-const XDP_DIAG_UMEM: u16 = 5;
-const XDP_DIAG_UMEM_FILL_RING: u16 = 6;
-const XDP_DIAG_UMEM_COMPLETION_RING: u16 = 7;
-const XDP_DIAG_MEMINFO: u16 = 8;
-const XDP_DIAG_STATS: u16 = 9;
-/// struct xdp_diag_msg: family, type, pad, ino, cookie[2].
-const DIAG_MSG_LEN: usize = 16;
+// Netlink message types (include/uapi/linux/netlink.h, from libc), as nlmsg_type's u16.
+const NLMSG_ERROR: u16 = libc::NLMSG_ERROR as u16;
+const NLMSG_DONE: u16 = libc::NLMSG_DONE as u16;
+const XDP_SHOW_ALL: u32 = XDP_SHOW_INFO | XDP_SHOW_RING_CFG | XDP_SHOW_UMEM | XDP_SHOW_MEMINFO | XDP_SHOW_STATS;
+const DIAG_MSG_LEN: usize = size_of::<XdpDiagMsg>();
 
 /// The UMEM of a socket (struct xdp_diag_umem).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,9 +135,10 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 /// malformed attributes are refused, never read past.
 pub fn parse_diag_msg(b: &[u8]) -> Result<XskSocketInfo, DiagError> {
     if b.len() < DIAG_MSG_LEN {
-        return Err(DiagError::Malformed(format!("xdp_diag_msg of {} bytes (16 expected)", b.len())));
+        return Err(DiagError::Malformed(format!("xdp_diag_msg of {} bytes ({DIAG_MSG_LEN} expected)", b.len())));
     }
-    let mut s = XskSocketInfo { inode: u32_at(b, 4).unwrap_or(0) as u64, ..Default::default() };
+    let ino = u32_at(b, offset_of!(XdpDiagMsg, xdiag_ino)).unwrap_or(0) as u64;
+    let mut s = XskSocketInfo { inode: ino, ..Default::default() };
     for nla in NlasIterator::new(&b[DIAG_MSG_LEN..]) {
         let nla = nla.map_err(|e| DiagError::Malformed(e.to_string()))?;
         let v = nla.value();
@@ -156,17 +151,17 @@ pub fn parse_diag_msg(b: &[u8]) -> Result<XskSocketInfo, DiagError> {
         };
         match nla.kind() {
             XDP_DIAG_INFO => {
-                short(8)?;
-                s.ifindex = u32_at(v, 0);
-                s.queue_id = u32_at(v, 4);
+                short(size_of::<XdpDiagInfo>())?;
+                s.ifindex = u32_at(v, offset_of!(XdpDiagInfo, ifindex));
+                s.queue_id = u32_at(v, offset_of!(XdpDiagInfo, queue_id));
             }
             XDP_DIAG_UID => {
                 short(4)?;
                 s.uid = u32_at(v, 0);
             }
             XDP_DIAG_RX_RING | XDP_DIAG_TX_RING | XDP_DIAG_UMEM_FILL_RING | XDP_DIAG_UMEM_COMPLETION_RING => {
-                short(4)?;
-                let e = u32_at(v, 0);
+                short(size_of::<XdpDiagRing>())?;
+                let e = u32_at(v, offset_of!(XdpDiagRing, entries));
                 match nla.kind() {
                     XDP_DIAG_RX_RING => s.rx_ring = e,
                     XDP_DIAG_TX_RING => s.tx_ring = e,
@@ -175,34 +170,33 @@ pub fn parse_diag_msg(b: &[u8]) -> Result<XskSocketInfo, DiagError> {
                 }
             }
             XDP_DIAG_UMEM => {
-                short(40)?;
-                let flags = u32_at(v, 32).unwrap_or(0);
+                short(size_of::<XdpDiagUmem>())?;
+                let f = |off: usize| u32_at(v, off).unwrap_or(0);
+                let flags = f(offset_of!(XdpDiagUmem, flags));
                 s.umem = Some(UmemDiag {
-                    size_bytes: u64_at(v, 0).unwrap_or(0),
-                    id: u32_at(v, 8).unwrap_or(0),
-                    num_pages: u32_at(v, 12).unwrap_or(0),
-                    chunk_size: u32_at(v, 16).unwrap_or(0),
-                    headroom: u32_at(v, 20).unwrap_or(0),
-                    ifindex: u32_at(v, 24).unwrap_or(0),
-                    queue_id: u32_at(v, 28).unwrap_or(0),
-                    zero_copy: flags & 1 != 0,
-                    refs: u32_at(v, 36).unwrap_or(0),
+                    size_bytes: u64_at(v, offset_of!(XdpDiagUmem, size)).unwrap_or(0),
+                    id: f(offset_of!(XdpDiagUmem, id)),
+                    num_pages: f(offset_of!(XdpDiagUmem, num_pages)),
+                    chunk_size: f(offset_of!(XdpDiagUmem, chunk_size)),
+                    headroom: f(offset_of!(XdpDiagUmem, headroom)),
+                    ifindex: f(offset_of!(XdpDiagUmem, ifindex)),
+                    queue_id: f(offset_of!(XdpDiagUmem, queue_id)),
+                    zero_copy: flags & XDP_DU_F_ZEROCOPY != 0,
+                    refs: f(offset_of!(XdpDiagUmem, refs)),
                 });
-                s.zero_copy = Some(flags & 1 != 0);
+                s.zero_copy = Some(flags & XDP_DU_F_ZEROCOPY != 0);
             }
             XDP_DIAG_MEMINFO => s.meminfo = Some(v.chunks_exact(4).map(|c| u32_at(c, 0).unwrap_or(0)).collect()),
             XDP_DIAG_STATS => {
-                short(48)?;
-                let r = |i: usize| u64_at(v, i * 8).unwrap_or(0);
-                // struct xdp_diag_stats: rx_dropped, rx_invalid, rx_full, fill_ring_empty,
-                // tx_invalid, tx_ring_empty.
+                short(size_of::<XdpDiagStats>())?;
+                let r = |off: usize| u64_at(v, off).unwrap_or(0);
                 s.stats = Some(XskStats {
-                    rx_dropped: r(0),
-                    rx_invalid_descs: r(1),
-                    rx_ring_full: r(2),
-                    rx_fill_ring_empty_descs: r(3),
-                    tx_invalid_descs: r(4),
-                    tx_ring_empty_descs: r(5),
+                    rx_dropped: r(offset_of!(XdpDiagStats, n_rx_dropped)),
+                    rx_invalid_descs: r(offset_of!(XdpDiagStats, n_rx_invalid)),
+                    rx_ring_full: r(offset_of!(XdpDiagStats, n_rx_full)),
+                    rx_fill_ring_empty_descs: r(offset_of!(XdpDiagStats, n_fill_ring_empty)),
+                    tx_invalid_descs: r(offset_of!(XdpDiagStats, n_tx_invalid)),
+                    tx_ring_empty_descs: r(offset_of!(XdpDiagStats, n_tx_ring_empty)),
                 });
             }
             _ => {}
@@ -215,44 +209,46 @@ pub fn parse_diag_msg(b: &[u8]) -> Result<XskSocketInfo, DiagError> {
 /// was seen. A netlink error answer is returned as its errno.
 fn parse_dump(buf: &[u8], out: &mut Vec<XskSocketInfo>) -> Result<bool, DiagError> {
     let mut off = 0;
-    while off + 16 <= buf.len() {
-        let len = u32_at(buf, off).unwrap_or(0) as usize;
-        let kind = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
-        if len < 16 || off + len > buf.len() {
+    while off + NLMSG_HDRLEN <= buf.len() {
+        let len = u32_at(buf, off + offset_of!(libc::nlmsghdr, nlmsg_len)).unwrap_or(0) as usize;
+        let t = off + offset_of!(libc::nlmsghdr, nlmsg_type);
+        let kind = u16::from_ne_bytes([buf[t], buf[t + 1]]);
+        if len < NLMSG_HDRLEN || off + len > buf.len() {
             return Err(DiagError::Malformed(format!("netlink message of length {len} at {off}")));
         }
-        let payload = &buf[off + 16..off + len];
+        let payload = &buf[off + NLMSG_HDRLEN..off + len];
         match kind {
             NLMSG_DONE => return Ok(true),
             NLMSG_ERROR => {
-                let errno = u32_at(payload, 0).map(|e| -(e as i32)).unwrap_or(0);
+                let errno = u32_at(payload, offset_of!(libc::nlmsgerr, error)).map(|e| -(e as i32)).unwrap_or(0);
                 return Err(std::io::Error::from_raw_os_error(errno).into());
             }
             SOCK_DIAG_BY_FAMILY => out.push(parse_diag_msg(payload)?),
             _ => {}
         }
-        off += len.div_ceil(4) * 4;
+        off += libc::NLMSG_ALIGN(len) as usize;
     }
     Ok(false)
 }
 
+/// `struct xdp_diag_req` asking for every AF_XDP socket and everything about it, as bytes.
+fn diag_request() -> [u8; size_of::<XdpDiagReq>()] {
+    let mut req = [0u8; size_of::<XdpDiagReq>()];
+    req[offset_of!(XdpDiagReq, sdiag_family)] = libc::AF_XDP as u8;
+    let show = offset_of!(XdpDiagReq, xdiag_show);
+    req[show..show + 4].copy_from_slice(&XDP_SHOW_ALL.to_ne_bytes());
+    req
+}
+
 fn sock_diag() -> Result<Vec<XskSocketInfo>, DiagError> {
-    let mut sock = Socket::new(NETLINK_SOCK_DIAG)?;
-    sock.bind_auto()?;
-    sock.connect(&SocketAddr::new(0, 0))?;
-    // nlmsghdr (16) + struct xdp_diag_req (family, protocol, pad, ino, show, cookie[2]) = 36.
-    let mut req = [0u8; 36];
-    req[0..4].copy_from_slice(&36u32.to_ne_bytes());
-    req[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
-    req[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req[16] = libc::AF_XDP as u8;
-    req[24..28].copy_from_slice(&XDP_SHOW_ALL.to_ne_bytes());
-    sock.send(&req, 0)?;
+    // A failed call keeps the bare errno text the listing has always shown (DiagError::Io).
+    let io = |e: SysError| DiagError::Io(std::io::Error::from_raw_os_error(e.errno));
+    let sock = SockDiag::open().map_err(io)?;
+    sock.send_dump(&diag_request()).map_err(io)?;
     let mut out = Vec::new();
+    let mut rx = Vec::with_capacity(65536);
     loop {
-        let mut rx = Vec::with_capacity(65536);
-        let n = sock.recv(&mut rx, 0)?;
+        let n = sock.recv(&mut rx).map_err(io)?;
         if n == 0 || parse_dump(&rx[..n], &mut out)? {
             return Ok(out);
         }
@@ -311,13 +307,13 @@ fn from_proc() -> Vec<XskSocketInfo> {
             continue;
         }
         let opts: Option<(libc::xdp_options, usize)> =
-            crate::sys::getsockopt(&dup.as_raw_fd(), super::umem::SOL_XDP, 8, "SOL_XDP, XDP_OPTIONS").ok();
+            crate::sys::getsockopt(&dup.as_raw_fd(), libc::SOL_XDP, libc::XDP_OPTIONS, "SOL_XDP, XDP_OPTIONS").ok();
         out.push(XskSocketInfo {
             inode: ino,
             pid: Some(pid),
             comm: Some(comm),
             fd: Some(fd),
-            zero_copy: opts.map(|(o, _)| o.flags & 1 != 0),
+            zero_copy: opts.map(|(o, _)| o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0),
             stats: XskStats::read(dup.as_fd()).ok(),
             ..Default::default()
         });

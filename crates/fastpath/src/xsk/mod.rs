@@ -72,3 +72,5 @@ pub use ring::{
 };
 pub use socket::{BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use umem::{Frame, Umem, UmemConfig};
+
+pub use crate::sys::uapi::XDP_PACKET_HEADROOM;

@@ -58,7 +58,7 @@ impl UmemConfig {
         check_pow2("fill ring size", self.fill_size, 64, 65536)?;
         check_pow2("completion ring size", self.comp_size, 64, 65536)?;
         // The kernel needs XDP_PACKET_HEADROOM (256) plus our headroom plus room for a packet.
-        let max = self.frame_size - 256 - 128;
+        let max = self.frame_size - crate::sys::uapi::XDP_PACKET_HEADROOM - 128;
         if self.headroom > max {
             return Err(XskError::BadHeadroom { headroom: self.headroom, frame_size: self.frame_size, max });
         }
