@@ -5,43 +5,20 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::{Pod, SysError};
 
-/// `SOL_PACKET`.
-pub const SOL_PACKET: i32 = 263;
-/// `PACKET_RX_RING`.
-pub const PACKET_RX_RING: i32 = 5;
-/// `PACKET_STATISTICS`.
-pub const PACKET_STATISTICS: i32 = 6;
-/// `PACKET_VERSION`.
-pub const PACKET_VERSION: i32 = 10;
-/// `PACKET_TX_RING`.
-pub const PACKET_TX_RING: i32 = 13;
-/// `PACKET_FANOUT`.
-pub const PACKET_FANOUT: i32 = 18;
-/// `PACKET_QDISC_BYPASS` (kernel >= 3.14).
-pub const PACKET_QDISC_BYPASS: i32 = 20;
-/// `PACKET_IGNORE_OUTGOING` (kernel >= 4.20).
-pub const PACKET_IGNORE_OUTGOING: i32 = 23;
-/// `TPACKET_V3` (kernel >= 3.2; TX ring with V3 >= 4.11).
-pub const TPACKET_V3: i32 = 2;
-/// Fanout by flow hash.
-pub const PACKET_FANOUT_HASH: u32 = 0;
-/// Fanout by the receiving CPU.
-pub const PACKET_FANOUT_CPU: u32 = 2;
-/// Frame/block owned by the kernel.
-pub const TP_STATUS_KERNEL: u32 = 0;
-/// Block handed to user space.
-pub const TP_STATUS_USER: u32 = 1;
-/// TX frame free.
-pub const TP_STATUS_AVAILABLE: u32 = 0;
-/// TX frame to send.
-pub const TP_STATUS_SEND_REQUEST: u32 = 1;
-/// TX frame being sent.
-#[allow(dead_code)] // the kernel's status value, listed for completeness
-pub const TP_STATUS_SENDING: u32 = 2;
-/// TX frame the kernel refused.
-pub const TP_STATUS_WRONG_FORMAT: u32 = 4;
+// SOL_PACKET (include/linux/socket.h), the PACKET_* socket options, fanout modes and
+// TP_STATUS_* words (include/uapi/linux/if_packet.h), from libc.
+pub use libc::{
+    PACKET_FANOUT, PACKET_FANOUT_CPU, PACKET_FANOUT_HASH, PACKET_IGNORE_OUTGOING, PACKET_QDISC_BYPASS, PACKET_RX_RING,
+    PACKET_STATISTICS, PACKET_TX_RING, PACKET_VERSION, SOL_PACKET, TP_STATUS_AVAILABLE, TP_STATUS_KERNEL,
+    TP_STATUS_SEND_REQUEST, TP_STATUS_USER, TP_STATUS_WRONG_FORMAT,
+};
+/// `TPACKET_V3` (enum tpacket_versions, if_packet.h; kernel >= 3.2, TX ring with V3 >= 4.11),
+/// as the `int` PACKET_VERSION takes.
+pub const TPACKET_V3: i32 = libc::tpacket_versions::TPACKET_V3 as i32;
 
-/// `struct tpacket_req3`.
+/// `struct tpacket_req3` (include/uapi/linux/if_packet.h). libc has it too
+/// (`libc::tpacket_req3`), but without `Default`, which the ring setup's literal uses; the
+/// layouts are checked equal below.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TpacketReq3 {
@@ -61,20 +38,17 @@ pub struct TpacketReq3 {
     pub tp_feature_req_word: u32,
 }
 
-/// `struct tpacket_stats_v3` (reading it resets the kernel's counters).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TpacketStatsV3 {
-    /// Packets seen by the socket (received + dropped).
-    pub tp_packets: u32,
-    /// Packets dropped because the ring was full.
-    pub tp_drops: u32,
-    /// Times the queue was frozen (all blocks in user space).
-    pub tp_freeze_q_cnt: u32,
-}
+const _: () = assert!(
+    std::mem::size_of::<TpacketReq3>() == std::mem::size_of::<libc::tpacket_req3>()
+        && std::mem::offset_of!(TpacketReq3, tp_feature_req_word)
+            == std::mem::offset_of!(libc::tpacket_req3, tp_feature_req_word)
+);
 
-// SAFETY: repr(C) struct of u32.
-unsafe impl Pod for TpacketStatsV3 {}
+/// `struct tpacket_stats_v3` (libc; reading it resets the kernel's counters).
+pub type TpacketStatsV3 = libc::tpacket_stats_v3;
+
+// SAFETY: repr(C) struct of three u32, every bit pattern valid.
+unsafe impl Pod for libc::tpacket_stats_v3 {}
 
 /// `socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL))`.
 pub fn socket_packet() -> Result<OwnedFd, SysError> {
