@@ -4,9 +4,11 @@
 //! [`mmap`] (mappings), [`ifreq`] (interface ioctls, ethtool, `if_nametoindex`), [`bpf`]
 //! (libbpf-sys calls, bpffs), [`signal`] (interrupting a blocked thread), [`affinity`] (CPU
 //! pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
-//! (`recvmmsg`), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`tun`] (TUN/TAP), [`netlink`] (the
-//! sock_diag socket), [`probe`] (what only the feature probes need) and [`uapi`] (the kernel
-//! UAPI constants and structs the `libc` crate lacks, each defined once). Programs and tests reach what they need through [`crate::host`].
+//! (`recvmmsg`), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`netlink`] (the
+//! sock_diag socket), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
+//! [`uapi`] (the kernel UAPI constants and structs the `libc` crate lacks, each defined once;
+//! everything else comes from `libc`). Programs and tests reach what they need through
+//! [`crate::host`].
 //!
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
 //! so an error printed at the top of the program says exactly what the kernel refused.
