@@ -9,7 +9,7 @@
 //! other program; the command turns its flags into this crate's option structs, prints, and
 //! writes files.
 //!
-//! Layers: [`error`], [`tools`] and [`frame`] at the bottom; the experiments ([`demo`],
+//! Layers: [`error`], [`tools`], [`frame`] and [`path`] at the bottom; the experiments ([`demo`],
 //! [`compare`], [`inject`], [`ddos`]) above them, none using another.
 //!
 //! Privileges: every experiment needs root (it creates network namespaces and attaches XDP
@@ -21,6 +21,7 @@ pub mod demo;
 pub mod error;
 pub mod frame;
 pub mod inject;
+pub mod path;
 pub mod tools;
 
 pub use error::{LabError, LabResult};
