@@ -224,13 +224,8 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
 
 impl Session {
     /// Attaches and binds in the current network namespace. On any error everything already
-    /// attached is detached (the link fd is closed as the partial session drops).
-    pub fn open(x: &XskArgs, role: Role) -> CliResult<Session> {
-        Self::open_with(x, role, None)
-    }
-
-    /// As [`Session::open`]; with `rules` (Role::Rx only) the classifier with those rules
-    /// replaces the minimal redirect program.
+    /// attached is detached (the link fd is closed as the partial session drops). With `rules`
+    /// (Role::Rx only) the classifier with those rules replaces the minimal redirect program.
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
         let mut cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
