@@ -130,12 +130,11 @@ fn udp_rcvbuf_errors() -> u64 {
 /// way, by counter name (empty where nothing can drop: XDP_DROP, nftables).
 type Received = (u64, BTreeMap<String, u64>);
 
-/// Sets up `row` in ns b on `iface`, signals ready, counts until `stop`; returns the count and
-/// the receiver's drop counters.
+/// Sets up `row` in ns b (`at`: its name and the receiving interface), signals ready, counts
+/// until `stop`; returns the count and the receiver's drop counters.
 fn receive(
     row: Row,
-    ns: &str,
-    iface: &str,
+    (ns, iface): (&str, &str),
     pin: Pin,
     queues: u32,
     stop: &AtomicBool,
@@ -322,7 +321,7 @@ fn measure(
     let (tx, rx) = mpsc::channel();
     let (ns, iface, s2, open_rx) = (bed.ns_b().to_string(), bed.iface_b().to_string(), stop.clone(), open_rx.clone());
     let recv = spawn_in_netns(bed.ns_b(), move || {
-        let r = receive(row, &ns, &iface, pin, queues, &s2, tx.clone(), &open_rx);
+        let r = receive(row, (&ns, &iface), pin, queues, &s2, tx.clone(), &open_rx);
         if let Err(e) = &r {
             let _ = tx.send(Err(e.clone()));
         }

@@ -437,7 +437,7 @@ fn table(rows: &[Row], pct: Option<f64>) -> String {
     let cpu = |b: Option<f64>| b.map_or("?".to_string(), |b| format!("{b:.0}%"));
     for r in rows {
         let _ =
-            writeln!(s, 
+            writeln!(s,
             "cpu busy: {}: generator {}, app {} (from /proc/stat over the phase; other load on the machine counts too)",
             r.path,
             cpu(r.gen_cpu_busy_pct),
