@@ -49,8 +49,8 @@ pub fn installed(program: &str) -> bool {
 ///
 /// # Errors
 ///
-/// [`crate::LabError::Environment`] "`{what}`: ..." when it cannot be started,
-/// [`crate::LabError::Runtime`] "`{what}` failed: <its stderr>" when it exits non-zero.
+/// [`crate::LabError::Environment`] "(what): ..." when it cannot be started,
+/// [`crate::LabError::Runtime`] "(what) failed: (its stderr)" when it exits non-zero.
 pub fn ns_run(ns: &str, program: &str, args: &[&str], what: &str) -> LabResult<String> {
     let o = ns_command(ns, program).args(args).output().map_err(|e| env(anyhow!("{what}: {e}")))?;
     if !o.status.success() {
@@ -63,7 +63,7 @@ pub fn ns_run(ns: &str, program: &str, args: &[&str], what: &str) -> LabResult<S
 ///
 /// # Errors
 ///
-/// The start error's text, or "ip `args`: <its stderr>".
+/// The start error's text, or "ip (args): (its stderr)".
 pub fn ip(ns: &str, args: &str) -> Result<(), String> {
     let o = ns_command(ns, "ip").args(args.split_whitespace()).output().map_err(|e| e.to_string())?;
     if !o.status.success() {
@@ -76,7 +76,7 @@ pub fn ip(ns: &str, args: &str) -> Result<(), String> {
 ///
 /// # Errors
 ///
-/// The start error's text, or "ethtool [args]: <its stderr>".
+/// The start error's text, or "ethtool (args): (its stderr)".
 pub fn ethtool_features(ns: &str, dev: &str, features: &str) -> Result<(), String> {
     let mut args = vec!["-K", dev];
     args.extend(features.split_whitespace());
@@ -372,7 +372,7 @@ impl Iperf3Client {
     /// # Errors
     ///
     /// Waiting failed, its JSON cannot be read ("iperf3 output: ..."), or it reported an error
-    /// ("iperf3: <its error>").
+    /// ("iperf3: (its error)").
     pub fn bits_per_s(self) -> Result<f64, String> {
         let out = self.0.wait_with_output().map_err(|e| e.to_string())?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 output: {e}"))?;
