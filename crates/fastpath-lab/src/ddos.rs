@@ -191,7 +191,9 @@ fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, S
 /// An offered flood rate: frames per second, or `max` (as fast as the generator goes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FloodRate {
+    /// This many frames per second.
     Pps(u64),
+    /// As fast as the generator goes.
     Max,
 }
 
@@ -259,8 +261,11 @@ pub struct Phase {
     pub transactions_per_s: f64,
     /// sockperf's latency: half the TCP round trip, microseconds (None: unreachable).
     pub latency_p50_us: Option<f64>,
+    /// 99th percentile, microseconds (None: unreachable).
     pub latency_p99_us: Option<f64>,
+    /// 99.9th percentile, microseconds (None: unreachable).
     pub latency_p999_us: Option<f64>,
+    /// Maximum, microseconds (None: unreachable).
     pub latency_max_us: Option<f64>,
     /// sockperf's last line when it measured nothing (e.g. its connection timed out).
     pub service_error: Option<String>,
@@ -295,8 +300,11 @@ pub struct Phase {
 /// transactions/s (None: not even the lowest).
 #[derive(Debug, Clone, Serialize)]
 pub struct Survival {
+    /// The defence's name.
     pub defence: &'static str,
+    /// The survivable rate as given ("250k"), None: not even the lowest.
     pub survivable: Option<String>,
+    /// The same in frames/s.
     pub survivable_pps: Option<f64>,
 }
 

@@ -24,13 +24,21 @@ use crate::path::{OpenRx, RxRequest};
 /// One row of the table.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// "AF_XDP rxdrop" or "XDP_DROP (in-kernel)".
     pub path: String,
+    /// The XDP mode obtained ("native" / "skb").
     pub xdp_mode: Option<&'static str>,
+    /// The socket's copy mode obtained ("copy" / "zero-copy"), None for XDP_DROP.
     pub copy_mode: Option<&'static str>,
+    /// Frames the generator sent.
     pub sent: u64,
+    /// Frames the receiver counted.
     pub received: u64,
+    /// Seconds the generator ran.
     pub duration_s: f64,
+    /// received / duration_s, millions per second.
     pub received_mpps: f64,
+    /// sent / duration_s, millions per second.
     pub sent_mpps: f64,
     /// Every non-zero kernel drop counter: XDP_STATISTICS of the socket, the receiving veth's
     /// ethtool counters (`rx_queue_*_drops`...) and the sender's (`*xdp_xmit_err*`).
