@@ -1,10 +1,8 @@
 //! The CLI's shared plumbing, at the bottom: what several commands need (run options, the
-//! namespace to enter, the rule compiler's front, the test-bed frame, the link-lost error, the
+//! namespace to enter, the rule compiler's front, the link-lost error, the
 //! link-event line). No command module imports another; they all may import this one.
 
 use anyhow::anyhow;
-use fastpath::netdev::NetDev;
-use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::rules::compile::{compile, Compiled};
 use fastpath::rules::{parse_cli_rules, parse_toml, Action, RuleSet};
 use serde_json::json;
@@ -62,23 +60,6 @@ pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
     }
     let c = compile(&source, &set)?;
     Ok((set, c, source))
-}
-
-/// The test-bed generator frame: 64-byte UDP from `dev` (ns a, 10.99.0.1:9000) to the receiving
-/// veth (`dst_mac`, 10.99.0.2:9), checksums correct. Shared by demo, ddos and compare.
-pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::SysError> {
-    let spec = UdpFrameSpec {
-        src_mac: dev.mac()?,
-        dst_mac,
-        src_ip: fastpath_testbed::IP4_A.into(),
-        dst_ip: fastpath_testbed::IP4_B.into(),
-        src_port: 9000,
-        dst_port: 9,
-        frame_len: 64,
-    };
-    let mut frame = vec![0u8; 64];
-    build_udp_frame(&spec, &mut frame);
-    Ok(frame)
 }
 
 /// The error of a run whose interface went away: one line, exit 3 (environment).

@@ -1,280 +1,18 @@
-//! `fastpath demo`: a test bed, xdp-live traffic into AF_XDP rxdrop, then into in-kernel
-//! XDP_DROP, one table. Everything it creates is removed on every exit path (the test bed guard
-//! deletes the namespaces; closing the bpf_link fds detaches the programs).
+//! `fastpath demo`: the checks of the flags, the flags into the lab's options
+//! (fastpath_lab::demo holds the experiment: a test bed, xdp-live traffic into AF_XDP rxdrop,
+//! then into in-kernel XDP_DROP, one table), the `--output` file and the output. Both receive
+//! paths are the command's own sessions ([`crate::session::open_for_lab`]). Everything it
+//! creates is removed on every exit path (the test bed guard deletes the namespaces; closing the
+//! bpf_link fds detaches the programs).
 
-use std::collections::BTreeMap;
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use anyhow::anyhow;
-use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
-use fastpath::bpf::XdpGen;
-use fastpath::netdev::{self, NetDev};
-use fastpath::stats::{thousands, Counters};
-use fastpath::xsk::XskStats;
-use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
-use serde::Serialize;
-use serde_json::json;
+use fastpath_lab::demo::{self, DemoOptions};
 
-use crate::args::{DemoArgs, XdpModeArg, XskArgs};
-use crate::error::{require_privileges, runtime, usage, CliError, CliResult};
-use crate::session::{PathInfo, Role, Session};
-
-/// One row of the table.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub path: String,
-    pub xdp_mode: Option<&'static str>,
-    pub copy_mode: Option<&'static str>,
-    pub sent: u64,
-    pub received: u64,
-    pub duration_s: f64,
-    pub received_mpps: f64,
-    pub sent_mpps: f64,
-    /// Every non-zero kernel drop counter: XDP_STATISTICS of the socket, the receiving veth's
-    /// ethtool counters (`rx_queue_*_drops`...) and the sender's (`*xdp_xmit_err*`).
-    pub drop_counters: BTreeMap<String, u64>,
-    /// sent - received - named drops: packets nobody accounted for.
-    pub unaccounted: i64,
-    /// Who limited the figure, derived from the counters and CPU use of this phase (see
-    /// [`bound_by`]): "receiver", "generator" or "unclear".
-    pub bound_by: &'static str,
-    /// Why, in words, with the numbers it was decided on.
-    pub bound_reason: String,
-    /// Frames the receiving side dropped (XDP_STATISTICS, the receiving veth's drop counters).
-    pub receiver_drops: u64,
-    /// Frames the sending veth refused (`xdp_xmit_errors`: its peer's 256-slot ring was full).
-    pub refused: u64,
-    /// Busy share of the generator's CPU(s) over the phase (the busiest one), percent.
-    pub gen_cpu_busy_pct: Option<f64>,
-    /// Busy share of the application's CPU over the phase, percent.
-    pub app_cpu_busy_pct: Option<f64>,
-}
-
-/// A CPU at or above this busy share is saturated.
-const SATURATED: f64 = 0.90;
-
-/// Who limited a figure. The receiver, when it dropped (its rings overflowed: it could not keep
-/// up). Otherwise the generator, when its CPU was saturated or the sending veth refused frames
-/// (on veth the receive softirq, and so an XDP program's work, runs on the generator's CPU: the
-/// generator and the in-kernel receive path share that CPU). Otherwise nobody visibly:
-/// "unclear" (e.g. the machine was shared and no CPU was ours).
-pub fn bound_by(
-    receiver_drops: u64,
-    refused: u64,
-    gen_busy: Option<f64>,
-    app_busy: Option<f64>,
-) -> (&'static str, String) {
-    let pct = |b: Option<f64>| b.map_or("?".to_string(), |b| format!("{:.0}%", b * 100.0));
-    if receiver_drops > 0 {
-        return (
-            "receiver",
-            format!(
-                "the receiver dropped {} frames (app CPU {} busy, generator CPU {})",
-                thousands(receiver_drops),
-                pct(app_busy),
-                pct(gen_busy)
-            ),
-        );
-    }
-    let gen_saturated = gen_busy.is_some_and(|b| b >= SATURATED);
-    if gen_saturated || refused > 0 {
-        let mut why = format!("no receiver drops; generator CPU {} busy", pct(gen_busy));
-        if refused > 0 {
-            why += &format!(", {} frames refused by the sending veth (ring full)", thousands(refused));
-        }
-        why += &format!(", app CPU {} busy", pct(app_busy));
-        return ("generator", why);
-    }
-    (
-        "unclear",
-        format!("no drops, no refusals and no saturated CPU (generator {}, app {})", pct(gen_busy), pct(app_busy)),
-    )
-}
-
-/// What the generator reports: frames sent, seconds, the sending veth's ethtool deltas, the busy
-/// share of its busiest CPU and of the application's CPU over the phase.
-type GenOutcome = (u64, f64, Vec<(String, u64)>, Option<f64>, Option<f64>);
-
-struct RxResult {
-    info: PathInfo,
-    received: u64,
-    xsk: Option<XskStats>,
-    ethtool: Vec<(String, u64)>,
-}
-
-fn is_drop_counter(name: &str) -> bool {
-    (name.contains("drop") && !name.contains("xdp_drops")) || name.contains("err") || name.contains("full")
-}
-
-fn phase(bed: &Testbed, role: Role, d: &DemoArgs, global_stop: &Arc<AtomicBool>) -> CliResult<Row> {
-    let (ns_a, ns_b, if_a, if_b) =
-        (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
-    let x = XskArgs { xdp_mode: XdpModeArg::Native, ..XskArgs::defaults(&if_b, Some(d.app_cpu)) };
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CliError>>();
-    // Receiver, in ns b.
-    let rx_stop = stop.clone();
-    let receiver = spawn_in_netns(&ns_b, move || -> CliResult<RxResult> {
-        let mut sess = match Session::open(&x, role) {
-            Ok(s) => s,
-            Err(e) => {
-                let msg = format!("{:#}", e.err);
-                let _ = ready_tx.send(Err(CliError { code: e.code, err: anyhow!(msg) }));
-                return Err(e);
-            }
-        };
-        let dev = NetDev::by_name(&x.iface).map_err(runtime)?;
-        let eth0 = dev.ethtool_stats().unwrap_or_default();
-        let xsk0 = sess.stats_fds.first().and_then(|f| XskStats::read(f.as_fd()).ok());
-        let drop0 = sess.drop_prog().map(|p| p.counters().map(|c| c.0).unwrap_or(0)).unwrap_or(0);
-        let counters = Counters::default();
-        let mut rx_packets = None;
-        let _ = ready_tx.send(Ok(()));
-        if let Some(mut port) = sess.ports.pop() {
-            fastpath::host::pin_current_thread(x.cpu.unwrap_or(1)).map_err(runtime)?;
-            // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
-            // so the kernels send nothing of their own: every frame is the generator's.
-            bench::rxdrop(
-                &mut port,
-                LoopOpts { batch_size: x.batch_size, wait: Wait::Spin },
-                &counters,
-                &rx_stop,
-                |_| {},
-            )
-            .map_err(runtime)?;
-            rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
-            sess.ports.push(port);
-        } else {
-            while !rx_stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        let received = match sess.drop_prog() {
-            Some(p) => p.counters().map(|c| c.0).unwrap_or(0).saturating_sub(drop0),
-            None => rx_packets.unwrap_or(0),
-        };
-        let xsk = match (sess.stats_fds.first(), xsk0) {
-            (Some(f), Some(b)) => XskStats::read(f.as_fd()).ok().map(|s| s.delta(&b)),
-            _ => None,
-        };
-        let eth1 = dev.ethtool_stats().unwrap_or_default();
-        Ok(RxResult { info: sess.info.clone(), received, xsk, ethtool: netdev::stats_delta(&eth0, &eth1) })
-    });
-    let ready =
-        ready_rx.recv_timeout(Duration::from_secs(20)).map_err(|_| runtime(anyhow!("the receiver did not start")));
-    let ready = match ready {
-        Ok(r) => r,
-        Err(e) => {
-            stop.store(true, Ordering::Relaxed);
-            let _ = receiver.join();
-            return Err(e);
-        }
-    };
-    if let Err(e) = ready {
-        let _ = receiver.join();
-        return Err(e);
-    }
-    // Generator, in ns a.
-    let (threads, gen_cpu, app_cpu, dur) = (d.threads, d.gen_cpu, d.app_cpu, Duration::from_secs_f64(d.duration));
-    let mac_b = bed.mac_b();
-    let gstop = global_stop.clone();
-    let gen_result = spawn_in_netns(&ns_a, move || -> CliResult<GenOutcome> {
-        let dev = NetDev::by_name(&if_a).map_err(runtime)?;
-        let frame = crate::common::testbed_frame(&dev, mac_b).map_err(runtime)?;
-        let gen = Arc::new(XdpGen::load(dev.ifindex)?);
-        let eth0 = dev.ethtool_stats().unwrap_or_default();
-        let sent0 = gen.total_sent()?;
-        let ncpu = fastpath::host::online_cpus();
-        let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
-        let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-        let cpu0 = fastpath::stats::CpuTimes::read().ok();
-        let t0 = Instant::now();
-        let live =
-            bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
-        while t0.elapsed() < dur && !gstop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        live.stop().map_err(runtime)?;
-        let elapsed = t0.elapsed().as_secs_f64();
-        let sent = gen.total_sent()? - sent0;
-        let eth1 = dev.ethtool_stats().unwrap_or_default();
-        let cpu1 = fastpath::stats::CpuTimes::read().ok();
-        let busy = |c: usize| match (&cpu0, &cpu1) {
-            (Some(a), Some(b)) => b.busy_since(a, c),
-            _ => None,
-        };
-        let gen_busy = cpus.iter().filter_map(|&c| busy(c)).reduce(f64::max);
-        let app_busy = busy(app_cpu);
-        Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1), gen_busy, app_busy))
-    })
-    .join()
-    .map_err(|_| runtime(anyhow!("generator panicked")));
-    // Let frames in flight land (the receiving veth takes in nothing new), then stop the
-    // receiver, and give it a moment to count the last of them.
-    bed.wait_rx_settled(Duration::from_secs(3));
-    std::thread::sleep(Duration::from_millis(100));
-    stop.store(true, Ordering::Relaxed);
-    let rx = receiver.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(CliError::from)??;
-    let (sent, secs, gen_eth, gen_busy, app_busy) = gen_result?.map_err(CliError::from)??;
-
-    let mut drops = BTreeMap::new();
-    if let Some(x) = rx.xsk {
-        for (k, v) in x.fields() {
-            // rx_fill_ring_empty_descs counts the same losses as rx_dropped in copy mode.
-            if v != 0 && k.starts_with("rx_") && k != "rx_fill_ring_empty_descs" {
-                drops.insert(format!("xsk.{k}"), v);
-            }
-        }
-    }
-    for (k, v) in &rx.ethtool {
-        if is_drop_counter(k) {
-            drops.insert(format!("{}.{k}", bed.iface_b()), *v);
-        }
-    }
-    for (k, v) in &gen_eth {
-        if is_drop_counter(k) {
-            drops.insert(format!("{}.{k}", bed.iface_a()), *v);
-        }
-    }
-    // A frame the socket could not take (rx_ring_full, or rx_dropped: no FILL ring entry) fails
-    // the XDP_REDIRECT, which the veth also counts as rx_queue_N_drops (veth_xdp_rcv_skb,
-    // drivers/net/veth.c): count each loss once.
-    let named: u64 = drops.iter().filter(|(k, _)| !k.starts_with("xsk.")).map(|(_, v)| v).sum::<u64>()
-        + drops
-            .iter()
-            .filter(|(k, _)| k.starts_with("xsk.") && !k.ends_with("rx_ring_full") && !k.ends_with("rx_dropped"))
-            .map(|(_, v)| v)
-            .sum::<u64>();
-    let refused: u64 =
-        drops.iter().filter(|(k, _)| k.starts_with(&format!("{}.", bed.iface_a()))).map(|(_, v)| v).sum();
-    let receiver_drops = named - refused;
-    let (bound, bound_reason) = bound_by(receiver_drops, refused, gen_busy, app_busy);
-    let path = match role {
-        Role::Drop => "XDP_DROP (in-kernel)".to_string(),
-        _ => "AF_XDP rxdrop".to_string(),
-    };
-    Ok(Row {
-        path,
-        xdp_mode: rx.info.xdp_mode,
-        copy_mode: rx.info.copy_mode,
-        sent,
-        received: rx.received,
-        duration_s: secs,
-        received_mpps: rx.received as f64 / secs / 1e6,
-        sent_mpps: sent as f64 / secs / 1e6,
-        unaccounted: sent as i64 - rx.received as i64 - named as i64,
-        bound_by: bound,
-        bound_reason,
-        receiver_drops,
-        refused,
-        gen_cpu_busy_pct: gen_busy.map(|b| b * 100.0),
-        app_cpu_busy_pct: app_busy.map(|b| b * 100.0),
-        drop_counters: drops,
-    })
-}
+use crate::args::DemoArgs;
+use crate::error::{require_privileges, runtime, usage, CliResult};
 
 pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if !(d.duration >= 0.0 && d.duration.is_finite()) {
@@ -296,128 +34,26 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         )));
     }
     require_privileges("demo")?;
-    // No IPv6 on the demo's veth: the kernels then send nothing of their own across it, so every
-    // frame counted is the generator's.
-    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
-    if !d.json {
-        eprintln!(
-            "demo: test bed {} ({} -> {}), 64-byte UDP frames from xdp-live ({} thread(s) from CPU {}), receiver on CPU {}, {} s per phase",
-            bed.name(), bed.iface_a(), bed.iface_b(), d.threads, d.gen_cpu, d.app_cpu, d.duration
-        );
-    }
-    let mut rows = Vec::new();
-    for role in [Role::Rx, Role::Drop] {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    let o = DemoOptions { duration_s: d.duration, threads: d.threads, app_cpu: d.app_cpu, gen_cpu: d.gen_cpu };
+    let open_rx: fastpath_lab::path::OpenRx = Arc::new(crate::session::open_for_lab);
+    let r = demo::run(&o, &stop, &open_rx, &mut |l| {
+        if !d.json {
+            eprintln!("{l}");
         }
-        rows.push(phase(&bed, role, d, &stop)?);
-    }
-    let interrupted = stop.load(Ordering::Relaxed);
-    let xdp = rows.iter().find(|r| r.path.starts_with("XDP_DROP")).map(|r| r.received_mpps);
-    let rx = rows.iter().find(|r| r.path.starts_with("AF_XDP")).map(|r| r.received_mpps);
-    let pct = match (rx, xdp) {
-        (Some(a), Some(b)) if b > 0.0 => Some(100.0 * a / b),
-        _ => None,
-    };
-    let out = json!({
-        "testbed": bed.name(), "frame_len": 64, "gen_threads": d.threads, "gen_cpu": d.gen_cpu, "app_cpu": d.app_cpu,
-        "duration_s": d.duration, "rows": rows, "rxdrop_pct_of_xdp_drop": pct,
-        "ratio_note": ratio_note(&rows), "interrupted": interrupted,
-    });
+    })?;
+    let out = r.json(&o);
     if let Some(p) = &d.output {
         crate::outfile::write(p, d.overwrite, "--output", format!("{out}\n").as_bytes()).map_err(runtime)?;
     }
     if d.json {
         println!("{out}");
     } else {
-        print_table(&rows, pct);
+        print!("{}", r.table());
     }
-    bed.down()?;
+    let interrupted = r.interrupted;
+    r.down()?;
     if interrupted {
         return Err(runtime(anyhow!("interrupted; test bed removed")));
     }
     Ok(())
-}
-
-/// What the ratio of the two figures means, given who bound each one.
-fn ratio_note(rows: &[Row]) -> Option<String> {
-    let rx = rows.iter().find(|r| r.path.starts_with("AF_XDP"))?;
-    let xdp = rows.iter().find(|r| r.path.starts_with("XDP_DROP"))?;
-    Some(match (rx.bound_by, xdp.bound_by) {
-        ("receiver", "receiver") => "both figures are receiver limits: the ratio compares the two receive paths".into(),
-        (_, "generator") if rx.bound_by == "receiver" => format!(
-            "XDP_DROP took everything the generator made ({}): its capacity is higher than {:.2} Mpps, so the ratio is an upper bound of AF_XDP rxdrop's share",
-            xdp.bound_reason, xdp.received_mpps
-        ),
-        ("generator", "generator") => "both figures are the generator's limit: the ratio compares the generator in two set-ups, not the receive paths (try --threads 2)"
-            .into(),
-        (a, b) => format!("AF_XDP rxdrop bound by {a}, XDP_DROP bound by {b}: read the ratio with that in mind"),
-    })
-}
-
-fn print_table(rows: &[Row], pct: Option<f64>) {
-    println!(
-        "{:<22} {:<12} {:>14} {:>14} {:>8} {:>9}  {:<10} kernel drop counters (non-zero)",
-        "path", "mode", "sent", "received", "Mpps", "sent Mpps", "bound by"
-    );
-    for r in rows {
-        let mode = match (r.xdp_mode, r.copy_mode) {
-            (Some(x), Some(c)) => format!("{x}/{c}"),
-            (Some(x), None) => x.to_string(),
-            _ => "-".into(),
-        };
-        let drops = if r.drop_counters.is_empty() {
-            "none".to_string()
-        } else {
-            r.drop_counters.iter().map(|(k, v)| format!("{k} {}", thousands(*v))).collect::<Vec<_>>().join(", ")
-        };
-        println!(
-            "{:<22} {:<12} {:>14} {:>14} {:>8.2} {:>9.2}  {:<10} {}",
-            r.path,
-            mode,
-            thousands(r.sent),
-            thousands(r.received),
-            r.received_mpps,
-            r.sent_mpps,
-            r.bound_by,
-            drops
-        );
-        if r.unaccounted != 0 {
-            println!("{:<22} {} packets sent but neither received nor counted by a drop counter", "", r.unaccounted);
-        }
-    }
-    if let Some(p) = pct {
-        println!("AF_XDP rxdrop = {p:.1}% of in-kernel XDP_DROP (same test bed, same run)");
-    }
-    let cpu = |b: Option<f64>| b.map_or("?".to_string(), |b| format!("{b:.0}%"));
-    for r in rows {
-        println!(
-            "cpu busy: {}: generator {}, app {} (from /proc/stat over the phase; other load on the machine counts too)",
-            r.path,
-            cpu(r.gen_cpu_busy_pct),
-            cpu(r.app_cpu_busy_pct)
-        );
-    }
-    for r in rows {
-        println!("bound by {}: {}: {}", r.bound_by, r.path, r.bound_reason);
-    }
-    if let Some(n) = ratio_note(rows) {
-        println!("note: {n}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bound_by_follows_the_counters() {
-        assert_eq!(bound_by(10, 0, Some(1.0), Some(1.0)).0, "receiver");
-        assert_eq!(bound_by(10, 5, Some(0.2), Some(0.3)).0, "receiver", "receiver drops decide first");
-        assert_eq!(bound_by(0, 0, Some(0.99), Some(0.1)).0, "generator");
-        assert_eq!(bound_by(0, 7, Some(0.5), Some(0.1)).0, "generator", "refusals at the sender");
-        assert_eq!(bound_by(0, 0, Some(0.5), Some(0.5)).0, "unclear");
-        assert_eq!(bound_by(0, 0, None, None).0, "unclear");
-        assert!(bound_by(0, 3, Some(0.95), None).1.contains("3 frames refused"));
-    }
 }

@@ -101,6 +101,36 @@ impl From<fastpath_testbed::TestbedError> for CliError {
     }
 }
 
+impl From<fastpath_lab::LabError> for CliError {
+    fn from(e: fastpath_lab::LabError) -> Self {
+        use fastpath_lab::LabError;
+        match e {
+            LabError::Usage(e) => usage(e),
+            LabError::Environment(e) => env(e),
+            LabError::Kernel(e) => kernel(e),
+            LabError::Unsupported(e) => unsupported(e),
+            LabError::Runtime(e) => runtime(e),
+            LabError::Bpf(e) => e.into(),
+            LabError::Testbed(e) => e.into(),
+        }
+    }
+}
+
+/// The lab's error of the same class (the exit code) and text: what a path the CLI opens for a
+/// lab experiment (its [`crate::session::Session`]) returns through the lab.
+impl From<CliError> for fastpath_lab::LabError {
+    fn from(e: CliError) -> Self {
+        use fastpath_lab::LabError;
+        match e.code {
+            EXIT_USAGE => LabError::Usage(e.err),
+            EXIT_ENV => LabError::Environment(e.err),
+            EXIT_KERNEL => LabError::Kernel(e.err),
+            EXIT_UNSUPPORTED => LabError::Unsupported(e.err),
+            _ => LabError::Runtime(e.err),
+        }
+    }
+}
+
 /// Refuses to go on without the privileges AF_XDP and XDP need.
 pub fn require_privileges(what: &str) -> CliResult<()> {
     if fastpath::bpf::have_privileges() {

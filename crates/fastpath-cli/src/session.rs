@@ -224,13 +224,8 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
 
 impl Session {
     /// Attaches and binds in the current network namespace. On any error everything already
-    /// attached is detached (the link fd is closed as the partial session drops).
-    pub fn open(x: &XskArgs, role: Role) -> CliResult<Session> {
-        Self::open_with(x, role, None)
-    }
-
-    /// As [`Session::open`]; with `rules` (Role::Rx only) the classifier with those rules
-    /// replaces the minimal redirect program.
+    /// attached is detached (the link fd is closed as the partial session drops). With `rules`
+    /// (Role::Rx only) the classifier with those rules replaces the minimal redirect program.
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
         let mut cfg = validate(x, role)?;
         let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
@@ -325,4 +320,38 @@ impl Session {
             _ => None,
         }
     }
+}
+
+impl fastpath_lab::path::RxPath for Session {
+    fn port(&mut self) -> Option<&mut AfXdpPort> {
+        self.ports.last_mut()
+    }
+    fn xsk_stats(&self) -> Option<fastpath::xsk::XskStats> {
+        use std::os::fd::AsFd;
+        self.stats_fds.first().and_then(|f| fastpath::xsk::XskStats::read(f.as_fd()).ok())
+    }
+    fn drop_packets(&self) -> Option<u64> {
+        self.drop_prog().map(|p| p.counters().map(|c| c.0).unwrap_or(0))
+    }
+    fn xdp_mode(&self) -> Option<&'static str> {
+        self.info.xdp_mode
+    }
+    fn copy_mode(&self) -> Option<&'static str> {
+        self.info.copy_mode
+    }
+}
+
+/// The session a lab experiment (demo, compare) measures: native XDP mode, the defaults of
+/// every other `XskArgs` value, copy mode when asked; [`Role::Drop`] for XDP_DROP only.
+/// Errors: the session's, with their class.
+pub fn open_for_lab(
+    r: &fastpath_lab::path::RxRequest,
+) -> Result<Box<dyn fastpath_lab::path::RxPath>, fastpath_lab::LabError> {
+    let x = XskArgs {
+        xdp_mode: XdpModeArg::Native,
+        copy_mode: if r.copy { CopyModeArg::Copy } else { CopyModeArg::Auto },
+        ..XskArgs::defaults(r.iface, Some(r.cpu))
+    };
+    let role = if r.drop_only { Role::Drop } else { Role::Rx };
+    Ok(Box::new(Session::open_with(&x, role, r.rules)?))
 }

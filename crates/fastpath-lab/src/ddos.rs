@@ -1,0 +1,1183 @@
+//! The experiment of `fastpath bench ddos`: does the end host keep serving under attack, and which defence keeps
+//! it serving at which flood rate. A test bed of its own; a TCP request/response service
+//! (sockperf server, ping-pong) in the receiving namespace; one phase with no flood, then for
+//! each defence (`--defences`) one phase per offered flood rate (`--flood-rates`), each of
+//! `--duration` seconds. Per phase: TCP transactions/s and latency percentiles, the flood
+//! offered / reaching the victim / refused, how evenly it was paced, the service CPU's softirq
+//! share and the NAPI thread's share, and the frames the defence dropped by its own counter.
+//! Per defence: the survivable flood rate (the highest offered rate at which the service keeps
+//! at least half its no-flood transactions/s).
+//!
+//! The model (docs/ARCHITECTURE.md, "The flood model"): a NIC queue whose interrupt lands on
+//! the service's CPU. The receiving veth's NAPI runs threaded, pinned to the service's CPU 1
+//! with SCHED_FIFO priority 50, so receive processing preempts the service there as a NIC's
+//! softirq would; the service's packets share the receive ring and NAPI with the flood and are
+//! lost with it when the ring is full (no TSO and no qdisc on the sending veth), as at a NIC's
+//! ring; the
+//! service and its clients run on CPU 1; the attacker (the xdp-live generator, paced per
+//! frame in its program) runs on CPU 0.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use fastpath::bench::{self, SendLimits};
+use fastpath::bpf::{Classifier, XdpGen, XdpMode};
+use fastpath::netdev::NetDev;
+use fastpath::rules::compile::compile;
+use fastpath::rules::parse_toml;
+use fastpath::stats::{thousands, Counters};
+use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use serde::Serialize;
+
+use crate::error::{env, kernel, runtime, LabError, LabResult};
+use crate::tools::{self, Running};
+
+/// The service's ports: phase i listens on PORT_FIRST + i, a fresh server each phase (sockperf
+/// sets no SO_REUSEADDR, and a server killed with a connection open holds its port a while).
+const PORT_FIRST: u16 = 20000;
+const PORT_LAST: u16 = 29999;
+/// The service's CPU (and its clients'); the attacker runs on the others.
+pub const SERVICE_CPU: usize = 1;
+/// SCHED_FIFO priority of the receiving NAPI thread (`chrt -f 50`).
+const NAPI_FIFO_PRIORITY: i32 = 50;
+/// Rules in front of the flood's rule for `fastpath-10k`.
+const RULES_IN_FRONT: usize = 10_000;
+/// The nftables table `nft` installs in the victim's namespace.
+const NFT_TABLE: &str = "fastpath_ddos";
+/// Distinct 5-tuples in the flood (source address's last byte and source port, seeded), so the
+/// classifier's flow cache misses as under a real flood.
+const FLOOD_FLOWS: u32 = 1_000_000;
+/// Source address of the flood's template frame (the flows vary its last byte).
+const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
+const FLOOD_SEED: u64 = 1;
+
+/// SYN flood defences: SYNs per second admitted per source address, and for all sources
+/// together (the rest dropped).
+const SYN_RATE_PER_SOURCE: u32 = 100;
+const SYN_RATE_TOTAL: u32 = 2000;
+
+/// The flood of `bench ddos`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flood {
+    /// 64-byte UDP to port 9.
+    Udp,
+    /// TCP SYNs to the service's port, from spoofed sources.
+    Syn,
+}
+
+/// A defence of `bench ddos`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Defence {
+    /// No filter.
+    None,
+    /// nftables: a drop (or SYN limit) in a prerouting chain at priority raw.
+    Nft,
+    /// iptables: a drop (or SYN hashlimit) in the raw table's PREROUTING.
+    Iptables,
+    /// The fastpath classifier (XDP, native) with the one rule.
+    Fastpath,
+    /// The fastpath classifier with the rule last behind 10,000 others.
+    Fastpath10k,
+}
+
+impl Flood {
+    /// "udp" or "syn".
+    pub fn name(self) -> &'static str {
+        match self {
+            Flood::Udp => "udp",
+            Flood::Syn => "syn",
+        }
+    }
+
+    /// The flood's template frame from `src_mac` to the victim: UDP to port 9, or a TCP SYN to
+    /// the service's port, both from 10.99.1.1 (the flows vary its last byte; no route back
+    /// from the victim: its answers go nowhere, as to spoofed sources). Not from the test bed's
+    /// own 10.99.0.0/24: one flow in 256 would carry the victim's own address, a martian the
+    /// victim's kernel drops uncounted (drop reason IP_LOCAL_SOURCE), and the victim could not
+    /// account for every flood frame.
+    fn frame(self, dev: &NetDev, mac_b: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+        match self {
+            Flood::Udp => {
+                let spec = fastpath::packet::UdpFrameSpec {
+                    src_mac: dev.mac().map_err(|e| e.to_string())?,
+                    dst_mac: mac_b,
+                    src_ip: FLOOD_SRC.into(),
+                    dst_ip: fastpath_testbed::IP4_B.into(),
+                    src_port: 9000,
+                    dst_port: 9,
+                    frame_len: 64,
+                };
+                let mut f = vec![0u8; 64];
+                fastpath::packet::build_udp_frame(&spec, &mut f);
+                Ok(f)
+            }
+            Flood::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
+        }
+    }
+
+    /// The nftables rules (prerouting, priority raw) of the `nft` defence.
+    fn nft_rules(self) -> String {
+        match self {
+            Flood::Udp => "  udp dport 9 counter drop\n".into(),
+            Flood::Syn => format!(
+                "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn meter fastpath_syn {{ ip saddr limit rate over {SYN_RATE_PER_SOURCE}/second }} counter drop\n  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn limit rate over {SYN_RATE_TOTAL}/second counter drop\n"
+            ),
+        }
+    }
+
+    /// The iptables rules (`-t raw`, PREROUTING, in order) of the `iptables` defence.
+    fn iptables_rules(self) -> Vec<Vec<String>> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ports = format!("{PORT_FIRST}:{PORT_LAST}");
+        match self {
+            Flood::Udp => vec![v(&["-p", "udp", "--dport", "9", "-j", "DROP"])],
+            Flood::Syn => {
+                // SYNs to the service's ports over a hashlimit: per source, then in all.
+                let over = |name: &str, mode: &[&str], rate: u32| {
+                    let mut r =
+                        v(&["-p", "tcp", "--dport", &ports, "--syn", "-m", "hashlimit", "--hashlimit-name", name]);
+                    r.extend(v(mode));
+                    r.extend(v(&["--hashlimit-above", &format!("{rate}/sec"), "-j", "DROP"]));
+                    r
+                };
+                vec![
+                    over("fastpath_syn_src", &["--hashlimit-mode", "srcip"], SYN_RATE_PER_SOURCE),
+                    over("fastpath_syn_all", &[], SYN_RATE_TOTAL),
+                ]
+            }
+        }
+    }
+
+    /// The classifier rule that meets the flood (last in the rule set).
+    fn classifier_rule(self) -> String {
+        match self {
+            Flood::Udp => "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n".into(),
+            Flood::Syn => format!(
+                "[[rule]]\nname = \"syn\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"syn,!ack\"\naction = \"pass\"\nrate = {SYN_RATE_PER_SOURCE}\nrate_total = {SYN_RATE_TOTAL}\n"
+            ),
+        }
+    }
+
+    /// The defence `d` against this flood, in words (the survivable-rate lines).
+    pub fn describe_defence(self, d: Defence) -> String {
+        match (self, d) {
+            (_, Defence::None) if self == Flood::Syn => "no filter (SYN cookies on)".into(),
+            (_, Defence::None) => "no filter".into(),
+            (Flood::Udp, _) => d.describe().into(),
+            (Flood::Syn, Defence::Nft) => format!("nftables raw-table SYN limit: {SYN_RATE_PER_SOURCE}/s per source (meter), {SYN_RATE_TOTAL}/s in all"),
+            (Flood::Syn, Defence::Iptables) => format!("iptables raw-table SYN limit (hashlimit): {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all"),
+            (Flood::Syn, _) => format!("{}: SYNs rate-limited, {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all", d.describe()),
+        }
+    }
+}
+
+/// A TCP SYN from 10.99.1.1:40000 to the victim's `port`, padded to 60 bytes (Ethernet's
+/// minimum without FCS; the IP total length excludes the padding).
+fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
+        .tcp(40000, port, 1, 64240)
+        .syn();
+    let mut f = Vec::with_capacity(60);
+    b.write(&mut f, &[]).map_err(|e| e.to_string())?;
+    f.resize(60, 0);
+    Ok(f)
+}
+
+/// An offered flood rate: frames per second, or `max` (as fast as the generator goes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloodRate {
+    /// This many frames per second.
+    Pps(u64),
+    /// As fast as the generator goes.
+    Max,
+}
+
+impl FromStr for FloodRate {
+    type Err = String;
+    /// `250k`, `1M`, `1.5M`, `300000` or `max`; 1,000 ..= 100,000,000 frames/s.
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "max" {
+            return Ok(FloodRate::Max);
+        }
+        let bad = || {
+            format!("flood rate {s:?} is not accepted: a rate in frames/s such as 250k, 1M, 1.5M or 300000 (1k..=100M), or max")
+        };
+        let (num, mult) = match s.as_bytes().last() {
+            Some(b'k') => (&s[..s.len() - 1], 1e3),
+            Some(b'M') => (&s[..s.len() - 1], 1e6),
+            _ => (s, 1.0),
+        };
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let pps = v * mult;
+        if !pps.is_finite() || !(1e3..=1e8).contains(&pps) {
+            return Err(bad());
+        }
+        Ok(FloodRate::Pps(pps.round() as u64))
+    }
+}
+
+impl fmt::Display for FloodRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FloodRate::Max => write!(f, "max"),
+            FloodRate::Pps(p) if p % 1_000_000 == 0 => write!(f, "{}M", p / 1_000_000),
+            FloodRate::Pps(p) if *p >= 1_000_000 && p % 100_000 == 0 => write!(f, "{}M", *p as f64 / 1e6),
+            FloodRate::Pps(p) if p % 1_000 == 0 => write!(f, "{}k", p / 1_000),
+            FloodRate::Pps(p) => write!(f, "{p}"),
+        }
+    }
+}
+
+/// Parses `--flood-rates`: a comma-separated list of [`FloodRate`]s, each once.
+pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let r: FloodRate = part.trim().parse()?;
+        if out.contains(&r) {
+            return Err(format!(
+                "--flood-rates {s} is not accepted: {r} is listed twice (each rate once, e.g. 250k,1M,max)"
+            ));
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// One phase's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// "none" for the no-flood phase and the unfiltered floods, else the defence's name.
+    pub defence: &'static str,
+    /// The offered rate as given ("250k", "max"), or "" with no flood.
+    pub offered: String,
+    /// The offered rate in frames/s: the nominal one, or for "max" the generator's measured.
+    pub offered_pps: f64,
+    /// 0 when the service was unreachable (see `service_error`).
+    pub transactions_per_s: f64,
+    /// sockperf's latency: half the TCP round trip, microseconds (None: unreachable).
+    pub latency_p50_us: Option<f64>,
+    /// 99th percentile, microseconds (None: unreachable).
+    pub latency_p99_us: Option<f64>,
+    /// 99.9th percentile, microseconds (None: unreachable).
+    pub latency_p999_us: Option<f64>,
+    /// Maximum, microseconds (None: unreachable).
+    pub latency_max_us: Option<f64>,
+    /// sockperf's last line when it measured nothing (e.g. its connection timed out).
+    pub service_error: Option<String>,
+    /// Flood frames the generator sent per second (over the whole flood).
+    pub flood_sent_pps: f64,
+    /// Frames per second the receiving veth accepted during the service's window (its
+    /// rx_queue_*_xdp_packets): the load the victim's CPU saw.
+    pub reaching_victim_pps: f64,
+    /// Flood frames generated over the whole flood ...
+    pub flood_sent: u64,
+    /// ... of which the receiving veth accepted (the sender's `tx_queue_*_xdp_xmit`) ...
+    pub flood_accepted: u64,
+    /// ... and refused (`tx_queue_*_xdp_xmit_errors`: its 256-slot ring was full).
+    pub flood_refused: u64,
+    /// Share of the paced flood's 1 ms windows that held the nominal rate within 20%
+    /// (None for "max" and no flood).
+    pub paced_windows_within_20pct: Option<f64>,
+    /// The service CPU's time in softirq, % (/proc/stat), during the service's window.
+    pub service_cpu_softirq_pct: f64,
+    /// The receiving NAPI thread's CPU time, % of one CPU (/proc/PID/stat), same window.
+    pub napi_thread_cpu_pct: f64,
+    /// Frames the defence dropped during the phase, by its own counter (nft/iptables rule
+    /// counter, the classifier's rule counter); 0 without a defence.
+    pub dropped_by_defence: u64,
+    /// UDP flood: flood frames that got past the defence to the victim's UDP layer during the
+    /// phase (Udp NoPorts + InErrors of its namespace: nothing listens on port 9), so that
+    /// flood_accepted = dropped_by_defence + this; None for the SYN flood and without a flood.
+    pub flood_reached_stack: Option<u64>,
+}
+
+/// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
+/// transactions/s (None: not even the lowest).
+#[derive(Debug, Clone, Serialize)]
+pub struct Survival {
+    /// The defence's name.
+    pub defence: &'static str,
+    /// The survivable rate as given ("250k"), None: not even the lowest.
+    pub survivable: Option<String>,
+    /// The same in frames/s.
+    pub survivable_pps: Option<f64>,
+}
+
+/// A defence installed in the victim's namespace; removed on drop (and with the namespace).
+enum Installed {
+    None,
+    Nft {
+        ns: String,
+    },
+    Iptables {
+        ns: String,
+        rules: Vec<Vec<String>>,
+    },
+    Classifier {
+        done: Arc<AtomicBool>,
+        req: mpsc::Sender<mpsc::Sender<u64>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    },
+}
+
+impl Defence {
+    /// Its name on the command line and in the JSON ("none", "nft", "fastpath-10k"...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Defence::None => "none",
+            Defence::Nft => "nft",
+            Defence::Iptables => "iptables",
+            Defence::Fastpath => "fastpath",
+            Defence::Fastpath10k => "fastpath-10k",
+        }
+    }
+    /// The defence in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Defence::None => "no filter",
+            Defence::Nft => "nftables raw-table drop (prerouting, priority raw)",
+            Defence::Iptables => "iptables raw-table drop (PREROUTING)",
+            Defence::Fastpath => "fastpath classifier, one rule (XDP, native)",
+            Defence::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
+        }
+    }
+}
+
+/// The flood rule's drop counter in the nftables table (`nft -j list table`).
+fn nft_count(ns: &str) -> LabResult<u64> {
+    tools::nft_packets(ns, NFT_TABLE)
+}
+
+/// Udp NoPorts + InErrors of namespace `ns` (/proc/net/snmp): where a UDP datagram to a port
+/// nobody listens on, or a damaged one, ends in the stack.
+fn udp_unwanted(ns: &str) -> LabResult<u64> {
+    let out = tools::ns_snmp(ns)?;
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let [names, values, ..] = lines.as_slice() else {
+        return Err(runtime(anyhow!("no Udp lines in /proc/net/snmp of {ns}")));
+    };
+    let v: Vec<(&str, u64)> =
+        names.split_whitespace().zip(values.split_whitespace()).map(|(n, v)| (n, v.parse().unwrap_or(0))).collect();
+    Ok(v.iter().filter(|(n, _)| *n == "NoPorts" || *n == "InErrors").map(|(_, v)| v).sum())
+}
+
+/// The flood rule's packet counter in iptables' raw PREROUTING chain.
+fn iptables_count(ns: &str) -> LabResult<u64> {
+    let out = tools::iptables_raw_listing(ns)?;
+    Ok(out
+        .lines()
+        .filter(|l| {
+            // The match is the last word: "udp dpt:9" or "tcp dpts:20000:29999 ... limit: above ...".
+            let dports = format!("dpts:{PORT_FIRST}:{PORT_LAST}");
+            l.contains("DROP") && l.split_whitespace().any(|w| w == "dpt:9" || w == dports)
+        })
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum())
+}
+
+/// The rule set of a classifier defence: the flood's rule alone, or last behind
+/// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
+/// flood). Returns the TOML text and the flood rule's index.
+fn classifier_rules(in_front: usize, kind: Flood) -> (String, usize) {
+    let mut t = fastpath::rules::mixed_rules_toml(in_front, 0);
+    t += &kind.classifier_rule();
+    (t, in_front)
+}
+
+impl Installed {
+    fn install(d: Defence, bed: &Testbed, kind: Flood) -> LabResult<Self> {
+        let ns = bed.ns_b().to_string();
+        match d {
+            Defence::None => Ok(Installed::None),
+            Defence::Nft => {
+                let script = tools::nft_raw_table(NFT_TABLE, &kind.nft_rules(), true);
+                tools::nft_apply(&ns, &script).map_err(|e| match e {
+                    tools::ToolError::Start(e) => env(anyhow!("nft (Debian package nftables): {e}")),
+                    tools::ToolError::Io(e) => runtime(anyhow!("nft -f -: {e}")),
+                    tools::ToolError::Failed(s) => runtime(anyhow!("nft -f - failed: {}", s.trim())),
+                })?;
+                Ok(Installed::Nft { ns })
+            }
+            Defence::Iptables => {
+                // The rules added so far are held by `inst`: on an error its drop removes them,
+                // so nothing is left half-applied.
+                let mut inst = Installed::Iptables { ns: ns.clone(), rules: Vec::new() };
+                for r in kind.iptables_rules() {
+                    tools::iptables_raw_append(&ns, &r)?;
+                    if let Installed::Iptables { rules, .. } = &mut inst {
+                        rules.push(r);
+                    }
+                }
+                Ok(inst)
+            }
+            Defence::Fastpath | Defence::Fastpath10k => {
+                let in_front = if d == Defence::Fastpath10k { RULES_IN_FRONT } else { 0 };
+                let (text, index) = classifier_rules(in_front, kind);
+                let iface = bed.iface_b().to_string();
+                let done = Arc::new(AtomicBool::new(false));
+                let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<u64>>();
+                let d2 = done.clone();
+                // The classifier is loaded, attached and held by a thread in the victim's
+                // namespace; it answers counter requests until `done`.
+                let h = spawn_in_netns(&ns, move || {
+                    let r = (|| -> Result<Classifier, String> {
+                        let set = parse_toml("ddos rules", &text).map_err(|e| e.to_string())?;
+                        let c = compile("ddos rules", &set).map_err(|e| e.to_string())?;
+                        let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+                        let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+                        cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
+                        cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
+                        Ok(cls)
+                    })();
+                    let cls = match r {
+                        Ok(c) => {
+                            let _ = ready_tx.send(Ok(()));
+                            c
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    while !d2.load(Ordering::Relaxed) {
+                        if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
+                            let set = cls.active().unwrap_or(0);
+                            // UDP: the flood rule's drops; SYN: what its rate limits dropped.
+                            let n = match kind {
+                                Flood::Udp => cls
+                                    .rule_counters(set, index + 1)
+                                    .ok()
+                                    .and_then(|v| v.get(index).map(|c| c.0))
+                                    .unwrap_or(0),
+                                Flood::Syn => cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0),
+                            };
+                            let _ = reply.send(n);
+                        }
+                    }
+                });
+                match ready_rx.recv_timeout(Duration::from_secs(60)) {
+                    Ok(Ok(())) => Ok(Installed::Classifier {
+                        done,
+                        req: req_tx,
+                        thread: Some(std::thread::spawn(move || {
+                            let _ = h.join();
+                        })),
+                    }),
+                    Ok(Err(e)) => {
+                        done.store(true, Ordering::Relaxed);
+                        Err(kernel(anyhow!("loading the classifier defence: {e}")))
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        done.store(true, Ordering::Relaxed);
+                        Err(runtime(anyhow!("the classifier defence did not start within 60 s")))
+                    }
+                    // The thread ended before loading: entering the namespace failed.
+                    Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+                        Ok(Err(e)) => Err(LabError::from(e)),
+                        _ => Err(runtime(anyhow!("the classifier defence's thread ended before loading"))),
+                    },
+                }
+            }
+        }
+    }
+
+    /// Frames the defence has dropped so far (its own counter).
+    fn dropped(&self) -> LabResult<u64> {
+        match self {
+            Installed::None => Ok(0),
+            Installed::Nft { ns } => nft_count(ns),
+            Installed::Iptables { ns, .. } => iptables_count(ns),
+            Installed::Classifier { req, .. } => {
+                let (tx, rx) = mpsc::channel();
+                req.send(tx).map_err(|_| runtime(anyhow!("the classifier defence's thread ended")))?;
+                rx.recv_timeout(Duration::from_secs(10))
+                    .map_err(|_| runtime(anyhow!("the classifier defence did not answer")))
+            }
+        }
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        match self {
+            Installed::None => {}
+            Installed::Nft { ns } => {
+                tools::nft_delete_table(ns, NFT_TABLE);
+            }
+            Installed::Iptables { ns, rules } => {
+                for r in rules.iter() {
+                    tools::iptables_raw_delete(ns, r);
+                }
+            }
+            Installed::Classifier { done, thread, .. } => {
+                done.store(true, Ordering::Relaxed);
+                if let Some(t) = thread.take() {
+                    let _ = t.join();
+                }
+            }
+        }
+    }
+}
+
+/// Starts the service (sockperf server on the service's CPU) and returns once its port listens
+/// (ss). One per phase: a server whose client vanished under a flood can stop answering.
+fn start_server(bed: &Testbed, port: u16) -> LabResult<Running> {
+    let server = tools::sockperf_server(bed.ns_b(), Some(SERVICE_CPU), "10.99.0.2", port)
+        .map_err(|e| env(anyhow!("starting sockperf server: {e}")))?;
+    let t0 = Instant::now();
+    loop {
+        if tools::tcp_listening(bed.ns_b(), port) {
+            return Ok(server);
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(runtime(anyhow!("the sockperf server did not listen on port {port} within 10 s")));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// (busy-or-not total, softirq) jiffies of one CPU from /proc/stat.
+fn cpu_jiffies(cpu: usize) -> (u64, u64) {
+    let name = format!("cpu{cpu}");
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.split_whitespace().next() == Some(name.as_str())).map(|l| {
+                let v: Vec<u64> = l.split_whitespace().skip(1).take(8).filter_map(|x| x.parse().ok()).collect();
+                (v.iter().sum(), v.get(6).copied().unwrap_or(0))
+            })
+        })
+        .unwrap_or((0, 0))
+}
+
+/// CPU time of the threads `pids` so far, ns (/proc/PID/schedstat, first field: time spent
+/// running; Documentation/scheduler/sched-stats.rst).
+fn thread_run_ns(pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+struct Ctx<'a> {
+    bed: &'a Testbed,
+    kind: Flood,
+    /// Phases started so far: phase i's service listens on PORT_FIRST + i.
+    phases: std::sync::atomic::AtomicU32,
+    napi_pids: Vec<i32>,
+    flood_cpus: Vec<usize>,
+    secs: f64,
+    stop: &'a Arc<AtomicBool>,
+}
+
+/// The flood's thread; on drop (an early return) it is told to stop and joined, so no
+/// generator outlives its phase.
+struct FloodGuard {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<FloodResult, fastpath_testbed::TestbedError>>>,
+}
+
+/// Frames sent, seconds, (accepted, refused) by the veth, share of 1 ms windows within 20%.
+type FloodTotals = (u64, f64, (u64, u64), Option<f64>);
+type FloodResult = Result<FloodTotals, String>;
+
+impl FloodGuard {
+    fn finish(mut self) -> LabResult<FloodTotals> {
+        self.done.store(true, Ordering::Relaxed);
+        let t = self.thread.take().ok_or_else(|| runtime(anyhow!("flood thread already joined")))?;
+        t.join()
+            .map_err(|_| runtime(anyhow!("flood thread panicked")))?
+            .map_err(|e| runtime(anyhow!("{e}")))?
+            .map_err(|e| runtime(anyhow!("{e}")))
+    }
+}
+
+impl Drop for FloodGuard {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the flood from ns a and returns once the generator runs (or failed to start).
+fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
+    let bed = cx.bed;
+    let done = Arc::new(AtomicBool::new(false));
+    let (iface, mac_b, d, cpus, kind) =
+        (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone(), cx.kind);
+    let rate_pps = match r {
+        FloodRate::Pps(p) => Some(p),
+        FloodRate::Max => None,
+    };
+    let (started_tx, started_rx) = mpsc::channel::<Result<(), String>>();
+    let thread = spawn_in_netns(bed.ns_a(), move || -> FloodResult {
+        let setup = (|| -> Result<_, String> {
+            let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+            let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
+            let frame = kind.frame(&dev, mac_b, port)?;
+            let flows = fastpath::packet::Flows::new(FLOOD_FLOWS, FLOOD_SEED).ok_or("flood flows")?;
+            let gen = Arc::new(XdpGen::load_flows(dev.ifindex, Some(&flows)).map_err(|e| format!("{e:#}"))?);
+            let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+            let t0 = Instant::now();
+            let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps }, 64, &counters)
+                .map_err(|e| e.to_string())?;
+            Ok((dev, eth0, t0, live))
+        })();
+        let (dev, eth0, t0, live) = match setup {
+            Ok(v) => {
+                let _ = started_tx.send(Ok(()));
+                v
+            }
+            Err(e) => {
+                let _ = started_tx.send(Err(e.clone()));
+                return Err(e);
+            }
+        };
+        let pace = live.pace();
+        while !d.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let sent = live.stop().map_err(|e| e.to_string())?;
+        let secs = t0.elapsed().as_secs_f64();
+        // Let the frames still in the veth ring land before reading what it took.
+        std::thread::sleep(Duration::from_millis(100));
+        let eth = fastpath::netdev::stats_delta(&eth0, &dev.ethtool_stats().map_err(|e| e.to_string())?);
+        let sum = |err: bool| -> u64 {
+            eth.iter().filter(|(k, _)| k.contains("xdp_xmit") && k.contains("err") == err).map(|(_, v)| v).sum()
+        };
+        Ok((sent, secs, (sum(false), sum(true)), pace.share_within_20pct()))
+    });
+    let guard = FloodGuard { done, thread: Some(thread) };
+    match started_rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(())) => Ok(guard),
+        Ok(Err(e)) => Err(kernel(anyhow!("starting the flood: {e}"))),
+        Err(_) => match guard.finish() {
+            Err(e) => Err(e),
+            Ok(_) => Err(runtime(anyhow!("the flood did not start within 30 s"))),
+        },
+    }
+}
+
+fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) -> LabResult<Phase> {
+    let bed = cx.bed;
+    let n = cx.phases.fetch_add(1, Ordering::Relaxed);
+    let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
+    let _server = start_server(bed, port)?;
+    // The defence's counter, and the victim's UDP layer, before any flood frame.
+    let drop0 = inst.dropped()?;
+    let udp_flood = rate.is_some() && cx.kind == Flood::Udp;
+    let stack0 = if udp_flood { Some(udp_unwanted(bed.ns_b())?) } else { None };
+    let flood = match rate {
+        Some(r) => Some(start_flood(cx, r, port)?),
+        None => None,
+    };
+    // Let the paced flood settle into its schedule before the service's window.
+    std::thread::sleep(Duration::from_millis(200));
+    let accepted = |bed: &Testbed| -> u64 {
+        Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
+            .unwrap_or_default()
+            .iter()
+            .filter(|(k, _)| k.ends_with("xdp_packets"))
+            .map(|(_, v)| *v)
+            .sum()
+    };
+    let acc0 = accepted(bed);
+    let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
+    // The service's clients, from ns a.
+    // `timeout -s KILL`: a client whose SYN was lost at the full ring would retry its connect
+    // for minutes; after the window and a margin the service counts as unreachable.
+    let out = tools::sockperf_ping_pong_pinned(
+        bed.ns_a(),
+        SERVICE_CPU,
+        "10.99.0.2",
+        port,
+        cx.secs as u64,
+        cx.secs as u64 + 5,
+    );
+    let elapsed = t_acc.elapsed().as_secs_f64();
+    let (cpu1, napi1) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids));
+    let reaching = accepted(bed).saturating_sub(acc0) as f64 / elapsed;
+    let softirq_pct = 100.0 * (cpu1.1 - cpu0.1) as f64 / (cpu1.0 - cpu0.0).max(1) as f64;
+    let napi_pct = 100.0 * napi1.saturating_sub(napi0) as f64 / 1e9 / elapsed;
+    let (sent, flood_secs, link, paced) = match flood {
+        Some(f) => f.finish()?,
+        None => (0, 1.0, Default::default(), None),
+    };
+    let dropped = inst.dropped()?.saturating_sub(drop0);
+    let reached_stack = match stack0 {
+        Some(s0) => Some(udp_unwanted(bed.ns_b())?.saturating_sub(s0)),
+        None => None,
+    };
+    let text = out.map_err(|e| env(anyhow!("running sockperf (Debian package sockperf): {e}")))?;
+    if cx.stop.load(Ordering::Relaxed) {
+        return Err(runtime(anyhow!("interrupted")));
+    }
+    let label = match rate {
+        Some(r) => format!("{} flood {r}", defence.name()),
+        None => "no flood".into(),
+    };
+    // Under a flood the service may be unreachable (its SYN lost at the full ring): that is a
+    // result, 0 transactions/s; without a flood it is an error.
+    let (tps, p50, p99, p999, max) = match tools::parse_sockperf(&text) {
+        Some(s) => (s.transactions_per_s, Some(s.p50_us), Some(s.p99_us), Some(s.p999_us), Some(s.max_us)),
+        None if rate.is_some() => (0.0, None, None, None, None),
+        None => {
+            return Err(runtime(anyhow!(
+                "sockperf printed no statistics ({label}): {}",
+                text.lines().last().unwrap_or("")
+            )))
+        }
+    };
+    let unreachable = (tps == 0.0).then(|| text.lines().last().unwrap_or("").trim().to_string());
+    let sent_pps = sent as f64 / flood_secs;
+    Ok(Phase {
+        defence: if rate.is_some() { defence.name() } else { "none" },
+        offered: rate.map(|r| r.to_string()).unwrap_or_default(),
+        offered_pps: match rate {
+            Some(FloodRate::Pps(p)) => p as f64,
+            Some(FloodRate::Max) => sent_pps,
+            None => 0.0,
+        },
+        transactions_per_s: tps,
+        latency_p50_us: p50,
+        latency_p99_us: p99,
+        latency_p999_us: p999,
+        latency_max_us: max,
+        service_error: unreachable,
+        flood_sent_pps: sent_pps,
+        reaching_victim_pps: if rate.is_some() { reaching } else { 0.0 },
+        flood_sent: sent,
+        flood_accepted: link.0,
+        flood_refused: link.1,
+        paced_windows_within_20pct: paced,
+        service_cpu_softirq_pct: softirq_pct,
+        napi_thread_cpu_pct: napi_pct,
+        dropped_by_defence: dropped,
+        flood_reached_stack: reached_stack,
+    })
+}
+
+/// A latency for the table: one decimal, or "-" when the service was unreachable.
+fn us(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// The survivable flood rate of each defence (see [`Survival`]), from the phases of
+/// [`DdosBed::run`] and the no-flood transactions/s.
+pub fn survival(phases: &[Phase], defences: &[Defence], baseline_tps: f64) -> Vec<Survival> {
+    defences
+        .iter()
+        .map(|d| {
+            let best = phases
+                .iter()
+                .filter(|p| p.defence == d.name() && !p.offered.is_empty())
+                .filter(|p| p.transactions_per_s >= 0.5 * baseline_tps)
+                .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
+            Survival {
+                defence: d.name(),
+                survivable: best.map(|p| p.offered.clone()),
+                survivable_pps: best.map(|p| p.offered_pps),
+            }
+        })
+        .collect()
+}
+
+/// trans/s against offered flood rate, one line per defence; a dashed line at the no-flood
+/// figure and one at half of it. `cmd`: the command line shown under the chart; `flood`: the
+/// flood's name in the title ("UDP", "SYN").
+pub fn svg(
+    phases: &[Phase],
+    defences: &[Defence],
+    rates: &[FloodRate],
+    baseline: f64,
+    cmd: &str,
+    flood: &str,
+) -> String {
+    let (w, h, l, r, t, b) = (760.0, 440.0, 80.0, 190.0, 40.0, 70.0);
+    let pw = w - l - r;
+    let ph = h - t - b;
+    let ymax = phases.iter().map(|p| p.transactions_per_s).fold(baseline, f64::max) * 1.1;
+    let x = |i: usize| l + pw * (i as f64 + 0.5) / rates.len().max(1) as f64;
+    let y = |v: f64| t + ph * (1.0 - v / ymax.max(1.0));
+    let colors = ["#888888", "#1f77b4", "#2ca02c", "#d62728", "#9467bd"];
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"22\" font-size=\"14\" font-weight=\"bold\">TCP transactions/s of the service under a {flood} flood, by defence</text>\n"
+    );
+    s += &format!("<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph, l + pw, t + ph);
+    s += &format!("<line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>\n", t + ph);
+    for k in 0..=4 {
+        let v = ymax * k as f64 / 4.0;
+        s += &format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+            l - 6.0,
+            y(v) + 4.0,
+            thousands(v.round() as u64)
+        );
+    }
+    for (i, rt) in rates.iter().enumerate() {
+        s += &format!("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{rt}</text>\n", x(i), t + ph + 18.0);
+    }
+    s += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">offered flood rate (frames/s)</text>\n",
+        l + pw / 2.0,
+        t + ph + 38.0
+    );
+    for (v, label) in [(baseline, "no flood"), (baseline / 2.0, "50% (survivable)")] {
+        s += &format!(
+            "<line x1=\"{l}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#aaa\" stroke-dasharray=\"4 3\"/>\n<text x=\"{2}\" y=\"{3}\" fill=\"#666\">{label}</text>\n",
+            y(v),
+            l + pw,
+            l + pw + 6.0,
+            y(v) + 4.0
+        );
+    }
+    for (di, d) in defences.iter().enumerate() {
+        let c = colors[di % colors.len()];
+        let pts: Vec<String> = rates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, rt)| {
+                phases
+                    .iter()
+                    .find(|p| p.defence == d.name() && p.offered == rt.to_string())
+                    .map(|p| format!("{:.1},{:.1}", x(i), y(p.transactions_per_s)))
+            })
+            .collect();
+        s += &format!("<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>\n", pts.join(" "));
+        for p in &pts {
+            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
+            s += &format!("<circle cx=\"{px}\" cy=\"{py}\" r=\"3\" fill=\"{c}\"/>\n");
+        }
+        let ly = t + 16.0 * di as f64 + 60.0;
+        s += &format!(
+            "<line x1=\"{0}\" y1=\"{ly}\" x2=\"{1}\" y2=\"{ly}\" stroke=\"{c}\" stroke-width=\"2\"/><text x=\"{2}\" y=\"{3}\">{4}</text>\n",
+            l + pw + 6.0,
+            l + pw + 26.0,
+            l + pw + 30.0,
+            ly + 4.0,
+            d.name()
+        );
+    }
+    s += &format!("<text x=\"10\" y=\"{}\" fill=\"#666\">{cmd}</text>\n</svg>\n", h - 10.0);
+    s
+}
+
+/// What `bench ddos` is asked for (the front end has checked every value).
+#[derive(Debug, Clone)]
+pub struct DdosOptions {
+    /// The flood.
+    pub flood: Flood,
+    /// The defences, each once, in order.
+    pub defences: Vec<Defence>,
+    /// The offered flood rates, each once, in order.
+    pub rates: Vec<FloodRate>,
+    /// The attacker's CPUs, one flood thread each (none of them [`SERVICE_CPU`]).
+    pub flood_cpus: Vec<usize>,
+    /// Seconds per phase; 0 = set up and tear down ([`DdosBed::smoke`]).
+    pub duration_s: f64,
+}
+
+/// The test bed of `bench ddos`, ready for its phases; removed on drop.
+pub struct DdosBed {
+    bed: Testbed,
+    napi_pids: Vec<i32>,
+    flood: Flood,
+    defences: Vec<Defence>,
+    rates: Vec<FloodRate>,
+    flood_cpus: Vec<usize>,
+    secs: f64,
+    notes: Vec<String>,
+}
+
+/// Checks the programs `bench ddos` drives (sockperf; nft and iptables when those defences are
+/// asked for: without iptables its rows are left out, with a note) and builds its test bed:
+/// no qdisc and no TSO on the sending veth, the receiving NAPI threaded on [`SERVICE_CPU`] at
+/// SCHED_FIFO.
+///
+/// Needs root: creates network namespaces, runs ethtool in one.
+///
+/// # Errors
+///
+/// [`LabError::Environment`] when sockperf (or nft, with that defence) is missing or ethtool
+/// cannot be started, [`LabError::Testbed`] when the test bed cannot be made,
+/// [`LabError::Runtime`] when ethtool fails.
+pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
+    if !tools::installed("sockperf") {
+        return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
+    }
+    let mut notes = Vec::new();
+    let mut defences = o.defences.clone();
+    if defences.contains(&Defence::Nft) && !tools::installed("nft") {
+        return Err(env(anyhow!("--defences nft needs nft (apt-get install nftables)")));
+    }
+    if defences.contains(&Defence::Iptables) && !tools::installed("iptables") {
+        defences.retain(|d| *d != Defence::Iptables);
+        notes.push(
+            "iptables: the command is not installed (Debian package iptables); its rows are left out".to_string(),
+        );
+    }
+    // No qdisc on the sender: when the victim's receive ring is full the service's packets are
+    // lost with the flood's, as at a NIC's ring, instead of waiting in a qdisc for a free slot
+    // (which would give them priority over the flood).
+    let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
+    // Without TSO on the sending veth every TCP skb is eligible for the receiving veth's NAPI
+    // (veth_skb_is_eligible_for_gro, drivers/net/veth.c): the service's packets then always
+    // travel the same ring and NAPI as the flood, with or without an XDP program attached, as
+    // at a NIC. With TSO they would bypass NAPI (netif_rx) unless a program is attached.
+    tools::ns_run(
+        bed.ns_a(),
+        "ethtool",
+        &["-K", bed.iface_a(), "tso", "off"],
+        "ethtool -K tso off (the sending veth)",
+    )?;
+    bed.set_rx_napi_cpu(Some(SERVICE_CPU))?;
+    let napi_pids = bed.set_rx_napi_fifo(NAPI_FIFO_PRIORITY)?;
+    // Whole seconds: sockperf's -t takes whole seconds.
+    let secs = if o.duration_s > 0.0 { o.duration_s.round().max(1.0) } else { 1.0 };
+    Ok(DdosBed {
+        bed,
+        napi_pids,
+        flood: o.flood,
+        defences,
+        rates: o.rates.clone(),
+        flood_cpus: o.flood_cpus.clone(),
+        secs,
+        notes,
+    })
+}
+
+impl DdosBed {
+    /// The defences measured (those asked for, less iptables when it is not installed).
+    pub fn defences(&self) -> &[Defence] {
+        &self.defences
+    }
+
+    /// Notes for the reader (a defence left out).
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Seconds per phase: whole seconds, at least 1.
+    pub fn secs(&self) -> f64 {
+        self.secs
+    }
+
+    /// The test bed's name.
+    pub fn testbed_name(&self) -> &str {
+        self.bed.name()
+    }
+
+    /// Sets everything up once and tears it down: the service's server, every defence.
+    ///
+    /// # Errors
+    ///
+    /// As [`DdosBed::run`]'s setup: sockperf, nft or iptables failed, the classifier could
+    /// not be loaded.
+    pub fn smoke(&self) -> LabResult<()> {
+        drop(start_server(&self.bed, PORT_FIRST)?);
+        for d in &self.defences {
+            drop(Installed::install(*d, &self.bed, self.flood)?);
+        }
+        Ok(())
+    }
+
+    /// The model of the run in one line (see the module's documentation).
+    pub fn model(&self) -> String {
+        format!(
+            "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, {}) on CPU {}",
+            match self.flood {
+                Flood::Udp => format!("64-byte UDP to port 9 from {FLOOD_FLOWS} flows in 10.99.1.0/24"),
+                Flood::Syn => {
+                    format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
+                }
+            },
+            self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+        )
+    }
+
+    /// The command line that reproduces the run.
+    pub fn command(&self) -> String {
+        format!(
+            "fastpath bench ddos --flood {} --duration {} --flood-rates {} --defences {}",
+            self.flood.name(),
+            self.secs,
+            self.rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
+            self.defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
+        )
+    }
+
+    /// The phases: no flood first, then per defence one per offered rate. Stops with an error
+    /// when `stop` is raised.
+    ///
+    /// Needs root: attaches XDP programs, drives nft, iptables and sockperf in the namespaces.
+    ///
+    /// # Errors
+    ///
+    /// [`LabError::Environment`] when sockperf cannot be run, [`LabError::Kernel`] when the
+    /// flood or the classifier cannot be loaded, [`LabError::Runtime`] when a program fails,
+    /// the service answers nothing without a flood, or `stop` is raised.
+    pub fn run(&self, stop: &Arc<AtomicBool>) -> LabResult<Vec<Phase>> {
+        let cx = Ctx {
+            bed: &self.bed,
+            kind: self.flood,
+            phases: Default::default(),
+            napi_pids: self.napi_pids.clone(),
+            flood_cpus: self.flood_cpus.clone(),
+            secs: self.secs,
+            stop,
+        };
+        let mut phases = vec![phase(&cx, Defence::None, &Installed::None, None)?];
+        for d in &self.defences {
+            let inst = Installed::install(*d, &self.bed, self.flood)?;
+            for r in &self.rates {
+                phases.push(phase(&cx, *d, &inst, Some(*r))?);
+            }
+        }
+        Ok(phases)
+    }
+
+    /// The table of the phases and the survivable rates ([`survival`]), every line ending in a
+    /// newline; `baseline` is the no-flood transactions/s.
+    pub fn table(&self, phases: &[Phase], surv: &[Survival], baseline: f64) -> String {
+        let mut s = format!(
+            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}\n",
+            "defence",
+            "offered",
+            "trans/s",
+            "p50 us",
+            "p99 us",
+            "p99.9 us",
+            "sent/s",
+            "reached/s",
+            "refused",
+            "paced",
+            "softirq%",
+            "napi%",
+            "dropped"
+        );
+        for p in phases {
+            s += &format!(
+                "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}\n",
+                if p.offered.is_empty() { "(no flood)" } else { p.defence },
+                p.offered,
+                thousands(p.transactions_per_s.round() as u64),
+                us(p.latency_p50_us),
+                us(p.latency_p99_us),
+                us(p.latency_p999_us),
+                thousands(p.flood_sent_pps.round() as u64),
+                thousands(p.reaching_victim_pps.round() as u64),
+                thousands(p.flood_refused),
+                p.paced_windows_within_20pct.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into()),
+                p.service_cpu_softirq_pct,
+                p.napi_thread_cpu_pct,
+                thousands(p.dropped_by_defence)
+            );
+        }
+        s += &format!(
+            "survivable flood rate (highest offered rate keeping >= 50% of {} trans/s):\n",
+            thousands(baseline.round() as u64)
+        );
+        for (sv, d) in surv.iter().zip(&self.defences) {
+            s += &format!(
+                "  {:<13} {:<9} {}\n",
+                sv.defence,
+                sv.survivable
+                    .clone()
+                    .unwrap_or_else(|| format!("< {}", self.rates.first().map(|r| r.to_string()).unwrap_or_default())),
+                self.flood.describe_defence(*d)
+            );
+        }
+        s += &format!(
+            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate)\n",
+            self.bed.ns_a()
+        );
+        s
+    }
+
+    /// The chart of [`svg`] for this run.
+    pub fn svg(&self, phases: &[Phase], baseline: f64) -> String {
+        svg(phases, &self.defences, &self.rates, baseline, &self.command(), &self.flood.name().to_uppercase())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flood_rates_parse_and_refuse() {
+        assert_eq!(
+            parse_flood_rates("250k,1.5M,max,3000").unwrap(),
+            vec![FloodRate::Pps(250_000), FloodRate::Pps(1_500_000), FloodRate::Max, FloodRate::Pps(3000)]
+        );
+        assert_eq!(FloodRate::Pps(2_000_000).to_string(), "2M");
+        assert_eq!(FloodRate::Pps(250_000).to_string(), "250k");
+        assert_eq!(FloodRate::Pps(1_500_000).to_string(), "1.5M");
+        // Crafted: empty parts, a bare suffix, exponents past the bound, NaN/inf, a rate that
+        // rounds to below 1k, a duplicate written two ways.
+        for bad in [
+            "", "0", "999", "1G", "-1M", "nan", "1e9", "2M,2M", "inf", "k", "M", "1e3M", "0.0009M", "1M,", "1M,1000k",
+            "max,max",
+        ] {
+            let e = parse_flood_rates(bad).unwrap_err();
+            assert!(e.contains("not accepted") && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn syn_frame_is_a_valid_syn_to_the_port() {
+        let f = syn_frame([2; 6], [4; 6], 20007).unwrap();
+        assert_eq!(f.len(), 60);
+        let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+        assert_eq!(ip.header().total_len(), 40, "the padding is not in the datagram");
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else { panic!("not TCP") };
+        assert!(t.syn() && !t.ack() && t.destination_port() == 20007);
+        let sum = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
+        assert_eq!(sum, t.checksum(), "TCP checksum");
+    }
+
+    #[test]
+    fn survivable_rate_is_the_highest_rate_keeping_half() {
+        let ph = |d: &'static str, off: &str, pps: f64, tps: f64| Phase {
+            defence: d,
+            offered: off.into(),
+            offered_pps: pps,
+            transactions_per_s: tps,
+            latency_p50_us: None,
+            latency_p99_us: None,
+            latency_p999_us: None,
+            latency_max_us: None,
+            service_error: None,
+            flood_sent_pps: pps,
+            reaching_victim_pps: 0.0,
+            flood_sent: 0,
+            flood_accepted: 0,
+            flood_refused: 0,
+            paced_windows_within_20pct: None,
+            service_cpu_softirq_pct: 0.0,
+            napi_thread_cpu_pct: 0.0,
+            dropped_by_defence: 0,
+            flood_reached_stack: None,
+        };
+        let phases = vec![
+            ph("none", "", 0.0, 100.0),
+            ph("none", "250k", 250e3, 40.0),
+            ph("none", "1M", 1e6, 10.0),
+            ph("fastpath", "250k", 250e3, 95.0),
+            ph("fastpath", "1M", 1e6, 50.0),
+            ph("fastpath", "max", 3.1e6, 49.9),
+        ];
+        let s = survival(&phases, &[Defence::None, Defence::Fastpath], 100.0);
+        assert_eq!(s[0].survivable, None);
+        assert_eq!(s[1].survivable.as_deref(), Some("1M"));
+    }
+}
