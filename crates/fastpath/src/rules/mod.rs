@@ -426,6 +426,11 @@ pub fn mixed_rules_toml(n: usize, salt: usize) -> String {
 }
 
 /// Parses and validates a TOML rule file. `source` names it in errors (usually the path).
+///
+/// # Errors
+///
+/// A [`RuleError`] at the first problem: TOML syntax, an unknown key, a value not accepted, or a
+/// rule-set limit ([`finish`]).
 pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
     let ctx = Ctx { source, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
@@ -464,6 +469,11 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
 
 /// Parses one-off rules given as `k=v,k=v` (e.g. `proto=udp,dst_port=9,action=drop`), each a
 /// rule; `tcp_flags` and `cpus` values use `+` between items (`tcp_flags=syn+!ack`, `cpus=0+1`).
+///
+/// # Errors
+///
+/// A [`RuleError`] at the first problem (an item that is not `key=value`, or what
+/// [`parse_toml`] refuses), located at the `key=value` pair in `--rule N`.
 pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
     let mut out = Vec::new();
     for (i, r) in rules.iter().enumerate() {
@@ -508,6 +518,11 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
 /// Sorts `rules` by priority (stable) and checks the rule-set limits (rules, CPU sets,
 /// redirect interfaces): what a merged set (file + `--rule`) must pass again. The result has no
 /// explicit `malformed` setting; set [`RuleSet::malformed`] afterwards to keep one.
+///
+/// # Errors
+///
+/// A [`RuleError`] if the set has more than [`MAX_RULES`] rules, [`MAX_CPU_SETS`] CPU sets or
+/// [`MAX_REDIRECT_PORTS`] redirect interfaces.
 pub fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
     if rules.len() > MAX_RULES {
         return Err(RuleError {
