@@ -171,7 +171,7 @@ impl Samples {
     }
 }
 
-/// 1. Link: up with carrier.
+/// Check 1: the link is up with carrier.
 fn link_check(i: &str, ls: &LinkState) -> Check {
     if ls.up {
         ok("link", format!("{i} is up with carrier, MTU {}", ls.mtu))
@@ -184,7 +184,8 @@ fn link_check(i: &str, ls: &LinkState) -> Check {
     }
 }
 
-/// 2. Traffic on other queues than the bound one `queue` (the driver's per-queue counters).
+/// Check 2: traffic on other queues than the bound one `queue` (the driver's per-queue
+/// counters).
 fn queues_check(i: &str, queue: u32, s: &Samples) -> Check {
     let (q0, q1) = (per_queue_rx(&s.eth0), per_queue_rx(&s.eth1));
     if q1.is_empty() {
@@ -206,8 +207,8 @@ fn queues_check(i: &str, queue: u32, s: &Samples) -> Check {
     }
 }
 
-/// 3. The XDP mode the driver allows (its xdp-features `xf`), and whether XDP runs natively
-/// (assumed when the features are unknown).
+/// Check 3: the XDP mode the driver allows (its xdp-features `xf`), and whether XDP runs
+/// natively (assumed when the features are unknown).
 fn xdp_mode_check(i: &str, xf: Option<&XdpFeatures>) -> (Check, bool) {
     match xf {
         Some(x) if x.has("basic") && x.has("redirect") => {
@@ -231,8 +232,8 @@ fn xdp_mode_check(i: &str, xf: Option<&XdpFeatures>) -> (Check, bool) {
     }
 }
 
-/// 4. The MTU against the mode's limit: one UMEM frame, or multi-buffer from the kernel and
-/// (natively) the driver.
+/// Check 4: the MTU against the mode's limit: one UMEM frame, or multi-buffer from the kernel
+/// and (natively) the driver.
 fn mtu_check(i: &str, ls: &LinkState, native: bool, xf: Option<&XdpFeatures>) -> Check {
     let max_single = 4096 - 256 - L2_OVERHEAD_BYTES;
     let kernel = fastpath::features::probe();
@@ -255,7 +256,7 @@ fn mtu_check(i: &str, ls: &LinkState, native: bool, xf: Option<&XdpFeatures>) ->
     }
 }
 
-/// 5. A foreign XDP program on the interface (one not named in [`OURS`]).
+/// Check 5: a foreign XDP program on the interface (one not named in [`OURS`]).
 fn xdp_program_check(i: &str, ls: &LinkState) -> Check {
     match fastpath::bpf::query_xdp(ls.ifindex) {
         Ok(None) => ok("xdp_program", format!("no XDP program on {i}")),
@@ -275,8 +276,8 @@ fn xdp_program_check(i: &str, ls: &LinkState) -> Check {
     }
 }
 
-/// 6. A veth peer without NAPI (frames redirected into the peer are dropped without it);
-/// `eth1` is `dev`'s ethtool statistics.
+/// Check 6: a veth peer without NAPI (frames redirected into the peer are dropped without
+/// it); `eth1` is `dev`'s ethtool statistics.
 fn veth_peer_check(i: &str, ls: &LinkState, dev: &NetDev, eth1: &[(String, u64)]) -> Check {
     let driver = dev.driver().unwrap_or_default();
     if driver != "veth" {
@@ -318,9 +319,9 @@ struct Seen {
     polling: bool,
 }
 
-/// 7 and 8. AF_XDP sockets of the namespace: one check each for FILL ring empty, RX ring full
-/// (or drops the FILL ring does not explain), and the owner not running while it loses
-/// frames; each is OK when no socket shows it.
+/// Checks 7 and 8: AF_XDP sockets of the namespace: one check each for FILL ring empty, RX
+/// ring full (or drops the FILL ring does not explain), and the owner not running while it
+/// loses frames; each is OK when no socket shows it.
 fn xsk_checks(s: &Samples) -> Vec<Check> {
     let (Some(l0), Some(l1)) = (&s.xsk0, &s.xsk1) else {
         return vec![skip("xsk", "AF_XDP sockets cannot be listed here".into())];
