@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::reference::NO_VLAN;
-use super::{Action, Frag, Location, RuleError, RuleSet};
+use super::{Action, Frag, Location, Match, RuleError, RuleSet};
 use crate::abi;
 
 /// Most tuples (distinct field combinations) one rule set may use.
@@ -267,8 +267,12 @@ fn addr_bytes(a: &std::net::IpAddr) -> [u8; 16] {
     }
 }
 
-/// Compiles `set`. Errors (naming the rule) if it needs more than [`MAX_TUPLES`] tuples or
-/// [`MAX_ENTRIES`] entries. `source` names the rule file in errors.
+/// Compiles `set`. `source` names the rule file in errors.
+///
+/// # Errors
+///
+/// A [`RuleError`] naming the rule if the set needs more than [`MAX_TUPLES`] tuples or
+/// [`MAX_ENTRIES`] entries.
 pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
     let mut c = Compiled {
         sport: Classes::build(set.rules.iter().filter_map(|r| r.m.src_port)),
@@ -276,34 +280,8 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
         len: Classes::build(set.rules.iter().filter_map(|r| r.m.len)),
         ..Default::default()
     };
-    let mut cpu_index: HashMap<Vec<u32>, u32> = HashMap::new();
-    let mut port_index: HashMap<String, u32> = HashMap::new();
-    let mut action_entry = |a: &Action, rate: Option<u64>, rate_total: Option<u64>, c: &mut Compiled| -> ActionEntry {
-        let (code, arg) = match a {
-            Action::Drop => (action::DROP, 0),
-            Action::Pass => (action::PASS, 0),
-            Action::Xsk => (action::XSK, 0),
-            Action::Tx => (action::TX, 0),
-            Action::Cpu(cpus) => {
-                let n = cpu_index.len() as u32;
-                let i = *cpu_index.entry(cpus.clone()).or_insert_with(|| {
-                    c.cpu_sets.push(cpus.clone());
-                    n
-                });
-                (action::CPU, i)
-            }
-            Action::Redirect(iface) => {
-                let n = port_index.len() as u32;
-                let i = *port_index.entry(iface.clone()).or_insert_with(|| {
-                    c.redirect_ifaces.push(iface.clone());
-                    n
-                });
-                (action::REDIRECT, i)
-            }
-        };
-        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0), rate_total_pps: rate_total.unwrap_or(0), copy: false }
-    };
-    c.default = action_entry(&set.default, None, None, &mut c);
+    let mut targets = Targets::default();
+    c.default = targets.entry(&set.default, None, None, &mut c);
     // malformed_action() is drop, pass, or the default action (any other action: the program
     // applies the default).
     c.malformed = match set.malformed_action() {
@@ -314,9 +292,71 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
     let mut tuple_index: HashMap<Tuple, usize> = HashMap::new();
     let mut entries: HashMap<Key, u32> = HashMap::new();
     for (ri, r) in set.rules.iter().enumerate() {
-        let e = action_entry(&r.action, r.rate_pps, r.rate_total_pps, &mut c);
+        let e = targets.entry(&r.action, r.rate_pps, r.rate_total_pps, &mut c);
         c.actions.push(e);
-        let m = &r.m;
+        let shape = Shape::of(&r.m, &c);
+        let at = || Location::Rule { source: source.to_string(), rule: r.name.clone() };
+        shape.insert(ri as u32, at, &mut tuple_index, &mut entries)?;
+    }
+    order_tuples(&mut c, tuple_index, entries);
+    build_prefilter(&mut c);
+    let _ = NO_VLAN;
+    Ok(c)
+}
+
+/// The CPU sets and redirect interfaces handed out so far: one index per distinct set or
+/// interface, in order of first use.
+#[derive(Default)]
+struct Targets {
+    cpu_index: HashMap<Vec<u32>, u32>,
+    port_index: HashMap<String, u32>,
+}
+
+impl Targets {
+    /// The [`ActionEntry`] of `a` with its rates; a new CPU set or interface is appended to
+    /// [`Compiled::cpu_sets`] or [`Compiled::redirect_ifaces`].
+    fn entry(&mut self, a: &Action, rate: Option<u64>, rate_total: Option<u64>, c: &mut Compiled) -> ActionEntry {
+        let (code, arg) = match a {
+            Action::Drop => (action::DROP, 0),
+            Action::Pass => (action::PASS, 0),
+            Action::Xsk => (action::XSK, 0),
+            Action::Tx => (action::TX, 0),
+            Action::Cpu(cpus) => {
+                let n = self.cpu_index.len() as u32;
+                let i = *self.cpu_index.entry(cpus.clone()).or_insert_with(|| {
+                    c.cpu_sets.push(cpus.clone());
+                    n
+                });
+                (action::CPU, i)
+            }
+            Action::Redirect(iface) => {
+                let n = self.port_index.len() as u32;
+                let i = *self.port_index.entry(iface.clone()).or_insert_with(|| {
+                    c.redirect_ifaces.push(iface.clone());
+                    n
+                });
+                (action::REDIRECT, i)
+            }
+        };
+        ActionEntry { code, arg, rate_pps: rate.unwrap_or(0), rate_total_pps: rate_total.unwrap_or(0), copy: false }
+    }
+}
+
+/// What one rule compiles to before it is placed: its tuple, the key fields it fixes, and the
+/// values each expanded field takes (empty: the field is not constrained).
+struct Shape {
+    t: Tuple,
+    base: Key,
+    protos: Vec<u8>,
+    frags: Vec<u8>,
+    sports: Vec<u32>,
+    dports: Vec<u32>,
+    lens: Vec<u32>,
+}
+
+impl Shape {
+    /// The shape of a rule matching `m`, with ranges as the classes of `c`.
+    fn of(m: &Match, c: &Compiled) -> Shape {
         let mut t = Tuple { fields: 0, src_plen: 0, dst_plen: 0, flags_mask: 0 };
         let mut base = Key::default();
         if let Some(v) = m.vlan {
@@ -374,11 +414,25 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
         if m.len.is_some() {
             t.fields |= field::LEN;
         }
+        Shape { t, base, protos, frags, sports, dports, lens }
+    }
+
+    /// Places rule `ri` (at `at`, for errors): its tuple (a new one if no earlier rule has it)
+    /// and one entry per combination of its expanded fields, keeping an earlier rule's entry
+    /// where keys collide.
+    fn insert(
+        &self,
+        ri: u32,
+        at: impl Fn() -> Location,
+        tuple_index: &mut HashMap<Tuple, usize>,
+        entries: &mut HashMap<Key, u32>,
+    ) -> Result<(), RuleError> {
+        let (protos, frags, sports, dports, lens) = (&self.protos, &self.frags, &self.sports, &self.dports, &self.lens);
         let n_tuples = tuple_index.len();
-        let ti = *tuple_index.entry(t).or_insert(n_tuples);
+        let ti = *tuple_index.entry(self.t).or_insert(n_tuples);
         if ti >= MAX_TUPLES {
             return Err(RuleError {
-                at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
+                at: at(),
                 msg: format!(
                     "this rule needs a {}th distinct field combination; the classifier holds {MAX_TUPLES}",
                     ti + 1
@@ -390,11 +444,11 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
             protos.len().max(1) * frags.len().max(1) * sports.len().max(1) * dports.len().max(1) * lens.len().max(1);
         if entries.len() + count > MAX_ENTRIES {
             return Err(RuleError {
-                at: Location::Rule { source: source.to_string(), rule: r.name.clone() },
+                at: at(),
                 msg: format!("the rule set needs more than {MAX_ENTRIES} classifier entries here (this rule alone expands to {count}: narrow its port or length ranges)"),
             });
         }
-        base.tuple = ti as u8;
+        let base = Key { tuple: ti as u8, ..self.base };
         let protos16: Vec<u32> =
             if protos.is_empty() { vec![0] } else { protos.iter().map(|p| 0x100 | *p as u32).collect() };
         let frags: Vec<u32> = one(frags.iter().map(|f| *f as u32).collect());
@@ -411,14 +465,20 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
                                 len_class: l,
                                 ..base
                             };
-                            entries.entry(k).or_insert(ri as u32);
+                            entries.entry(k).or_insert(ri);
                         }
                     }
                 }
             }
         }
+        Ok(())
     }
-    // Order tuples by their first rule, so the program can stop once it holds a better match.
+}
+
+/// Fills [`Compiled::tuples`], [`Compiled::tuple_best`] and [`Compiled::entries`]: tuples
+/// ordered by their first rule, so the program can stop once it holds a better match, and the
+/// entries' tuple indexes renumbered to that order.
+fn order_tuples(c: &mut Compiled, tuple_index: HashMap<Tuple, usize>, entries: HashMap<Key, u32>) {
     let mut tuples: Vec<(Tuple, usize)> = tuple_index.into_iter().collect();
     let mut best = vec![u32::MAX; tuples.len()];
     for (k, ri) in &entries {
@@ -440,9 +500,6 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
         })
         .collect();
     c.entries.sort_by_key(|(k, r)| (*r, k.tuple));
-    build_prefilter(&mut c);
-    let _ = NO_VLAN;
-    Ok(c)
 }
 
 /// The classifier's lookup, in Rust, over compiled tables: what the BPF program computes.

@@ -426,6 +426,11 @@ pub fn mixed_rules_toml(n: usize, salt: usize) -> String {
 }
 
 /// Parses and validates a TOML rule file. `source` names it in errors (usually the path).
+///
+/// # Errors
+///
+/// A [`RuleError`] at the first problem: TOML syntax, an unknown key, a value not accepted, or a
+/// rule-set limit ([`finish`]).
 pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
     let ctx = Ctx { source, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
@@ -464,6 +469,11 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
 
 /// Parses one-off rules given as `k=v,k=v` (e.g. `proto=udp,dst_port=9,action=drop`), each a
 /// rule; `tcp_flags` and `cpus` values use `+` between items (`tcp_flags=syn+!ack`, `cpus=0+1`).
+///
+/// # Errors
+///
+/// A [`RuleError`] at the first problem (an item that is not `key=value`, or what
+/// [`parse_toml`] refuses), located at the `key=value` pair in `--rule N`.
 pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
     let mut out = Vec::new();
     for (i, r) in rules.iter().enumerate() {
@@ -508,6 +518,11 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
 /// Sorts `rules` by priority (stable) and checks the rule-set limits (rules, CPU sets,
 /// redirect interfaces): what a merged set (file + `--rule`) must pass again. The result has no
 /// explicit `malformed` setting; set [`RuleSet::malformed`] afterwards to keep one.
+///
+/// # Errors
+///
+/// A [`RuleError`] if the set has more than [`MAX_RULES`] rules, [`MAX_CPU_SETS`] CPU sets or
+/// [`MAX_REDIRECT_PORTS`] redirect interfaces.
 pub fn finish(source: &str, mut rules: Vec<Rule>, default: Action) -> Result<RuleSet, RuleError> {
     if rules.len() > MAX_RULES {
         return Err(RuleError {
@@ -591,31 +606,66 @@ fn prefix(ctx: &Ctx<'_>, what: &str, v: &toml::Spanned<String>) -> Result<Prefix
     Ok(Prefix { addr, len })
 }
 
+/// Validates one raw rule into a [`Rule`], field group by field group in a fixed order (so the
+/// first error reported is always the same one): layer 2, addresses, protocol, ports, TCP
+/// flags, length, fragment state, action, rate limits.
 fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleError> {
     let name = r.name.clone().unwrap_or_else(|| format!("rule {}", index + 1));
     let mut m = Match::default();
     if let Some(v) = &r.vlan {
-        let id = *v.get_ref();
-        if !(0..=4095).contains(&id) {
-            return Err(ctx.at(v.span(), format!("vlan {id} is not accepted: use a VLAN id 0..=4095")));
-        }
-        m.vlan = Some(id as u16);
+        m.vlan = Some(vlan_id(ctx, v)?);
     }
     if let Some(v) = &r.eth_type {
-        let t = match v.get_ref() {
-            IntOrStr::Str(s) if s == "ipv4" => Some(0x0800),
-            IntOrStr::Str(s) if s == "ipv6" => Some(0x86dd),
-            IntOrStr::Str(s) if s == "arp" => Some(0x0806),
-            IntOrStr::Str(s) => s.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()),
-            IntOrStr::Int(i) => u16::try_from(*i).ok(),
-        };
-        m.eth_type = Some(t.ok_or_else(|| {
-            ctx.at(
-                v.span(),
-                format!("eth_type {} is not accepted: use ipv4, ipv6, arp or a number like 0x88cc", v.get_ref()),
-            )
-        })?);
+        m.eth_type = Some(eth_type(ctx, v)?);
     }
+    addresses(ctx, r, &mut m)?;
+    if let Some(v) = &r.proto {
+        m.proto = Some(protocol(ctx, v)?);
+    }
+    (m.src_port, m.dst_port) = ports(ctx, r, m.proto)?;
+    if let Some(v) = &r.tcp_flags {
+        m.tcp_flags = Some(tcp_flags(ctx, r, v, m.proto)?);
+    }
+    if let Some(v) = &r.len {
+        m.len = Some(range(ctx, "len", v, 65535)?);
+    }
+    if let Some(v) = &r.frag {
+        m.frag = Some(frag(ctx, v, &m)?);
+    }
+    let action = rule_action(ctx, r)?;
+    let (rate_pps, rate_total_pps) = rates(ctx, r)?;
+    Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps, rate_total_pps })
+}
+
+/// `vlan`: a VLAN id 0..=4095.
+fn vlan_id(ctx: &Ctx<'_>, v: &toml::Spanned<i64>) -> Result<u16, RuleError> {
+    let id = *v.get_ref();
+    if !(0..=4095).contains(&id) {
+        return Err(ctx.at(v.span(), format!("vlan {id} is not accepted: use a VLAN id 0..=4095")));
+    }
+    Ok(id as u16)
+}
+
+/// `eth_type`: a keyword (ipv4, ipv6, arp), a `0x` hex string or a number, as an EtherType.
+fn eth_type(ctx: &Ctx<'_>, v: &toml::Spanned<IntOrStr>) -> Result<u16, RuleError> {
+    let t = match v.get_ref() {
+        IntOrStr::Str(s) if s == "ipv4" => Some(0x0800),
+        IntOrStr::Str(s) if s == "ipv6" => Some(0x86dd),
+        IntOrStr::Str(s) if s == "arp" => Some(0x0806),
+        IntOrStr::Str(s) => s.strip_prefix("0x").and_then(|h| u16::from_str_radix(h, 16).ok()),
+        IntOrStr::Int(i) => u16::try_from(*i).ok(),
+    };
+    t.ok_or_else(|| {
+        ctx.at(
+            v.span(),
+            format!("eth_type {} is not accepted: use ipv4, ipv6, arp or a number like 0x88cc", v.get_ref()),
+        )
+    })
+}
+
+/// `src` and `dst` into `m`: one IP version for both, and the EtherType they imply (an
+/// explicit `eth_type` in `m` must agree with it).
+fn addresses(ctx: &Ctx<'_>, r: &RawRule, m: &mut Match) -> Result<(), RuleError> {
     if let Some(v) = &r.src {
         m.src = Some(prefix(ctx, "src", v)?);
     }
@@ -643,114 +693,101 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             _ => m.eth_type = Some(want),
         }
     }
-    if let Some(v) = &r.proto {
-        let p = match v.get_ref() {
-            IntOrStr::Str(s) if s == "tcp" => Some(6),
-            IntOrStr::Str(s) if s == "udp" => Some(17),
-            IntOrStr::Str(s) if s == "icmp" => Some(1),
-            IntOrStr::Str(s) if s == "icmpv6" => Some(58),
-            IntOrStr::Int(i) => u8::try_from(*i).ok(),
-            IntOrStr::Str(_) => None,
-        };
-        let p = p.ok_or_else(|| {
-            ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref()))
-        })?;
-        // Headers the parser walks past: `proto` names the header after them, so a rule on one
-        // of these could only ever match later fragments, never the packets it was written for.
-        if WALKED_PROTOS.contains(&p) {
-            return Err(ctx.at(
-                v.span(),
-                format!(
-                    "proto {p} is not accepted: it is an IPv6 extension header or an Authentication Header (0, 43, 44, 51, 60), which the classifier walks, and `proto` names the header after it; match such traffic by address, or with frag = \"later\""
-                ),
-            ));
-        }
-        m.proto = Some(p);
+    Ok(())
+}
+
+/// `proto`: a keyword (tcp, udp, icmp, icmpv6) or 0..=255, never a header the parser walks.
+fn protocol(ctx: &Ctx<'_>, v: &toml::Spanned<IntOrStr>) -> Result<u8, RuleError> {
+    let p = match v.get_ref() {
+        IntOrStr::Str(s) if s == "tcp" => Some(6),
+        IntOrStr::Str(s) if s == "udp" => Some(17),
+        IntOrStr::Str(s) if s == "icmp" => Some(1),
+        IntOrStr::Str(s) if s == "icmpv6" => Some(58),
+        IntOrStr::Int(i) => u8::try_from(*i).ok(),
+        IntOrStr::Str(_) => None,
+    };
+    let p = p.ok_or_else(|| {
+        ctx.at(v.span(), format!("proto {} is not accepted: use tcp, udp, icmp, icmpv6 or 0..=255", v.get_ref()))
+    })?;
+    // Headers the parser walks past: `proto` names the header after them, so a rule on one
+    // of these could only ever match later fragments, never the packets it was written for.
+    if WALKED_PROTOS.contains(&p) {
+        return Err(ctx.at(
+            v.span(),
+            format!(
+                "proto {p} is not accepted: it is an IPv6 extension header or an Authentication Header (0, 43, 44, 51, 60), which the classifier walks, and `proto` names the header after it; match such traffic by address, or with frag = \"later\""
+            ),
+        ));
     }
-    if let Some(v) = &r.src_port {
-        m.src_port = Some(range(ctx, "src_port", v, 65535)?);
-    }
-    if let Some(v) = &r.dst_port {
-        m.dst_port = Some(range(ctx, "dst_port", v, 65535)?);
-    }
-    if m.src_port.is_some() || m.dst_port.is_some() {
-        if let Some(p) = m.proto.filter(|p| *p != 6 && *p != 17) {
+    Ok(p)
+}
+
+/// A port range pair.
+type PortRanges = (Option<(u16, u16)>, Option<(u16, u16)>);
+
+/// `src_port` and `dst_port`: ranges, only with a protocol that has ports (`proto`, already
+/// validated, is tcp, udp or absent).
+fn ports(ctx: &Ctx<'_>, r: &RawRule, proto: Option<u8>) -> Result<PortRanges, RuleError> {
+    let src_port = r.src_port.as_ref().map(|v| range(ctx, "src_port", v, 65535)).transpose()?;
+    let dst_port = r.dst_port.as_ref().map(|v| range(ctx, "dst_port", v, 65535)).transpose()?;
+    if src_port.is_some() || dst_port.is_some() {
+        if let Some(p) = proto.filter(|p| *p != 6 && *p != 17) {
             let span = r.proto.as_ref().map(|v| v.span()).unwrap_or(0..0);
             return Err(ctx.at(span, format!("proto {p} has no ports: port fields need tcp or udp")));
         }
     }
-    if let Some(v) = &r.tcp_flags {
-        let mut mask = 0u8;
-        let mut value = 0u8;
-        for item in v.get_ref().split(',').map(str::trim) {
-            let (neg, flag) = match item.strip_prefix('!') {
-                Some(f) => (true, f),
-                None => (false, item),
-            };
-            let bit = TCP_FLAGS.iter().find(|(n, _)| *n == flag).map(|(_, b)| *b).ok_or_else(|| {
-                ctx.at(v.span(), format!("tcp_flags {:?}: {item:?} is not accepted: use fin, syn, rst, psh, ack, urg, ece, cwr, each optionally with !", v.get_ref()))
-            })?;
-            mask |= bit;
-            if !neg {
-                value |= bit;
-            }
-        }
-        if let Some(p) = m.proto.filter(|p| *p != 6) {
-            let span = r.proto.as_ref().map(|v| v.span()).unwrap_or(0..0);
-            return Err(ctx.at(span, format!("proto {p} has no TCP flags: tcp_flags needs tcp")));
-        }
-        m.tcp_flags = Some((mask, value));
-    }
-    if let Some(v) = &r.len {
-        m.len = Some(range(ctx, "len", v, 65535)?);
-    }
-    if let Some(v) = &r.frag {
-        m.frag = Some(match v.get_ref().as_str() {
-            "none" => Frag::None,
-            "first" => Frag::First,
-            "later" => Frag::Later,
-            other => return Err(ctx.at(v.span(), format!("frag {other:?} is not accepted: use none, first or later"))),
-        });
-        if m.frag == Some(Frag::Later) && (m.src_port.is_some() || m.dst_port.is_some() || m.tcp_flags.is_some()) {
-            return Err(ctx.at(v.span(), "frag \"later\" has no L4 header: it cannot match ports or tcp_flags"));
+    Ok((src_port, dst_port))
+}
+
+/// `tcp_flags` (`v`, from `r`): comma-separated flag names, `!` for must-be-clear, as
+/// (mask, value); only with `proto` tcp or absent.
+fn tcp_flags(ctx: &Ctx<'_>, r: &RawRule, v: &toml::Spanned<String>, proto: Option<u8>) -> Result<(u8, u8), RuleError> {
+    let mut mask = 0u8;
+    let mut value = 0u8;
+    for item in v.get_ref().split(',').map(str::trim) {
+        let (neg, flag) = match item.strip_prefix('!') {
+            Some(f) => (true, f),
+            None => (false, item),
+        };
+        let bit = TCP_FLAGS.iter().find(|(n, _)| *n == flag).map(|(_, b)| *b).ok_or_else(|| {
+            ctx.at(v.span(), format!("tcp_flags {:?}: {item:?} is not accepted: use fin, syn, rst, psh, ack, urg, ece, cwr, each optionally with !", v.get_ref()))
+        })?;
+        mask |= bit;
+        if !neg {
+            value |= bit;
         }
     }
+    if let Some(p) = proto.filter(|p| *p != 6) {
+        let span = r.proto.as_ref().map(|v| v.span()).unwrap_or(0..0);
+        return Err(ctx.at(span, format!("proto {p} has no TCP flags: tcp_flags needs tcp")));
+    }
+    Ok((mask, value))
+}
+
+/// `frag`: none, first or later; `later` only in a rule `m` that looks at no L4 field.
+fn frag(ctx: &Ctx<'_>, v: &toml::Spanned<String>, m: &Match) -> Result<Frag, RuleError> {
+    let f = match v.get_ref().as_str() {
+        "none" => Frag::None,
+        "first" => Frag::First,
+        "later" => Frag::Later,
+        other => return Err(ctx.at(v.span(), format!("frag {other:?} is not accepted: use none, first or later"))),
+    };
+    if f == Frag::Later && (m.src_port.is_some() || m.dst_port.is_some() || m.tcp_flags.is_some()) {
+        return Err(ctx.at(v.span(), "frag \"later\" has no L4 header: it cannot match ports or tcp_flags"));
+    }
+    Ok(f)
+}
+
+/// `action` with its arguments (`cpus`, `iface`), which no other action may carry.
+fn rule_action(ctx: &Ctx<'_>, r: &RawRule) -> Result<Action, RuleError> {
     let a = &r.action;
     let action = match a.get_ref().as_str() {
         "drop" => Action::Drop,
         "pass" => Action::Pass,
         "xsk" => Action::Xsk,
         "tx" => Action::Tx,
-        "cpu" => {
-            let c = r
-                .cpus
-                .as_ref()
-                .ok_or_else(|| ctx.at(a.span(), "action \"cpu\" needs cpus = [..], e.g. cpus = [0, 1]"))?;
-            let n = crate::sys::online_cpus() as i64;
-            if c.get_ref().is_empty() || c.get_ref().len() > MAX_CPUS_PER_SET {
-                return Err(ctx.at(c.span(), format!("cpus: give 1 to {MAX_CPUS_PER_SET} CPUs")));
-            }
-            let mut cpus = Vec::new();
-            for &cpu in c.get_ref() {
-                if !(0..n).contains(&cpu) {
-                    return Err(
-                        ctx.at(c.span(), format!("cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1))
-                    );
-                }
-                cpus.push(cpu as u32);
-            }
-            Action::Cpu(cpus)
-        }
-        "redirect" => {
-            let i = r.iface.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"redirect\" needs iface = \"NAME\""))?;
-            if crate::sys::if_nametoindex(i.get_ref()).is_err() {
-                return Err(ctx.at(
-                    i.span(),
-                    format!("redirect to {:?}: no such interface in this network namespace", i.get_ref()),
-                ));
-            }
-            Action::Redirect(i.get_ref().clone())
-        }
+        "cpu" => cpu_action(ctx, a, r)?,
+        "redirect" => redirect_action(ctx, a, r)?,
         other => {
             return Err(
                 ctx.at(a.span(), format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx or redirect"))
@@ -763,18 +800,54 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
     if let (Some(i), false) = (&r.iface, matches!(action, Action::Redirect(_))) {
         return Err(ctx.at(i.span(), "iface is only for action \"redirect\""));
     }
-    let pps = |what: &str, v: &S<i64>| -> Result<Option<u64>, RuleError> {
-        match v {
-            None => Ok(None),
-            Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Ok(Some(*v.get_ref() as u64)),
-            Some(v) => Err(ctx.at(
-                v.span(),
-                format!("{what} {} is not accepted: use packets per second 1..=1000000000", v.get_ref()),
-            )),
+    Ok(action)
+}
+
+/// `action = "cpu"` (at `a`): its `cpus`, 1 to [`MAX_CPUS_PER_SET`] CPUs this machine has.
+fn cpu_action(ctx: &Ctx<'_>, a: &toml::Spanned<String>, r: &RawRule) -> Result<Action, RuleError> {
+    let c = r.cpus.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"cpu\" needs cpus = [..], e.g. cpus = [0, 1]"))?;
+    let n = crate::sys::online_cpus() as i64;
+    if c.get_ref().is_empty() || c.get_ref().len() > MAX_CPUS_PER_SET {
+        return Err(ctx.at(c.span(), format!("cpus: give 1 to {MAX_CPUS_PER_SET} CPUs")));
+    }
+    let mut cpus = Vec::new();
+    for &cpu in c.get_ref() {
+        if !(0..n).contains(&cpu) {
+            return Err(ctx.at(c.span(), format!("cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));
         }
-    };
-    let rate_pps = pps("rate", &r.rate)?;
-    let rate_total_pps = match (pps("rate_total", &r.rate_total)?, rate_pps) {
+        cpus.push(cpu as u32);
+    }
+    Ok(Action::Cpu(cpus))
+}
+
+/// `action = "redirect"` (at `a`): its `iface`, an interface of this network namespace.
+fn redirect_action(ctx: &Ctx<'_>, a: &toml::Spanned<String>, r: &RawRule) -> Result<Action, RuleError> {
+    let i = r.iface.as_ref().ok_or_else(|| ctx.at(a.span(), "action \"redirect\" needs iface = \"NAME\""))?;
+    if crate::sys::if_nametoindex(i.get_ref()).is_err() {
+        return Err(
+            ctx.at(i.span(), format!("redirect to {:?}: no such interface in this network namespace", i.get_ref()))
+        );
+    }
+    Ok(Action::Redirect(i.get_ref().clone()))
+}
+
+/// One rate field (`rate` or `rate_total`, named `what`): packets per second 1..=10^9.
+fn pps(ctx: &Ctx<'_>, what: &str, v: &S<i64>) -> Result<Option<u64>, RuleError> {
+    match v {
+        None => Ok(None),
+        Some(v) if *v.get_ref() >= 1 && *v.get_ref() <= 1_000_000_000 => Ok(Some(*v.get_ref() as u64)),
+        Some(v) => {
+            Err(ctx
+                .at(v.span(), format!("{what} {} is not accepted: use packets per second 1..=1000000000", v.get_ref())))
+        }
+    }
+}
+
+/// `rate` and `rate_total` as (per source, aggregate): the aggregate defaults to
+/// [`RATE_TOTAL_SOURCES`] times the per-source rate and may not be below it.
+fn rates(ctx: &Ctx<'_>, r: &RawRule) -> Result<(Option<u64>, Option<u64>), RuleError> {
+    let rate_pps = pps(ctx, "rate", &r.rate)?;
+    let rate_total_pps = match (pps(ctx, "rate_total", &r.rate_total)?, rate_pps) {
         (Some(t), _) => Some(t),
         (None, Some(r)) => Some((r * RATE_TOTAL_SOURCES).min(1_000_000_000)),
         (None, None) => None,
@@ -787,7 +860,7 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
             ));
         }
     }
-    Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps, rate_total_pps })
+    Ok((rate_pps, rate_total_pps))
 }
 
 #[cfg(test)]

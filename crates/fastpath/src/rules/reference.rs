@@ -85,9 +85,37 @@ const AH: u8 = 51;
 ///   Port and flag rules therefore never match them, as in iptables and Open vSwitch; the
 ///   first fragment, which must carry the whole L4 header, is the one the rules judge, and
 ///   without it the datagram cannot be reassembled.
+///
+/// # Errors
+///
+/// [`Reject::Malformed`] or [`Reject::BadFragment`] as above.
 pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
-    use Reject::{BadFragment, Malformed};
     let len = u16::try_from(f.len()).unwrap_or(u16::MAX);
+    let (off, vlan, eth_type) = ethernet(f)?;
+    let mut p = Packet {
+        vlan,
+        eth_type,
+        src: None,
+        dst: None,
+        proto: None,
+        frag: Frag::None,
+        ports: None,
+        tcp_flags: None,
+        len,
+    };
+    let l3 = match eth_type {
+        0x0800 => ipv4(f, off, &mut p)?,
+        0x86dd => ipv6(f, off, &mut p)?,
+        _ => return Ok(p),
+    };
+    transport(f, &l3, &mut p)?;
+    Ok(p)
+}
+
+/// The Ethernet header and at most two VLAN tags: (offset of the L3 header, outer VLAN id or
+/// [`NO_VLAN`], EtherType). A third tag is malformed.
+fn ethernet(f: &[u8]) -> Result<(usize, u16, u16), Reject> {
+    use Reject::Malformed;
     let mut off = 12;
     let mut eth_type = be16(f, off).ok_or(Malformed)?;
     off += 2;
@@ -106,125 +134,146 @@ pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
     if eth_type == 0x8100 || eth_type == 0x88a8 {
         return Err(Malformed);
     }
-    let mut p = Packet {
-        vlan,
-        eth_type,
-        src: None,
-        dst: None,
-        proto: None,
-        frag: Frag::None,
-        ports: None,
-        tcp_flags: None,
-        len,
+    Ok((off, vlan, eth_type))
+}
+
+/// Where an IP header leaves the L4 header: what [`transport`] reads.
+#[derive(Clone, Copy)]
+struct L3 {
+    /// Offset of the L4 header (after the IPv4 options, AH, IPv6 extension headers).
+    l4_off: usize,
+    /// End of the IP packet.
+    l4_end: usize,
+    /// The protocol after the walked headers.
+    proto: u8,
+    /// Fragment offset in bytes (0 if not a fragment).
+    frag_off_bytes: usize,
+}
+
+/// The IPv4 header at `off` (and an Authentication Header after it): addresses, protocol and
+/// fragment state into `p`.
+fn ipv4(f: &[u8], off: usize, p: &mut Packet) -> Result<L3, Reject> {
+    use Reject::{BadFragment, Malformed};
+    let h = f.get(off..off + 20).ok_or(Malformed)?;
+    let ihl = (h[0] & 0x0f) as usize * 4;
+    if h[0] >> 4 != 4 || ihl < 20 {
+        return Err(Malformed);
+    }
+    let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+    if f.len() < off + ihl || total < ihl || off + total > f.len() {
+        return Err(Malformed);
+    }
+    let fo = u16::from_be_bytes([h[6], h[7]]);
+    p.frag = if fo & 0x1fff != 0 {
+        Frag::Later
+    } else if fo & 0x2000 != 0 {
+        Frag::First
+    } else {
+        Frag::None
     };
+    let frag_off_bytes = (fo & 0x1fff) as usize * 8;
+    p.src = Some(IpAddr::from([h[12], h[13], h[14], h[15]]));
+    p.dst = Some(IpAddr::from([h[16], h[17], h[18], h[19]]));
+    let (mut l4_off, l4_end, mut proto) = (off + ihl, off + total, h[9]);
+    if proto == AH && p.frag != Frag::Later {
+        // RFC 4302: next header, then the header's length in 4-byte words minus 2.
+        let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
+        if l4_off + 8 > l4_end {
+            return Err(cut);
+        }
+        let hlen = (f[l4_off + 1] as usize + 2) * 4;
+        if l4_off + hlen > l4_end {
+            return Err(cut);
+        }
+        if f[l4_off] == AH {
+            return Err(Malformed);
+        }
+        proto = f[l4_off];
+        l4_off += hlen;
+    }
+    p.proto = Some(proto);
+    Ok(L3 { l4_off, l4_end, proto, frag_off_bytes })
+}
+
+/// The IPv6 header at `off` and up to [`MAX_IPV6_EXT`] extension headers: addresses, protocol
+/// and fragment state into `p`.
+fn ipv6(f: &[u8], off: usize, p: &mut Packet) -> Result<L3, Reject> {
+    use Reject::{BadFragment, Malformed};
+    let h = f.get(off..off + 40).ok_or(Malformed)?;
+    if h[0] >> 4 != 6 {
+        return Err(Malformed);
+    }
+    let end = off + 40 + u16::from_be_bytes([h[4], h[5]]) as usize;
+    if end > f.len() {
+        return Err(Malformed);
+    }
+    let a: [u8; 16] = h[8..24].try_into().map_err(|_| Malformed)?;
+    let b: [u8; 16] = h[24..40].try_into().map_err(|_| Malformed)?;
+    p.src = Some(IpAddr::from(a));
+    p.dst = Some(IpAddr::from(b));
     let mut frag_off_bytes = 0usize;
-    let (l4_off, l4_end, proto) = match eth_type {
-        0x0800 => {
-            let h = f.get(off..off + 20).ok_or(Malformed)?;
-            let ihl = (h[0] & 0x0f) as usize * 4;
-            if h[0] >> 4 != 4 || ihl < 20 {
-                return Err(Malformed);
-            }
-            let total = u16::from_be_bytes([h[2], h[3]]) as usize;
-            if f.len() < off + ihl || total < ihl || off + total > f.len() {
-                return Err(Malformed);
-            }
-            let fo = u16::from_be_bytes([h[6], h[7]]);
-            p.frag = if fo & 0x1fff != 0 {
-                Frag::Later
-            } else if fo & 0x2000 != 0 {
-                Frag::First
-            } else {
-                Frag::None
-            };
-            frag_off_bytes = (fo & 0x1fff) as usize * 8;
-            p.src = Some(IpAddr::from([h[12], h[13], h[14], h[15]]));
-            p.dst = Some(IpAddr::from([h[16], h[17], h[18], h[19]]));
-            let (mut l4_off, l4_end, mut proto) = (off + ihl, off + total, h[9]);
-            if proto == AH && p.frag != Frag::Later {
-                // RFC 4302: next header, then the header's length in 4-byte words minus 2.
-                let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
-                if l4_off + 8 > l4_end {
-                    return Err(cut);
-                }
-                let hlen = (f[l4_off + 1] as usize + 2) * 4;
-                if l4_off + hlen > l4_end {
-                    return Err(cut);
-                }
-                if f[l4_off] == AH {
-                    return Err(Malformed);
-                }
-                proto = f[l4_off];
-                l4_off += hlen;
-            }
-            p.proto = Some(proto);
-            (l4_off, l4_end, proto)
+    let mut nh = h[6];
+    let mut o = off + 40;
+    for _ in 0..MAX_IPV6_EXT {
+        if !is_ipv6_ext(nh) || p.frag == Frag::Later {
+            break;
         }
-        0x86dd => {
-            let h = f.get(off..off + 40).ok_or(Malformed)?;
-            if h[0] >> 4 != 6 {
-                return Err(Malformed);
-            }
-            let end = off + 40 + u16::from_be_bytes([h[4], h[5]]) as usize;
-            if end > f.len() {
-                return Err(Malformed);
-            }
-            let a: [u8; 16] = h[8..24].try_into().map_err(|_| Malformed)?;
-            let b: [u8; 16] = h[24..40].try_into().map_err(|_| Malformed)?;
-            p.src = Some(IpAddr::from(a));
-            p.dst = Some(IpAddr::from(b));
-            let mut nh = h[6];
-            let mut o = off + 40;
-            for _ in 0..MAX_IPV6_EXT {
-                if !is_ipv6_ext(nh) || p.frag == Frag::Later {
-                    break;
-                }
-                // What a header that does not fit is: part of a first fragment's chain, or not.
-                let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
-                if o + 8 > f.len() {
-                    return Err(cut);
-                }
-                let hlen = match nh {
-                    44 => 8,
-                    51 => (f[o + 1] as usize + 2) * 4,
-                    _ => (f[o + 1] as usize + 1) * 8,
-                };
-                if o + hlen > end {
-                    return Err(cut);
-                }
-                if nh == 44 {
-                    let fo = u16::from_be_bytes([f[o + 2], f[o + 3]]);
-                    let st = if fo & 0xfff8 != 0 {
-                        Frag::Later
-                    } else if fo & 1 != 0 {
-                        Frag::First
-                    } else {
-                        Frag::None
-                    };
-                    // A nested fragment header never makes a fragment look whole again.
-                    if st as u8 > p.frag as u8 {
-                        p.frag = st;
-                    }
-                    frag_off_bytes = (fo & 0xfff8) as usize;
-                }
-                nh = f[o];
-                o += hlen;
-            }
-            if p.frag != Frag::Later && is_ipv6_ext(nh) {
-                // The chain goes on past the bound: its protocol is unknown.
-                return Err(if p.frag == Frag::First { BadFragment } else { Malformed });
-            }
-            p.proto = Some(nh);
-            (o, end, nh)
+        // What a header that does not fit is: part of a first fragment's chain, or not.
+        let cut = if p.frag == Frag::First { BadFragment } else { Malformed };
+        if o + 8 > f.len() {
+            return Err(cut);
         }
-        _ => return Ok(p),
+        let hlen = match nh {
+            44 => 8,
+            51 => (f[o + 1] as usize + 2) * 4,
+            _ => (f[o + 1] as usize + 1) * 8,
+        };
+        if o + hlen > end {
+            return Err(cut);
+        }
+        if nh == 44 {
+            frag_off_bytes = ipv6_fragment(f, o, p);
+        }
+        nh = f[o];
+        o += hlen;
+    }
+    if p.frag != Frag::Later && is_ipv6_ext(nh) {
+        // The chain goes on past the bound: its protocol is unknown.
+        return Err(if p.frag == Frag::First { BadFragment } else { Malformed });
+    }
+    p.proto = Some(nh);
+    Ok(L3 { l4_off: o, l4_end: end, proto: nh, frag_off_bytes })
+}
+
+/// An IPv6 Fragment header at `o` (known to fit): raises `p.frag` to its state, never
+/// lowers it; returns its fragment offset in bytes.
+fn ipv6_fragment(f: &[u8], o: usize, p: &mut Packet) -> usize {
+    let fo = u16::from_be_bytes([f[o + 2], f[o + 3]]);
+    let st = if fo & 0xfff8 != 0 {
+        Frag::Later
+    } else if fo & 1 != 0 {
+        Frag::First
+    } else {
+        Frag::None
     };
+    // A nested fragment header never makes a fragment look whole again.
+    if st as u8 > p.frag as u8 {
+        p.frag = st;
+    }
+    (fo & 0xfff8) as usize
+}
+
+/// After the IP header: the fragment checks of a later fragment, else the TCP or UDP header
+/// (ports, TCP flags into `p`), which must be all there.
+fn transport(f: &[u8], l3: &L3, p: &mut Packet) -> Result<(), Reject> {
+    use Reject::{BadFragment, Malformed};
+    let L3 { l4_off, l4_end, proto, frag_off_bytes } = *l3;
     if p.frag == Frag::Later {
         // IPv6 reassembly ignores a later fragment's next header: any protocol counts there.
-        if frag_off_bytes < TCP_MIN && (proto == 6 || eth_type == 0x86dd) {
+        if frag_off_bytes < TCP_MIN && (proto == 6 || p.eth_type == 0x86dd) {
             return Err(BadFragment);
         }
-        return Ok(p);
+        return Ok(());
     }
     let short = if p.frag == Frag::First { BadFragment } else { Malformed };
     match proto {
@@ -243,7 +292,7 @@ pub fn parse(f: &[u8]) -> Result<Packet, Reject> {
         }
         _ => {}
     }
-    Ok(p)
+    Ok(())
 }
 
 fn in_range(v: u16, r: Option<(u16, u16)>) -> bool {
