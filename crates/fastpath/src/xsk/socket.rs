@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::ring::{CompRing, FillRing, RawRing, RxRing, TxRing, XdpDesc};
 use super::umem::{Bound, Umem, UmemConfig, SOL_XDP};
-use crate::netdev::NetDev;
+use crate::netdev::{Iface, NetDev};
 use crate::sys::{self, Mmap, SysError};
 
 const XDP_MMAP_OFFSETS: i32 = 1;
@@ -120,12 +120,9 @@ impl XskConfig {
 /// Errors of the AF_XDP area. Each is one line naming the value and what is accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
-    /// No such interface in this network namespace.
-    #[error("interface {iface:?} does not exist in this network namespace (see `ip link`)")]
-    NoSuchInterface {
-        /// The name asked for.
-        iface: String,
-    },
+    /// No such interface in this network namespace ([`crate::netdev::Iface::resolve`]).
+    #[error(transparent)]
+    NoSuchInterface(#[from] crate::netdev::NoSuchInterface),
     /// Queue id out of range.
     #[error("queue id {queue} is out of range for {iface}: it has {count} rx queue(s), so 0..={max} are accepted", max = .count - 1)]
     QueueOutOfRange {
@@ -300,6 +297,24 @@ pub struct XskSocket {
     notes: Vec<String>,
 }
 
+/// Checks that every queue id of `queues` is an rx queue of `iface` (ETHTOOL_GCHANNELS; a
+/// driver that does not report channels is left to the kernel's bind). The one place this
+/// check is made: [`XskSocket::bind`] per socket, `io::afxdp::open_queues` for all its queues
+/// before it attaches anything, and a caller that binds nothing but names a queue.
+///
+/// # Errors
+///
+/// [`XskError::QueueOutOfRange`] for the first queue out of range; [`XskError::Sys`] if the
+/// channel count cannot be read.
+pub fn check_queues(iface: &Iface, queues: &[u32]) -> Result<(), XskError> {
+    if let Some(count) = iface.dev().rx_queue_count()? {
+        if let Some(&queue) = queues.iter().find(|&&q| q >= count) {
+            return Err(XskError::QueueOutOfRange { iface: iface.name().to_string(), queue, count });
+        }
+    }
+    Ok(())
+}
+
 /// Which socket to share the UMEM with, and how.
 fn pick_share(umem: &Umem, ifindex: u32, queue_id: u32) -> Result<(Sharing, Option<Arc<OwnedFd>>), XskError> {
     let mut bound = umem.bound.lock().expect("UMEM registry lock");
@@ -335,7 +350,25 @@ impl XskSocket {
     /// program's map (see `bpf::XskRedirect`).
     ///
     /// Privileges: CAP_NET_RAW. Kernel >= 5.4 (need_wakeup ring layout).
-    pub fn bind(umem: &Arc<Umem>, iface: &str, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::QueueOutOfRange`] (checked here, [`check_queues`]), a size refused by
+    /// [`SocketConfig::validate`], [`XskError::Unsupported`] for a feature the kernel lacks,
+    /// [`XskError::NoZeroCopy`], [`XskError::UmemUnusable`], or the failed call
+    /// ([`XskError::Sys`], EPERM without CAP_NET_RAW).
+    pub fn bind(umem: &Arc<Umem>, iface: &Iface, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
+        check_queues(iface, &[queue_id])?;
+        Self::bind_checked(umem, iface, queue_id, config)
+    }
+
+    /// [`XskSocket::bind`] with the queue id already checked ([`check_queues`]).
+    pub(crate) fn bind_checked(
+        umem: &Arc<Umem>,
+        iface: &Iface,
+        queue_id: u32,
+        config: &SocketConfig,
+    ) -> Result<Self, XskError> {
         config.validate()?;
         // Asked-for features the kernel lacks are refused up front, by name
         // (`Unsupported`), not as a failed setsockopt later.
@@ -349,12 +382,7 @@ impl XskSocket {
         if config.multi_buffer {
             check(Feature::MultiBuffer)?;
         }
-        let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
-        if let Some(count) = dev.rx_queue_count()? {
-            if queue_id >= count {
-                return Err(XskError::QueueOutOfRange { iface: iface.to_string(), queue: queue_id, count });
-            }
-        }
+        let dev = iface.dev();
         let owner = umem.owner_fd.lock().expect("UMEM owner lock").take();
         let (sharing, fd, share_with) = match owner {
             Some(fd) => (Sharing::Owner, fd, None),
@@ -378,7 +406,7 @@ impl XskSocket {
             }
         };
         let owner = sharing == Sharing::Owner;
-        let mut s = match Self::setup(umem, fd, &dev, queue_id, config, sharing) {
+        let mut s = match Self::setup(umem, fd, dev, queue_id, config, sharing) {
             Ok(s) => s,
             Err(e) => {
                 if owner {
@@ -388,7 +416,7 @@ impl XskSocket {
             }
         };
         let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
-        match s.bind_mode(&dev, config.copy_mode, shared_fd) {
+        match s.bind_mode(dev, config.copy_mode, shared_fd) {
             Ok(()) => {
                 if config.copy_mode == CopyMode::Auto && !s.zero_copy && shared_fd.is_none() {
                     // Auto binds with neither XDP_COPY nor XDP_ZEROCOPY: the kernel tries
@@ -415,7 +443,7 @@ impl XskSocket {
                 match e {
                     XskError::Sys(e) if config.copy_mode == CopyMode::ZeroCopy && e.errno != libc::EBUSY => {
                         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
-                        Err(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e })
+                        Err(XskError::NoZeroCopy { iface: iface.name().to_string(), driver, cause: e })
                     }
                     e => Err(e),
                 }
