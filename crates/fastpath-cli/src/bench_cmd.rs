@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::io::Port;
-use fastpath::netdev::NetDev;
+use fastpath::netdev::{Iface, NoSuchInterface};
 use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
 use fastpath::stats::{Counters, Ctr};
 use fastpath::xsk::XskError;
@@ -61,10 +61,11 @@ pub fn flows(f: &FrameArgs) -> Option<fastpath::packet::Flows> {
 
 pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
     check_frame(f)?;
-    let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
+    let resolved = Iface::resolve(iface)?;
+    let dev = resolved.dev();
     let src_mac = match f.src_mac {
         Some(m) => m,
-        None => dev.mac().map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?,
+        None => dev.mac().map_err(|e| XskError::from(NoSuchInterface { iface: iface.to_string(), errno: e.errno }))?,
     };
     // A frame longer than the MTU allows is dropped by the receiving device, not sent.
     if let Ok(mtu) = dev.mtu() {
@@ -222,7 +223,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     // Whether the interface is up is judged now, before "ready": a caller may set it down as
     // soon as it reads that line, and that must count as a loss.
-    let dev = NetDev::by_name(&a.xsk.iface).ok();
+    let dev = Some(sess.iface.dev().clone());
     let link_watch = dev.clone().map(fastpath::netdev::LinkWatch::new);
     announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
     let ports = std::mem::take(&mut sess.ports);
@@ -404,7 +405,8 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             spec.frame_len
         )));
     }
-    let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
+    let iface = Iface::resolve(&g.xsk.iface)?;
+    let dev = iface.dev();
     let mut frame = vec![0u8; spec.frame_len];
     build_udp_frame(&spec, &mut frame);
     let gen = Arc::new(XdpGen::load_flows(dev.ifindex, flows(&g.frame).as_ref())?);

@@ -32,7 +32,7 @@ use super::{Port, PortError, PortStats};
 pub use crate::bpf::{Attach, AttachOpts, Attached};
 use crate::bpf::{BpfError, XdpMode, XskRedirect, XskRedirectOpts};
 use crate::netdev::Iface;
-use crate::xsk::{check_queues, CopyMode, Frame, RxBatch, SocketConfig, Umem, XskConfig, XskSocket};
+use crate::xsk::{CopyMode, Frame, RxBatch, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
@@ -57,8 +57,8 @@ impl XskMap for crate::bpf::Classifier {
 pub struct QueueSetup {
     /// Interface.
     pub iface: Iface,
-    /// Queue ids, one socket each.
-    pub queues: Vec<u32>,
+    /// Queue ids, one socket each, checked on `iface` ([`RxQueues::check`]).
+    pub queues: RxQueues,
     /// UMEM and socket shape. With `shared_umem`, `config.umem.frame_count` frames are split
     /// evenly over the queues; without it, each queue has a UMEM of that many frames.
     pub config: XskConfig,
@@ -80,7 +80,7 @@ pub struct Queues<T> {
     pub ports: Vec<AfXdpPort>,
 }
 
-/// Checks the queue ids ([`check_queues`], before anything is attached), attaches the loaded
+/// Attaches the loaded
 /// program `prog` as `setup.attach` asks ([`Attach::attach_to`]: the mode fallback runs on that
 /// one program; `None`: no program, for TX only), creates the UMEM(s), binds one socket per
 /// queue and inserts each in the program's XSKMAP under its queue id. In skb mode the sockets
@@ -90,19 +90,25 @@ pub struct Queues<T> {
 ///
 /// # Errors
 ///
-/// [`PortError::Config`] for no queue or fewer than 64 frames per queue; [`PortError::Xsk`]
-/// (queue out of range, sizes, bind); [`PortError::Bpf`] (attach, XSKMAP insert).
+/// [`PortError::Config`] for no queue, queues checked on another interface, or fewer than 64
+/// frames per queue; [`PortError::Xsk`] (sizes, bind); [`PortError::Bpf`] (attach, XSKMAP insert).
 pub fn open_queues<P>(setup: &QueueSetup, prog: Option<P>) -> Result<Queues<P::Output>, PortError>
 where
     P: Attach,
     P::Output: XskMap,
 {
     setup.config.validate()?;
-    let n = setup.queues.len() as u32;
+    let n = setup.queues.ids().len() as u32;
     if n == 0 {
         return Err(PortError::Config { what: "queue count", value: "0".into(), accepted: "1 or more".into() });
     }
-    check_queues(&setup.iface, &setup.queues)?;
+    if setup.queues.ifindex() != setup.iface.ifindex() {
+        return Err(PortError::Config {
+            what: "queues",
+            value: format!("checked on ifindex {}", setup.queues.ifindex()),
+            accepted: format!("queues checked on {} (RxQueues::check)", setup.iface),
+        });
+    }
     let per_queue = if setup.shared_umem { setup.config.umem.frame_count / n } else { setup.config.umem.frame_count };
     if per_queue < 64 {
         return Err(PortError::Config {
@@ -124,7 +130,7 @@ where
     if setup.shared_umem {
         shared = Some(Umem::new(&setup.config.umem)?);
     }
-    for &q in &setup.queues {
+    for &q in setup.queues.ids() {
         let (umem, frames) = match shared.as_mut() {
             Some((u, all)) => {
                 let keep = all.len() - per_queue as usize;
@@ -194,7 +200,7 @@ impl AfXdpPort {
     pub fn open(iface: &Iface, queue: u32, cfg: &XskConfig, attach: AttachOpts) -> Result<Self, PortError> {
         let setup = QueueSetup {
             iface: iface.clone(),
-            queues: vec![queue],
+            queues: RxQueues::check(iface, vec![queue])?,
             config: cfg.clone(),
             shared_umem: false,
             attach,

@@ -70,5 +70,5 @@ pub use ring::{
     CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_PKT_CONTD,
     XDP_RING_NEED_WAKEUP,
 };
-pub use socket::{check_queues, BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use umem::{Frame, Umem, UmemConfig};

@@ -297,22 +297,42 @@ pub struct XskSocket {
     notes: Vec<String>,
 }
 
-/// Checks that every queue id of `queues` is an rx queue of `iface` (ETHTOOL_GCHANNELS; a
-/// driver that does not report channels is left to the kernel's bind). The one place this
-/// check is made: [`XskSocket::bind`] per socket, `io::afxdp::open_queues` for all its queues
-/// before it attaches anything, and a caller that binds nothing but names a queue.
-///
-/// # Errors
-///
-/// [`XskError::QueueOutOfRange`] for the first queue out of range; [`XskError::Sys`] if the
-/// channel count cannot be read.
-pub fn check_queues(iface: &Iface, queues: &[u32]) -> Result<(), XskError> {
-    if let Some(count) = iface.dev().rx_queue_count()? {
-        if let Some(&queue) = queues.iter().find(|&&q| q >= count) {
-            return Err(XskError::QueueOutOfRange { iface: iface.name().to_string(), queue, count });
+/// Queue ids checked against an interface's rx queues: made only by [`RxQueues::check`], so a
+/// function taking `RxQueues` (`io::afxdp::open_queues`) knows the check was made, once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxQueues {
+    ifindex: u32,
+    ids: Vec<u32>,
+}
+
+impl RxQueues {
+    /// Checks that every id of `ids` is an rx queue of `iface` (ETHTOOL_GCHANNELS; a driver
+    /// that does not report channels is left to the kernel's bind). The one place this check
+    /// is made: [`XskSocket::bind`] per socket, and a caller opening several queues (or
+    /// naming a queue it binds nothing on) before it attaches anything. Needs no privileges.
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::QueueOutOfRange`] for the first queue out of range; [`XskError::Sys`] if the
+    /// channel count cannot be read.
+    pub fn check(iface: &Iface, ids: Vec<u32>) -> Result<Self, XskError> {
+        if let Some(count) = iface.dev().rx_queue_count()? {
+            if let Some(&queue) = ids.iter().find(|&&q| q >= count) {
+                return Err(XskError::QueueOutOfRange { iface: iface.name().to_string(), queue, count });
+            }
         }
+        Ok(Self { ifindex: iface.ifindex(), ids })
     }
-    Ok(())
+
+    /// The queue ids, in the order given.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The ifindex they were checked on.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
 }
 
 /// Which socket to share the UMEM with, and how.
@@ -353,16 +373,16 @@ impl XskSocket {
     ///
     /// # Errors
     ///
-    /// [`XskError::QueueOutOfRange`] (checked here, [`check_queues`]), a size refused by
+    /// [`XskError::QueueOutOfRange`] (checked here, [`RxQueues::check`]), a size refused by
     /// [`SocketConfig::validate`], [`XskError::Unsupported`] for a feature the kernel lacks,
     /// [`XskError::NoZeroCopy`], [`XskError::UmemUnusable`], or the failed call
     /// ([`XskError::Sys`], EPERM without CAP_NET_RAW).
     pub fn bind(umem: &Arc<Umem>, iface: &Iface, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
-        check_queues(iface, &[queue_id])?;
+        RxQueues::check(iface, vec![queue_id])?;
         Self::bind_checked(umem, iface, queue_id, config)
     }
 
-    /// [`XskSocket::bind`] with the queue id already checked ([`check_queues`]).
+    /// [`XskSocket::bind`] with the queue id already checked ([`RxQueues::check`]).
     pub(crate) fn bind_checked(
         umem: &Arc<Umem>,
         iface: &Iface,
