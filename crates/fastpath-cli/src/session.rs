@@ -251,9 +251,25 @@ impl Session {
     /// As [`Session::open`]; with `rules` (Role::Rx only) the classifier with those rules
     /// replaces the minimal redirect program.
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
-        let mut cfg = validate(x, role)?;
+        let cfg = validate(x, role)?;
         // The one resolution of -i on this path: everything below works by its ifindex.
         let iface = Iface::resolve(&x.iface)?;
+        Self::open_checked(iface, cfg, x, role, rules)
+    }
+
+    /// As [`Session::open_with`] on `iface`, -i resolved by the caller.
+    pub fn open_on(iface: Iface, x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
+        let cfg = validate(x, role)?;
+        Self::open_checked(iface, cfg, x, role, rules)
+    }
+
+    fn open_checked(
+        iface: Iface,
+        mut cfg: XskConfig,
+        x: &XskArgs,
+        role: Role,
+        rules: Option<&Compiled>,
+    ) -> CliResult<Session> {
         let dev = iface.dev();
         let mb_note = if role == Role::Drop {
             None
