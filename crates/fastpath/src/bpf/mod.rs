@@ -83,7 +83,7 @@ pub enum BpfError {
         /// Interface.
         iface: String,
         /// Mode asked.
-        mode: &'static str,
+        mode: XdpMode,
         /// The failed call.
         cause: SysError,
     },
@@ -259,11 +259,18 @@ impl XdpMode {
             XdpMode::Skb => "skb",
         }
     }
-    fn flags(self) -> u32 {
+    /// The request flag: `XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`.
+    pub fn flags(self) -> u32 {
         match self {
             XdpMode::Native => sys::bpf::XDP_FLAGS_DRV_MODE,
             XdpMode::Skb => sys::bpf::XDP_FLAGS_SKB_MODE,
         }
+    }
+}
+
+impl std::fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -377,11 +384,7 @@ impl XdpLink {
                     });
                 }
                 if matches!(e.errno, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
-                    return Err(BpfError::ModeUnsupported {
-                        iface: iface.name().to_string(),
-                        mode: mode.name(),
-                        cause: e,
-                    });
+                    return Err(BpfError::ModeUnsupported { iface: iface.name().to_string(), mode, cause: e });
                 }
                 return Err(e.into());
             }
