@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::io::Port;
-use fastpath::netdev::NetDev;
+use fastpath::netdev::{Iface, NoSuchInterface};
 use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
 use fastpath::stats::{Counters, Ctr};
 use fastpath::xsk::XskError;
@@ -59,12 +59,14 @@ pub fn flows(f: &FrameArgs) -> Option<fastpath::packet::Flows> {
     f.flows.and_then(|n| fastpath::packet::Flows::new(n, f.seed.unwrap_or(1)))
 }
 
-pub fn frame_spec(f: &FrameArgs, iface: &str) -> CliResult<UdpFrameSpec> {
+pub fn frame_spec(f: &FrameArgs, iface: &Iface) -> CliResult<UdpFrameSpec> {
     check_frame(f)?;
-    let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
+    let dev = iface.dev();
     let src_mac = match f.src_mac {
         Some(m) => m,
-        None => dev.mac().map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?,
+        None => dev
+            .mac()
+            .map_err(|e| XskError::from(NoSuchInterface { iface: iface.name().to_string(), errno: e.errno }))?,
     };
     // A frame longer than the MTU allows is dropped by the receiving device, not sent.
     if let Ok(mtu) = dev.mtu() {
@@ -207,8 +209,10 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         Some(p) => Some(compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
         None => None,
     };
+    // -i resolved once: the frame's MAC and MTU, and the session below, use it.
+    let iface = Iface::resolve(&a.xsk.iface)?;
     let template = if a.mode == BenchMode::Txonly {
-        let spec = frame_spec(&a.frame, &a.xsk.iface)?;
+        let spec = frame_spec(&a.frame, &iface)?;
         let mut f = vec![0u8; spec.frame_len];
         build_udp_frame(&spec, &mut f);
         Some(f)
@@ -216,13 +220,13 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         None
     };
     let cpus = crate::session::worker_cpus(&a.xsk);
-    let mut sess = Session::open_with(&a.xsk, role, compiled.as_ref())?;
+    let mut sess = Session::open_on(iface, &a.xsk, role, compiled.as_ref())?;
     if let Some(n) = spin_note(&a.xsk, &cpus) {
         sess.info.notes.push(n);
     }
     // Whether the interface is up is judged now, before "ready": a caller may set it down as
     // soon as it reads that line, and that must count as a loss.
-    let dev = NetDev::by_name(&a.xsk.iface).ok();
+    let dev = Some(sess.iface.dev().clone());
     let link_watch = dev.clone().map(fastpath::netdev::LinkWatch::new);
     announce(mode_name(a.mode), &serde_json::to_value(&sess.info).unwrap_or(Value::Null), &sess.info.notes, a.run.json);
     let ports = std::mem::take(&mut sess.ports);
@@ -393,7 +397,8 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     require_privileges("gen")?;
     let metrics = crate::metrics::start(g.run.metrics)?;
     enter_ns(&g.xsk.netns)?;
-    let spec = frame_spec(&g.frame, &g.xsk.iface)?;
+    let iface = Iface::resolve(&g.xsk.iface)?;
+    let spec = frame_spec(&g.frame, &iface)?;
     // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
     // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
     // net/bpf/test_run.c).
@@ -404,7 +409,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             spec.frame_len
         )));
     }
-    let dev = NetDev::by_name(&g.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: g.xsk.iface.clone() })?;
+    let dev = iface.dev();
     let mut frame = vec![0u8; spec.frame_len];
     build_udp_frame(&spec, &mut frame);
     let gen = Arc::new(XdpGen::load_flows(dev.ifindex, flows(&g.frame).as_ref())?);
@@ -485,10 +490,12 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         PathArg::Tap => PortSpec::Tap(tap),
         PathArg::TapUring => PortSpec::TapUring(tap),
     };
+    // Resolved once (a TAP device may not exist yet: it is opened by name).
+    let resolved = Iface::resolve(&a.xsk.iface).ok();
     let frame = if a.mode == BenchMode::Txonly {
-        let spec = frame_spec(&a.frame, &a.xsk.iface).or_else(|_| {
+        let spec = resolved.as_ref().and_then(|i| frame_spec(&a.frame, i).ok()).unwrap_or_else(|| {
             // A TAP device does not exist before it is opened: use a local MAC then.
-            Ok::<_, crate::error::CliError>(UdpFrameSpec {
+            UdpFrameSpec {
                 src_mac: a.frame.src_mac.unwrap_or([2, 0, 0, 0, 0, 1]),
                 dst_mac: a.frame.dst_mac,
                 src_ip: a.frame.src_ip,
@@ -496,15 +503,19 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 src_port: a.frame.src_port,
                 dst_port: a.frame.dst_port,
                 frame_len: frame_len(&a.frame),
-            })
-        })?;
+            }
+        });
         let mut f = vec![0u8; spec.frame_len];
         build_udp_frame(&spec, &mut f);
         Some(f)
     } else {
         None
     };
-    let mut port = io::open(&a.xsk.iface, &spec).map_err(port_error)?;
+    let port = match (&spec, &resolved) {
+        (PortSpec::Tpacket(_), Some(i)) => io::open_iface(i, &spec),
+        _ => io::open(&a.xsk.iface, &spec),
+    };
+    let mut port = port.map_err(port_error)?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
         // A TAP device is born down; writes to it fail with EIO until it is up.
         fastpath::host::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;

@@ -29,12 +29,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::capture::{CaptureMaps, XdpCapture, MAX_SNAPLEN};
-use fastpath::bpf::{attach_with_fallback, Classifier, XskRedirect};
+use fastpath::bpf::{AttachOpts, Classifier, XskRedirect, XskRedirectOpts};
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
-use fastpath::netdev::NetDev;
+use fastpath::netdev::Iface;
 use fastpath::rules::compile::{action, ActionEntry, Compiled};
-use fastpath::xsk::{XskConfig, XskError};
+use fastpath::xsk::{RxQueues, XskConfig};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::blocks::interface_statistics::{InterfaceStatisticsBlock, InterfaceStatisticsOption};
@@ -240,7 +240,9 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
     }
     enter_ns(&a.netns)?;
-    let dev = NetDev::by_name(&a.iface).map_err(|_| XskError::NoSuchInterface { iface: a.iface.clone() })?;
+    let iface = Iface::resolve(&a.iface)?;
+    let dev = iface.dev();
+    let opts = AttachOpts { mode: a.xdp_mode.mode(), force: a.force };
     let queues = dev.rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
     let mono0 = fastpath::host::monotonic_ns();
     let real0 = realtime_ns();
@@ -278,9 +280,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             let (_all, _cls, maps_own, at_mode, notes);
             let cap: &CaptureMaps = match &rules {
                 None => {
-                    let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
-                        XdpCapture::attach(&a.iface, dev.ifindex, m, a.force, a.snaplen, RING_BYTES)
-                    })?;
+                    let at = XdpCapture::load(a.snaplen, RING_BYTES)?.attach(&iface, opts)?;
                     (at_mode, notes) = (at.mode, at.notes);
                     _all = at.prog;
                     _all.maps()
@@ -288,9 +288,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 Some(c) => {
                     let (mut cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
                     cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
-                    let at = attach_with_fallback(&a.iface, dev.ifindex, a.xdp_mode.mode(), |m| {
-                        cls.attach(&a.iface, dev.ifindex, m, a.force)
-                    })?;
+                    let at = cls.attach(&iface, opts)?;
                     (at_mode, notes) = (at.mode, at.notes);
                     _cls = cls;
                     maps_own = maps;
@@ -359,31 +357,27 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
             let mb = cfg.socket.multi_buffer;
             let setup = QueueSetup {
-                iface: a.iface.clone(),
-                queues: (0..queues).collect(),
+                queues: RxQueues::check(&iface, (0..queues).collect())?,
+                iface: iface.clone(),
                 config: cfg,
                 shared_umem: false,
-                xdp_mode: a.xdp_mode.mode(),
+                attach: opts,
                 fill_frames: u32::MAX,
             };
             // Every frame (xsk_redirect), or the frames the rules match (the classifier, whose
             // rules all send to the queue's socket).
             let (mut q, xdp_mode, notes) = match &rules {
                 None => {
-                    let mut attach = |m| XskRedirect::attach(&a.iface, dev.ifindex, m, a.force, mb);
-                    let q = open_queues(&setup, Some(&mut attach))?;
+                    let prog = XskRedirect::load(XskRedirectOpts { frags: mb, ..Default::default() })?;
+                    let q = open_queues(&setup, Some(prog))?;
                     let at = q.attached.as_ref().expect("attached");
                     let (mode, notes) = (at.mode.name(), at.notes.clone());
                     (Divert::All(q), mode, notes)
                 }
                 Some(c) => {
-                    let mut attach = |m| -> Result<Classifier, fastpath::bpf::BpfError> {
-                        let mut cls = Classifier::load()?;
-                        cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
-                        cls.attach(&a.iface, dev.ifindex, m, a.force)?;
-                        Ok(cls)
-                    };
-                    let q = open_queues(&setup, Some(&mut attach))?;
+                    let cls = Classifier::load()?;
+                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                    let q = open_queues(&setup, Some(cls))?;
                     let at = q.attached.as_ref().expect("attached");
                     let (mode, notes) = (at.mode.name(), at.notes.clone());
                     (Divert::Rules(Box::new(q)), mode, notes)

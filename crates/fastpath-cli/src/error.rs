@@ -46,6 +46,12 @@ impl From<fastpath::features::Unsupported> for CliError {
     }
 }
 
+impl From<fastpath::netdev::NoSuchInterface> for CliError {
+    fn from(e: fastpath::netdev::NoSuchInterface) -> Self {
+        XskError::from(e).into()
+    }
+}
+
 impl From<XskError> for CliError {
     fn from(e: XskError) -> Self {
         match e {

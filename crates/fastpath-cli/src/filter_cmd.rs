@@ -7,11 +7,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, STAT_NAMES};
-use fastpath::bpf::{BpfError, Classifier};
-use fastpath::netdev::NetDev;
+use fastpath::bpf::{AttachOpts, BpfError, Classifier};
+use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
-use fastpath::xsk::XskError;
 use serde_json::json;
 
 use crate::args::{FilterCmd, FilterTarget, RunArgs};
@@ -123,8 +122,8 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             let metrics = crate::metrics::start(run.metrics)?;
             enter_ns(&target.netns)?;
             let (set, c, source) = compile_rules(rules)?;
-            let dev = NetDev::by_name(&target.iface)
-                .map_err(|_| XskError::NoSuchInterface { iface: target.iface.clone() })?;
+            let iface = Iface::resolve(&target.iface)?;
+            let dev = iface.dev();
             if *detach {
                 ensure_bpffs()?;
                 if is_pinned(&target.iface)? {
@@ -138,9 +137,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
             cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i))?;
             // Success only with a program attached: each mode's error is kept, and the kernel is
             // asked afterwards (XdpLink::attach checks that it reports our program).
-            let att = fastpath::bpf::attach_with_fallback(&target.iface, dev.ifindex, xdp_mode.mode(), |m| {
-                cls.attach(&target.iface, dev.ifindex, m, *force)
-            })?;
+            let att = cls.attach(&iface, AttachOpts { mode: xdp_mode.mode(), force: *force })?;
             let (mode, mut notes) = (att.mode.name(), att.notes);
             if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
                 notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));

@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::fwd::{AfterCounters, Forwarder, FwdMode, PortCounters, RpCheck, REASONS};
+use fastpath::bpf::AttachOpts;
 use fastpath::netdev::watch::{routing_shape, NetEvent, NetWatch, RoutingShape};
-use fastpath::netdev::{link_state, LinkState, NetDev};
+use fastpath::netdev::{Iface, LinkState, NetDev};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
@@ -244,7 +245,10 @@ impl Follow {
         if q.is_some() {
             self.queues[k] = q;
         }
-        let now = link_state(name);
+        // Resolved again: a link event may mean the interface was deleted and recreated.
+        let now_iface = Iface::resolve(name).ok();
+        let now = now_iface.as_ref().and_then(Iface::state);
+        let opts = AttachOpts { mode: self.xdp_mode, force: self.force };
         let was = self.states[k];
         let known = fwd.ports()[k].ifindex;
         match now {
@@ -256,7 +260,8 @@ impl Follow {
             None => {}
             Some(s) if known != Some(s.ifindex) => {
                 // Recreated (or back after a delete): attach to the new interface.
-                match fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force) {
+                let iface_now = now_iface.as_ref().expect("its state was read");
+                match fwd.resume(k, iface_now, s.mac, opts) {
                     Ok(_) => {
                         self.events += 1;
                         fwd.set_mtu(k, s.mtu)?;
@@ -281,7 +286,7 @@ impl Follow {
                 if s.up != fwd.ports()[k].up {
                     self.events += 1;
                     if s.up {
-                        fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force)?;
+                        fwd.resume(k, now_iface.as_ref().expect("its state was read"), s.mac, opts)?;
                         event_line(self.json, t, name, "up", "resumed".into());
                     } else {
                         fwd.pause(k, false)?;
@@ -302,7 +307,7 @@ impl Follow {
                     event_line(self.json, t, name, "mtu", format!("{} -> {} bytes{limit}", was.mtu, s.mtu));
                 }
                 if s.mac != was.mac {
-                    fwd.resume(k, s.ifindex, s.mac, self.xdp_mode, self.force)?;
+                    fwd.resume(k, now_iface.as_ref().expect("its state was read"), s.mac, opts)?;
                 }
                 self.states[k] = s;
             }
@@ -365,10 +370,12 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // Subscribed before the links are read, so no change between the two is missed.
     let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
     let mut states: Vec<LinkState> = Vec::new();
+    let mut ifaces: Vec<Iface> = Vec::new();
     for i in &a.ifaces {
-        let s =
-            link_state(i).ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
-        states.push(s);
+        let gone = || env(anyhow!("-i {i}: no interface of that name in this network namespace"));
+        let iface = Iface::resolve(i).map_err(|_| gone())?;
+        states.push(iface.state().ok_or_else(gone)?);
+        ifaces.push(iface);
     }
     if mode == FwdMode::L2 {
         // A pair of ports that a bridge (or bond) also joins would carry each frame twice, and
@@ -385,8 +392,8 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     let xdp_mode = a.xdp_mode.mode();
     let mut fwd = Forwarder::load(mode)?;
-    for (i, s) in a.ifaces.iter().zip(&states) {
-        fwd.add_port(i, s.ifindex, s.mac, s.mtu)?;
+    for (iface, s) in ifaces.iter().zip(&states) {
+        fwd.add_port(iface, s.mac, s.mtu)?;
     }
     let mut routing = Routing {
         json: a.run.json,
@@ -407,7 +414,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     // On any error below, dropping `fwd` detaches every program attached so far.
     for (k, st) in states.iter().enumerate() {
-        for note in fwd.attach(k, xdp_mode, a.force)? {
+        for note in fwd.attach(k, AttachOpts { mode: xdp_mode, force: a.force })? {
             eprintln!("fastpath fwd: {note}");
         }
         if !st.up {

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::{attach_with_fallback, XdpMode, XskRedirect};
+use fastpath::bpf::{AttachOpts, XdpMode, XskRedirect, XskRedirectOpts};
 use fastpath::netdev::watch::{NetEvent, NetWatch};
-use fastpath::netdev::{link_state, LinkState, NetDev};
+use fastpath::netdev::{link_state, Iface, LinkState};
 use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskConfig, XskPair, XskStats};
 use serde_json::json;
 
@@ -96,7 +96,7 @@ impl Instance {
     /// Attaches to both ports, binds a pair per queue and starts the threads. Returns it and the
     /// notes of the set-up (multi-buffer, mode fallbacks). On error nothing is left attached.
     fn start(a: &FwdArgs, cpus: &[usize], stop: &Arc<AtomicBool>) -> CliResult<(Instance, Vec<String>)> {
-        let mut ifindexes = Vec::new();
+        let mut ifaces: Vec<Iface> = Vec::new();
         // Multi-buffer if either port's MTU needs it (the two sockets share one UMEM, and the
         // first socket's XDP_USE_SG is the UMEM's).
         let mut cfg = XskConfig {
@@ -105,16 +105,19 @@ impl Instance {
         };
         let mut notes = Vec::new();
         for i in &a.ifaces {
-            let s = link_state(i)
+            let resolved = Iface::resolve(i)
+                .map_err(|_| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
+            let s = resolved
+                .state()
                 .ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
             let mut c = cfg.clone();
             notes.extend(decide_multi_buffer(i, s.mtu, &mut c)?);
             cfg.socket.multi_buffer |= c.socket.multi_buffer;
-            let count = NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()).unwrap_or(1);
+            let count = resolved.dev().rx_queue_count().ok().flatten().unwrap_or(1);
             if a.queues > count {
                 return Err(env(anyhow!("--queues {} is not accepted: {i} has {count} queue(s)", a.queues)));
             }
-            ifindexes.push(s.ifindex);
+            ifaces.push(resolved);
         }
         // Attach to both ports first; on any error below the attachments are dropped (detached).
         // The frags-aware program whenever the kernel has multi-buffer sockets, even for
@@ -123,10 +126,9 @@ impl Instance {
         let mb = cfg.socket.multi_buffer;
         let frags = mb || fastpath::features::check(fastpath::features::Feature::MultiBuffer).is_ok();
         let mut progs = Vec::new();
-        for (i, &ifindex) in a.ifaces.iter().zip(&ifindexes) {
-            let at = attach_with_fallback(i, ifindex, a.xdp_mode.mode(), |m| {
-                XskRedirect::attach(i, ifindex, m, a.force, frags)
-            })?;
+        let opts = AttachOpts { mode: a.xdp_mode.mode(), force: a.force };
+        for iface in &ifaces {
+            let at = XskRedirect::load(XskRedirectOpts { frags, ..Default::default() })?.attach(iface, opts)?;
             notes.extend(at.notes.iter().cloned());
             progs.push(at);
         }
@@ -135,7 +137,7 @@ impl Instance {
         let sock_cfg = SocketConfig { copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto }, ..cfg.socket };
         let mut pairs = Vec::new();
         for q in 0..a.queues {
-            let mut p = XskPair::bind(&cfg.umem, &sock_cfg, [&a.ifaces[0], &a.ifaces[1]], q)?;
+            let mut p = XskPair::bind(&cfg.umem, &sock_cfg, [&ifaces[0], &ifaces[1]], q)?;
             p.set_tx_limit_bytes(a.tx_limit_bytes);
             for (k, prog) in progs.iter().enumerate() {
                 prog.prog.insert(q, p.sockets()[k].as_raw_fd())?;
@@ -159,6 +161,7 @@ impl Instance {
                 std::thread::spawn(move || worker(pair, q, cpu, &shared, &done, &stop))
             })
             .collect();
+        let ifindexes = ifaces.iter().map(Iface::ifindex).collect();
         Ok((Instance { stats_fds, progs, workers, shared, done, multi_buffer: mb, copy_mode, ifindexes }, notes))
     }
 

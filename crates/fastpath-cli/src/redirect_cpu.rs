@@ -12,10 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::{attach_with_fallback, BpfError, CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
-use fastpath::netdev::NetDev;
+use fastpath::bpf::{AttachOpts, BpfError, CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
+use fastpath::netdev::Iface;
 use fastpath::stats::rate;
-use fastpath::xsk::XskError;
 use serde_json::{json, Value};
 
 use crate::args::{BenchArgs, CpuDistArg, RemoteActionArg};
@@ -67,12 +66,10 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     require_privileges("bench redirect-cpu")?;
     let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
-    let dev = NetDev::by_name(&a.xsk.iface).map_err(|_| XskError::NoSuchInterface { iface: a.xsk.iface.clone() })?;
+    let iface = Iface::resolve(&a.xsk.iface)?;
     let tp = if a.run.extended { Some(crate::report::attach_tracepoints()?) } else { None };
-    let att = attach_with_fallback(&a.xsk.iface, dev.ifindex, a.xsk.xdp_mode.mode(), |m| {
-        RedirectCpu::attach(&a.xsk.iface, dev.ifindex, m, a.xsk.force, &cfg)
-    })
-    .map_err(|e| match e {
+    let opts = AttachOpts { mode: a.xsk.xdp_mode.mode(), force: a.xsk.force };
+    let att = RedirectCpu::load(&cfg).and_then(|p| p.attach(&iface, opts)).map_err(|e| match e {
         BpfError::BadValue { .. } => usage(e),
         e => crate::error::CliError::from(e),
     })?;
@@ -82,9 +79,9 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         // Only this CPUMAP's enqueue/kthread events; the interface filter is set by the monitor.
         t.set_cpumap_id(cpumap_id).map_err(kernel)?;
     }
-    let link_watch = fastpath::netdev::LinkWatch::new(dev.clone());
+    let link_watch = fastpath::netdev::LinkWatch::new(iface.dev().clone());
     let path = json!({
-        "iface": a.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "xdp_mode": mode.name(),
+        "iface": a.xsk.iface, "queue": 0, "driver": iface.dev().driver().unwrap_or_default(), "xdp_mode": mode.name(),
         "cpus": cfg.cpus, "cpu_dist": cfg.dist.name(), "qsize": cfg.qsize, "remote_action": cfg.remote_action.name(),
         "cpumap_id": cpumap_id,
     });
@@ -118,7 +115,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     let mon = Monitor {
         metrics: metrics.as_ref(),
-        ethtool_dev: Some(dev.clone()),
+        ethtool_dev: Some(iface.dev().clone()),
         watch_link: Some(link_watch),
         extra: Some(&extra),
         ..Monitor::for_run(format!("{}:cpumap", a.xsk.iface), &[], vec![], &a.run)

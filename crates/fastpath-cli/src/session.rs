@@ -4,12 +4,13 @@
 use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
-use fastpath::bpf::attach_with_fallback;
-use fastpath::bpf::{Classifier, XdpDrop, XdpMode, XskRedirect};
+use fastpath::bpf::{
+    Attach, AttachOpts, Attached, BpfError, Classifier, Loaded, XdpDrop, XskRedirect, XskRedirectOpts,
+};
 use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
-use fastpath::netdev::NetDev;
+use fastpath::netdev::Iface;
 use fastpath::rules::compile::Compiled;
-use fastpath::xsk::{BusyPoll, CopyMode, SocketConfig, UmemConfig, XskConfig, XskError};
+use fastpath::xsk::{BusyPoll, CopyMode, RxQueues, SocketConfig, UmemConfig, XskConfig};
 use serde::Serialize;
 
 use crate::args::{CopyModeArg, XdpModeArg, XskArgs};
@@ -52,6 +53,22 @@ impl XskMap for RxProg {
     }
 }
 
+/// Either program, loaded and not yet attached.
+enum RxLoaded {
+    Redirect(Loaded<XskRedirect>),
+    Classifier(Box<Classifier>),
+}
+
+impl Attach for RxLoaded {
+    type Output = RxProg;
+    fn attach_to(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<RxProg>, BpfError> {
+        match self {
+            RxLoaded::Redirect(p) => Ok(p.attach(iface, opts)?.map(RxProg::Redirect)),
+            RxLoaded::Classifier(c) => Ok(c.attach_to(iface, opts)?.map(|c| RxProg::Classifier(Box::new(c)))),
+        }
+    }
+}
+
 /// What was obtained, for reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct PathInfo {
@@ -79,6 +96,8 @@ pub struct PathInfo {
 
 #[derive(Debug)]
 pub struct Session {
+    /// -i, resolved once when the session opened.
+    pub iface: Iface,
     pub prog: Prog,
     /// One AF_XDP port per queue (none for xdpdrop).
     pub ports: Vec<AfXdpPort>,
@@ -227,25 +246,38 @@ impl Session {
     /// attached is detached (the link fd is closed as the partial session drops). With `rules`
     /// (Role::Rx only) the classifier with those rules replaces the minimal redirect program.
     pub fn open_with(x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
-        let mut cfg = validate(x, role)?;
-        let dev = NetDev::by_name(&x.iface).map_err(|_| XskError::NoSuchInterface { iface: x.iface.clone() })?;
+        let cfg = validate(x, role)?;
+        // The one resolution of -i on this path: everything below works by its ifindex.
+        let iface = Iface::resolve(&x.iface)?;
+        Self::open_checked(iface, cfg, x, role, rules)
+    }
+
+    /// As [`Session::open_with`] on `iface`, -i resolved by the caller.
+    pub fn open_on(iface: Iface, x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
+        let cfg = validate(x, role)?;
+        Self::open_checked(iface, cfg, x, role, rules)
+    }
+
+    fn open_checked(
+        iface: Iface,
+        mut cfg: XskConfig,
+        x: &XskArgs,
+        role: Role,
+        rules: Option<&Compiled>,
+    ) -> CliResult<Session> {
+        let dev = iface.dev();
         let mb_note = if role == Role::Drop {
             None
         } else {
             let mtu = dev.mtu().map_err(crate::error::kernel)?;
             decide_multi_buffer(&x.iface, mtu, &mut cfg)?
         };
-        let queues = queue_ids(x);
-        if let Some(count) = dev.rx_queue_count().map_err(crate::error::kernel)? {
-            if let Some(&q) = queues.iter().find(|&&q| q >= count) {
-                return Err(XskError::QueueOutOfRange { iface: x.iface.clone(), queue: q, count }.into());
-            }
-        }
+        let queues = RxQueues::check(&iface, queue_ids(x))?;
         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
         let mut info = PathInfo {
             iface: x.iface.clone(),
-            queue: queues[0],
-            queues: queues.clone(),
+            queue: queues.ids()[0],
+            queues: queues.ids().to_vec(),
             driver,
             xdp_mode: None,
             copy_mode: None,
@@ -257,37 +289,38 @@ impl Session {
             sockets: Vec::new(),
             notes: mb_note.into_iter().collect(),
         };
-        let xdp_mode = x.xdp_mode.mode();
+        let opts = AttachOpts { mode: x.xdp_mode.mode(), force: x.force };
         if role == Role::Drop {
-            let a = attach_with_fallback(&x.iface, dev.ifindex, xdp_mode, |m| {
-                XdpDrop::attach(&x.iface, dev.ifindex, m, x.force)
-            })?;
+            let a = XdpDrop::load()?.attach(&iface, opts)?;
             info.notes.extend(a.notes);
             info.xdp_mode = Some(a.mode.name());
-            return Ok(Session { prog: Prog::Drop(a.prog), ports: Vec::new(), stats_fds: Vec::new(), info });
+            return Ok(Session { iface, prog: Prog::Drop(a.prog), ports: Vec::new(), stats_fds: Vec::new(), info });
         }
         let setup = QueueSetup {
-            iface: x.iface.clone(),
+            iface: iface.clone(),
             queues,
             config: cfg.clone(),
             shared_umem: x.shared_umem,
-            xdp_mode,
+            attach: opts,
             // Every frame a FILL ring holds goes on it; the rest serve TX.
             fill_frames: if role == Role::Rx { u32::MAX } else { 0 },
         };
-        let mut attach = |m: XdpMode| -> Result<RxProg, fastpath::bpf::BpfError> {
-            match rules {
-                None => XskRedirect::attach(&x.iface, dev.ifindex, m, x.force, cfg.socket.multi_buffer)
-                    .map(RxProg::Redirect),
+        let prog = if role != Role::Rx {
+            None
+        } else {
+            Some(match rules {
+                None => RxLoaded::Redirect(XskRedirect::load(XskRedirectOpts {
+                    frags: cfg.socket.multi_buffer,
+                    ..Default::default()
+                })?),
                 Some(c) => {
-                    let mut cls = Classifier::load()?;
+                    let cls = Classifier::load()?;
                     cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
-                    cls.attach(&x.iface, dev.ifindex, m, x.force)?;
-                    Ok(RxProg::Classifier(Box::new(cls)))
+                    RxLoaded::Classifier(Box::new(cls))
                 }
-            }
+            })
         };
-        let q = open_queues(&setup, if role == Role::Rx { Some(&mut attach) } else { None })?;
+        let q = open_queues(&setup, prog)?;
         let prog = match q.attached {
             Some(a) => {
                 info.notes.extend(a.notes);
@@ -310,7 +343,7 @@ impl Session {
             .map(|p| p.socket().try_clone_fd())
             .collect::<Result<Vec<_>, _>>()
             .map_err(crate::error::kernel)?;
-        Ok(Session { prog, ports: q.ports, stats_fds, info })
+        Ok(Session { iface, prog, ports: q.ports, stats_fds, info })
     }
 
     /// The xdp_drop program, if this is an xdpdrop session.

@@ -163,7 +163,9 @@ fn send_all(bed: &Testbed, w: &Wire) -> Vec<(&'static str, u64)> {
         let before = rsts(bed.ns_b()).0;
         let iface = bed.iface_a().to_string();
         fastpath_testbed::spawn_in_netns(bed.ns_a(), move || {
-            let mut port = TpacketPort::open(&iface, TpacketOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+            let mut port =
+                TpacketPort::open(&fastpath::netdev::Iface::resolve(&iface).unwrap(), TpacketOptions::default())
+                    .unwrap_or_else(|e| panic!("{e}"));
             let refs: Vec<&[u8]> = frames.iter().map(|f| f.as_slice()).collect();
             let mut sent = 0;
             let t0 = Instant::now();
@@ -207,10 +209,10 @@ fn crafted_syns_to_a_dropped_port_never_reach_the_kernel() {
     let (ready_tx, ready_rx) = mpsc::channel();
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
-        let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
+        let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
         let mut cls = Classifier::load().unwrap();
         let set = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
+        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
         ready_tx.send(()).unwrap();
         let _ = done_rx.recv_timeout(Duration::from_secs(60));
         cls.totals(set).unwrap()
@@ -312,10 +314,10 @@ fn jumbo_frames_are_judged_like_small_ones() {
     let (cmd_tx, cmd_rx) = mpsc::channel::<Option<usize>>();
     let (ack_tx, ack_rx) = mpsc::channel();
     let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
-        let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
+        let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
         let mut cls = Classifier::load().unwrap();
         let mut active = cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
+        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
         ack_tx.send(None).unwrap();
         while let Ok(Some(i)) = cmd_rx.recv_timeout(Duration::from_secs(60)) {
             let t = cls.totals(active).unwrap();

@@ -151,7 +151,14 @@ fn foreign_program_is_refused_unless_forced() {
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let holder = fastpath_testbed::spawn_in_netns(&ns, move || {
         let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
-        let p = fastpath::bpf::XdpDrop::attach(&iface, dev.ifindex, fastpath::bpf::XdpMode::Native, false).unwrap();
+        let p = fastpath::bpf::XdpDrop::load()
+            .unwrap()
+            .attach(
+                &fastpath::netdev::Iface::resolve(&iface).unwrap(),
+                fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+            )
+            .unwrap()
+            .prog;
         tx.send(fastpath::bpf::query_xdp(dev.ifindex).unwrap().unwrap().id).unwrap();
         let _ = done_rx.recv();
         drop(p);
@@ -489,8 +496,12 @@ fn hold_foreign(
     let (tx, rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let holder = fastpath_testbed::spawn_in_netns(&ns, move || {
-        let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
-        let p = fastpath::bpf::XdpDrop::attach(&iface, dev.ifindex, mode, force).unwrap();
+        let dev = fastpath::netdev::Iface::resolve(&iface).unwrap();
+        let p = fastpath::bpf::XdpDrop::load()
+            .unwrap()
+            .attach(&dev, fastpath::bpf::AttachOpts { mode: Some(mode), force })
+            .unwrap()
+            .prog;
         tx.send(()).unwrap();
         let _ = done_rx.recv();
         drop(p);

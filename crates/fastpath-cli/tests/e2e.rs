@@ -222,7 +222,13 @@ fn l2fwd_round_trip() {
             socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
             ..Default::default()
         };
-        let mut sock = AfXdpPort::open(&if_a2, 0, &cfg, Some(fastpath::bpf::XdpMode::Native), false).unwrap();
+        let mut sock = AfXdpPort::open(
+            &fastpath::netdev::Iface::resolve(&if_a2).unwrap(),
+            0,
+            &cfg,
+            fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+        )
+        .unwrap();
         ready_tx.send(()).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
         let c = fastpath::stats::Counters::default();

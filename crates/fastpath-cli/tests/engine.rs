@@ -19,7 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use common::*;
-use fastpath::bpf::{XdpMode, XskRedirect};
+use fastpath::bpf::{AttachOpts, XdpMode, XskRedirect, XskRedirectOpts};
 use fastpath::packet::SeqTracker;
 use fastpath::xsk::{CopyMode, Frame, Sharing, SocketConfig, Umem, UmemConfig, XskSocket};
 use fastpath_testbed::{Testbed, TestbedConfig};
@@ -70,12 +70,15 @@ fn receive(
         let cfg = UmemConfig { frame_count: 8192, fill_size: 8192, comp_size: 2048, ..Default::default() };
         let (umem, mut frames) = Umem::new(&cfg).expect("UMEM");
         let sc = SocketConfig { copy_mode: CopyMode::Copy, ring_size: 4096, ..Default::default() };
+        let iface = fastpath::netdev::Iface::resolve(&iface).unwrap();
         let mut socks: Vec<XskSocket> =
             queues.iter().map(|&q| XskSocket::bind(&umem, &iface, q, &sc).expect("bind")).collect();
         let distinct: HashSet<u32> = queues.iter().copied().collect();
         let spq = (queues.len() / distinct.len()) as u32;
-        let dev = fastpath::netdev::NetDev::by_name(&iface).unwrap();
-        let prog = XskRedirect::attach_shared(&iface, dev.ifindex, XdpMode::Native, false, spq, false).expect("attach");
+        let prog = XskRedirect::load(XskRedirectOpts { socks_per_queue: spq, frags: false })
+            .and_then(|p| p.attach(&iface, AttachOpts::mode(Some(XdpMode::Native))))
+            .expect("attach")
+            .prog;
         let mut slot_of_queue = std::collections::HashMap::<u32, u32>::new();
         for s in &socks {
             let k = slot_of_queue.entry(s.queue_id()).or_insert(0);
@@ -406,7 +409,13 @@ fn received_frames_reused_for_tx_have_their_whole_room() {
             umem: UmemConfig { frame_count: 256, fill_size: 128, comp_size: 128, ..Default::default() },
             socket: SocketConfig { copy_mode: CopyMode::Copy, ring_size: 128, ..Default::default() },
         };
-        let mut p = AfXdpPort::open(&iface, 0, &cfg, Some(XdpMode::Native), false).expect("port");
+        let mut p = AfXdpPort::open(
+            &fastpath::netdev::Iface::resolve(&iface).unwrap(),
+            0,
+            &cfg,
+            fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: false },
+        )
+        .expect("port");
         tx.send(()).unwrap();
         // Receive (at the kernel's offset) and keep every frame: none forwarded.
         let dropped = |p: &mut AfXdpPort| -> usize {

@@ -75,10 +75,10 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
     let (tx, rx) = std::sync::mpsc::channel();
     let r2 = running.clone();
     let reloader = fastpath_testbed::spawn_in_netns(&ns_b, move || {
-        let dev = fastpath::netdev::NetDev::by_name(&if_b).unwrap();
+        let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
         let mut cls = Classifier::load().unwrap();
         cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&if_b, dev.ifindex, XdpMode::Native, false).unwrap();
+        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
         tx.send(()).unwrap();
         let (mut counted, mut no_match, mut reloads) = (0u64, 0u64, 0u32);
         let mut harvest = |cls: &Classifier, set: u32| {
@@ -345,8 +345,12 @@ fn reload_refuses_a_classifier_no_longer_attached() {
                 let (tx, rx) = std::sync::mpsc::channel();
                 let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
                 let h = fastpath_testbed::spawn_in_netns(ns, move || {
-                    let dev = fastpath::netdev::NetDev::by_name(&i2).unwrap();
-                    let p = fastpath::bpf::XdpDrop::attach(&i2, dev.ifindex, XdpMode::Native, true).unwrap();
+                    let dev = fastpath::netdev::Iface::resolve(&i2).unwrap();
+                    let p = fastpath::bpf::XdpDrop::load()
+                        .unwrap()
+                        .attach(&dev, fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: true })
+                        .unwrap()
+                        .prog;
                     tx.send(()).unwrap();
                     let _ = done_rx.recv();
                     drop(p);

@@ -37,7 +37,13 @@ fn send(engine: &str, src: &str, dst: &str, seed: &str) -> Seen {
             socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
             ..Default::default()
         };
-        let mut port = AfXdpPort::open(&if_b, 0, &cfg, None, false).unwrap_or_else(|e| panic!("{e}"));
+        let mut port = AfXdpPort::open(
+            &fastpath::netdev::Iface::resolve(&if_b).unwrap(),
+            0,
+            &cfg,
+            fastpath::bpf::AttachOpts { mode: None, force: false },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         tx.send(()).unwrap();
         let mut seen = Seen { per_tuple: HashMap::new(), corrupt: 0, frames: 0 };
         let mut idle = Instant::now();

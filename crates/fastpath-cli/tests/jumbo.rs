@@ -232,7 +232,13 @@ fn jumbo_frames_through_tx_burst_exactly_once_intact() {
             socket: SocketConfig { copy_mode: CopyMode::Copy, multi_buffer: true, ..Default::default() },
             ..Default::default()
         };
-        let mut port = AfXdpPort::open(&ia, 0, &cfg, Some(fastpath::bpf::XdpMode::Native), false).unwrap();
+        let mut port = AfXdpPort::open(
+            &fastpath::netdev::Iface::resolve(&ia).unwrap(),
+            0,
+            &cfg,
+            fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+        )
+        .unwrap();
         let spec = UdpFrameSpec {
             src_mac: mac_a,
             dst_mac: mac_b,

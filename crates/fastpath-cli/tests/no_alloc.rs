@@ -84,7 +84,13 @@ fn port(iface: &str) -> AfXdpPort {
         socket: SocketConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
         ..Default::default()
     };
-    AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).expect("AF_XDP port")
+    AfXdpPort::open(
+        &fastpath::netdev::Iface::resolve(iface).unwrap(),
+        0,
+        &cfg,
+        fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: false },
+    )
+    .expect("AF_XDP port")
 }
 
 #[test]

@@ -19,20 +19,20 @@ fn open(path: &str, iface: &str) -> AnyPort {
     match path {
         "afxdp" => AnyPort::AfXdp(Box::new(
             AfXdpPort::open(
-                iface,
+                &fastpath::netdev::Iface::resolve(iface).unwrap(),
                 0,
                 &XskConfig {
                     socket: SocketConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
                     ..Default::default()
                 },
-                None,
-                false,
+                fastpath::bpf::AttachOpts { mode: None, force: false },
             )
             .unwrap_or_else(|e| panic!("{e}")),
         )),
-        "tpacket" => {
-            AnyPort::Tpacket(TpacketPort::open(iface, TpacketOptions::default()).unwrap_or_else(|e| panic!("{e}")))
-        }
+        "tpacket" => AnyPort::Tpacket(
+            TpacketPort::open(&fastpath::netdev::Iface::resolve(iface).unwrap(), TpacketOptions::default())
+                .unwrap_or_else(|e| panic!("{e}")),
+        ),
         other => panic!("no backend {other}"),
     }
 }
@@ -482,7 +482,7 @@ fn tpacket_fanout_spreads_flows_over_workers() {
             let (ns_b, if_b, tx, stop) = (bed.ns_b().to_string(), bed.iface_b().to_string(), tx.clone(), stop.clone());
             fastpath_testbed::spawn_in_netns(&ns_b, move || {
                 let mut port = TpacketPort::open(
-                    &if_b,
+                    &fastpath::netdev::Iface::resolve(&if_b).unwrap(),
                     TpacketOptions { fanout: Some((77, Fanout::Hash)), tx_frames: 0, ..Default::default() },
                 )
                 .unwrap();

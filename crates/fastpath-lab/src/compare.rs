@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
-use fastpath::bpf::{XdpDrop, XdpGen, XdpMode};
+use fastpath::bpf::{AttachOpts, XdpDrop, XdpGen, XdpMode};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{AnyPort, Port};
-use fastpath::netdev::NetDev;
+use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
 use fastpath::stats::{median, Counters, Ctr};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
@@ -195,20 +195,35 @@ fn receive(
         }
         Row::Tpacket => spin_port(
             AnyPort::Tpacket(
-                TpacketPort::open(iface, TpacketOptions { tx_frames: 0, ..Default::default() })
-                    .map_err(|e| e.to_string())?,
+                TpacketPort::open(
+                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
+                    TpacketOptions { tx_frames: 0, ..Default::default() },
+                )
+                .map_err(|e| e.to_string())?,
             ),
             ready,
         ),
         Row::AfXdpSkb => spin_port(
             AnyPort::AfXdp(Box::new(
-                AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Skb), false).map_err(|e| e.to_string())?,
+                AfXdpPort::open(
+                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
+                    0,
+                    &cfg,
+                    AttachOpts::mode(Some(XdpMode::Skb)),
+                )
+                .map_err(|e| e.to_string())?,
             )),
             ready,
         ),
         Row::AfXdpNative => spin_port(
             AnyPort::AfXdp(Box::new(
-                AfXdpPort::open(iface, 0, &cfg, Some(XdpMode::Native), false).map_err(|e| e.to_string())?,
+                AfXdpPort::open(
+                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
+                    0,
+                    &cfg,
+                    AttachOpts::mode(Some(XdpMode::Native)),
+                )
+                .map_err(|e| e.to_string())?,
             )),
             ready,
         ),
@@ -231,17 +246,17 @@ fn receive(
             // poll(): on a machine with as many CPUs as queues the receivers share their CPUs
             // with the generator threads and the softirqs, and spinning would starve them.
             use fastpath::io::afxdp::{open_queues, QueueSetup};
-            let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
+            let dev = Iface::resolve(iface).map_err(|e| e.to_string())?;
             let setup = QueueSetup {
-                iface: iface.to_string(),
-                queues: (0..queues).collect(),
+                queues: fastpath::xsk::RxQueues::check(&dev, (0..queues).collect()).map_err(|e| e.to_string())?,
+                iface: dev,
                 config: cfg.clone(),
                 shared_umem: true,
-                xdp_mode: Some(XdpMode::Native),
+                attach: AttachOpts::mode(Some(XdpMode::Native)),
                 fill_frames: u32::MAX,
             };
-            let mut attach = |m| fastpath::bpf::XskRedirect::attach(iface, dev.ifindex, m, false, false);
-            let q = open_queues(&setup, Some(&mut attach)).map_err(|e| e.to_string())?;
+            let prog = fastpath::bpf::XskRedirect::load(Default::default()).map_err(|e| e.to_string())?;
+            let q = open_queues(&setup, Some(prog)).map_err(|e| e.to_string())?;
             let ncpu = fastpath::host::online_cpus();
             let n = std::thread::scope(|sc| -> Result<Received, String> {
                 let workers: Vec<_> = q
@@ -277,8 +292,11 @@ fn receive(
             Ok(n)
         }
         Row::XdpDrop | Row::XdpDropQueues => {
-            let dev = NetDev::by_name(iface).map_err(|e| e.to_string())?;
-            let p = XdpDrop::attach(iface, dev.ifindex, XdpMode::Native, false).map_err(|e| e.to_string())?;
+            let dev = Iface::resolve(iface).map_err(|e| e.to_string())?;
+            let p = XdpDrop::load()
+                .and_then(|p| p.attach(&dev, AttachOpts::mode(Some(XdpMode::Native))))
+                .map_err(|e| e.to_string())?
+                .prog;
             idle(ready);
             Ok((p.counters().map_err(|e| e.to_string())?.0, BTreeMap::new()))
         }

@@ -429,10 +429,11 @@ impl Installed {
                     let r = (|| -> Result<Classifier, String> {
                         let set = parse_toml("ddos rules", &text).map_err(|e| e.to_string())?;
                         let c = compile("ddos rules", &set).map_err(|e| e.to_string())?;
-                        let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
+                        let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
                         let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
                         cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
-                        cls.attach(&iface, dev.ifindex, XdpMode::Native, false).map_err(|e| format!("{e:#}"))?;
+                        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
+                            .map_err(|e| format!("{e:#}"))?;
                         Ok(cls)
                     })();
                     let cls = match r {

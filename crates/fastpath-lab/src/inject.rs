@@ -137,6 +137,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
                 ),
             )?;
             fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
+            let ib = fastpath::netdev::Iface::resolve(&ib).map_err(|e| e.to_string())?;
             let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
                 .map_err(|e| e.to_string())?;
             Ok((tap, veth))

@@ -8,27 +8,27 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastpath::bpf::{XdpMode, XskRedirect};
+use fastpath::bpf::{AttachOpts, XskRedirect};
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
-use fastpath::netdev::NetDev;
-use fastpath::xsk::XskConfig;
+use fastpath::netdev::Iface;
+use fastpath::xsk::{RxQueues, XskConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let iface = args.get(1).ok_or("usage: l2fwd_shared IFACE [SECONDS]")?.clone();
     let seconds: f64 = args.get(2).map_or(Ok(5.0), |s| s.parse())?;
-    let ifindex = NetDev::by_name(&iface)?.ifindex;
+    // Resolved once; everything below works by its ifindex.
+    let dev = Iface::resolve(&iface)?;
     let setup = QueueSetup {
-        iface: iface.clone(),
-        queues: vec![0, 1],
+        queues: RxQueues::check(&dev, vec![0, 1])?,
+        iface: dev,
         config: XskConfig::default(),
         shared_umem: true,
-        xdp_mode: None,
+        attach: AttachOpts::default(),
         fill_frames: u32::MAX,
     };
-    let mut attach = |m: XdpMode| XskRedirect::attach(&iface, ifindex, m, false, false);
-    let q = open_queues(&setup, Some(&mut attach))?;
+    let q = open_queues(&setup, Some(XskRedirect::load(Default::default())?))?;
     let mode = q.attached.as_ref().map_or("none", |a| a.mode.name());
     for p in &q.ports {
         let i = p.info();

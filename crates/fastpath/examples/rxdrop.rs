@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fastpath::bpf::{attach_with_fallback, XskRedirect};
-use fastpath::netdev::NetDev;
+use fastpath::bpf::{AttachOpts, XskRedirect};
+use fastpath::netdev::Iface;
 use fastpath::xsk::{SocketConfig, Umem, UmemConfig, XskSocket};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,11 +16,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let iface = args.get(1).ok_or("usage: rxdrop IFACE [QUEUE] [SECONDS]")?;
     let queue: u32 = args.get(2).map_or(Ok(0), |q| q.parse())?;
     let seconds: f64 = args.get(3).map_or(Ok(5.0), |s| s.parse())?;
-    let ifindex = NetDev::by_name(iface)?.ifindex;
+    let iface = &Iface::resolve(iface)?;
 
     let (umem, mut frames): (Arc<Umem>, _) = Umem::new(&UmemConfig::default())?;
     let mut sock = XskSocket::bind(&umem, iface, queue, &SocketConfig::default())?;
-    let prog = attach_with_fallback(iface, ifindex, None, |m| XskRedirect::attach(iface, ifindex, m, false, false))?;
+    let prog = XskRedirect::load(Default::default())?.attach(iface, AttachOpts::default())?;
     prog.prog.insert(queue, sock.as_raw_fd())?;
     println!("rxdrop: {iface} queue {queue}, xdp {}, {}", prog.mode.name(), sock.copy_mode_name());
 

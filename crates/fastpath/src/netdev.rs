@@ -104,7 +104,11 @@ pub struct LinkState {
 /// (if_nametoindex, SIOCGIFFLAGS, SIOCGIFMTU, SIOCGIFHWADDR): cheap enough to poll ten times
 /// a second.
 pub fn link_state(name: &str) -> Option<LinkState> {
-    let ifindex = sys::if_nametoindex(name).ok()?;
+    Iface::resolve(name).ok()?.state()
+}
+
+/// [`LinkState`] of `name`, whose ifindex is known.
+fn state_of(name: &str, ifindex: u32) -> Option<LinkState> {
     let flags = sys::if_flags(name).ok()?;
     let running = libc::IFF_UP as u32 | libc::IFF_RUNNING as u32;
     Some(LinkState {
@@ -124,8 +128,82 @@ pub fn check_name(name: &str, ifindex: u32) -> Option<LinkEvent> {
     }
 }
 
+/// No interface of that name in the calling thread's network namespace (`if_nametoindex`
+/// failed: ENODEV, or the name cannot be an interface name). The one place this error is made:
+/// [`Iface::resolve`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("interface {iface:?} does not exist in this network namespace (see `ip link`)")]
+pub struct NoSuchInterface {
+    /// The name asked for.
+    pub iface: String,
+    /// The errno of `if_nametoindex` (ENODEV when no interface has the name).
+    pub errno: i32,
+}
+
+/// An interface resolved ONCE, by name, in the network namespace the calling thread is in:
+/// its name, its ifindex and that namespace. Everything below the command line (socket bind,
+/// port opens, XDP attach) takes `&Iface` and works by its ifindex; nothing resolves the name
+/// again (as xdp-tools' `struct iface` filled when arguments are parsed, or aya's attach by
+/// ifindex). An ifindex only means something in its namespace: use an `Iface` on a thread in
+/// the namespace it was resolved in ([`Iface::netns_ino`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iface {
+    dev: NetDev,
+    netns_ino: u32,
+}
+
+impl Iface {
+    /// Resolves `name` (`if_nametoindex`) in the calling thread's network namespace (a CLI
+    /// enters `--netns` with setns before this). Needs no privileges.
+    ///
+    /// # Errors
+    ///
+    /// [`NoSuchInterface`]: no interface of that name in this network namespace.
+    pub fn resolve(name: &str) -> Result<Self, NoSuchInterface> {
+        let ifindex =
+            sys::if_nametoindex(name).map_err(|e| NoSuchInterface { iface: name.to_string(), errno: e.errno })?;
+        Ok(Self {
+            dev: NetDev { name: name.to_string(), ifindex },
+            netns_ino: crate::bpf::monitor::current_netns_ino(),
+        })
+    }
+
+    /// The interface name.
+    pub fn name(&self) -> &str {
+        &self.dev.name
+    }
+
+    /// The interface index (in [`Iface::netns_ino`]'s namespace).
+    pub fn ifindex(&self) -> u32 {
+        self.dev.ifindex
+    }
+
+    /// The inode number of the network namespace it was resolved in (`/proc/thread-self/ns/net`;
+    /// 0 if that could not be read).
+    pub fn netns_ino(&self) -> u32 {
+        self.netns_ino
+    }
+
+    /// Its [`LinkState`] now (flags, MTU and MAC read by name; the ifindex is the resolved
+    /// one); `None` if they cannot be read (the interface went away).
+    pub fn state(&self) -> Option<LinkState> {
+        state_of(&self.dev.name, self.dev.ifindex)
+    }
+
+    /// Its facts (queue counts, driver, MTU, counters), read by name when asked.
+    pub fn dev(&self) -> &NetDev {
+        &self.dev
+    }
+}
+
+impl std::fmt::Display for Iface {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.dev.name)
+    }
+}
+
 /// A network interface, resolved by name in the current network namespace.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetDev {
     /// Interface name.
     pub name: String,

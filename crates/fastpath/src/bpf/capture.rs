@@ -7,13 +7,13 @@
 //! BPF_F_XDP_HAS_FRAGS 5.18; Documentation/bpf/ringbuf.rst).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use super::{owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use super::{owned_prog_fd, skel, BpfError, Loaded, XdpLink};
 use crate::abi::{self, fp_cap_hdr, fp_cap_stats};
 
 /// Longest snap length the program keeps, in bytes.
@@ -114,15 +114,13 @@ pub struct XdpCapture {
 
 impl XdpCapture {
     /// Loads the program with `snaplen` (1..=[`MAX_SNAPLEN`]) and a ring buffer of
-    /// `ring_bytes` (a power of two, at least a page), and attaches it to `iface` in `mode`.
-    pub fn attach(
-        iface: &str,
-        ifindex: u32,
-        mode: XdpMode,
-        force: bool,
-        snaplen: u32,
-        ring_bytes: u32,
-    ) -> Result<Self, BpfError> {
+    /// `ring_bytes` (a power of two, at least a page); not attached ([`Loaded::attach`]).
+    /// Needs root, or CAP_BPF; Linux >= 5.8 (BPF ring buffer).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`], [`BpfError::Map`], [`BpfError::Sys`].
+    pub fn load(snaplen: u32, ring_bytes: u32) -> Result<Loaded<Self>, BpfError> {
         let mut storage = MaybeUninit::uninit();
         let builder = skel::xdp_capture::XdpCaptureSkelBuilder::default();
         let mut open = builder.open(&mut storage).map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
@@ -133,8 +131,7 @@ impl XdpCapture {
         let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_capture", cause })?;
         let prog = owned_prog_fd(s.progs.xdp_capture.as_fd())?;
         let maps = CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)?;
-        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
-        Ok(Self { link, maps })
+        Ok(Loaded::new(prog, move |link| Self { link, maps }))
     }
 
     /// Its ring and counters.

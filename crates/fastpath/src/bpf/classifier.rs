@@ -8,7 +8,7 @@
 //! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.9 (bpf_link), batch map ops >= 5.6.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
@@ -17,11 +17,12 @@ use serde::Serialize;
 
 use bytemuck::{bytes_of, cast_slice, Zeroable};
 
-use super::{skel, BpfError, XdpLink, XdpMode};
+use super::{skel, AttachOpts, Attached, BpfError, XdpLink};
 use crate::abi::{
     self, bpf_cpumap_val, bpf_devmap_val, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple, fp_cpu_set,
     fp_pkt_stats, fp_rate_total,
 };
+use crate::netdev::Iface;
 use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS};
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
@@ -273,11 +274,18 @@ impl Classifier {
         Ok((Self { maps, prog: Some(prog), link: None, link_fd_pinned: None }, cap))
     }
 
-    /// Attaches to `iface` (must have been loaded with [`Classifier::load`]).
-    pub fn attach(&mut self, iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<(), BpfError> {
+    /// Attaches to `iface` as `opts` asks (must have been loaded with [`Classifier::load`]):
+    /// one mode, or native then skb on this same program ([`XdpLink::attach`]). Returns the
+    /// mode obtained and the fallback notes. Needs root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9.
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpLink::attach`] ([`BpfError::Occupied`], [`BpfError::AllModesRefused`], ...).
+    pub fn attach(&mut self, iface: &Iface, opts: AttachOpts) -> Result<Attached<()>, BpfError> {
         let prog = self.prog.as_ref().expect("loaded, not opened from pins");
-        self.link = Some(XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?);
-        Ok(())
+        let a = XdpLink::attach(prog.as_fd(), iface, opts)?;
+        self.link = Some(a.prog);
+        Ok(Attached { prog: (), mode: a.mode, notes: a.notes })
     }
 
     /// The attachment, if attached by this object.

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use bytemuck::bytes_of;
 
-use super::{owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use super::{owned_prog_fd, skel, BpfError, Loaded, XdpLink};
 use crate::abi::{self, bpf_cpumap_val, bpf_cpumap_val__bindgen_ty_1, fp_pkt_stats};
 
 /// Most CPUs in the list (`FP_RCPU_MAX_CPUS`).
@@ -139,11 +139,17 @@ fn per_cpu_packets(m: &MapHandle, name: &'static str) -> Result<Vec<u64>, BpfErr
 }
 
 impl RedirectCpu {
-    /// Validates `cfg` (see [`CpumapConfig::validate`]), loads the programs, fills the CPU list
-    /// and one CPUMAP entry per CPU (queue `qsize`, program `cpumap_remote`), then attaches to
-    /// `iface` in `mode`. Every map is filled before the attach, so on any error nothing is
-    /// left attached.
-    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool, cfg: &CpumapConfig) -> Result<Self, BpfError> {
+    /// Validates `cfg` (see [`CpumapConfig::validate`]), loads the programs and fills the CPU
+    /// list and one CPUMAP entry per CPU (queue `qsize`, program `cpumap_remote`); not attached
+    /// ([`Loaded::attach`]). Every map is filled before the attach, so on any error nothing is
+    /// left attached. Needs root, or CAP_BPF (+ CAP_NET_ADMIN to attach); Linux >= 5.9 (a
+    /// program in a CPUMAP entry).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] for a `cfg` value out of range, [`BpfError::Load`],
+    /// [`BpfError::Map`], [`BpfError::Sys`].
+    pub fn load(cfg: &CpumapConfig) -> Result<Loaded<Self>, BpfError> {
         cfg.validate(crate::sys::online_cpus())?;
         let mut storage = MaybeUninit::uninit();
         let builder = skel::xdp_redirect_cpu::XdpRedirectCpuSkelBuilder::default();
@@ -171,14 +177,9 @@ impl RedirectCpu {
                 bpf_cpumap_val { qsize: cfg.qsize, bpf_prog: bpf_cpumap_val__bindgen_ty_1 { fd: remote.as_raw_fd() } };
             cpu_map.update(&cpu.to_ne_bytes(), bytes_of(&val), MapFlags::ANY).map_err(map_err("cpu_map"))?;
         }
-        let me = Self {
-            rx_stats: h(&s.maps.rx_stats, "rx_stats")?,
-            remote_stats: h(&s.maps.remote_stats, "remote_stats")?,
-            link: XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?,
-            cpu_map,
-            _remote_prog: remote,
-        };
-        Ok(me)
+        let rx_stats = h(&s.maps.rx_stats, "rx_stats")?;
+        let remote_stats = h(&s.maps.remote_stats, "remote_stats")?;
+        Ok(Loaded::new(prog, move |link| Self { link, rx_stats, remote_stats, cpu_map, _remote_prog: remote }))
     }
 
     /// Frames the interface program handled, per CPU it ran on (index = CPU).

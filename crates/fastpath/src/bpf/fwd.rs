@@ -17,15 +17,16 @@
 //! bpf_fib_lookup >= 4.18, tp_btf >= 5.5.
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 use bytemuck::{bytes_of, Zeroable};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use super::{attach_with_fallback, owned_prog_fd, skel, BpfError, XdpLink, XdpMode};
+use super::{owned_prog_fd, skel, AttachOpts, BpfError, XdpLink, XdpMode};
 use crate::abi::{self, bpf_devmap_val, fp_fwd_port, fp_pkt_stats};
+use crate::netdev::Iface;
 
 /// Most ports of one forwarder.
 pub const MAX_PORTS: usize = abi::FP_FWD_MAX_PORTS as usize;
@@ -154,6 +155,8 @@ pub struct Port {
     /// L3, IPv4: the source check (see [`Forwarder::set_rp_check`]).
     pub rp: RpCheck,
     link: Option<XdpLink>,
+    /// The interface as resolved (`None` while it is gone).
+    resolved: Option<Iface>,
     written_ifindex: Option<u32>,
 }
 
@@ -248,17 +251,22 @@ impl Forwarder {
 
     /// Adds a port with its MTU in bytes (not yet attached: see [`Forwarder::attach`]).
     /// Errors past [`MAX_PORTS`].
-    pub fn add_port(&mut self, iface: &str, ifindex: u32, mac: [u8; 6], mtu: u32) -> Result<usize, BpfError> {
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] past [`MAX_PORTS`].
+    pub fn add_port(&mut self, iface: &Iface, mac: [u8; 6], mtu: u32) -> Result<usize, BpfError> {
         if self.ports.len() >= MAX_PORTS {
             return Err(BpfError::BadValue {
                 what: "-i",
-                value: iface.to_string(),
+                value: iface.name().to_string(),
                 accepted: format!("at most {MAX_PORTS} ports"),
             });
         }
         self.ports.push(Port {
-            iface: iface.to_string(),
-            ifindex: Some(ifindex),
+            iface: iface.name().to_string(),
+            ifindex: Some(iface.ifindex()),
+            resolved: Some(iface.clone()),
             mac,
             mtu,
             up: true,
@@ -277,18 +285,22 @@ impl Forwarder {
         self.ports[b].peer = Some(a);
     }
 
-    /// Attaches the program to port `i` (`mode` None: native, else skb) and writes the maps.
-    /// Returns the notes of any fallback taken.
-    pub fn attach(&mut self, i: usize, mode: Option<XdpMode>, force: bool) -> Result<Vec<String>, BpfError> {
+    /// Attaches the (one, already loaded) program to port `i` as `opts` asks
+    /// ([`XdpLink::attach`]: `mode` None: native, else skb) and writes the maps. Returns the
+    /// notes of any fallback taken. Needs root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] for a port whose interface is gone; as [`XdpLink::attach`];
+    /// [`BpfError::Map`] writing the maps.
+    pub fn attach(&mut self, i: usize, opts: AttachOpts) -> Result<Vec<String>, BpfError> {
         let p = &self.ports[i];
-        let ifindex = p.ifindex.ok_or_else(|| BpfError::BadValue {
+        let iface = p.resolved.clone().ok_or_else(|| BpfError::BadValue {
             what: "port",
             value: p.iface.clone(),
             accepted: "an interface that exists".into(),
         })?;
-        let fd = self.prog.as_raw_fd();
-        let iface = p.iface.clone();
-        let a = attach_with_fallback(&iface, ifindex, mode, |m| XdpLink::attach(fd, &iface, ifindex, m, force))?;
+        let a = XdpLink::attach(self.prog.as_fd(), &iface, opts)?;
         let p = &mut self.ports[i];
         p.link = Some(a.prog);
         p.mode = Some(a.mode);
@@ -302,21 +314,21 @@ impl Forwarder {
         p.up = false;
         if gone {
             p.ifindex = None;
+            p.resolved = None;
             p.link = None; // the kernel detached it with the interface
         }
         self.sync()
     }
 
-    /// Resumes port `i`, up, as `ifindex` with `mac`: re-attaches the program if the interface
-    /// is new (recreated) or lost its program. Returns the fallback notes.
-    pub fn resume(
-        &mut self,
-        i: usize,
-        ifindex: u32,
-        mac: [u8; 6],
-        mode: Option<XdpMode>,
-        force: bool,
-    ) -> Result<Vec<String>, BpfError> {
+    /// Resumes port `i`, up, as `iface` (resolved again after a link event) with `mac`:
+    /// re-attaches the program as `opts` asks if the interface is new (recreated) or lost its
+    /// program. Returns the fallback notes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Forwarder::attach`].
+    pub fn resume(&mut self, i: usize, iface: &Iface, mac: [u8; 6], opts: AttachOpts) -> Result<Vec<String>, BpfError> {
+        let ifindex = iface.ifindex();
         let reattach = {
             let p = &self.ports[i];
             p.ifindex != Some(ifindex) || p.link.is_none()
@@ -324,12 +336,13 @@ impl Forwarder {
         {
             let p = &mut self.ports[i];
             p.ifindex = Some(ifindex);
+            p.resolved = Some(iface.clone());
             p.mac = mac;
             p.up = true;
         }
         if reattach {
             self.ports[i].link = None;
-            return self.attach(i, mode, force);
+            return self.attach(i, opts);
         }
         self.sync()?;
         Ok(Vec::new())

@@ -6,12 +6,13 @@
 //! CAP_NET_ADMIN and CAP_BPF (or root).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
+use crate::netdev::Iface;
 use crate::sys::{self, SysError};
 
 #[allow(clippy::all, clippy::pedantic, missing_docs, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
@@ -45,7 +46,7 @@ mod skel {
 mod attach;
 pub mod capture;
 pub mod classifier;
-pub use attach::{attach_with_fallback, Attached};
+pub use attach::{Attach, AttachOpts, Attached, AttachedMode, Loaded};
 pub mod cpumap;
 pub mod fwd;
 pub mod monitor;
@@ -73,8 +74,8 @@ pub enum BpfError {
         iface: String,
         /// Program id.
         id: u32,
-        /// Attach mode.
-        mode: &'static str,
+        /// Its attach mode, as the kernel reports it.
+        mode: AttachedMode,
     },
     /// The driver refuses the attach mode.
     #[error("{iface} refuses XDP in {mode} mode ({cause}); try --xdp-mode skb")]
@@ -82,7 +83,7 @@ pub enum BpfError {
         /// Interface.
         iface: String,
         /// Mode asked.
-        mode: &'static str,
+        mode: XdpMode,
         /// The failed call.
         cause: SysError,
     },
@@ -194,7 +195,9 @@ pub enum BpfError {
     },
 }
 
-/// Where an XDP program runs.
+/// Where to attach an XDP program: the request flags of `BPF_LINK_CREATE` / `bpf_xdp_attach`
+/// (`XDP_FLAGS_DRV_MODE`, `XDP_FLAGS_SKB_MODE` of include/uapi/linux/if_link.h). What the kernel
+/// reports back is an [`AttachedMode`]. Printed and serialized as "native" or "skb".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum XdpMode {
@@ -210,29 +213,6 @@ impl BpfError {
     pub fn is_mode_refusal(&self) -> bool {
         matches!(self, BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. } | BpfError::Sys(_))
     }
-}
-
-/// Attaches with each mode of `modes` in turn until one works (`attach` is called once per
-/// mode); with more than one mode, refusals (see [`BpfError::is_mode_refusal`]) go on to the next
-/// mode and are returned as notes, and if every mode is refused the error lists each mode's
-/// error. Other errors return at once.
-pub fn attach_first<T>(
-    iface: &str,
-    modes: &[XdpMode],
-    mut attach: impl FnMut(XdpMode) -> Result<T, BpfError>,
-) -> Result<(T, XdpMode, Vec<String>), BpfError> {
-    let mut errors: Vec<String> = Vec::new();
-    for &m in modes {
-        match attach(m) {
-            Ok(t) => {
-                let notes = errors.iter().map(|e| format!("{e}; fell back to {} mode", m.name())).collect();
-                return Ok((t, m, notes));
-            }
-            Err(e) if modes.len() > 1 && e.is_mode_refusal() => errors.push(format!("{}: {e}", m.name())),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(BpfError::AllModesRefused { iface: iface.to_string(), errors: errors.join("; ") })
 }
 
 /// What the kernel says about a bpf_link (BPF_OBJ_GET_INFO_BY_FD).
@@ -279,11 +259,18 @@ impl XdpMode {
             XdpMode::Skb => "skb",
         }
     }
-    fn flags(self) -> u32 {
+    /// The request flag: `XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`.
+    pub fn flags(self) -> u32 {
         match self {
             XdpMode::Native => sys::bpf::XDP_FLAGS_DRV_MODE,
             XdpMode::Skb => sys::bpf::XDP_FLAGS_SKB_MODE,
         }
+    }
+}
+
+impl std::fmt::Display for XdpMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -292,13 +279,26 @@ impl XdpMode {
 pub struct AttachedProg {
     /// Program id.
     pub id: u32,
-    /// "native", "skb", "hw" or "multi".
-    pub mode: &'static str,
+    /// Its attach mode (`XDP_ATTACHED_*`).
+    pub mode: AttachedMode,
 }
 
 /// Asks the kernel which XDP program is on `ifindex` (`bpf_xdp_query`, netlink). `None` if none.
+///
+/// # Errors
+///
+/// The failed call ([`SysError`]).
 pub fn query_xdp(ifindex: u32) -> Result<Option<AttachedProg>, SysError> {
-    Ok(sys::bpf::xdp_query(ifindex)?.map(|(id, mode)| AttachedProg { id, mode }))
+    use sys::bpf::{XDP_ATTACHED_DRV, XDP_ATTACHED_HW, XDP_ATTACHED_NONE, XDP_ATTACHED_SKB};
+    let Some((id, attach_mode)) = sys::bpf::xdp_query(ifindex)? else { return Ok(None) };
+    let mode = match attach_mode {
+        XDP_ATTACHED_NONE => return Ok(None),
+        XDP_ATTACHED_DRV => AttachedMode::Drv,
+        XDP_ATTACHED_SKB => AttachedMode::Skb,
+        XDP_ATTACHED_HW => AttachedMode::Hw,
+        _ => AttachedMode::Multi,
+    };
+    Ok(Some(AttachedProg { id, mode }))
 }
 
 /// The name of BPF program `id` (at most 15 bytes, as the kernel keeps it), if it exists.
@@ -339,29 +339,52 @@ pub struct XdpLink {
 }
 
 impl XdpLink {
-    /// Attaches `prog_fd` to `ifindex` in `mode` with BPF_LINK_CREATE. Refuses with
-    /// [`BpfError::Occupied`] if a program is already attached, unless `force`.
-    pub fn attach(prog_fd: RawFd, iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+    /// Attaches the loaded program `prog` to `iface` as `opts` asks: in `opts.mode`, or with
+    /// `None` native and then skb if the driver refuses native, on this same program (nothing is
+    /// reloaded for a fallback). Each mode is one BPF_LINK_CREATE; the kernel must then report
+    /// our program on the interface, and the mode obtained is read back from it. Refuses with
+    /// [`BpfError::Occupied`] if a program is already attached, unless `opts.force`. Needs
+    /// root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9 (BPF_LINK_CREATE for XDP).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Occupied`]; [`BpfError::ModeUnsupported`] / [`BpfError::MtuTooLarge`] when
+    /// native is refused (the one mode asked); [`BpfError::AllModesRefused`] listing each
+    /// mode's error; [`BpfError::NotAttached`]; [`BpfError::Sys`] for a failed call (EPERM
+    /// without the privileges).
+    pub fn attach(prog: BorrowedFd<'_>, iface: &Iface, opts: AttachOpts) -> Result<Attached<Self>, BpfError> {
+        attach::with_fallback(iface, opts, |m| Self::attach_mode(prog, iface, m, opts.force))
+    }
+
+    /// One BPF_LINK_CREATE in `mode` (see [`XdpLink::attach`]).
+    fn attach_mode(prog: BorrowedFd<'_>, iface: &Iface, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+        let ifindex = iface.ifindex();
         if let Some(p) = query_xdp(ifindex)? {
             if !force {
-                return Err(BpfError::Occupied { iface: iface.to_string(), id: p.id, mode: p.mode });
+                return Err(BpfError::Occupied { iface: iface.name().to_string(), id: p.id, mode: p.mode });
             }
             force_detach(ifindex)?;
         }
-        let link = sys::bpf::link_create_xdp(prog_fd, ifindex, mode.flags(), || {
+        let link = sys::bpf::link_create_xdp(prog.as_raw_fd(), ifindex, mode.flags(), || {
             format!("bpf_link_create(BPF_XDP, {iface}, {} mode)", mode.name())
         });
         let link = match link {
             Ok(fd) => fd,
             Err(e) => {
                 if e.errno == libc::ERANGE && mode == XdpMode::Native {
-                    let driver = crate::netdev::NetDev::by_name(iface).and_then(|d| d.driver()).unwrap_or_default();
+                    let driver = iface.dev().driver().unwrap_or_default();
                     let (limit, max_hint) = mtu_limit_text(&driver);
-                    let mtu = crate::sys::if_mtu(iface).unwrap_or(0);
-                    return Err(BpfError::MtuTooLarge { iface: iface.to_string(), mtu, limit, max_hint, cause: e });
+                    let mtu = iface.dev().mtu().unwrap_or(0);
+                    return Err(BpfError::MtuTooLarge {
+                        iface: iface.name().to_string(),
+                        mtu,
+                        limit,
+                        max_hint,
+                        cause: e,
+                    });
                 }
                 if matches!(e.errno, libc::EOPNOTSUPP | libc::EINVAL) && mode == XdpMode::Native {
-                    return Err(BpfError::ModeUnsupported { iface: iface.to_string(), mode: mode.name(), cause: e });
+                    return Err(BpfError::ModeUnsupported { iface: iface.name().to_string(), mode, cause: e });
                 }
                 return Err(e.into());
             }
@@ -372,7 +395,7 @@ impl XdpLink {
         match query_xdp(ifindex)? {
             Some(p) if p.id == ours => Ok(me),
             other => Err(BpfError::NotAttached {
-                iface: iface.to_string(),
+                iface: iface.name().to_string(),
                 ifindex,
                 ours,
                 found: other.map_or("no XDP program".into(), |p| format!("program id {}", p.id)),
@@ -433,27 +456,37 @@ pub struct XskRedirect {
     xsks: MapHandle,
 }
 
-impl XskRedirect {
-    /// Loads `bpf/xsk_redirect.bpf.c` and attaches it to `iface` in `mode`; `frags`: the
-    /// frags-aware program, for multi-buffer sockets (see [`XskRedirect::attach_shared`]).
-    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool, frags: bool) -> Result<Self, BpfError> {
-        Self::attach_shared(iface, ifindex, mode, force, 1, frags)
-    }
+/// How to load [`XskRedirect`] (load-time properties; the attach ones are [`AttachOpts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct XskRedirectOpts {
+    /// Sockets on each queue (sharing one UMEM's FILL and COMPLETION rings,
+    /// [`crate::xsk::Sharing::SameQueue`]): queue q's frames go round robin (per CPU) to XSKMAP
+    /// slots `q * socks_per_queue ..` (insert with [`XskRedirect::insert`] at those slots).
+    /// 1..=64 (clamped).
+    pub socks_per_queue: u32,
+    /// The frags-aware program (`xdp.frags`, BPF_F_XDP_HAS_FRAGS, kernel >= 5.18) for
+    /// multi-buffer sockets: it attaches natively whatever the MTU, where a single-buffer
+    /// program is refused above one page. A load-time property: choosing it is choosing which
+    /// program to load, the same for both attach modes.
+    pub frags: bool,
+}
 
-    /// As [`XskRedirect::attach`], for `socks_per_queue` sockets on each queue (sharing one
-    /// UMEM's FILL and COMPLETION rings, [`crate::xsk::Sharing::SameQueue`]): queue q's frames
-    /// go round robin (per CPU) to XSKMAP slots `q * socks_per_queue ..` (insert with
-    /// [`XskRedirect::insert`] at those slots). `socks_per_queue` 1..=64. With `frags`, the
-    /// frags-aware program (`xdp.frags`, kernel >= 5.18) for multi-buffer sockets: it attaches
-    /// natively whatever the MTU, where a single-buffer program is refused above one page.
-    pub fn attach_shared(
-        iface: &str,
-        ifindex: u32,
-        mode: XdpMode,
-        force: bool,
-        socks_per_queue: u32,
-        frags: bool,
-    ) -> Result<Self, BpfError> {
+impl Default for XskRedirectOpts {
+    fn default() -> Self {
+        Self { socks_per_queue: 1, frags: false }
+    }
+}
+
+impl XskRedirect {
+    /// Loads `bpf/xsk_redirect.bpf.c` as `opts` says (not attached: [`Loaded::attach`]).
+    /// Needs root, or CAP_BPF (+ CAP_NET_ADMIN to attach).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`] (verifier, privileges, a kernel < 5.18 for `frags`),
+    /// [`BpfError::Map`], [`BpfError::Sys`].
+    pub fn load(opts: XskRedirectOpts) -> Result<Loaded<Self>, BpfError> {
+        let XskRedirectOpts { socks_per_queue, frags } = opts;
         let (prog, xsks) = load_skel!(
             skel::xsk_redirect::XskRedirectSkelBuilder,
             "xsk_redirect",
@@ -471,8 +504,7 @@ impl XskRedirect {
                 (prog, xsks)
             }
         );
-        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
-        Ok(Self { link, xsks })
+        Ok(Loaded::new(prog, move |link| Self { link, xsks }))
     }
 
     /// Puts the AF_XDP socket `xsk_fd` into XSKMAP slot `queue_id`.
@@ -496,16 +528,19 @@ pub struct XdpDrop {
 }
 
 impl XdpDrop {
-    /// Loads `bpf/xdp_drop.bpf.c` and attaches it to `iface` in `mode`.
-    pub fn attach(iface: &str, ifindex: u32, mode: XdpMode, force: bool) -> Result<Self, BpfError> {
+    /// Loads `bpf/xdp_drop.bpf.c` (not attached: [`Loaded::attach`]). Needs root, or CAP_BPF.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`], [`BpfError::Map`], [`BpfError::Sys`].
+    pub fn load() -> Result<Loaded<Self>, BpfError> {
         let (prog, stats) = load_skel!(skel::xdp_drop::XdpDropSkelBuilder, "xdp_drop", |open| {}, |s| {
             let prog = owned_prog_fd(s.progs.xdp_drop.as_fd())?;
             let stats =
                 MapHandle::try_from(&s.maps.drop_stats).map_err(|cause| BpfError::Map { map: "drop_stats", cause })?;
             (prog, stats)
         });
-        let link = XdpLink::attach(prog.as_raw_fd(), iface, ifindex, mode, force)?;
-        Ok(Self { link, stats })
+        Ok(Loaded::new(prog, move |link| Self { link, stats }))
     }
 
     /// (packets, bytes) dropped so far, summed over CPUs.

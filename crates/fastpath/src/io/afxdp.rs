@@ -29,10 +29,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Port, PortError, PortStats};
-pub use crate::bpf::{attach_with_fallback, Attached};
-use crate::bpf::{BpfError, XdpMode, XskRedirect};
-use crate::netdev::NetDev;
-use crate::xsk::{CopyMode, Frame, RxBatch, SocketConfig, Umem, XskConfig, XskError, XskSocket};
+pub use crate::bpf::{Attach, AttachOpts, Attached};
+use crate::bpf::{BpfError, XdpMode, XskRedirect, XskRedirectOpts};
+use crate::netdev::Iface;
+use crate::xsk::{CopyMode, Frame, RxBatch, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
@@ -56,16 +56,16 @@ impl XskMap for crate::bpf::Classifier {
 #[derive(Debug, Clone)]
 pub struct QueueSetup {
     /// Interface.
-    pub iface: String,
-    /// Queue ids, one socket each.
-    pub queues: Vec<u32>,
+    pub iface: Iface,
+    /// Queue ids, one socket each, checked on `iface` ([`RxQueues::check`]).
+    pub queues: RxQueues,
     /// UMEM and socket shape. With `shared_umem`, `config.umem.frame_count` frames are split
     /// evenly over the queues; without it, each queue has a UMEM of that many frames.
     pub config: XskConfig,
     /// One UMEM for every queue (XDP_SHARED_UMEM, own FILL/COMPLETION rings per socket).
     pub shared_umem: bool,
-    /// XDP attach mode; `None`: native, falling back to skb.
-    pub xdp_mode: Option<XdpMode>,
+    /// How to attach the XDP program (`mode: None`: native, falling back to skb).
+    pub attach: AttachOpts,
     /// Frames each port puts on its FILL ring (the rest are free for TX); at most the FILL
     /// ring's size.
     pub fill_frames: u32,
@@ -80,25 +80,34 @@ pub struct Queues<T> {
     pub ports: Vec<AfXdpPort>,
 }
 
-/// Attaches the program made by `attach` (with [`attach_with_fallback`]; `None`: no program,
-/// for TX only), creates the UMEM(s), binds one socket per queue and inserts each in the
-/// program's XSKMAP under its queue id. In skb mode the sockets bind in copy mode (generic XDP
-/// has no zero-copy). On any error everything made so far is undone (the link closes as the
-/// partial result drops).
-pub fn open_queues<T: XskMap>(
-    setup: &QueueSetup,
-    attach: Option<&mut dyn FnMut(XdpMode) -> Result<T, BpfError>>,
-) -> Result<Queues<T>, PortError> {
+/// Attaches the loaded
+/// program `prog` as `setup.attach` asks ([`Attach::attach_to`]: the mode fallback runs on that
+/// one program; `None`: no program, for TX only), creates the UMEM(s), binds one socket per
+/// queue and inserts each in the program's XSKMAP under its queue id. In skb mode the sockets
+/// bind in copy mode (generic XDP has no zero-copy). On any error everything made so far is
+/// undone (the link closes as the partial result drops). Needs root, or CAP_NET_ADMIN +
+/// CAP_BPF + CAP_NET_RAW; Linux >= 5.9 (XDP bpf_link).
+///
+/// # Errors
+///
+/// [`PortError::Config`] for no queue, queues checked on another interface, or fewer than 64
+/// frames per queue; [`PortError::Xsk`] (sizes, bind); [`PortError::Bpf`] (attach, XSKMAP insert).
+pub fn open_queues<P>(setup: &QueueSetup, prog: Option<P>) -> Result<Queues<P::Output>, PortError>
+where
+    P: Attach,
+    P::Output: XskMap,
+{
     setup.config.validate()?;
-    let n = setup.queues.len() as u32;
+    let n = setup.queues.ids().len() as u32;
     if n == 0 {
         return Err(PortError::Config { what: "queue count", value: "0".into(), accepted: "1 or more".into() });
     }
-    let dev = NetDev::by_name(&setup.iface).map_err(|_| XskError::NoSuchInterface { iface: setup.iface.clone() })?;
-    if let Some(count) = dev.rx_queue_count()? {
-        if let Some(&q) = setup.queues.iter().find(|&&q| q >= count) {
-            return Err(XskError::QueueOutOfRange { iface: setup.iface.clone(), queue: q, count }.into());
-        }
+    if setup.queues.ifindex() != setup.iface.ifindex() {
+        return Err(PortError::Config {
+            what: "queues",
+            value: format!("checked on ifindex {}", setup.queues.ifindex()),
+            accepted: format!("queues checked on {} (RxQueues::check)", setup.iface),
+        });
     }
     let per_queue = if setup.shared_umem { setup.config.umem.frame_count / n } else { setup.config.umem.frame_count };
     if per_queue < 64 {
@@ -108,8 +117,8 @@ pub fn open_queues<T: XskMap>(
             accepted: format!("at least 64 frames per queue ({n} queues share one UMEM)"),
         });
     }
-    let attached = match attach {
-        Some(f) => Some(attach_with_fallback(&setup.iface, dev.ifindex, setup.xdp_mode, f)?),
+    let attached = match prog {
+        Some(p) => Some(p.attach_to(&setup.iface, setup.attach)?),
         None => None,
     };
     let mut sc: SocketConfig = setup.config.socket.clone();
@@ -121,7 +130,7 @@ pub fn open_queues<T: XskMap>(
     if setup.shared_umem {
         shared = Some(Umem::new(&setup.config.umem)?);
     }
-    for &q in &setup.queues {
+    for &q in setup.queues.ids() {
         let (umem, frames) = match shared.as_mut() {
             Some((u, all)) => {
                 let keep = all.len() - per_queue as usize;
@@ -129,7 +138,7 @@ pub fn open_queues<T: XskMap>(
             }
             None => Umem::new(&setup.config.umem)?,
         };
-        let sock = XskSocket::bind(&umem, &setup.iface, q, &sc)?;
+        let sock = XskSocket::bind_checked(&umem, &setup.iface, q, &sc)?;
         if let Some(a) = &attached {
             a.prog.insert_xsk(q, sock.as_raw_fd())?;
         }
@@ -180,28 +189,25 @@ pub struct AfXdpPort {
 }
 
 impl AfXdpPort {
-    /// Attaches `xsk_redirect` to `iface` (native, or skb when `xdp_mode` is `None` and the
-    /// driver refuses native), creates a UMEM, binds a socket to `queue` with `cfg` and puts
-    /// half of the frames on its FILL ring.
-    pub fn open(
-        iface: &str,
-        queue: u32,
-        cfg: &XskConfig,
-        xdp_mode: Option<XdpMode>,
-        force: bool,
-    ) -> Result<Self, PortError> {
-        let ifindex =
-            NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?.ifindex;
+    /// Loads `xsk_redirect` (frags-aware for a multi-buffer `cfg`) and attaches it to `iface`
+    /// as `attach` asks (native, or skb when `attach.mode` is `None` and the driver refuses
+    /// native), creates a UMEM, binds a socket to `queue` with `cfg` and puts half of the
+    /// frames on its FILL ring. Privileges and kernel: as [`open_queues`].
+    ///
+    /// # Errors
+    ///
+    /// As [`open_queues`], and [`PortError::Bpf`] if the program cannot be loaded.
+    pub fn open(iface: &Iface, queue: u32, cfg: &XskConfig, attach: AttachOpts) -> Result<Self, PortError> {
         let setup = QueueSetup {
-            iface: iface.to_string(),
-            queues: vec![queue],
+            iface: iface.clone(),
+            queues: RxQueues::check(iface, vec![queue])?,
             config: cfg.clone(),
             shared_umem: false,
-            xdp_mode,
+            attach,
             fill_frames: cfg.umem.frame_count / 2,
         };
-        let mut attach = |m| XskRedirect::attach(iface, ifindex, m, force, cfg.socket.multi_buffer);
-        let mut q = open_queues(&setup, Some(&mut attach))?;
+        let prog = XskRedirect::load(XskRedirectOpts { frags: cfg.socket.multi_buffer, ..Default::default() })?;
+        let mut q = open_queues(&setup, Some(prog))?;
         let mut port = q.ports.pop().expect("one queue");
         port._prog = q.attached.take().map(|a| a.prog);
         Ok(port)

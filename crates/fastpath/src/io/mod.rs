@@ -13,6 +13,7 @@ pub mod tpacket;
 
 use serde::Serialize;
 
+use crate::netdev::{Iface, NoSuchInterface};
 use crate::sys::SysError;
 
 /// Counters every backend reports under the same names; `drops` holds the kernel's own drop
@@ -257,15 +258,42 @@ pub enum PortSpec {
     TapUring(tap::TapOptions),
 }
 
-/// Opens the backend named by `spec` on `iface` (for TAP: the device name) in the calling
-/// thread's network namespace.
-pub fn open(iface: &str, spec: &PortSpec) -> Result<AnyPort, PortError> {
+/// Opens the backend named by `spec` on the interface named `name`, in the calling thread's
+/// network namespace: for AF_XDP and TPACKET the name is resolved here, once
+/// ([`Iface::resolve`]), and the port opened with [`open_iface`]; a TAP device is opened (or
+/// created) by its name. Privileges: as the backend's `open`.
+///
+/// # Errors
+///
+/// [`PortError::Xsk`] ([`crate::xsk::XskError::NoSuchInterface`]) if no interface has the name;
+/// as the backend's `open`.
+pub fn open(name: &str, spec: &PortSpec) -> Result<AnyPort, PortError> {
+    Ok(match spec {
+        PortSpec::AfXdp { .. } | PortSpec::Tpacket(_) => open_iface(&Iface::resolve(name)?, spec)?,
+        PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(name, *o)?),
+        PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(name, *o)?)),
+    })
+}
+
+/// Opens the backend named by `spec` on `iface`, resolved by the caller (a TAP device: by its
+/// name). AF_XDP attaches `xsk_redirect` natively, falling back to skb, not forcing.
+///
+/// # Errors
+///
+/// As the backend's `open`.
+pub fn open_iface(iface: &Iface, spec: &PortSpec) -> Result<AnyPort, PortError> {
     Ok(match spec {
         PortSpec::AfXdp { queue, config } => {
-            AnyPort::AfXdp(Box::new(afxdp::AfXdpPort::open(iface, *queue, config, None, false)?))
+            AnyPort::AfXdp(Box::new(afxdp::AfXdpPort::open(iface, *queue, config, crate::bpf::AttachOpts::default())?))
         }
         PortSpec::Tpacket(o) => AnyPort::Tpacket(tpacket::TpacketPort::open(iface, *o)?),
-        PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(iface, *o)?),
-        PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(iface, *o)?)),
+        PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(iface.name(), *o)?),
+        PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(iface.name(), *o)?)),
     })
+}
+
+impl From<NoSuchInterface> for PortError {
+    fn from(e: NoSuchInterface) -> Self {
+        PortError::Xsk(e.into())
+    }
 }

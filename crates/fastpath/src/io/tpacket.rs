@@ -10,10 +10,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{Port, PortError, PortStats};
-use crate::netdev::NetDev;
+use crate::netdev::Iface;
 use crate::sys::packet::*;
 use crate::sys::{self, Mmap};
-use crate::xsk::XskError;
 
 const PAGE: u32 = 4096;
 /// TPACKET_ALIGN(sizeof(struct tpacket3_hdr)): where TX frame data starts.
@@ -125,10 +124,15 @@ pub struct TpacketPort {
 }
 
 impl TpacketPort {
-    /// Opens a TPACKET_V3 socket on `iface` (current network namespace).
-    pub fn open(iface: &str, opts: TpacketOptions) -> Result<Self, PortError> {
+    /// Opens a TPACKET_V3 socket on `iface` (by its ifindex; use it in the network namespace
+    /// it was resolved in). Needs CAP_NET_RAW.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] for options out of range; [`PortError::Sys`] for a failed call
+    /// (EPERM without CAP_NET_RAW).
+    pub fn open(iface: &Iface, opts: TpacketOptions) -> Result<Self, PortError> {
         opts.validate()?;
-        let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
         let fd = socket_packet()?;
         sys::setsockopt_int(&fd, SOL_PACKET, PACKET_VERSION, TPACKET_V3, "SOL_PACKET, PACKET_VERSION, TPACKET_V3")?;
         let frames_per_block = opts.block_size / opts.frame_size;
@@ -163,7 +167,7 @@ impl TpacketPort {
         // A port receives what arrives on the interface, not what this host sends out of it
         // (PACKET_IGNORE_OUTGOING, kernel >= 4.20).
         sys::setsockopt_int(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, 1, "SOL_PACKET, PACKET_IGNORE_OUTGOING")?;
-        bind_ll(&fd, dev.ifindex)?;
+        bind_ll(&fd, iface.ifindex())?;
         if let Some((id, mode)) = opts.fanout {
             let t = match mode {
                 Fanout::Hash => PACKET_FANOUT_HASH,

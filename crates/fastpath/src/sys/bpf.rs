@@ -36,7 +36,8 @@ pub fn ensure_bpffs(path: &std::path::Path) -> Result<(), SysError> {
 /// The libbpf-sys constants the BPF modules and the feature probes name.
 pub use libbpf_sys::{
     BPF_F_TEST_XDP_LIVE_FRAMES, BPF_PROG_TYPE_TRACING, BPF_PROG_TYPE_XDP, BPF_TRACE_RAW_TP, BTF_KIND_STRUCT,
-    BTF_KIND_TYPEDEF, XDP_DROP, XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
+    BTF_KIND_TYPEDEF, XDP_ATTACHED_DRV, XDP_ATTACHED_HW, XDP_ATTACHED_NONE, XDP_ATTACHED_SKB, XDP_DROP,
+    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
 };
 
 /// What `bpf_link_get_info_by_fd` says about a link.
@@ -68,9 +69,9 @@ pub fn link_info(fd: BorrowedFd<'_>) -> Result<LinkInfo, SysError> {
     Ok(LinkInfo { id: info.id, prog_id: info.prog_id, is_xdp, ifindex })
 }
 
-/// The XDP program on `ifindex` (`bpf_xdp_query`, netlink): its id and "native", "skb", "hw"
-/// or "multi"; `None` if none.
-pub fn xdp_query(ifindex: u32) -> Result<Option<(u32, &'static str)>, SysError> {
+/// The XDP program on `ifindex` (`bpf_xdp_query`, netlink): its id and the kernel's attach
+/// mode (`XDP_ATTACHED_*`); `None` if none.
+pub fn xdp_query(ifindex: u32) -> Result<Option<(u32, u32)>, SysError> {
     // SAFETY: all-zero is a valid bpf_xdp_query_opts; sz is set below.
     let mut opts: libbpf_sys::bpf_xdp_query_opts = unsafe { std::mem::zeroed() };
     opts.sz = std::mem::size_of::<libbpf_sys::bpf_xdp_query_opts>() as _;
@@ -79,13 +80,10 @@ pub fn xdp_query(ifindex: u32) -> Result<Option<(u32, &'static str)>, SysError> 
     if rc < 0 {
         return Err(SysError { call: format!("bpf_xdp_query(ifindex={ifindex})"), errno: -rc });
     }
-    let mode = match opts.attach_mode as u32 {
-        libbpf_sys::XDP_ATTACHED_NONE => return Ok(None),
-        libbpf_sys::XDP_ATTACHED_DRV => "native",
-        libbpf_sys::XDP_ATTACHED_SKB => "skb",
-        libbpf_sys::XDP_ATTACHED_HW => "hw",
-        _ => "multi",
-    };
+    let mode = u32::from(opts.attach_mode);
+    if mode == libbpf_sys::XDP_ATTACHED_NONE {
+        return Ok(None);
+    }
     let id = [opts.prog_id, opts.drv_prog_id, opts.skb_prog_id].into_iter().find(|&i| i != 0).unwrap_or(0);
     Ok(Some((id, mode)))
 }

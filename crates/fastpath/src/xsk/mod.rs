@@ -70,7 +70,7 @@ pub use ring::{
     CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_PKT_CONTD,
     XDP_RING_NEED_WAKEUP,
 };
-pub use socket::{BusyPoll, CopyMode, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use umem::{Frame, Umem, UmemConfig};
 
 pub use crate::sys::uapi::XDP_PACKET_HEADROOM;

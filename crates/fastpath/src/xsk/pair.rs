@@ -27,6 +27,7 @@
 use std::sync::Arc;
 
 use super::{Frame, SocketConfig, Umem, UmemConfig, XskError, XskSocket, XskStats};
+use crate::netdev::Iface;
 use crate::sys::{self, SysError};
 
 /// In [`XskPair`]'s per-frame record: the frame ends its packet (frame lengths fit in 31 bits).
@@ -71,10 +72,18 @@ pub struct XskPair {
 impl XskPair {
     /// Makes a UMEM of `umem.frame_count` frames, binds a socket on (`ifaces[0]`, `queue_id`)
     /// that registers it, and a second on (`ifaces[1]`, `queue_id`) sharing it with its own
-    /// FILL and COMPLETION rings; half the frames go to each FILL ring. Errors: as
-    /// [`XskSocket::bind`] (interface missing, queue out of range, kernel < 5.10 for a UMEM
-    /// shared across interfaces).
-    pub fn bind(umem: &UmemConfig, socket: &SocketConfig, ifaces: [&str; 2], queue_id: u32) -> Result<Self, XskError> {
+    /// FILL and COMPLETION rings; half the frames go to each FILL ring.
+    ///
+    /// # Errors
+    ///
+    /// As [`XskSocket::bind`] (queue out of range, [`XskError::Unsupported`] on a kernel < 5.10
+    /// for a UMEM shared across interfaces, EPERM without CAP_NET_RAW), and as [`Umem::new`].
+    pub fn bind(
+        umem: &UmemConfig,
+        socket: &SocketConfig,
+        ifaces: [&Iface; 2],
+        queue_id: u32,
+    ) -> Result<Self, XskError> {
         let (umem, mut frames) = Umem::new(umem)?;
         let umem_cfg = umem.config().clone();
         let s0 = XskSocket::bind(&umem, ifaces[0], queue_id, socket)?;

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::ring::{CompRing, FillRing, RawRing, RxRing, TxRing, XdpDesc};
 use super::umem::{Bound, Umem, UmemConfig, SOL_XDP};
-use crate::netdev::NetDev;
+use crate::netdev::{Iface, NetDev};
 use crate::sys::{self, Mmap, SysError};
 
 // The SOL_XDP options and bind flags (include/uapi/linux/if_xdp.h) and the busy-poll socket
@@ -110,12 +110,9 @@ impl XskConfig {
 /// Errors of the AF_XDP area. Each is one line naming the value and what is accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum XskError {
-    /// No such interface in this network namespace.
-    #[error("interface {iface:?} does not exist in this network namespace (see `ip link`)")]
-    NoSuchInterface {
-        /// The name asked for.
-        iface: String,
-    },
+    /// No such interface in this network namespace ([`crate::netdev::Iface::resolve`]).
+    #[error(transparent)]
+    NoSuchInterface(#[from] crate::netdev::NoSuchInterface),
     /// Queue id out of range.
     #[error("queue id {queue} is out of range for {iface}: it has {count} rx queue(s), so 0..={max} are accepted", max = .count - 1)]
     QueueOutOfRange {
@@ -290,6 +287,44 @@ pub struct XskSocket {
     notes: Vec<String>,
 }
 
+/// Queue ids checked against an interface's rx queues: made only by [`RxQueues::check`], so a
+/// function taking `RxQueues` (`io::afxdp::open_queues`) knows the check was made, once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxQueues {
+    ifindex: u32,
+    ids: Vec<u32>,
+}
+
+impl RxQueues {
+    /// Checks that every id of `ids` is an rx queue of `iface` (ETHTOOL_GCHANNELS; a driver
+    /// that does not report channels is left to the kernel's bind). The one place this check
+    /// is made: [`XskSocket::bind`] per socket, and a caller opening several queues (or
+    /// naming a queue it binds nothing on) before it attaches anything. Needs no privileges.
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::QueueOutOfRange`] for the first queue out of range; [`XskError::Sys`] if the
+    /// channel count cannot be read.
+    pub fn check(iface: &Iface, ids: Vec<u32>) -> Result<Self, XskError> {
+        if let Some(count) = iface.dev().rx_queue_count()? {
+            if let Some(&queue) = ids.iter().find(|&&q| q >= count) {
+                return Err(XskError::QueueOutOfRange { iface: iface.name().to_string(), queue, count });
+            }
+        }
+        Ok(Self { ifindex: iface.ifindex(), ids })
+    }
+
+    /// The queue ids, in the order given.
+    pub fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// The ifindex they were checked on.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+}
+
 /// Which socket to share the UMEM with, and how.
 fn pick_share(umem: &Umem, ifindex: u32, queue_id: u32) -> Result<(Sharing, Option<Arc<OwnedFd>>), XskError> {
     let mut bound = umem.bound.lock().expect("UMEM registry lock");
@@ -325,7 +360,25 @@ impl XskSocket {
     /// program's map (see `bpf::XskRedirect`).
     ///
     /// Privileges: CAP_NET_RAW. Kernel >= 5.4 (need_wakeup ring layout).
-    pub fn bind(umem: &Arc<Umem>, iface: &str, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::QueueOutOfRange`] (checked here, [`RxQueues::check`]), a size refused by
+    /// [`SocketConfig::validate`], [`XskError::Unsupported`] for a feature the kernel lacks,
+    /// [`XskError::NoZeroCopy`], [`XskError::UmemUnusable`], or the failed call
+    /// ([`XskError::Sys`], EPERM without CAP_NET_RAW).
+    pub fn bind(umem: &Arc<Umem>, iface: &Iface, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
+        RxQueues::check(iface, vec![queue_id])?;
+        Self::bind_checked(umem, iface, queue_id, config)
+    }
+
+    /// [`XskSocket::bind`] with the queue id already checked ([`RxQueues::check`]).
+    pub(crate) fn bind_checked(
+        umem: &Arc<Umem>,
+        iface: &Iface,
+        queue_id: u32,
+        config: &SocketConfig,
+    ) -> Result<Self, XskError> {
         config.validate()?;
         // Asked-for features the kernel lacks are refused up front, by name
         // (`Unsupported`), not as a failed setsockopt later.
@@ -339,12 +392,7 @@ impl XskSocket {
         if config.multi_buffer {
             check(Feature::MultiBuffer)?;
         }
-        let dev = NetDev::by_name(iface).map_err(|_| XskError::NoSuchInterface { iface: iface.to_string() })?;
-        if let Some(count) = dev.rx_queue_count()? {
-            if queue_id >= count {
-                return Err(XskError::QueueOutOfRange { iface: iface.to_string(), queue: queue_id, count });
-            }
-        }
+        let dev = iface.dev();
         let owner = umem.owner_fd.lock().expect("UMEM owner lock").take();
         let (sharing, fd, share_with) = match owner {
             Some(fd) => (Sharing::Owner, fd, None),
@@ -368,7 +416,7 @@ impl XskSocket {
             }
         };
         let owner = sharing == Sharing::Owner;
-        let mut s = match Self::setup(umem, fd, &dev, queue_id, config, sharing) {
+        let mut s = match Self::setup(umem, fd, dev, queue_id, config, sharing) {
             Ok(s) => s,
             Err(e) => {
                 if owner {
@@ -378,7 +426,7 @@ impl XskSocket {
             }
         };
         let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
-        match s.bind_mode(&dev, config.copy_mode, shared_fd) {
+        match s.bind_mode(dev, config.copy_mode, shared_fd) {
             Ok(()) => {
                 if config.copy_mode == CopyMode::Auto && !s.zero_copy && shared_fd.is_none() {
                     // Auto binds with neither XDP_COPY nor XDP_ZEROCOPY: the kernel tries
@@ -405,7 +453,7 @@ impl XskSocket {
                 match e {
                     XskError::Sys(e) if config.copy_mode == CopyMode::ZeroCopy && e.errno != libc::EBUSY => {
                         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
-                        Err(XskError::NoZeroCopy { iface: iface.to_string(), driver, cause: e })
+                        Err(XskError::NoZeroCopy { iface: iface.name().to_string(), driver, cause: e })
                     }
                     e => Err(e),
                 }
