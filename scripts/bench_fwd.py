@@ -17,11 +17,16 @@ With --jumbo there is one more row, rxdrop: `fastpath gen --engine xsk --frame-l
 CPU 0, multi-buffer TX) from a to `fastpath bench rxdrop --cpu 1` on fa (multi-buffer RX, copy
 mode), the bytes rxdrop received over the generator's time.
 
+With --baseline BIN, each of fastpath's own forwarders runs again with an older build right after
+the current one, in the same run on the same bed (rows "NAME (before)"), for before/after.
+
 Usage: scripts/bench_fwd.py [--runs 3] [--duration 5] [--forwarders xdp-l2,xdp-l3,kernel,bridge] [--jumbo]
+                            [--baseline BIN]
        (root; the fastpath binary from $FASTPATH or target/release/fastpath)
 """
 import argparse, glob, json, os, statistics, subprocess, sys, time
 
+import fplib
 from fplib import FP, fp, last_json, ready
 
 FORWARDERS = ["xdp-l2", "xdp-l3", "xdp-l3-nocache", "xsk-l2", "kernel", "bridge"]
@@ -98,13 +103,20 @@ def measure_tcp(bed, d, l2):
         on_link(bed, False)
 
 
-def run_forwarder(bed, name, d, jumbo=False):
+def spawn(binary, args):
+    """The forwarder under test: `binary` (None: the current build) with `args`, not waited for."""
+    return subprocess.Popen([binary or fplib.FP] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_forwarder(bed, name, d, jumbo=False, binary=None):
+    """`name`'s (delivered, offered) on `bed`; `binary` runs fastpath's own forwarder (the
+    generator and the counter are always the current build)."""
     f = bed["ns_f"]
     if name.startswith("xdp-"):
         mode = name[4:6]
         extra = ["--no-fib-cache"] if name.endswith("-nocache") else []
-        p = fp(["fwd", "--netns", f, "-i", bed["iface_fa"], "-i", bed["iface_fb"], "--mode", mode,
-                "--duration", "600", "--json", "--interval", "100"] + extra, wait=False)
+        p = spawn(binary, ["fwd", "--netns", f, "-i", bed["iface_fa"], "-i", bed["iface_fb"], "--mode", mode,
+                           "--duration", "600", "--json", "--interval", "100"] + extra)
         ready(p)
         try:
             return measure(bed, d, bed["mac_b"] if mode == "l2" else bed["mac_fa"], jumbo, mode == "l2")
@@ -112,8 +124,8 @@ def run_forwarder(bed, name, d, jumbo=False):
             p.send_signal(15)
             p.communicate(timeout=30)
     if name == "xsk-l2":
-        p = fp(["fwd", "--engine", "xsk", "--mode", "l2", "--cpus", "1", "--netns", f, "-i", bed["iface_fa"], "-i",
-                bed["iface_fb"], "--duration", "600", "--json", "--interval", "100"], wait=False)
+        p = spawn(binary, ["fwd", "--engine", "xsk", "--mode", "l2", "--cpus", "1", "--netns", f, "-i", bed["iface_fa"],
+                           "-i", bed["iface_fb"], "--duration", "600", "--json", "--interval", "100"])
         ready(p)
         try:
             return measure(bed, d, bed["mac_b"], jumbo, True)
@@ -148,7 +160,7 @@ def run_forwarder(bed, name, d, jumbo=False):
     sys.exit(f"bench: --forwarders {name!r} is not accepted: use {','.join(FORWARDERS)}")
 
 
-def one_run(d, names, jumbo=False):
+def one_run(d, names, jumbo=False, baseline=None):
     """One run on a forwarding test bed of its own: {forwarder: (delivered, offered)} for each
     name in `names` (FORWARDERS, and with `jumbo` JUMBO_ONLY): Mpps of 64-byte UDP, or with
     `jumbo` (MTU 9000) Gbit/s of one TCP stream (rxdrop: of UDP)."""
@@ -159,7 +171,12 @@ def one_run(d, names, jumbo=False):
             for ns, i in ((bed["ns_a"], bed["iface_a"]), (bed["ns_f"], bed["iface_fa"]), (bed["ns_f"], bed["iface_fb"]),
                           (bed["ns_b"], bed["iface_b"])):
                 sh("ip", "-n", ns, "link", "set", "dev", i, "mtu", "9000")
-        return {n: run_forwarder(bed, n, d, jumbo) for n in names}
+        out = {}
+        for n in names:
+            out[n] = run_forwarder(bed, n, d, jumbo)
+            if baseline and (n.startswith("xdp-") or n.startswith("xsk-")):
+                out[n + " (before)"] = run_forwarder(bed, n, d, jumbo, baseline)
+        return out
     finally:
         subprocess.run([FP, "testbed", "down", bed["name"]], capture_output=True)
 
@@ -170,6 +187,7 @@ def main():
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--forwarders", default=None)
     ap.add_argument("--jumbo", action="store_true")
+    ap.add_argument("--baseline", help="an older fastpath binary for before/after rows of fastpath's forwarders")
     a = ap.parse_args()
     known = FORWARDERS + (JUMBO_ONLY if a.jumbo else [])
     names = a.forwarders.split(",") if a.forwarders else known
@@ -181,14 +199,14 @@ def main():
     results = []  # per run: {name: (delivered Mpps, offered Mpps)}
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
-        results.append(one_run(a.duration, names, a.jumbo))
+        results.append(one_run(a.duration, names, a.jumbo, a.baseline))
     base = "kernel" if "kernel" in names else None
     unit = "Gbit/s" if a.jumbo else "Mpps"
     head = f"{'forwarder':<14} {'delivered ' + unit:>15}" + ("" if a.jumbo else f" {'offered ' + unit:>13}")
     if base:
         head += "   ratio to kernel forwarding, same run (min/median/max)"
     print(head)
-    for n in names:
+    for n in list(results[0]):
         got = [res[n][0] for res in results]
         off = [res[n][1] for res in results]
         line = f"{n:<14} {statistics.median(got):>15.2f}" + ("" if a.jumbo else f" {statistics.median(off):>13.2f}")
@@ -198,6 +216,9 @@ def main():
         elif base:
             q = [res[n][0] / res[base][0] for res in results]
             line += f"   {min(q):.2f} / {statistics.median(q):.2f} / {max(q):.2f}"
+        if n + " (before)" in results[0]:
+            ab = [res[n][0] / res[n + " (before)"][0] for res in results]
+            line += f"   after/before {statistics.median(ab):.3f} (runs: {', '.join(f'{x:.3f}' for x in ab)})"
         print(line)
     if a.jumbo:
         print(f"\n{a.runs} runs of {a.duration} s; medians. MTU 9000 on every veth end; one iperf3 TCP stream a -> b "
