@@ -514,7 +514,7 @@ impl TapUringPort {
     /// # Errors
     ///
     /// [`PortError::Config`] if the port has no `vnet_hdr`, or the frame is not 14 to
-    /// [`MAX_TAP_FRAME`](super::tap::MAX_TAP_FRAME) bytes or does not fit a buffer after the
+    /// [`MAX_TAP_FRAME`] bytes or does not fit a buffer after the
     /// header; [`PortError::Sys`] if `io_uring_enter` fails or the WRITE_FIXED completes with an
     /// error other than EAGAIN / ENOBUFS / EINTR (e.g. EIO while the interface is down, EINVAL for
     /// a header the kernel refuses).
