@@ -246,6 +246,14 @@ impl Testbed {
     ///
     /// Needs root. On failure part-way, everything created so far is removed before the
     /// error is returned; namespaces that already existed are never touched.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::InvalidQueues`] or [`TestbedError::InvalidName`] for a bad `cfg`, before
+    /// anything is created; [`TestbedError::NeedsRoot`] without root (CAP_SYS_ADMIN and
+    /// CAP_NET_ADMIN); [`TestbedError::Command`] naming the `ip` / `ethtool` / `tc` / `sh` command
+    /// that failed (e.g. a namespace of that name already exists); [`TestbedError::Spawn`] if one
+    /// cannot be started (not installed).
     pub fn up(cfg: &TestbedConfig) -> Result<Testbed, TestbedError> {
         if cfg.queues == 0 || cfg.queues > MAX_QUEUES {
             return Err(TestbedError::InvalidQueues { queues: cfg.queues, max: MAX_QUEUES });
@@ -342,9 +350,15 @@ impl Testbed {
     /// Adopts an existing test bed by name (e.g. for `fastpath testbed info` / `down`),
     /// reading MACs and queue count from the interfaces.
     ///
-    /// Errors with [`TestbedError::NotFound`] if either namespace is missing. An adopted bed
-    /// is NOT torn down on drop unless [`Testbed::owned`]`(true)` is called; [`Testbed::down`]
-    /// always tears it down.
+    /// An adopted bed is NOT torn down on drop unless [`Testbed::owned`]`(true)` is called;
+    /// [`Testbed::down`] always tears it down.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::InvalidName`] for a bad `name`; [`TestbedError::NotFound`] if either
+    /// namespace is missing; those of `ip -d link show` in each namespace
+    /// ([`TestbedError::Command`], [`TestbedError::NeedsRoot`], [`TestbedError::Spawn`]), or
+    /// [`TestbedError::Parse`] if its output has no MAC or queue counts.
     pub fn open(name: &str) -> Result<Testbed, TestbedError> {
         validate_name(name)?;
         let ns_a = format!("{name}-a");
@@ -471,6 +485,14 @@ impl Testbed {
     /// this writes 1 to `/sys/class/net/<name>b/threaded` (inside ns b), waits up to 1 s for
     /// the `napi/<name>b-<id>` kernel threads (one per rx queue) and sets their affinity to
     /// `cpu`. Beware: a user-space consumer on the same CPU competes with them.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::Affinity`] for a `cpu` beyond the CPU set size, or if `sched_setaffinity` of
+    /// a NAPI thread fails (EINVAL: CPU not online; EPERM without CAP_SYS_NICE);
+    /// [`TestbedError::Command`] / [`TestbedError::NeedsRoot`] if writing
+    /// `/sys/class/net/<name>b/threaded` fails (threaded NAPI: Linux >= 5.12);
+    /// [`TestbedError::NoNapiThreads`] if no NAPI thread appears within 1 s.
     pub fn set_rx_napi_cpu(&self, cpu: Option<usize>) -> Result<(), TestbedError> {
         let path = format!("/sys/class/net/{}/threaded", self.iface_b);
         let Some(cpu) = cpu else {
@@ -522,6 +544,12 @@ impl Testbed {
     /// Why: a NIC's receive softirq runs with priority over any task on the CPU its interrupt
     /// lands on; a threaded NAPI is an ordinary task and would share that CPU fairly with a
     /// service. SCHED_FIFO restores the priority (sched(7)). Needs CAP_SYS_NICE.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::NoNapiThreads`] if threaded NAPI is not on; [`TestbedError::Scheduler`] if
+    /// `sched_setscheduler` fails (EINVAL for a priority outside 1..=99, EPERM without
+    /// CAP_SYS_NICE). A thread that exited meanwhile (ESRCH) is skipped.
     pub fn set_rx_napi_fifo(&self, priority: i32) -> Result<Vec<i32>, TestbedError> {
         let threads = napi_threads(&self.iface_b);
         if threads.is_empty() {
@@ -542,6 +570,11 @@ impl Testbed {
 
     /// Sets the MTU of both veth ends (`ip link set dev ... mtu`), e.g. 9000 for jumbo frames:
     /// above ~3500 on x86-64 a veth refuses native XDP programs without frags support.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::Command`] if `ip link set ... mtu` refuses `mtu` (a veth takes 68 to 65535),
+    /// [`TestbedError::NeedsRoot`] without CAP_NET_ADMIN, [`TestbedError::Spawn`] without `ip`.
     pub fn set_mtu(&self, mtu: u32) -> Result<(), TestbedError> {
         for (ns, iface) in [(&self.ns_a, &self.iface_a), (&self.ns_b, &self.iface_b)] {
             cmd::run("ip", &["-n", ns, "link", "set", "dev", iface, "mtu", &mtu.to_string()])?;
@@ -552,6 +585,13 @@ impl Testbed {
     /// `ethtool -S <iface>` run inside namespace `ns`, as `(name, value)` pairs in the
     /// driver's order. For a veth: `peer_ifindex`, `rx_queue_<i>_xdp_packets`,
     /// `rx_queue_<i>_xdp_drops`, `tx_queue_<i>_xdp_xmit`, `tx_queue_<i>_xdp_xmit_errors`, ...
+    ///
+    /// # Errors
+    ///
+    /// Those of running `ip netns exec <ns> ethtool -S <iface>`: [`TestbedError::Spawn`] if `ip`
+    /// cannot be started; [`TestbedError::Command`] / [`TestbedError::NeedsRoot`] if it fails
+    /// (no such namespace or interface, `ethtool` not installed). Lines that do not parse are
+    /// skipped.
     pub fn ethtool_stats(ns: &str, iface: &str) -> Result<Vec<(String, u64)>, TestbedError> {
         let out = cmd::run_in(ns, "ethtool", &["-S", iface])?;
         Ok(out
@@ -587,6 +627,11 @@ impl Testbed {
     /// Tears the test bed down: `ip netns del` of both namespaces, which also destroys the
     /// veth pair. Idempotent (missing namespaces are fine); always tears down, owned or not.
     /// Both deletions are attempted; the first error is returned.
+    ///
+    /// # Errors
+    ///
+    /// The first failure of `ip netns del` ([`TestbedError::Command`], [`TestbedError::NeedsRoot`],
+    /// [`TestbedError::Spawn`]).
     pub fn down(mut self) -> Result<(), TestbedError> {
         self.teardown()
     }

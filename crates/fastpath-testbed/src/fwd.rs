@@ -145,6 +145,13 @@ fn host_routes(
 impl FwdBed {
     /// Builds the test bed named `name` (1 to 12 ASCII letters or digits; `None`: a unique
     /// name). On failure part-way everything created is removed.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::InvalidName`] for a bad `name`, before anything is created;
+    /// [`TestbedError::NeedsRoot`] without root (CAP_SYS_ADMIN and CAP_NET_ADMIN);
+    /// [`TestbedError::Command`] naming the `ip` / `sh` command that failed (e.g. a namespace of
+    /// that name already exists); [`TestbedError::Spawn`] if one cannot be started.
     pub fn up(name: Option<&str>) -> Result<FwdBed, TestbedError> {
         let name = match name {
             Some(n) => {
@@ -208,6 +215,12 @@ impl FwdBed {
     /// Deletes the link between the forwarder and host b (both ends go with the veth pair) and
     /// makes it again as it was: same names, MACs, addresses, routes and neighbours, new
     /// ifindexes. For the tests of a forwarder following a deleted and recreated port.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::Command`] / [`TestbedError::NeedsRoot`] / [`TestbedError::Spawn`] naming the
+    /// `ip` command that failed, as [`FwdBed::link_b_again`]; a failure part-way leaves the link as
+    /// far as it got.
     pub fn relink_b(&self) -> Result<(), TestbedError> {
         let i = &self.info;
         cmd::ip(&format!("-n {} link del {}", i.ns_f, i.iface_fb))?;
@@ -215,6 +228,12 @@ impl FwdBed {
     }
 
     /// The second half of [`FwdBed::relink_b`]: makes the link to b again after it was deleted.
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::Command`] naming the `ip` command that failed (e.g. EEXIST if the link was
+    /// not deleted), [`TestbedError::NeedsRoot`] without CAP_NET_ADMIN, [`TestbedError::Spawn`]
+    /// without `ip`.
     pub fn link_b_again(&self) -> Result<(), TestbedError> {
         let i = &self.info;
         cmd::ip(&format!(
@@ -252,6 +271,12 @@ impl FwdBed {
     }
 
     /// Deletes the three namespaces of test bed `name` (those that exist).
+    ///
+    /// # Errors
+    ///
+    /// [`TestbedError::InvalidName`] for a bad `name`; else the first failure of `ip netns del`
+    /// ([`TestbedError::Command`], [`TestbedError::NeedsRoot`], [`TestbedError::Spawn`]), after all
+    /// three were attempted.
     pub fn down_by_name(name: &str) -> Result<(), TestbedError> {
         validate_name(name)?;
         let mut first_err = None;

@@ -28,6 +28,12 @@ pub(crate) fn netns_exists(name: &str) -> bool {
 /// affected. Note that `/sys` is NOT remounted (it still shows the namespace that mounted it);
 /// use `ip netns exec` for sysfs. There is no way back except entering another named
 /// namespace, so prefer [`run_in_netns`] / [`spawn_in_netns`], which use a fresh thread.
+///
+/// # Errors
+///
+/// [`TestbedError::Netns`]: EINVAL for a name that is not a file name, the errno of opening
+/// `/var/run/netns/<name>` (ENOENT: no such namespace), or of `setns` (EPERM without CAP_SYS_ADMIN;
+/// [`TestbedError::needs_root`] then says so).
 pub fn enter_netns(name: &str) -> Result<(), TestbedError> {
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(TestbedError::Netns {
@@ -56,7 +62,14 @@ pub fn enter_netns(name: &str) -> Result<(), TestbedError> {
 /// returns its result.
 ///
 /// A panic in `f` is propagated to the caller (re-raised with the original payload).
-/// Returns an error, without running `f`, if the namespace cannot be entered.
+///
+/// # Errors
+///
+/// As [`enter_netns`], without running `f`.
+///
+/// # Panics
+///
+/// If `f` panics (its payload re-raised), or the operating system cannot create a thread.
 pub fn run_in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> Result<T, TestbedError> {
     match spawn_in_netns(ns, f).join() {
         Ok(result) => result,
@@ -67,8 +80,11 @@ pub fn run_in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 
 /// Spawns (does not join) a thread that first enters network namespace `ns` and then runs
 /// `f`; the thread's result is `Err` if entering failed (then `f` is not run).
 ///
-/// The thread is named `netns-<ns>`. Panics, like [`std::thread::spawn`], if the operating
-/// system cannot create a thread.
+/// The thread is named `netns-<ns>`.
+///
+/// # Panics
+///
+/// Like [`std::thread::spawn`], if the operating system cannot create a thread.
 pub fn spawn_in_netns<T: Send + 'static>(
     ns: &str,
     f: impl FnOnce() -> T + Send + 'static,
@@ -91,6 +107,11 @@ pub(crate) fn all_netns() -> Result<BTreeSet<String>, TestbedError> {
 
 /// Names of the test beds present: every `<name>` for which both namespaces `<name>-a` and
 /// `<name>-b` exist (per `ip netns list`) and `<name>` is a valid test bed name. Sorted.
+///
+/// # Errors
+///
+/// Those of running `ip netns list`: [`TestbedError::Spawn`] if `ip` cannot be started
+/// (iproute2 missing), [`TestbedError::Command`] / [`TestbedError::NeedsRoot`] if it fails.
 pub fn list() -> Result<Vec<String>, TestbedError> {
     let all = all_netns()?;
     Ok(all

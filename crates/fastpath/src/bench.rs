@@ -98,6 +98,10 @@ impl Wait {
 /// rxdrop: receive and give every frame back to the kernel, calling `on_packet` with each
 /// packet's bytes. Runs until `stop`. The same loop for every backend; `on_packet` is
 /// monomorphised into the backend's receive loop.
+///
+/// # Errors
+///
+/// The first error of [`Port::rx_burst`] (e.g. the interface gone), which ends the loop.
 pub fn rxdrop<P: Port>(
     port: &mut P,
     opts: LoopOpts,
@@ -126,6 +130,10 @@ pub fn rxdrop<P: Port>(
 
 /// l2fwd: swap the MAC addresses of each received frame and send it back out of the same port
 /// (on AF_XDP from the same UMEM frame, no copy). Runs until `stop`.
+///
+/// # Errors
+///
+/// The first error of the port's receive or send ([`Port::fwd_burst`]), which ends the loop.
 pub fn l2fwd<P: Port>(port: &mut P, opts: LoopOpts, counters: &Counters, stop: &AtomicBool) -> Result<(), PortError> {
     let timeout = opts.wait.timeout_ms();
     while !stop.load(Ordering::Relaxed) {
@@ -155,6 +163,10 @@ pub fn l2fwd<P: Port>(port: &mut P, opts: LoopOpts, counters: &Counters, stop: &
 /// to 5 s for outstanding completions (with a count reached, missing completions are an error:
 /// `--count N` means N frames submitted AND completed), or 300 ms when stopped early. Returns
 /// the number of packets sent. The same loop for every backend.
+///
+/// # Errors
+///
+/// As [`txonly_flows`].
 pub fn txonly<P: Port>(
     port: &mut P,
     template: &[u8],
@@ -170,6 +182,12 @@ pub fn txonly<P: Port>(
 /// [`txonly`], and with `flows` frame `seq` carries flow `(seq - 1) % n` of
 /// [`Flows`](packet::Flows) (source address's last byte and source port rewritten in place,
 /// checksums fixed incrementally; IPv4 or IPv6 templates).
+///
+/// # Errors
+///
+/// The first error of the port ([`Port::tx_stamped`]: [`PortError::Config`] for a template it
+/// cannot carry; [`Port::tx_reap`], [`Port::tx_outstanding`]); [`PortError::Sys`] with ETIMEDOUT if
+/// `limits.count` was reached and frames are still not completed after 5 s.
 #[allow(clippy::too_many_arguments)]
 pub fn txonly_flows<P: Port>(
     port: &mut P,
@@ -273,6 +291,12 @@ pub fn txonly_flows<P: Port>(
 /// map (exact even when a call is interrupted); `counters` get them after each call.
 /// Returns the frames this thread generated. With a rate, `pace` counts how evenly they went
 /// out: every whole 1 ms window after the first, and those within 20% of the nominal rate.
+///
+/// # Errors
+///
+/// [`SysError`] from [`XdpGen::run`] (EINTR is not one), EIO if the per-CPU sequence map cannot be
+/// read for `cpu`, or if [`XdpGen::set_pace`] / [`XdpGen::pace_windows`] fail (their message in
+/// `call`).
 #[allow(clippy::too_many_arguments)]
 pub fn gen_live(
     gen: &XdpGen,
@@ -407,6 +431,17 @@ impl Drop for LastOut {
 impl LiveGen {
     /// Starts one thread per CPU in `cpus` (which must be distinct: each thread's frames are
     /// counted in its CPU's slot of the sequence map). `counters[i]` gets thread i's counts.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if the SIGUSR1 handler cannot be installed (`sigaction`). A thread that cannot
+    /// be pinned to its CPU (`sched_setaffinity`, EINVAL for a CPU not online) ends with that
+    /// error, reported by [`LiveGen::stop`].
+    ///
+    /// # Panics
+    ///
+    /// If `counters` has fewer entries than `cpus`; if `cpus` is empty while `limits` sets a count
+    /// or a rate (division by zero); if a thread cannot be spawned.
     pub fn start(
         gen: Arc<XdpGen>,
         frame: &[u8],
@@ -454,6 +489,11 @@ impl LiveGen {
     }
 
     /// Stops and joins the threads; returns the frames they generated.
+    ///
+    /// # Errors
+    ///
+    /// The first thread's error (as [`gen_live`], or its failed `sched_setaffinity`); EIO if a
+    /// thread panicked.
     pub fn stop(self) -> Result<u64, SysError> {
         use std::os::unix::thread::JoinHandleExt;
         self.stop.store(true, Ordering::Relaxed);

@@ -188,6 +188,12 @@ pub struct Features {
 
 impl Features {
     /// The answer for `f`.
+    ///
+    /// # Panics
+    ///
+    /// Never for a [`Features`] of [`probe`] or [`probe_uncached`], which answer every feature of
+    /// [`Feature::ALL`] (each probe group records each of its features on every path, probed or by
+    /// kernel version); only for one built by hand without `f`.
     pub fn get(&self, f: Feature) -> &FeatureStatus {
         self.features.iter().find(|s| s.feature == f).expect("every feature is probed")
     }
@@ -202,6 +208,15 @@ impl Features {
     /// `FASTPATH_DENY_FEATURES=key,key` (keys of [`Feature::key`]) makes `check` refuse those
     /// features whatever the kernel says: to exercise a fallback or an error path on a kernel
     /// that has the feature (as libxdp's `LIBXDP_SKIP_DISPATCHER` does for its dispatcher).
+    ///
+    /// # Errors
+    ///
+    /// [`Unsupported`] (feature name and minimum kernel) if the kernel lacks `f`, or `f`'s key is
+    /// listed in `FASTPATH_DENY_FEATURES`.
+    ///
+    /// # Panics
+    ///
+    /// As [`Features::get`].
     pub fn check(&self, f: Feature) -> Result<(), Unsupported> {
         check_status(self.get(f))
     }
@@ -288,12 +303,22 @@ fn group_answers(g: Group) -> &'static [FeatureStatus] {
 /// The answer for one feature, probing only its group the first time (cached afterwards).
 /// Never fails: a probe that cannot run falls back to the kernel version. Privileges as
 /// [`probe`].
+///
+/// # Panics
+///
+/// Never: each probe group records every one of its features on every path, probed or by kernel
+/// version (`Prober::xsk_probes`, `live_frames`, `tracepoints`).
 pub fn status(f: Feature) -> &'static FeatureStatus {
     group_answers(f.group()).iter().find(|s| s.feature == f).expect("every feature of a group is answered")
 }
 
 /// `Ok` if the kernel has `f`, else [`Unsupported`] naming it and its minimum kernel; probes
 /// only `f`'s group, once per process (see [`Features::check`] for `FASTPATH_DENY_FEATURES`).
+///
+/// # Errors
+///
+/// [`Unsupported`] (feature name and minimum kernel) if the kernel lacks `f`, or `f`'s key is
+/// listed in `FASTPATH_DENY_FEATURES`.
 pub fn check(f: Feature) -> Result<(), Unsupported> {
     check_status(status(f))
 }
@@ -330,6 +355,11 @@ pub fn probe_runs() -> usize {
 }
 
 /// Runs every probe now, without the cache (for tests and diagnostics; use [`probe`]).
+///
+/// # Panics
+///
+/// Never: every probe group records each of its features on every path, so each of [`Feature::ALL`]
+/// is found.
 pub fn probe_uncached() -> Features {
     let mut p = prober();
     p.xsk_probes();

@@ -70,6 +70,10 @@ pub const IFNAMSIZ: usize = 16;
 /// non-empty, shorter than IFNAMSIZ (at most 15 bytes), not "." or "..", and no '/', ':' or
 /// whitespace. Names become parts of paths (pin directories) and ioctl requests, so this runs
 /// before either. The error says what is wrong and what is accepted.
+///
+/// # Errors
+///
+/// The message above if `name` breaks any of these rules.
 pub fn validate_ifname(name: &str) -> Result<(), String> {
     let why = if name.is_empty() {
         "it is empty"
@@ -213,6 +217,11 @@ pub struct NetDev {
 
 impl NetDev {
     /// Resolves `name`. Error: the interface does not exist in this network namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] from `if_nametoindex` (ENODEV: no such interface in this network namespace;
+    /// EINVAL for a name with a NUL).
     pub fn by_name(name: &str) -> Result<Self, SysError> {
         Ok(Self { name: name.to_string(), ifindex: sys::if_nametoindex(name)? })
     }
@@ -242,6 +251,11 @@ impl NetDev {
     /// Number of receive queues (rx + combined channels from ETHTOOL_GCHANNELS); queue ids
     /// 0..n can be bound by an AF_XDP socket. `None` when the driver does not report channels
     /// (EOPNOTSUPP): then only the kernel's bind can tell.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if ETHTOOL_GCHANNELS fails other than with EOPNOTSUPP (ENODEV once the
+    /// interface is gone).
     pub fn rx_queue_count(&self) -> Result<Option<u32>, SysError> {
         Ok(self.channels()?.map(|ch| (ch.rx_count + ch.combined_count).max(1)))
     }
@@ -253,6 +267,10 @@ impl NetDev {
 
     /// Number of transmit queues (tx + combined channels from ETHTOOL_GCHANNELS); `None` when
     /// the driver does not report channels.
+    ///
+    /// # Errors
+    ///
+    /// As [`NetDev::rx_queue_count`].
     pub fn tx_queue_count(&self) -> Result<Option<u32>, SysError> {
         Ok(self.channels()?.map(|ch| (ch.tx_count + ch.combined_count).max(1)))
     }
@@ -260,6 +278,11 @@ impl NetDev {
     /// Every interface of the current network namespace, by name (if_nameindex(3): the
     /// namespace the calling thread is in, unlike /sys/class/net, which shows the namespace
     /// sysfs was mounted in).
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `if_nameindex` fails (ENOBUFS / ENOMEM; it uses an RTM_GETLINK netlink
+    /// dump).
     pub fn all() -> Result<Vec<NetDev>, SysError> {
         let mut out: Vec<NetDev> =
             sys::if_nameindex()?.into_iter().map(|(name, ifindex)| NetDev { name, ifindex }).collect();
@@ -269,6 +292,11 @@ impl NetDev {
 
     /// True if generic receive offload is on (ETHTOOL_GGRO). On a veth, GRO (or an XDP
     /// program) is what gives the device the NAPI that frames redirected into its peer need.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if the ETHTOOL_GGRO ioctl fails (ENODEV once the interface is gone,
+    /// EOPNOTSUPP).
     pub fn gro_enabled(&self) -> Result<bool, SysError> {
         sys::ethtool::gro(&self.name)
     }
@@ -277,27 +305,51 @@ impl NetDev {
     /// rx-vlan-offload): the NIC strips the outer 802.1Q tag into the descriptor before XDP
     /// runs, so an XDP program does not see it in the frame. On a veth the tag is stripped
     /// when the sending peer has tx VLAN offload on (a VLAN device above it), whatever this says.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if the ETHTOOL_GFLAGS ioctl fails (ENODEV once the interface is gone,
+    /// EOPNOTSUPP).
     pub fn rx_vlan_offload(&self) -> Result<bool, SysError> {
         sys::ethtool::rx_vlan_offload(&self.name)
     }
 
     /// The interface's Ethernet address.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if SIOCGIFHWADDR fails (ENODEV once the interface is gone).
     pub fn mac(&self) -> Result<[u8; 6], SysError> {
         sys::if_hwaddr(&self.name)
     }
 
     /// The IP MTU in bytes (SIOCGIFMTU), read now.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if SIOCGIFMTU fails (ENODEV once the interface is gone).
     pub fn mtu(&self) -> Result<u32, SysError> {
         sys::if_mtu(&self.name)
     }
 
     /// The driver's name (ETHTOOL_GDRVINFO), e.g. "veth", "ice", "mlx5_core".
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if ETHTOOL_GDRVINFO fails (ENODEV once the interface is gone, EOPNOTSUPP for a
+    /// device without ethtool ops).
     pub fn driver(&self) -> Result<String, SysError> {
         sys::ethtool::driver(&self.name)
     }
 
     /// The driver's counters (what `ethtool -S` shows), in the driver's order and names:
     /// ETHTOOL_GSSET_INFO, then ETHTOOL_GSTRINGS and ETHTOOL_GSTATS.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if one of the three ethtool ioctls fails (EOPNOTSUPP for a driver without
+    /// counters, ENODEV once the interface is gone), or EAGAIN if the counter count keeps changing
+    /// between them.
     pub fn ethtool_stats(&self) -> Result<Vec<(String, u64)>, SysError> {
         sys::ethtool::stats(&self.name)
     }
@@ -365,6 +417,11 @@ impl LinkStats {
 
 impl NetDev {
     /// The interface's [`LinkStats`] now (read in the calling thread's network namespace).
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `/proc/thread-self/net/dev` cannot be read, or ENODEV if it has no line for
+    /// the interface (not in this network namespace).
     pub fn link_stats(&self) -> Result<LinkStats, SysError> {
         let err = |errno| SysError { call: format!("read /proc/thread-self/net/dev ({})", self.name), errno };
         let text = std::fs::read_to_string("/proc/thread-self/net/dev")

@@ -187,8 +187,12 @@ fn udp_checksum(frame: &[u8]) -> u16 {
 
 /// Writes the template frame for `spec` into `out[..spec.frame_len]`: payload with stream 0,
 /// seq 0, tstamp 0, and correct checksums. IPv6 frames have hop limit 64 and no extension
-/// header. Panics if `out` is shorter, the length is out of range for the IP version, or the
-/// two addresses are of different families.
+/// header.
+///
+/// # Panics
+///
+/// If `spec.frame_len` is not from [`UdpFrameSpec::min_frame_len`] to [`MAX_FRAME_LEN`], `out`
+/// is shorter than `spec.frame_len`, or the two addresses are of different IP versions.
 pub fn build_udp_frame(spec: &UdpFrameSpec, out: &mut [u8]) {
     assert!((spec.min_frame_len()..=MAX_FRAME_LEN).contains(&spec.frame_len), "frame length out of range");
     let f = &mut out[..spec.frame_len];
@@ -286,6 +290,13 @@ pub fn payload(frame: &[u8]) -> Option<Payload> {
 /// Checks a received frame completely: IPv4/UDP (option-less) or IPv6/UDP (no extension
 /// header), checksums, lengths, payload magic, and every byte after the stamp against the
 /// template's fill pattern ([`fill_byte`]; bytes beyond the IP length are not checked).
+///
+/// # Errors
+///
+/// The first check that fails, in this order: [`FrameError::Short`], [`FrameError::NotUdp4`] (not
+/// option-less IPv4/UDP or extension-less IPv6/UDP), [`FrameError::IpChecksum`],
+/// [`FrameError::Length`], [`FrameError::UdpChecksum`], [`FrameError::Magic`], [`FrameError::Fill`]
+/// with the offset of the first differing byte.
 pub fn verify(frame: &[u8]) -> Result<Payload, FrameError> {
     let l = Layout::of(frame);
     let min = if l.ip_csum.is_some() { MIN_FRAME_LEN } else { MIN_FRAME_LEN6 };

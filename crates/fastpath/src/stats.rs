@@ -177,6 +177,10 @@ pub struct CpuTimes(pub Vec<(u64, u64)>);
 
 impl CpuTimes {
     /// Reads `/proc/stat` now.
+    ///
+    /// # Errors
+    ///
+    /// The [`std::io::Error`] of reading `/proc/stat` (e.g. ENOENT without procfs).
     pub fn read() -> std::io::Result<CpuTimes> {
         Ok(Self::parse(&std::fs::read_to_string("/proc/stat")?))
     }

@@ -76,6 +76,11 @@ impl CaptureMaps {
 
     /// A reader of the ring buffer calling `f` with each record (in order per CPU); poll it
     /// with `RingBuffer::poll`. Records that do not parse are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`cap_ring`) if libbpf cannot set up the ring buffer reader (mmap of the
+    /// ring, epoll).
     pub fn ring<'a>(&'a self, mut f: impl FnMut(CapRecord<'_>) + 'a) -> Result<libbpf_rs::RingBuffer<'a>, BpfError> {
         let mut b = libbpf_rs::RingBufferBuilder::new();
         b.add(&self.ring, move |rec: &[u8]| {
@@ -90,6 +95,10 @@ impl CaptureMaps {
 
     /// Counters of queue `q` (queue ids >= [`MAX_QUEUES`] - 1 share the last slot), summed
     /// over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`cap_stats`) if the per-CPU lookup fails.
     pub fn stats(&self, q: u32) -> Result<CapStats, BpfError> {
         let key = q.min(MAX_QUEUES - 1);
         let per_cpu = self

@@ -96,7 +96,13 @@ pub struct CpumapConfig {
 
 impl CpumapConfig {
     /// Checks every value against what the kernel and this machine accept (`online_cpus`
-    /// CPUs, numbered from 0). Errors are [`BpfError::BadValue`].
+    /// CPUs, numbered from 0).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] naming the first bad value: `--qsize` 0 or above [`MAX_QSIZE`],
+    /// no CPU or more than [`MAX_CPUS`], a CPU not below `online_cpus` (or the map size), or a
+    /// CPU listed twice.
     pub fn validate(&self, online_cpus: usize) -> Result<(), BpfError> {
         let bad = |what, value: String, accepted: String| Err(BpfError::BadValue { what, value, accepted });
         if self.qsize == 0 || self.qsize > MAX_QSIZE {
@@ -183,22 +189,38 @@ impl RedirectCpu {
     }
 
     /// Frames the interface program handled, per CPU it ran on (index = CPU).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`rx_stats`) if the per-CPU lookup fails.
     pub fn redirected_per_cpu(&self) -> Result<Vec<u64>, BpfError> {
         per_cpu_packets(&self.rx_stats, "rx_stats")
     }
 
     /// Frames the interface program handled, all CPUs.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedirectCpu::redirected_per_cpu`].
     pub fn redirected(&self) -> Result<u64, BpfError> {
         Ok(self.redirected_per_cpu()?.iter().sum())
     }
 
     /// Frames the CPUMAP program saw, per CPU it ran on (index = CPU): the frames each target
     /// CPU received.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`remote_stats`) if the per-CPU lookup fails.
     pub fn delivered_per_cpu(&self) -> Result<Vec<u64>, BpfError> {
         per_cpu_packets(&self.remote_stats, "remote_stats")
     }
 
     /// The CPUMAP's id, for [`crate::bpf::MonitorFilter::cpumap_id`].
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`cpu_map`) if `bpf_obj_get_info_by_fd` on the map fails.
     pub fn cpumap_id(&self) -> Result<u32, BpfError> {
         Ok(self.cpu_map.info().map_err(map_err("cpu_map"))?.info.id)
     }

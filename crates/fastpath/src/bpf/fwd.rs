@@ -202,6 +202,13 @@ fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
 
 impl Forwarder {
     /// Loads `bpf/xdp_fwd.bpf.c` for `mode`; no port yet.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`] if opening or loading fails (verifier; needs root, or CAP_BPF +
+    /// CAP_NET_ADMIN); [`BpfError::AttachTracepoint`] if `tp_btf/xdp_redirect_err` or
+    /// `tp_btf/xdp_devmap_xmit` cannot be attached (needs kernel BTF and CAP_BPF + CAP_PERFMON);
+    /// [`BpfError::Map`] / [`BpfError::Sys`] if a map handle or the program fd cannot be taken.
     pub fn load(mode: FwdMode) -> Result<Self, BpfError> {
         let mut storage = MaybeUninit::uninit();
         let builder = skel::xdp_fwd::XdpFwdSkelBuilder::default();
@@ -309,6 +316,14 @@ impl Forwarder {
     }
 
     /// Pauses port `i` (down, or deleted: `gone`). Frames stop leaving by it at once.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] if rewriting `fwd_gen`, `fwd_in` or `fwd_ports` fails.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not a port index ([`Forwarder::add_port`]).
     pub fn pause(&mut self, i: usize, gone: bool) -> Result<(), BpfError> {
         let p = &mut self.ports[i];
         p.up = false;
@@ -356,6 +371,10 @@ impl Forwarder {
     /// backstop. The key is exact only while the FIB answer depends on destination and ingress
     /// alone: the caller must turn the cache off while
     /// [`crate::netdev::watch::RoutingShape::inexact`] is not empty.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`fwd_gen`) if the update fails.
     pub fn set_fib_cache(&mut self, on: bool) -> Result<(), BpfError> {
         // Turned on again, the cache starts at a generation no slot was ever filled under:
         // slots are overwritten, never cleared, so reusing one would revive old answers.
@@ -370,6 +389,10 @@ impl Forwarder {
     }
 
     /// L3: forgets every cached FIB answer (a new generation); a no-op while the cache is off.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`fwd_gen`) if the update fails.
     pub fn invalidate_fib_cache(&mut self) -> Result<(), BpfError> {
         if self.fib_gen == 0 {
             return Ok(());
@@ -383,6 +406,14 @@ impl Forwarder {
     }
 
     /// L3: port `i`'s IPv4 source check from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] if rewriting `fwd_gen`, `fwd_in` or `fwd_ports` fails.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not a port index ([`Forwarder::add_port`]).
     pub fn set_rp_check(&mut self, i: usize, rp: RpCheck) -> Result<(), BpfError> {
         if self.ports[i].rp == rp {
             return Ok(());
@@ -394,6 +425,11 @@ impl Forwarder {
     /// L3: the namespace's IPv4 addresses; a frame from one of them goes to the kernel as
     /// `pass_martian`. Errors past 1,024 addresses (the map's size) or on a map update; the
     /// caller should then check sources with [`RpCheck::Loose`], which refuses them too.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] for more than 1,024 distinct addresses (`FP_FWD_MAX_LOCAL4`), nothing
+    /// written; [`BpfError::Map`] (`fwd_local4`) if an update fails.
     pub fn set_local4(&mut self, addrs: &[std::net::Ipv4Addr]) -> Result<(), BpfError> {
         let mut want: Vec<_> = addrs.to_vec();
         want.sort();
@@ -422,6 +458,14 @@ impl Forwarder {
     /// Port `i`'s MTU changed to `mtu` bytes: in L2, frames its peer sends larger than
     /// `mtu` + 18 (Ethernet header and one VLAN tag, the limit of `xdp_ok_fwd_dev()`) are
     /// dropped and counted `drop_mtu` from now on.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] if rewriting `fwd_gen`, `fwd_in` or `fwd_ports` fails.
+    ///
+    /// # Panics
+    ///
+    /// If `i` is not a port index ([`Forwarder::add_port`]).
     pub fn set_mtu(&mut self, i: usize, mtu: u32) -> Result<(), BpfError> {
         self.ports[i].mtu = mtu;
         self.sync()
@@ -474,6 +518,10 @@ impl Forwarder {
     }
 
     /// [`AfterCounters`] of port `i`, summed over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`fwd_after`) if the per-CPU lookup fails.
     pub fn after(&self, i: usize) -> Result<AfterCounters, BpfError> {
         let mut o = AfterCounters::default();
         let v = self.fwd_after.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY).map_err(map_err("fwd_after"))?;
@@ -488,6 +536,10 @@ impl Forwarder {
     }
 
     /// Counters of port `i`.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`fwd_stats`) if a per-CPU lookup fails.
     pub fn counters(&self, i: usize) -> Result<PortCounters, BpfError> {
         let mut out = [(0u64, 0u64); abi::FP_FWD_COUNT as usize];
         for (r, o) in out.iter_mut().enumerate() {

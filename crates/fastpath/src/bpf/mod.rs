@@ -230,6 +230,10 @@ pub struct LinkInfo {
 }
 
 /// Reads a link's info.
+///
+/// # Errors
+///
+/// [`SysError`] from `bpf_obj_get_info_by_fd` (EBADF / EINVAL if `fd` is not a BPF link).
 pub fn link_info(fd: std::os::fd::BorrowedFd<'_>) -> Result<LinkInfo, SysError> {
     let i = sys::bpf::link_info(fd)?;
     Ok(LinkInfo { id: i.id, prog_id: i.prog_id, is_xdp: i.is_xdp, ifindex: i.ifindex })
@@ -311,6 +315,12 @@ pub fn prog_name(id: u32) -> Option<String> {
 /// detached with BPF_LINK_DETACH (kernel >= 5.9), a netlink-attached program with
 /// `bpf_xdp_detach`. Link ids are global and ifindexes per namespace, so a link is only detached
 /// if it is on this ifindex AND holds the program the kernel reports on it here.
+///
+/// # Errors
+///
+/// [`SysError`] if `bpf_xdp_query` fails (ENODEV if `ifindex` is gone) or BPF_LINK_DETACH of the
+/// link found fails (EPERM without root, or CAP_NET_ADMIN + CAP_BPF). Links the caller may not open
+/// are skipped, and a failed netlink detach is ignored.
 pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
     let Some(here) = query_xdp(ifindex)? else { return Ok(()) };
     // Links first: walk all link ids looking for the XDP link holding that program.
@@ -404,6 +414,10 @@ impl XdpLink {
     }
 
     /// Id of the program this link holds.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `bpf_obj_get_info_by_fd` on the link fails.
     pub fn prog_id(&self) -> Result<u32, SysError> {
         Ok(link_info(self.link.as_fd())?.prog_id)
     }
@@ -424,6 +438,11 @@ impl XdpLink {
     }
 
     /// Detaches now (same as drop, but reports errors).
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if BPF_LINK_DETACH fails, except ENOLINK (already detached, e.g. the interface
+    /// was deleted), which is success.
     pub fn detach(self) -> Result<(), SysError> {
         match sys::bpf::link_detach(self.link.as_fd(), "xdp link") {
             Err(e) if e.errno != libc::ENOLINK => Err(e),
@@ -508,6 +527,11 @@ impl XskRedirect {
     }
 
     /// Puts the AF_XDP socket `xsk_fd` into XSKMAP slot `queue_id`.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`xsks`) if the update is refused: E2BIG for `queue_id` beyond the
+    /// XSKMAP's size, EOPNOTSUPP if `xsk_fd` is not an AF_XDP socket (kernel/bpf/xskmap.c).
     pub fn insert(&self, queue_id: u32, xsk_fd: RawFd) -> Result<(), BpfError> {
         self.xsks
             .update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY)
@@ -544,6 +568,10 @@ impl XdpDrop {
     }
 
     /// (packets, bytes) dropped so far, summed over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`drop_stats`) if the per-CPU lookup fails.
     pub fn counters(&self) -> Result<(u64, u64), BpfError> {
         let per_cpu = self
             .stats
@@ -577,9 +605,13 @@ impl XdpGen {
     /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
     /// interface every frame is sent out of.
     ///
-    /// Errors: [`BpfError::Unsupported`] if the kernel has no live frames
+    /// # Errors
+    ///
+    /// [`BpfError::Unsupported`] if the kernel has no live frames
     /// ([`Feature::LiveFrames`](crate::features::Feature::LiveFrames), Linux >= 5.18; probed once
-    /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails.
+    /// per process by [`crate::features::probe`]); [`BpfError::Load`] if loading fails (needs
+    /// root, or CAP_BPF + CAP_NET_ADMIN); [`BpfError::Map`] / [`BpfError::Sys`] if a map handle
+    /// or the program fd cannot be taken.
     pub fn load(out_ifindex: u32) -> Result<Self, BpfError> {
         Self::load_flows(out_ifindex, None)
     }
@@ -589,6 +621,10 @@ impl XdpGen {
     /// address's last byte and the source port rewritten, IPv4 header and UDP checksums fixed
     /// incrementally in the program). Frames may be IPv4 or IPv6 (as
     /// [`build_udp_frame`](crate::packet::build_udp_frame) makes them). Same errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpGen::load`].
     pub fn load_flows(out_ifindex: u32, flows: Option<&crate::packet::Flows>) -> Result<Self, BpfError> {
         crate::features::check(crate::features::Feature::LiveFrames)?;
         let (prog, seq, pace, hdr) = load_skel!(
@@ -624,6 +660,10 @@ impl XdpGen {
     /// per frame inside the program: a run that is not yet due is XDP_DROPped (its page goes
     /// back to the run's page pool) and not counted in [`XdpGen::per_cpu_seq`]. Resets the
     /// CPU's window counts ([`XdpGen::pace_windows`]). `cpu` < 256 (`FP_GEN_MAX_CPUS`).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`gen_pace`) if the update is refused, e.g. E2BIG for `cpu` >= 256.
     pub fn set_pace(&self, cpu: usize, interval_ns: u64) -> Result<(), BpfError> {
         let v = crate::abi::fp_gen_pace { interval_ns, ..Default::default() };
         self.pace
@@ -633,6 +673,10 @@ impl XdpGen {
 
     /// CPU `cpu`'s paced 1 ms windows since [`XdpGen::set_pace`]: (whole windows, of those
     /// within 20% of the nominal rate). A window with no frame counts, as not within.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`gen_pace`) if the lookup call fails; a `cpu` >= 256 reads as (0, 0).
     pub fn pace_windows(&self, cpu: usize) -> Result<(u64, u64), BpfError> {
         let v = self
             .pace
@@ -652,6 +696,12 @@ impl XdpGen {
     /// in ~0.1 ms). So callers pass large `repeat` values, pace inside the program
     /// ([`XdpGen::set_pace`]) and count frames with [`XdpGen::per_cpu_seq`]. A signal interrupts the call: it then returns
     /// `Ok(false)` (the kernel's EINTR) having sent part of the frames; `Ok(true)` means all.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] (errno EIO) if the `gen_hdr` map update fails; the failed BPF_PROG_RUN
+    /// otherwise: EINVAL for a `batch_size` above 256 or a frame the kernel refuses, EPERM without
+    /// root or CAP_BPF + CAP_NET_ADMIN. EINTR is not an error (`Ok(false)`).
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
         // What the program puts back in every frame (struct fp_gen_hdr): MACs and TTL.
         if frame.len() >= 34 {
@@ -681,11 +731,19 @@ impl XdpGen {
     }
 
     /// Sum of [`XdpGen::per_cpu_seq`]: frames generated on all CPUs since load.
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpGen::per_cpu_seq`].
     pub fn total_sent(&self) -> Result<u64, BpfError> {
         Ok(self.per_cpu_seq()?.iter().sum())
     }
 
     /// Per-CPU sequence numbers so far (index = CPU): the count of frames each CPU generated.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`gen_seq`) if the per-CPU lookup fails.
     pub fn per_cpu_seq(&self) -> Result<Vec<u64>, BpfError> {
         let v = self
             .seq

@@ -326,14 +326,24 @@ fn sum_u64(map: &MapHandle, name: &'static str, key: u32) -> Result<u64, BpfErro
 
 impl XdpMonitor {
     /// Checks, without loading anything, that the kernel has BTF and every tracepoint the
-    /// monitor attaches to. Errors are [`BpfError::Unsupported`] naming the feature and the
-    /// first kernel that has it.
+    /// monitor attaches to.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::MissingFeature`] naming the feature and the first kernel that has it: kernel
+    /// BTF (Linux >= 5.5, CONFIG_DEBUG_INFO_BTF=y), a required `xdp:` tracepoint, or
+    /// `struct xdp_cpumap_stats` (Linux >= 5.10).
     pub fn probe() -> Result<MonitorProbe, BpfError> {
         Self::probe_btf(std::path::Path::new("/sys/kernel/btf/vmlinux"))
     }
 
     /// [`XdpMonitor::probe`] against the kernel BTF at `path` (the running kernel's is
     /// `/sys/kernel/btf/vmlinux`).
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpMonitor::probe`]; a missing or unparsable file at `path` is reported as missing
+    /// kernel BTF.
     pub fn probe_btf(path: &std::path::Path) -> Result<MonitorProbe, BpfError> {
         let unsupported = || BpfError::MissingFeature {
             feature: format!("kernel BTF ({}, CONFIG_DEBUG_INFO_BTF=y) for tp_btf tracepoint programs", path.display()),
@@ -364,6 +374,12 @@ impl XdpMonitor {
     /// Probes ([`XdpMonitor::probe`]), loads `bpf/xdp_monitor.bpf.c` and attaches its programs
     /// to the XDP tracepoints, counting everything (see [`XdpMonitor::set_filter`]). On any
     /// error nothing stays attached. Needs CAP_BPF + CAP_PERFMON (or root).
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpMonitor::probe`]; [`BpfError::Load`] if loading fails (verifier, privileges);
+    /// [`BpfError::AttachTracepoint`] naming the tracepoint that could not be attached (EPERM
+    /// without CAP_BPF + CAP_PERFMON); [`BpfError::Map`] if a map handle cannot be taken.
     pub fn attach() -> Result<Self, BpfError> {
         let probe = Self::probe()?;
         let mut storage = MaybeUninit::uninit();
@@ -408,6 +424,10 @@ impl XdpMonitor {
     }
 
     /// Counts only what `f` selects from now on (counts so far stay).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`mon_config`) if the update fails.
     pub fn set_filter(&self, f: MonitorFilter) -> Result<(), BpfError> {
         let v = fp_mon_config { ifindex: f.ifindex, cpumap_id: f.cpumap_id, netns_ino: f.netns_ino, _pad: 0 };
         self.config
@@ -416,6 +436,10 @@ impl XdpMonitor {
     }
 
     /// The filter in force.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`mon_config`) if the lookup fails.
     pub fn filter(&self) -> Result<MonitorFilter, BpfError> {
         let v = self
             .config
@@ -428,16 +452,28 @@ impl XdpMonitor {
 
     /// Sets the interface part of the filter to `ifindex` in the calling thread's network
     /// namespace (0: every interface), keeping the CPUMAP part.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`mon_config`) if the lookup or the update fails.
     pub fn set_ifindex(&self, ifindex: u32) -> Result<(), BpfError> {
         self.set_filter(MonitorFilter { ifindex, netns_ino: current_netns_ino(), ..self.filter()? })
     }
 
     /// Sets the CPUMAP part of the filter (0: every CPUMAP), keeping the interface part.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (`mon_config`) if the lookup or the update fails.
     pub fn set_cpumap_id(&self, cpumap_id: u32) -> Result<(), BpfError> {
         self.set_filter(MonitorFilter { cpumap_id, ..self.filter()? })
     }
 
     /// The counters since attach, summed over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] naming the first per-CPU lookup that fails.
     pub fn snapshot(&self) -> Result<XdpMonitorStats, BpfError> {
         let mut s = XdpMonitorStats::default();
         let mut ex = [0u64; 6];

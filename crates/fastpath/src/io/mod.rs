@@ -75,10 +75,21 @@ pub trait Port: Send {
     /// Receives up to `max` packets, calling `f` with each packet's bytes (in place where the
     /// backend allows); each frame is released to the kernel when `f` returns. Waits up to
     /// `timeout_ms` for the first packet (0: do not wait). Returns the number received.
+    ///
+    /// # Errors
+    ///
+    /// The backend's failed call ([`PortError::Sys`]), e.g. ENETDOWN or ENXIO once the interface is
+    /// down or gone; a wait interrupted by a signal is not an error.
     fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, f: F) -> Result<usize, PortError>;
 
     /// Hands `frames` (whole Ethernet frames) to the kernel for transmission; returns how many
     /// it accepted, in order (the caller retries the rest).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] for a frame the backend cannot carry (empty, or longer than its frame
+    /// or MTU); the backend's failed call otherwise ([`PortError::Sys`], e.g. the TX wake-up). A
+    /// full ring or queue is not an error: fewer frames are accepted.
     fn tx_burst(&mut self, frames: &[&[u8]]) -> Result<usize, PortError>;
 
     /// Sends up to `n` copies of `template`, each changed by `stamp(i, bytes)` (i = 0.. in
@@ -86,6 +97,11 @@ pub trait Port: Send {
     /// how many were accepted: the first k of the `i`s. The default stages up to
     /// [`STAGE_FRAMES`] frames of at most [`STAGE_FRAME_BYTES`] on the stack and calls
     /// [`Port::tx_burst`].
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] if `template` is empty or (in the default) longer than
+    /// [`STAGE_FRAME_BYTES`]; as [`Port::tx_burst`].
     fn tx_stamped<F: FnMut(usize, &mut [u8])>(
         &mut self,
         template: &[u8],
@@ -109,6 +125,10 @@ pub trait Port: Send {
     /// [`Port::rx_burst`]. Returns (received, forwarded). The default stages up to
     /// [`STAGE_FRAMES`] frames on the stack (longer frames than [`STAGE_FRAME_BYTES`] are
     /// received and not forwarded) and calls [`Port::tx_burst`], retrying until all are taken.
+    ///
+    /// # Errors
+    ///
+    /// As [`Port::rx_burst`] and [`Port::tx_burst`]; frames received before a failed send are lost.
     fn fwd_burst<F: FnMut(&mut [u8]) -> bool>(
         &mut self,
         max: usize,
@@ -142,12 +162,20 @@ pub trait Port: Send {
     /// TX frames the kernel finished with since the last call, for backends that complete
     /// asynchronously (AF_XDP's COMPLETION ring); `None` for backends whose frames are done
     /// once accepted (a copy was taken).
+    ///
+    /// # Errors
+    ///
+    /// The backend's failed call (the default never fails).
     fn tx_reap(&mut self) -> Result<Option<u64>, PortError> {
         Ok(None)
     }
 
     /// Pushes queued TX frames out; returns the frames accepted and not yet reaped as completed
     /// by [`Port::tx_reap`] (0 for backends that complete on accept).
+    ///
+    /// # Errors
+    ///
+    /// The backend's failed call, e.g. the TX wake-up (the default never fails).
     fn tx_outstanding(&mut self) -> Result<u64, PortError> {
         Ok(0)
     }
@@ -159,6 +187,11 @@ pub trait Port: Send {
     }
 
     /// Counters, including the kernel's drop counters.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Sys`] if the backend's statistics call fails (e.g. `getsockopt` XDP_STATISTICS
+    /// or PACKET_STATISTICS).
     fn stats(&mut self) -> Result<PortStats, PortError>;
 }
 

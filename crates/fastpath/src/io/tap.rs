@@ -89,6 +89,10 @@ pub(crate) fn open_tap_fd(name: &str, opts: TapOptions) -> Result<(OwnedFd, Stri
 /// Checks an interface name the way the kernel will (`dev_valid_name`): at most 15 bytes, no
 /// '/', ':', NUL or whitespace, not "." or "..". Empty, or containing `%d`, lets the kernel
 /// pick (e.g. `tap%d` -> `tap0`).
+///
+/// # Errors
+///
+/// [`PortError::Config`] naming the value and what is accepted.
 pub fn check_name(name: &str) -> Result<(), PortError> {
     let bad_char = name.bytes().any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace());
     if name.len() > tun::IFNAME_MAX || bad_char || name == "." || name == ".." {
@@ -134,7 +138,9 @@ impl TapPort {
     /// `TUNSETVNETHDRSZ` (10 bytes) and `TUNSETOFFLOAD` as `opts` ask. The interface starts
     /// down, without addresses: configure it with `ip` (or netlink) before traffic flows.
     ///
-    /// Errors: [`PortError::Config`] naming the value for a name longer than 15 bytes (or with
+    /// # Errors
+    ///
+    /// [`PortError::Config`] naming the value for a name longer than 15 bytes (or with
     /// '/', ':', whitespace) and for `offload` without `vnet_hdr`; [`PortError::Sys`] repeating
     /// the call, e.g. `open("/dev/net/tun", ...) [/dev/net/tun missing: load the tun module ...]
     /// failed: ENOENT`, `ioctl(TUNSETIFF, name="x", IFF_TAP|IFF_NO_PI) failed: EPERM` without
@@ -156,6 +162,10 @@ impl TapPort {
 
     /// The interface's MAC address (`SIOCGIFHWADDR` through the tap fd; random at creation,
     /// locally administered).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Sys`] if `ioctl(SIOCGIFHWADDR)` fails.
     pub fn mac(&self) -> Result<[u8; 6], PortError> {
         Ok(tun::hwaddr(&self.fd)?)
     }
@@ -165,6 +175,11 @@ impl TapPort {
     /// frame's L4 checksum field holds only the pseudo-header sum: the checksum over
     /// `csum_start..` still has to be computed; `gso_type != 0` marks a super-frame of segments
     /// of `gso_size` payload bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Sys`] if `readv` or `poll` fails with anything but EAGAIN / EINTR (e.g. EBADFD
+    /// once the tap was detached).
     pub fn rx_burst_hdr<F: FnMut(&VirtioNetHdr, &[u8])>(
         &mut self,
         max: usize,
@@ -204,6 +219,13 @@ impl TapPort {
 
     /// Writes one frame with header `hdr` (the port must have `vnet_hdr`). Returns false when
     /// the kernel could not take it now (EAGAIN / ENOBUFS): try again.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] if the port has no `vnet_hdr` or the frame is not 14 to
+    /// [`MAX_TAP_FRAME`] bytes; [`PortError::Sys`] if `writev` fails with anything but EAGAIN /
+    /// ENOBUFS / EINTR: EIO while the interface is down, EINVAL for a header the kernel refuses
+    /// (drivers/net/tun.c).
     pub fn tx_with_hdr(&mut self, hdr: &VirtioNetHdr, frame: &[u8]) -> Result<bool, PortError> {
         if !self.opts.vnet_hdr {
             return Err(PortError::Config {
@@ -231,10 +253,14 @@ impl TapPort {
     /// it, and forwarding or sending it out of a device without checksum offload computes
     /// the checksum in software (`skb_checksum_help`).
     ///
-    /// Errors: [`PortError::Config`] if the port has no `vnet_hdr` or
-    /// `csum_start + csum_offset + 2` exceeds the frame; a [`PortError::Sys`] with EINVAL if the
-    /// kernel rejects the header.
     /// Returns false when the kernel could not take the frame now (try again).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] if the port has no `vnet_hdr`, `csum_start + csum_offset + 2`
+    /// exceeds the frame, or the frame is not 14 to [`MAX_TAP_FRAME`] bytes; a
+    /// [`PortError::Sys`] with EINVAL if the kernel rejects the header, else as
+    /// [`TapPort::tx_with_hdr`].
     pub fn tx_with_csum_offload(&mut self, frame: &[u8], csum_start: u16, csum_offset: u16) -> Result<bool, PortError> {
         let hdr = csum_offload_hdr(frame, csum_start, csum_offset)?;
         self.tx_with_hdr(&hdr, frame)

@@ -68,6 +68,11 @@ impl UringOptions {
     }
 
     /// Checks the values before anything is created.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] unless `entries` is a power of two from 1 to 4096 and `buf_size` a
+    /// multiple of 64 from 256 to [`OFFLOAD_BUF_SIZE`].
     pub fn validate(&self) -> Result<(), PortError> {
         if self.entries == 0 || self.entries > 4096 || !self.entries.is_power_of_two() {
             return Err(PortError::Config {
@@ -144,15 +149,23 @@ impl std::fmt::Debug for TapUringPort {
 impl TapUringPort {
     /// Creates (or with `multi_queue` attaches to) the TAP interface `name` exactly as
     /// [`super::tap::TapPort::open`] does, with the default ring ([`UringOptions::for_tap`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`TapUringPort::open_with`].
     pub fn open(name: &str, opts: TapOptions) -> Result<TapUringPort, PortError> {
         Self::open_with(name, opts, UringOptions::for_tap(&opts))
     }
 
     /// As [`TapUringPort::open`], with a chosen ring shape. Sets up a ring of `entries`
     /// submission and 4 x `entries` completion slots and registers 2 x `entries` buffers of
-    /// `buf_size` bytes (page-aligned anonymous memory). Errors: those of `TapPort::open`,
-    /// [`PortError::Config`] for the ring shape or a kernel without `IORING_FEAT_EXT_ARG`
-    /// (< 5.11), and [`PortError::Sys`] for `io_uring_setup` (EPERM: io_uring disabled by
+    /// `buf_size` bytes (page-aligned anonymous memory).
+    ///
+    /// # Errors
+    ///
+    /// Those of `TapPort::open`, [`PortError::Config`] for the ring shape
+    /// ([`UringOptions::validate`]) or a kernel without `IORING_FEAT_EXT_ARG` (< 5.11), and
+    /// [`PortError::Sys`] for `io_uring_setup` (EPERM: io_uring disabled by
     /// `kernel.io_uring_disabled`; ENOSYS: no io_uring) or `IORING_REGISTER_BUFFERS` (ENOMEM:
     /// RLIMIT_MEMLOCK too small without CAP_IPC_LOCK).
     pub fn open_with(name: &str, opts: TapOptions, uopts: UringOptions) -> Result<TapUringPort, PortError> {
@@ -230,6 +243,10 @@ impl TapUringPort {
     }
 
     /// The interface's MAC address (`SIOCGIFHWADDR` through the tap fd).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Sys`] if `ioctl(SIOCGIFHWADDR)` fails.
     pub fn mac(&self) -> Result<[u8; 6], PortError> {
         Ok(crate::sys::tun::hwaddr(&self.fd)?)
     }
@@ -311,6 +328,12 @@ impl TapUringPort {
 
     /// Like [`Port::rx_burst`], also handing over each packet's virtio header (all zero
     /// without `vnet_hdr`); see [`super::tap::TapPort::rx_burst_hdr`] for its meaning.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Sys`] if `io_uring_enter` fails with anything but ETIME / EINTR / EBUSY /
+    /// EAGAIN, or if a READ_FIXED completed with an error and no packet was received in this call
+    /// (else the error is reported by the next call).
     pub fn rx_burst_hdr<F: FnMut(&VirtioNetHdr, &[u8])>(
         &mut self,
         max: usize,
@@ -476,12 +499,25 @@ impl TapUringPort {
     /// Writes one frame with `flags = VIRTIO_NET_HDR_F_NEEDS_CSUM` so the kernel completes its
     /// L4 checksum; see [`super::tap::TapPort::tx_with_csum_offload`]. Needs `vnet_hdr`.
     /// Returns false when the kernel could not take it now.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] if `csum_start + csum_offset + 2` exceeds the frame; as
+    /// [`TapUringPort::tx_with_hdr`].
     pub fn tx_with_csum_offload(&mut self, frame: &[u8], csum_start: u16, csum_offset: u16) -> Result<bool, PortError> {
         let hdr = csum_offload_hdr(frame, csum_start, csum_offset)?;
         self.tx_with_hdr(&hdr, frame)
     }
 
     /// Writes one frame with header `hdr` (the port must have `vnet_hdr`).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] if the port has no `vnet_hdr`, or the frame is not 14 to
+    /// [`MAX_TAP_FRAME`] bytes or does not fit a buffer after the
+    /// header; [`PortError::Sys`] if `io_uring_enter` fails or the WRITE_FIXED completes with an
+    /// error other than EAGAIN / ENOBUFS / EINTR (e.g. EIO while the interface is down, EINVAL for
+    /// a header the kernel refuses).
     pub fn tx_with_hdr(&mut self, hdr: &VirtioNetHdr, frame: &[u8]) -> Result<bool, PortError> {
         if !self.opts.vnet_hdr {
             return Err(PortError::Config {

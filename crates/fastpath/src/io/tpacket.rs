@@ -74,6 +74,12 @@ impl Default for TpacketOptions {
 
 impl TpacketOptions {
     /// Checks every value before anything is created.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] naming the first bad value: a block size that is not a non-zero
+    /// multiple of the page size, a block count outside 1..=65536, or a frame size that is not a
+    /// multiple of 16 from 128 dividing the block size.
     pub fn validate(&self) -> Result<(), PortError> {
         if self.block_size == 0 || self.block_size % PAGE != 0 {
             return Err(PortError::Config {

@@ -252,7 +252,13 @@ fn parse(mut bytes: &[u8], out: &mut Vec<NetEvent>) {
 
 impl NetWatch {
     /// Opens the socket in the calling thread's network namespace and joins the link,
-    /// neighbour, IPv4/IPv6 address and route groups. Errors: socket(2) or bind(2) failed.
+    /// neighbour, IPv4/IPv6 address and route groups.
+    ///
+    /// # Errors
+    ///
+    /// The [`io::Error`] of socket(2), bind(2), joining a group (setsockopt
+    /// NETLINK_ADD_MEMBERSHIP) or setting O_NONBLOCK. Joining RTNLGRP_NEXTHOP (kernel >= 5.3)
+    /// and enlarging the receive buffer are best effort.
     pub fn open() -> io::Result<Self> {
         let mut sock = Socket::new(NETLINK_ROUTE)?;
         sock.bind(&SocketAddr::new(0, 0))?;
@@ -280,7 +286,12 @@ impl NetWatch {
     }
 
     /// Waits up to `timeout` for notifications and returns every one that has arrived (empty
-    /// on timeout). Errors: poll(2) or recv(2) failed other than by EAGAIN/EINTR/ENOBUFS.
+    /// on timeout).
+    ///
+    /// # Errors
+    ///
+    /// The [`io::Error`] of poll(2) or recv(2) other than EAGAIN / EINTR; ENOBUFS (lost
+    /// notifications) is not an error but a [`NetEvent::Overrun`].
     pub fn wait(&mut self, timeout: Duration) -> io::Result<Vec<NetEvent>> {
         let mut out = Vec::new();
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
@@ -439,7 +450,12 @@ fn route_text(r: &RouteMessage) -> String {
 /// a policy rule other than the defaults (it may select on source, TOS, mark, ports, iif,
 /// VRF), a multipath route or one using a nexthop object (the path is picked by a hash of the
 /// flow), an IPv4 route with a TOS, an IPv6 route with a source prefix. Several milliseconds
-/// for thousands of routes; no privileges; kernel >= 2.6. Errors: the socket or a dump failed.
+/// for thousands of routes; no privileges; kernel >= 2.6.
+///
+/// # Errors
+///
+/// The [`io::Error`] of the NETLINK_ROUTE socket, its send or receive, or the errno the kernel
+/// answers a dump request with (an NLMSG_ERROR message).
 pub fn routing_shape() -> io::Result<RoutingShape> {
     let mut shape = RoutingShape::default();
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
@@ -505,7 +521,10 @@ pub fn routing_shape() -> io::Result<RoutingShape> {
 
 /// The ifindex of the device `ifindex` is enslaved to (IFLA_MASTER: a bridge, bond or VRF), if
 /// any, with that device's name; by an RTM_GETLINK dump of the calling thread's namespace.
-/// Errors: the socket or the dump failed.
+///
+/// # Errors
+///
+/// As [`routing_shape`]: the socket or the dump failed.
 pub fn link_master(ifindex: u32) -> io::Result<Option<(u32, String)>> {
     let links: Vec<LinkMessage> = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?
         .into_iter()
@@ -529,7 +548,11 @@ pub fn link_master(ifindex: u32) -> io::Result<Option<(u32, String)>> {
 /// The kernel's receive queue count of device `ifindex` (IFLA_NUM_RX_QUEUES, what
 /// `ip -d link` shows as numrxqueues), by an RTM_GETLINK dump of the calling thread's namespace:
 /// the queue ids an AF_XDP socket can be bound to where the driver reports no ethtool channels.
-/// `None` if no such device. Errors: the socket or the dump failed.
+/// `None` if no such device.
+///
+/// # Errors
+///
+/// As [`routing_shape`]: the socket or the dump failed.
 pub fn kernel_rx_queues(ifindex: u32) -> io::Result<Option<u32>> {
     let links = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
     Ok(links.iter().find_map(|m| match m {

@@ -152,8 +152,13 @@ fn netdev_family(sock: &Socket) -> io::Result<Option<u16>> {
 }
 
 /// The XDP features the driver of interface `ifindex` (in the current network namespace)
-/// advertises. `Ok(None)` on kernels without the `netdev` family (< 6.3). Errors: the netlink
-/// socket, or the kernel's answer (ENODEV for an ifindex that does not exist).
+/// advertises. `Ok(None)` on kernels without the `netdev` family (< 6.3).
+///
+/// # Errors
+///
+/// The [`io::Error`] of the NETLINK_GENERIC socket (socket, bind, connect, send, receive), or
+/// the errno of the kernel's answer: ENODEV for an ifindex that does not exist in this network
+/// namespace (net/core/netdev-genl.c).
 pub fn xdp_features(ifindex: u32) -> io::Result<Option<XdpFeatures>> {
     let mut sock = Socket::new(NETLINK_GENERIC)?;
     sock.bind_auto()?;

@@ -37,6 +37,11 @@ impl RecvMmsg {
 
     /// Receives up to `batch` datagrams without blocking (`MSG_DONTWAIT`); returns how many
     /// (0 when none are queued).
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `recvmmsg` fails other than with EAGAIN / EINTR (which return 0), e.g. EBADF
+    /// / ENOTSOCK for a bad `fd`.
     pub fn recv(&mut self, fd: &impl AsRawFd) -> Result<usize, SysError> {
         let _ = (&self.bufs, &self.iovs);
         // SAFETY: hdrs/iovs/bufs are live and consistent; the kernel writes into bufs and the

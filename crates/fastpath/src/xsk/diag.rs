@@ -133,6 +133,11 @@ fn u64_at(b: &[u8], off: usize) -> Option<u64> {
 
 /// Parses the payload of one `xdp_diag_msg` answer (the message and its attributes). Short or
 /// malformed attributes are refused, never read past.
+///
+/// # Errors
+///
+/// [`DiagError::Malformed`] for a message shorter than `struct xdp_diag_msg`, an attribute that
+/// does not parse, or one shorter than its type (include/uapi/linux/xdp_diag.h).
 pub fn parse_diag_msg(b: &[u8]) -> Result<XskSocketInfo, DiagError> {
     if b.len() < DIAG_MSG_LEN {
         return Err(DiagError::Malformed(format!("xdp_diag_msg of {} bytes ({DIAG_MSG_LEN} expected)", b.len())));
@@ -323,6 +328,12 @@ fn from_proc() -> Vec<XskSocketInfo> {
 }
 
 /// Every AF_XDP socket of the current network namespace (see the module docs).
+///
+/// # Errors
+///
+/// [`DiagError::Io`] if the NETLINK_SOCK_DIAG socket, the dump request or a receive fails, or the
+/// kernel answers the dump with an error other than ENOENT (no AF_XDP sock_diag: the /proc listing
+/// is returned instead); [`DiagError::Malformed`] for an answer that does not parse.
 pub fn list() -> Result<XskListing, DiagError> {
     match sock_diag() {
         Ok(mut sockets) => {

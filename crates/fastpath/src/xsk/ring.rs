@@ -511,7 +511,10 @@ impl FillBatch<'_> {
     }
 
     /// Gives `f` to the kernel to receive into (its whole frame: the offset is masked off).
-    /// Panics if the batch is full or `f` belongs to another UMEM.
+    ///
+    /// # Panics
+    ///
+    /// If the batch is full ([`FillBatch::room`] is 0) or `f` belongs to another UMEM.
     #[inline]
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "FILL batch full ({} slots)", self.cap);
@@ -548,8 +551,11 @@ impl TxBatch<'_> {
         self.cap - self.n
     }
 
-    /// Queues `f` (`addr`, `len`) for sending. Panics if the batch is full or `f` belongs to
-    /// another UMEM.
+    /// Queues `f` (`addr`, `len`) for sending.
+    ///
+    /// # Panics
+    ///
+    /// If the batch is full ([`TxBatch::room`] is 0) or `f` belongs to another UMEM.
     #[inline]
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);

@@ -79,7 +79,11 @@ impl Default for SocketConfig {
 }
 
 impl SocketConfig {
-    /// Checks the ring size: [`XskError::BadSize`].
+    /// Checks the ring size.
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::BadSize`] unless `ring_size` is a power of two from 64 to 32768.
     pub fn validate(&self) -> Result<(), XskError> {
         if !self.ring_size.is_power_of_two() || !(64..=32768).contains(&self.ring_size) {
             return Err(XskError::BadSize { what: "ring size", value: self.ring_size, min: 64, max: 32768 });
@@ -98,6 +102,11 @@ pub struct XskConfig {
 }
 
 impl XskConfig {
+    /// # Errors
+    ///
+    /// [`XskError::BadSize`] naming the first size refused, the socket's ring size first
+    /// ([`SocketConfig::validate`]), then the UMEM's ([`UmemConfig::validate`]);
+    /// [`XskError::BadHeadroom`] for a headroom too large for the frame size.
     /// Checks every size before anything is created.
     pub fn validate(&self) -> Result<(), XskError> {
         // The socket first: the CLI derives FILL/COMPLETION sizes from the ring size, so a bad
@@ -227,6 +236,11 @@ impl XskStats {
 impl XskStats {
     /// Reads XDP_STATISTICS of an AF_XDP socket fd: any thread may do this (e.g. with a fd from
     /// [`XskSocket::try_clone_fd`]) while another runs the socket's rings.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] from `getsockopt(SOL_XDP, XDP_STATISTICS)`: ENOTSOCK / ENOPROTOOPT if `fd` is
+    /// not an AF_XDP socket.
     pub fn read(fd: BorrowedFd<'_>) -> Result<Self, SysError> {
         read_stats(fd)
     }
@@ -695,17 +709,30 @@ impl XskSocket {
     }
 
     /// A duplicate of the socket fd, e.g. to read statistics from another thread.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `dup` fails (EMFILE at the process's fd limit).
     pub fn try_clone_fd(&self) -> Result<OwnedFd, SysError> {
         self.fd.try_clone().map_err(|e| SysError { call: "dup(xsk)".into(), errno: e.raw_os_error().unwrap_or(0) })
     }
 
     /// The six XDP_STATISTICS counters.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `getsockopt(SOL_XDP, XDP_STATISTICS)` fails.
     pub fn stats(&self) -> Result<XskStats, SysError> {
         read_stats(self.fd.as_fd())
     }
 
     /// Wakes the kernel for TX if needed: with need_wakeup only when the TX ring asks, without it
     /// on every call (`sendto`, Documentation/networking/af_xdp.rst "XDP_USE_NEED_WAKEUP").
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if the `sendto` fails with anything but the transient EAGAIN, EBUSY, ENOBUFS,
+    /// ENETDOWN or EINTR, which count as done (e.g. ENXIO once the device is gone).
     #[inline]
     pub fn kick_tx(&self) -> Result<(), SysError> {
         if !self.config.need_wakeup || self.tx.needs_wakeup() {
@@ -725,6 +752,10 @@ impl XskSocket {
     }
 
     /// `poll(POLLIN)` on the socket for up to `timeout_ms`; true if RX has data.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] if `poll` fails other than with EINTR (which returns false).
     pub fn poll_rx(&self, timeout_ms: i32) -> Result<bool, SysError> {
         Ok(sys::poll_one(self.fd.as_raw_fd(), libc::POLLIN, timeout_ms)? & libc::POLLIN != 0)
     }

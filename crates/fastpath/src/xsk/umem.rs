@@ -50,8 +50,14 @@ fn check_pow2(what: &'static str, value: u32, min: u32, max: u32) -> Result<(), 
 }
 
 impl UmemConfig {
-    /// Checks every size before anything is created: [`XskError::BadSize`] or
-    /// [`XskError::BadHeadroom`] naming the value and what is accepted.
+    /// Checks every size before anything is created.
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096, the
+    /// frame count one from 64 to 2^20, and the FILL and COMPLETION sizes ones from 64 to 65536;
+    /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` - 256 (XDP_PACKET_HEADROOM)
+    /// - 128.
     pub fn validate(&self) -> Result<(), XskError> {
         check_pow2("frame size", self.frame_size, 2048, 4096)?;
         check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
@@ -180,8 +186,17 @@ impl Umem {
     /// Maps and registers a UMEM; returns it with every one of its frames as a [`Frame`]
     /// (addr = frame start, len 0), the only time frames are created from nothing.
     ///
-    /// Errors: a bad size ([`XskError::BadSize`], [`XskError::BadHeadroom`]); a failed
-    /// socket/mmap/setsockopt ([`XskError::Sys`]).
+    /// # Errors
+    ///
+    /// A bad size ([`XskError::BadSize`], [`XskError::BadHeadroom`], [`UmemConfig::validate`]);
+    /// [`XskError::Sys`] for a failed `socket(AF_XDP)` (EPERM without CAP_NET_RAW; EAFNOSUPPORT
+    /// before Linux 4.18), `mmap` (ENOMEM, e.g. no free huge pages with `huge_pages`) or
+    /// `setsockopt(XDP_UMEM_REG)` (ENOBUFS past RLIMIT_MEMLOCK without CAP_IPC_LOCK,
+    /// net/xdp/xdp_umem.c).
+    ///
+    /// # Panics
+    ///
+    /// After 2^32 - 1 UMEMs were created in this process (ids are never reused).
     pub fn new(config: &UmemConfig) -> Result<(Arc<Umem>, Vec<Frame>), XskError> {
         config.validate()?;
         let fd = sys::socket_xdp()?;
@@ -252,7 +267,11 @@ impl Umem {
         self.id
     }
 
-    /// The packet bytes of `f` (`addr .. addr + len`). Panics if `f` belongs to another UMEM.
+    /// The packet bytes of `f` (`addr .. addr + len`).
+    ///
+    /// # Panics
+    ///
+    /// If `f` belongs to another UMEM, or its bytes lie outside this one.
     #[inline]
     pub fn data<'a>(&'a self, f: &'a Frame) -> &'a [u8] {
         let (off, len) = self.range(f, f.len);
@@ -263,7 +282,11 @@ impl Umem {
     }
 
     /// The packet bytes of `f`, writable. The borrow holds `f` too: `f` cannot be given to a
-    /// ring while the slice lives. Panics if `f` belongs to another UMEM.
+    /// ring while the slice lives.
+    ///
+    /// # Panics
+    ///
+    /// If `f` belongs to another UMEM, or its bytes lie outside this one.
     #[inline]
     pub fn data_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
         let (off, len) = self.range(f, f.len);
@@ -273,8 +296,12 @@ impl Umem {
     }
 
     /// Sets `f`'s length to `len` and returns its bytes, writable: for building a packet to
-    /// send. Panics if `len` does not fit between `f.addr()` and the end of its frame, or if
-    /// `f` belongs to another UMEM.
+    /// send.
+    ///
+    /// # Panics
+    ///
+    /// If `len` does not fit between `f.addr()` and the end of its frame ([`Umem::room`]), or
+    /// if `f` belongs to another UMEM.
     #[inline]
     pub fn resize<'a>(&'a self, f: &'a mut Frame, len: u32) -> &'a mut [u8] {
         let room = self.config.frame_size as u64 - (f.addr & (self.config.frame_size as u64 - 1));
