@@ -236,13 +236,20 @@ pub fn udp_counters(ns: &str, v6: bool) -> std::collections::HashMap<String, u64
 }
 
 /// Every key path of a JSON value, one per line, sorted: `a.b` for object keys, `a[]` for array
-/// elements (all elements merged), leaves only (an empty object or array is a leaf).
+/// elements (all elements merged), leaves only (an empty object or array is a leaf); a test
+/// bed's interface name used as a key is written `<testbed-iface>`.
 pub fn key_paths(v: &Value) -> std::collections::BTreeSet<String> {
     fn walk(v: &Value, path: String, out: &mut std::collections::BTreeSet<String>) {
         match v {
             Value::Object(m) if !m.is_empty() => {
                 for (k, x) in m {
-                    walk(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, out);
+                    // A test bed's interface name (`fp` + pid + counter + a/b, random per run)
+                    // used as a key stands as <testbed-iface>.
+                    let bed = k.len() >= 8
+                        && k.starts_with("fp")
+                        && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+                    let k = if bed { "<testbed-iface>" } else { k.as_str() };
+                    walk(x, if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }, out);
                 }
             }
             Value::Array(a) if !a.is_empty() => {
