@@ -246,7 +246,7 @@ pub struct PinMeta {
 const NAMES_CHUNK: usize = 4096;
 /// The pin of the rule names, and the name a new one is pinned under before it replaces it.
 const NAMES_PIN: &str = "rule_names";
-const NAMES_PIN_NEW: &str = ".rule_names.new";
+const NAMES_PIN_NEW: &str = "rule_names_new"; // bpffs refuses names with a dot
 
 impl PinMeta {
     /// Encoded: u64 length, u32 ifindex (0: unknown), u32 count, then per name u32 length and
