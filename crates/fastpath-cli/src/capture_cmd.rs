@@ -286,11 +286,11 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                     _all.maps()
                 }
                 Some(c) => {
-                    let (mut cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
-                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                    let (cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
+                    cls.swap_in(c)?;
                     let at = cls.attach(&iface, opts)?;
                     (at_mode, notes) = (at.mode, at.notes);
-                    _cls = cls;
+                    _cls = at.prog;
                     maps_own = maps;
                     &maps_own
                 }
@@ -376,7 +376,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 }
                 Some(c) => {
                     let cls = Classifier::load()?;
-                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                    cls.swap_in(c)?;
                     let q = open_queues(&setup, Some(cls))?;
                     let at = q.attached.as_ref().expect("attached");
                     let (mode, notes) = (at.mode.name(), at.notes.clone());

@@ -6,49 +6,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::classifier::{pin_dir, STAT_NAMES};
-use fastpath::bpf::{AttachOpts, BpfError, Classifier};
+use fastpath::bpf::classifier::{pin_dir, state::State, STAT_NAMES};
+use fastpath::bpf::{AttachOpts, BpfError, Classifier, PinnedClassifier, SetIndex};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
 use serde_json::json;
 
-use crate::args::{FilterCmd, FilterTarget, RunArgs};
+use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};
 use crate::common::{check_run, compile_rules, enter_ns};
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
 
-fn names_file(iface: &str) -> PathBuf {
+/// The file `filter reload` and `filter unload` lock (one reload at a time per interface):
+/// `/run/fastpath/<netns inode>-<iface>.lock`, named after the pin directory.
+fn lock_path(iface: &str) -> PathBuf {
     let d = pin_dir(iface);
     PathBuf::from("/run/fastpath")
-        .join(format!("{}.json", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
-}
-
-fn write_names(iface: &str, ifindex: u32, set: &RuleSet, source: &str) {
-    let p = names_file(iface);
-    let _ = std::fs::create_dir_all(p.parent().expect("has parent"));
-    let names: Vec<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
-    // Replaced as a new 0600 file, never written through a symlink planted in its place.
-    let text = json!({"source": source, "rules": names, "ifindex": ifindex}).to_string();
-    let _ = crate::outfile::write(&p, true, "rule names file", text.as_bytes());
-}
-
-fn read_names_file(iface: &str) -> serde_json::Value {
-    std::fs::read_to_string(names_file(iface))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .unwrap_or_default()
-}
-
-fn read_names(iface: &str) -> Vec<String> {
-    read_names_file(iface)["rules"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
-        .unwrap_or_default()
-}
-
-/// The ifindex the interface had when `load --detach` pinned the classifier.
-fn pinned_ifindex(iface: &str) -> Option<u32> {
-    read_names_file(iface)["ifindex"].as_u64().map(|i| i as u32)
+        .join(format!("{}.lock", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
 }
 
 fn pinned_err(e: BpfError) -> crate::error::CliError {
@@ -67,7 +41,7 @@ fn ensure_bpffs() -> CliResult<()> {
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
-fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
+fn open_pinned(t: &FilterTarget) -> CliResult<PinnedClassifier> {
     let dir = pin_dir(&t.iface);
     if !is_pinned(&t.iface)? {
         return Err(env(anyhow!(
@@ -76,7 +50,7 @@ fn open_pinned(t: &FilterTarget) -> CliResult<Classifier> {
             dir.display()
         )));
     }
-    Classifier::open_pinned(&dir).map_err(pinned_err)
+    PinnedClassifier::open_pinned(&dir).map_err(pinned_err)
 }
 
 /// What `vlan` rules cannot see, said by `filter check` and by `filter load` on an interface
@@ -87,234 +61,259 @@ fn uses_vlan(set: &RuleSet) -> bool {
     set.rules.iter().any(|r| r.m.vlan.is_some())
 }
 
+/// Runs one `fastpath filter` subcommand.
 pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
     match cmd {
-        FilterCmd::Check { rules, json } => {
-            let (set, c, source) = compile_rules(rules)?;
-            if uses_vlan(&set) {
-                eprintln!("note: {VLAN_NOTE}");
-            }
-            if *json {
-                println!(
-                    "{}",
-                    json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name(), "malformed": set.malformed_action().name()})
-                );
-            } else {
-                println!(
-                    "{source}: {} rules OK: {} tuples, {} classifier entries, default {}, malformed {}",
-                    set.rules.len(),
-                    c.tuples.len(),
-                    c.entries.len(),
-                    set.default.name(),
-                    set.malformed_action().name()
-                );
-            }
-            Ok(())
-        }
+        FilterCmd::Check { rules, json } => check(rules, *json),
         FilterCmd::Load { rules, target, xdp_mode, force, detach, run } => {
-            check_run(run)?;
-            if *detach && run.metrics.is_some() {
-                return Err(usage(anyhow!(
-                    "--metrics with --detach is not accepted: the command ends once the classifier is pinned; serve metrics from `fastpath filter stats --metrics ADDR:PORT`"
-                )));
-            }
-            require_privileges("filter load")?;
-            let metrics = crate::metrics::start(run.metrics)?;
-            enter_ns(&target.netns)?;
-            let (set, c, source) = compile_rules(rules)?;
-            let iface = Iface::resolve(&target.iface)?;
-            let dev = iface.dev();
-            if *detach {
-                ensure_bpffs()?;
-                if is_pinned(&target.iface)? {
-                    return Err(env(anyhow!(
-                        "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
-                        target.iface
-                    )));
-                }
-            }
-            let mut cls = Classifier::load()?;
-            cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i))?;
-            // Success only with a program attached: each mode's error is kept, and the kernel is
-            // asked afterwards (XdpLink::attach checks that it reports our program).
-            let att = cls.attach(&iface, AttachOpts { mode: xdp_mode.mode(), force: *force })?;
-            let (mode, mut notes) = (att.mode.name(), att.notes);
-            if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
-                notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));
-            }
-            for n in &notes {
-                eprintln!("note: {n}");
-            }
-            if *detach {
-                let dir = pin_dir(&target.iface);
-                if let Err(e) = cls.pin(&dir) {
-                    let _ = Classifier::unpin(&dir);
-                    return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
-                }
-                write_names(&target.iface, dev.ifindex, &set, &source);
-                println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
-                return Ok(());
-            }
-            // Judged before the line below: setting the interface down right after it is a loss.
-            let link = fastpath::netdev::LinkWatch::new(dev.clone());
-            if run.json {
-                // As every long-running command: set-up is done.
-                println!(
-                    "{}",
-                    json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len()})
-                );
-            } else {
-                println!(
-                    "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
-                    target.iface,
-                    set.rules.len()
-                );
-            }
-            let names: Vec<String> = set.rules.iter().map(|r| r.name.clone()).collect();
-            if let Some(ev) = watch(&cls, Some(link), &target.iface, &names, run, &stop, metrics.as_ref()) {
-                drop(cls); // detaches, if the interface is still there
-                return Err(crate::common::link_lost_error(&target.iface, ev));
-            }
-            Ok(())
+            load(rules, target, AttachOpts { mode: xdp_mode.mode(), force: *force }, *detach, run, &stop)
         }
-        FilterCmd::Reload { rules, target, json } => {
-            require_privileges("filter reload")?;
-            enter_ns(&target.netns)?;
-            let t0 = std::time::Instant::now();
-            // Everything that can be wrong with the rules fails here; the set in force stays.
-            let (set, c, source) = compile_rules(rules)?;
-            let compile_ns = t0.elapsed().as_nanos() as u64;
-            let cls = open_pinned(target)?;
-            // One reload at a time per interface: two would install into the same inactive set.
-            let _lock =
-                fastpath::host::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
-            // Nothing is written into the maps of a classifier that no longer runs here.
-            cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)).map_err(pinned_err)?;
-            let t1 = std::time::Instant::now();
-            let new = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i))?;
-            let install_ns = t1.elapsed().as_nanos() as u64;
-            let reload_ns = t0.elapsed().as_nanos() as u64;
-            let ifindex = cls.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).unwrap_or(0);
-            write_names(&target.iface, ifindex, &set, &source);
-            if *json {
-                println!(
-                    "{}",
-                    json!({"type": "reload", "iface": target.iface, "source": source, "rules": set.rules.len(),
-                           "entries": c.entries.len(), "rule_set": new, "compile_ns": compile_ns,
-                           "install_ns": install_ns, "reload_ns": reload_ns})
-                );
-            } else {
-                println!(
-                    "reloaded {}: {} rules from {source} in force (rule set {new}) in {:.3} s (compile {:.3} s, maps {:.3} s)",
-                    target.iface,
-                    set.rules.len(),
-                    reload_ns as f64 / 1e9,
-                    compile_ns as f64 / 1e9,
-                    install_ns as f64 / 1e9
-                );
-            }
-            Ok(())
-        }
-        FilterCmd::Stats { target, run } => {
-            check_run(run)?;
-            require_privileges("filter stats")?;
-            let metrics = crate::metrics::start(run.metrics)?;
-            enter_ns(&target.netns)?;
-            let cls = open_pinned(target)?;
-            let names = read_names(&target.iface);
-            if let Err(e) = cls.check_still_attached(&target.iface, pinned_ifindex(&target.iface)) {
-                // The counters it kept are still worth seeing: print them once, then fail.
-                let once = RunArgs { duration: 0.0, ..run.clone() };
-                watch(&cls, None, &target.iface, &names, &once, &stop, None);
-                return Err(pinned_err(e));
-            }
-            watch(&cls, None, &target.iface, &names, run, &stop, metrics.as_ref());
-            Ok(())
-        }
-        FilterCmd::Unload { target } => {
-            require_privileges("filter unload")?;
-            enter_ns(&target.netns)?;
-            let dir = pin_dir(&target.iface);
-            if !is_pinned(&target.iface)? {
-                return Err(env(anyhow!(
-                    "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
-                    target.iface,
-                    dir.display()
-                )));
-            }
-            // The reload lock: taken (a reload running now finishes first), and kept, never
-            // deleted: a reload waiting on the deleted file's lock and one creating a new file
-            // would both hold "the" lock.
-            let _lock =
-                fastpath::host::lock_file(&names_file(&target.iface).with_extension("lock"), &stop).map_err(runtime)?;
-            Classifier::unload_pinned(&dir).map_err(pinned_err)?;
-            let _ = std::fs::remove_file(names_file(&target.iface));
-            println!("classifier removed from {}", target.iface);
-            Ok(())
-        }
+        FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
+        FilterCmd::Stats { target, run } => stats(target, run, &stop),
+        FilterCmd::Unload { target } => unload(target, &stop),
     }
 }
 
-/// Interval lines of per-action rates and a summary with per-rule counters (every rule in
-/// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
-/// interface is deleted or set down, and returns what happened.
-fn watch(
-    cls: &Classifier,
-    link: Option<fastpath::netdev::LinkWatch>,
-    iface: &str,
-    names: &[String],
+/// `filter check`: compiles the rules and says what they make.
+fn check(rules: &RulesArgs, json: bool) -> CliResult<()> {
+    let (set, c, source) = compile_rules(rules)?;
+    if uses_vlan(&set) {
+        eprintln!("note: {VLAN_NOTE}");
+    }
+    if json {
+        println!(
+            "{}",
+            json!({"source": source, "rules": set.rules.len(), "tuples": c.tuples.len(), "entries": c.entries.len(), "default": set.default.name(), "malformed": set.malformed_action().name()})
+        );
+    } else {
+        println!(
+            "{source}: {} rules OK: {} tuples, {} classifier entries, default {}, malformed {}",
+            set.rules.len(),
+            c.tuples.len(),
+            c.entries.len(),
+            set.default.name(),
+            set.malformed_action().name()
+        );
+    }
+    Ok(())
+}
+
+/// Rule names by rule index.
+fn rule_names(set: &RuleSet) -> Vec<String> {
+    set.rules.iter().map(|r| r.name.clone()).collect()
+}
+
+/// `filter load`: attaches the classifier with the rules, then pins it (`--detach`) or shows
+/// its counters until Ctrl-C.
+fn load(
+    rules: &RulesArgs,
+    target: &FilterTarget,
+    opts: AttachOpts,
+    detach: bool,
     run: &RunArgs,
     stop: &AtomicBool,
-    metrics: Option<&crate::metrics::MetricsServer>,
-) -> Option<fastpath::netdev::LinkEvent> {
-    // --metrics: per action and per rule, packets and bytes, of the active rule set.
-    let publish = |force: bool| {
-        let Some(m) = metrics else { return };
-        if !force && !m.due() {
-            return;
+) -> CliResult<()> {
+    check_run(run)?;
+    if detach && run.metrics.is_some() {
+        return Err(usage(anyhow!(
+            "--metrics with --detach is not accepted: the command ends once the classifier is pinned; serve metrics from `fastpath filter stats --metrics ADDR:PORT`"
+        )));
+    }
+    require_privileges("filter load")?;
+    let metrics = crate::metrics::start(run.metrics)?;
+    enter_ns(&target.netns)?;
+    let (set, c, source) = compile_rules(rules)?;
+    let iface = Iface::resolve(&target.iface)?;
+    let dev = iface.dev();
+    if detach {
+        ensure_bpffs()?;
+        if is_pinned(&target.iface)? {
+            return Err(env(anyhow!(
+                "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
+                target.iface
+            )));
         }
-        use crate::metrics::Family;
-        let Ok(set) = cls.active() else { return };
-        let mut fams = Vec::new();
-        let mut ap =
-            Family::counter("fastpath_filter_action_packets_total", "Packets by action taken.", &["iface", "action"]);
-        let mut ab =
-            Family::counter("fastpath_filter_action_bytes_total", "Bytes by action taken.", &["iface", "action"]);
-        for (n, p, b) in cls.totals(set).map(|t| t.counters).unwrap_or_default() {
-            ap.add(&[iface, n], p as f64);
-            ab.add(&[iface, n], b as f64);
+    }
+    let cls = Classifier::load()?;
+    cls.swap_in(&c)?;
+    // Success only with a program attached: each mode's error is kept, and the kernel is
+    // asked afterwards (XdpLink::attach checks that it reports our program).
+    let att = cls.attach(&iface, opts)?;
+    let (mode, mut notes, mut cls) = (att.mode.name(), att.notes, att.prog);
+    if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
+        notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));
+    }
+    for n in &notes {
+        eprintln!("note: {n}");
+    }
+    if detach {
+        let dir = pin_dir(&target.iface);
+        if let Err(e) = cls.pin(&dir, &rule_names(&set)) {
+            let _ = Classifier::unpin(&dir);
+            return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
         }
-        let labels = ["iface", "rule", "name"];
-        let mut rp = Family::counter("fastpath_filter_rule_packets_total", "Packets matched by each rule.", &labels);
-        let mut rb = Family::counter("fastpath_filter_rule_bytes_total", "Bytes matched by each rule.", &labels);
-        // Per-rule series for the first MAX_RULE_SERIES rules only: reading and sending 100,000
-        // rules' counters every 100 ms would hold up the interval lines.
-        let n = cls.rule_count(set).unwrap_or(0);
-        let shown = n.min(crate::metrics::MAX_RULE_SERIES);
-        for (i, c) in cls.rule_counters(set, shown).unwrap_or_default().iter().enumerate() {
-            let name = names.get(i).map(String::as_str).unwrap_or("");
-            let name = if name.is_empty() { format!("rule {}", i + 1) } else { name.to_string() };
-            let k = i.to_string();
-            rp.add(&[iface, &k, &name], c.0 as f64);
-            rb.add(&[iface, &k, &name], c.1 as f64);
-        }
-        let mut left = Family::gauge(
-            "fastpath_filter_rules_not_exported",
-            format!(
-                "Rules without fastpath_filter_rule_* series: only the first {} rules (in match order) have them; the action totals count every rule.",
-                crate::metrics::MAX_RULE_SERIES
-            ),
-            &["iface"],
+        println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
+        return Ok(());
+    }
+    // Judged before the line below: setting the interface down right after it is a loss.
+    let link = fastpath::netdev::LinkWatch::new(dev.clone());
+    if run.json {
+        // As every long-running command: set-up is done.
+        println!(
+            "{}",
+            json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len()})
         );
-        left.add(&[iface], (n - shown) as f64);
-        fams.extend([ap, ab, rp, rb, left]);
-        m.publish(&fams);
-    };
-    let snap = || -> Option<(u32, Vec<u64>)> {
-        let set = cls.active().ok()?;
-        Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
-    };
-    // -e: the XDP tracepoint counters of this interface and the classifier's CPUMAP.
+    } else {
+        println!(
+            "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
+            target.iface,
+            set.rules.len()
+        );
+    }
+    if let Some(ev) = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref()) {
+        drop(cls); // detaches, if the interface is still there
+        return Err(crate::common::link_lost_error(&target.iface, ev));
+    }
+    Ok(())
+}
+
+/// `filter reload`: swaps new rules into the classifier pinned on the interface.
+fn reload(rules: &RulesArgs, target: &FilterTarget, json: bool, stop: &AtomicBool) -> CliResult<()> {
+    require_privileges("filter reload")?;
+    enter_ns(&target.netns)?;
+    let t0 = std::time::Instant::now();
+    // Everything that can be wrong with the rules fails here; the set in force stays.
+    let (set, c, source) = compile_rules(rules)?;
+    let compile_ns = t0.elapsed().as_nanos() as u64;
+    let mut cls = open_pinned(target)?;
+    // One reload at a time per interface: two would install into the same inactive set.
+    let _lock = fastpath::host::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+    // Nothing is written into the maps of a classifier that no longer runs here.
+    cls.check_still_attached(&target.iface).map_err(pinned_err)?;
+    let t1 = std::time::Instant::now();
+    let new = cls.reload(&c, &rule_names(&set))?;
+    let install_ns = t1.elapsed().as_nanos() as u64;
+    let reload_ns = t0.elapsed().as_nanos() as u64;
+    if json {
+        println!(
+            "{}",
+            json!({"type": "reload", "iface": target.iface, "source": source, "rules": set.rules.len(),
+                   "entries": c.entries.len(), "rule_set": new, "compile_ns": compile_ns,
+                   "install_ns": install_ns, "reload_ns": reload_ns})
+        );
+    } else {
+        println!(
+            "reloaded {}: {} rules from {source} in force (rule set {new}) in {:.3} s (compile {:.3} s, maps {:.3} s)",
+            target.iface,
+            set.rules.len(),
+            reload_ns as f64 / 1e9,
+            compile_ns as f64 / 1e9,
+            install_ns as f64 / 1e9
+        );
+    }
+    Ok(())
+}
+
+/// `filter stats`: the counters of the classifier pinned on the interface.
+fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<()> {
+    check_run(run)?;
+    require_privileges("filter stats")?;
+    let metrics = crate::metrics::start(run.metrics)?;
+    enter_ns(&target.netns)?;
+    let cls = open_pinned(target)?;
+    let names = cls.meta().names.clone();
+    if let Err(e) = cls.check_still_attached(&target.iface) {
+        // The counters it kept are still worth seeing: print them once, then fail.
+        let once = RunArgs { duration: 0.0, ..run.clone() };
+        watch(&cls, None, &target.iface, &names, &once, stop, None);
+        return Err(pinned_err(e));
+    }
+    watch(&cls, None, &target.iface, &names, run, stop, metrics.as_ref());
+    Ok(())
+}
+
+/// `filter unload`: detaches the pinned classifier and removes its pins.
+fn unload(target: &FilterTarget, stop: &AtomicBool) -> CliResult<()> {
+    require_privileges("filter unload")?;
+    enter_ns(&target.netns)?;
+    let dir = pin_dir(&target.iface);
+    if !is_pinned(&target.iface)? {
+        return Err(env(anyhow!(
+            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
+            target.iface,
+            dir.display()
+        )));
+    }
+    // The reload lock: taken (a reload running now finishes first), and kept, never
+    // deleted: a reload waiting on the deleted file's lock and one creating a new file
+    // would both hold "the" lock.
+    let _lock = fastpath::host::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+    Classifier::unload_pinned(&dir).map_err(pinned_err)?;
+    println!("classifier removed from {}", target.iface);
+    Ok(())
+}
+
+/// --metrics: per action and per rule, packets and bytes, of the active rule set (when due,
+/// or now with `force`).
+fn publish_metrics<S: State>(
+    cls: &Classifier<S>,
+    iface: &str,
+    names: &[String],
+    m: &crate::metrics::MetricsServer,
+    force: bool,
+) {
+    use crate::metrics::Family;
+    if !force && !m.due() {
+        return;
+    }
+    let Ok(set) = cls.active() else { return };
+    let mut fams = Vec::new();
+    let mut ap =
+        Family::counter("fastpath_filter_action_packets_total", "Packets by action taken.", &["iface", "action"]);
+    let mut ab = Family::counter("fastpath_filter_action_bytes_total", "Bytes by action taken.", &["iface", "action"]);
+    for (n, p, b) in cls.totals(set).map(|t| t.counters).unwrap_or_default() {
+        ap.add(&[iface, n], p as f64);
+        ab.add(&[iface, n], b as f64);
+    }
+    let labels = ["iface", "rule", "name"];
+    let mut rp = Family::counter("fastpath_filter_rule_packets_total", "Packets matched by each rule.", &labels);
+    let mut rb = Family::counter("fastpath_filter_rule_bytes_total", "Bytes matched by each rule.", &labels);
+    // Per-rule series for the first MAX_RULE_SERIES rules only: reading and sending 100,000
+    // rules' counters every 100 ms would hold up the interval lines.
+    let n = cls.rule_count(set).unwrap_or(0);
+    let shown = n.min(crate::metrics::MAX_RULE_SERIES);
+    for (i, c) in cls.rule_counters(set, shown).unwrap_or_default().iter().enumerate() {
+        let name = names.get(i).map(String::as_str).unwrap_or("");
+        let name = if name.is_empty() { format!("rule {}", i + 1) } else { name.to_string() };
+        let k = i.to_string();
+        rp.add(&[iface, &k, &name], c.0 as f64);
+        rb.add(&[iface, &k, &name], c.1 as f64);
+    }
+    let mut left = Family::gauge(
+        "fastpath_filter_rules_not_exported",
+        format!(
+            "Rules without fastpath_filter_rule_* series: only the first {} rules (in match order) have them; the action totals count every rule.",
+            crate::metrics::MAX_RULE_SERIES
+        ),
+        &["iface"],
+    );
+    left.add(&[iface], (n - shown) as f64);
+    fams.extend([ap, ab, rp, rb, left]);
+    m.publish(&fams);
+}
+
+/// The active set and its packet totals in [`STAT_NAMES`] order.
+fn snap<S: State>(cls: &Classifier<S>) -> Option<(SetIndex, Vec<u64>)> {
+    let set = cls.active().ok()?;
+    Some((set, cls.totals(set).ok()?.counters.iter().map(|c| c.1).collect()))
+}
+
+/// -e: the XDP tracepoint counters of this interface and the classifier's CPUMAP.
+fn tracepoints<S: State>(
+    cls: &Classifier<S>,
+    iface: &str,
+    run: &RunArgs,
+) -> Option<&'static fastpath::bpf::XdpMonitor> {
     let tp = if run.extended { crate::report::tracepoints() } else { None };
     if let Some(t) = tp {
         let ifindex = NetDev::by_name(iface).map(|d| d.ifindex).unwrap_or(0);
@@ -324,12 +323,70 @@ fn watch(
             netns_ino: fastpath::bpf::monitor::current_netns_ino(),
         });
     }
+    tp
+}
+
+/// One interval line: per-action rates between two snapshots `dt` ns apart (and the
+/// tracepoint counts of the interval, with -e).
+fn interval_line(
+    iface: &str,
+    run: &RunArgs,
+    (ps, p): &(SetIndex, Vec<u64>),
+    (cs, c): &(SetIndex, Vec<u64>),
+    dt: u64,
+    tp_delta: Option<&fastpath::bpf::XdpMonitorStats>,
+) {
+    // After a reload the new set's counters start at zero.
+    let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
+    let rates: Vec<(&str, f64)> =
+        STAT_NAMES.iter().zip(c.iter().zip(base)).map(|(n, (c, b))| (*n, rate(c.saturating_sub(b), dt))).collect();
+    if run.json {
+        let o: serde_json::Map<String, serde_json::Value> =
+            rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
+        let mut line = json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o});
+        if let Some(d) = tp_delta {
+            line["period_ns"] = json!(dt);
+            line["tracepoints"] = json!(d);
+        }
+        println!("{line}");
+        return;
+    }
+    let mut s = format!("{iface:<14}");
+    for (n, r) in &rates {
+        if *r > 0.0 || run.extended || *n == "drop" || *n == "pass" {
+            s += &format!(" {:>12} {n}/s", thousands(r.round() as u64));
+        }
+    }
+    println!("{s}");
+    for l in tp_delta.map(|d| crate::report::tracepoint_lines(d, dt)).unwrap_or_default() {
+        println!("{l}");
+    }
+}
+
+/// Interval lines of per-action rates and a summary with per-rule counters (every rule in
+/// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
+/// interface is deleted or set down, and returns what happened.
+fn watch<S: State>(
+    cls: &Classifier<S>,
+    link: Option<fastpath::netdev::LinkWatch>,
+    iface: &str,
+    names: &[String],
+    run: &RunArgs,
+    stop: &AtomicBool,
+    metrics: Option<&crate::metrics::MetricsServer>,
+) -> Option<fastpath::netdev::LinkEvent> {
+    let publish = |force: bool| {
+        if let Some(m) = metrics {
+            publish_metrics(cls, iface, names, m, force);
+        }
+    };
+    let tp = tracepoints(cls, iface, run);
     let tp0 = tp.and_then(|t| t.snapshot().ok());
     let mut prev_tp = tp0.clone();
     let start = Instant::now();
     let duration = Duration::from_secs_f64(run.duration);
     let interval = Duration::from_secs_f64(run.interval);
-    let mut prev = snap();
+    let mut prev = snap(cls);
     let mut prev_t = Instant::now();
     let mut next = start + interval;
     let mut lost = None;
@@ -345,7 +402,7 @@ fn watch(
             continue;
         }
         next += interval;
-        let cur = snap();
+        let cur = snap(cls);
         let dt = prev_t.elapsed().as_nanos() as u64;
         prev_t = Instant::now();
         let cur_tp = tp.and_then(|t| t.snapshot().ok());
@@ -354,40 +411,35 @@ fn watch(
             _ => None,
         };
         prev_tp = cur_tp;
-        if let (Some((ps, p)), Some((cs, c))) = (&prev, &cur) {
-            // After a reload the new set's counters start at zero.
-            let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
-            let rates: Vec<(&str, f64)> = STAT_NAMES
-                .iter()
-                .zip(c.iter().zip(base))
-                .map(|(n, (c, b))| (*n, rate(c.saturating_sub(b), dt)))
-                .collect();
-            if run.json {
-                let o: serde_json::Map<String, serde_json::Value> =
-                    rates.iter().map(|(n, r)| (format!("{n}_pps"), json!(r.round()))).collect();
-                let mut line = json!({"type": "interval", "prefix": iface, "rule_set": cs, "rates": o});
-                if let Some(d) = &tp_delta {
-                    line["period_ns"] = json!(dt);
-                    line["tracepoints"] = json!(d);
-                }
-                println!("{line}");
-            } else {
-                let mut s = format!("{iface:<14}");
-                for (n, r) in &rates {
-                    if *r > 0.0 || run.extended || *n == "drop" || *n == "pass" {
-                        s += &format!(" {:>12} {n}/s", thousands(r.round() as u64));
-                    }
-                }
-                println!("{s}");
-                for l in tp_delta.as_ref().map(|d| crate::report::tracepoint_lines(d, dt)).unwrap_or_default() {
-                    println!("{l}");
-                }
-            }
+        if let (Some(p), Some(c)) = (&prev, &cur) {
+            interval_line(iface, run, p, c, dt, tp_delta.as_ref());
         }
         prev = cur;
     }
     publish(true);
-    let Ok(set) = cls.active() else { return lost };
+    let tp_total = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
+        (Some(a), Some(b)) => Some(a.delta(b)),
+        _ => None,
+    };
+    summary(cls, iface, names, run, tp_total.as_ref());
+    lost
+}
+
+/// A set's totals as JSON: `{name: {"packets", "bytes"}}`.
+fn totals_json(t: &fastpath::bpf::classifier::ClsTotals) -> serde_json::Map<String, serde_json::Value> {
+    t.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect()
+}
+
+/// The summary: totals and per-rule counters of the active set (and, in JSON, the totals of
+/// the set the last reload replaced), and the tracepoint counts of the run with -e.
+fn summary<S: State>(
+    cls: &Classifier<S>,
+    iface: &str,
+    names: &[String],
+    run: &RunArgs,
+    tp_total: Option<&fastpath::bpf::XdpMonitorStats>,
+) {
+    let Ok(set) = cls.active() else { return };
     let totals = cls.totals(set).unwrap_or_default();
     let n = cls.rule_count(set).unwrap_or(0);
     let per_rule = cls.rule_counters(set, n).unwrap_or_default();
@@ -396,29 +448,21 @@ fn watch(
         .enumerate()
         .map(|(i, c)| json!({"rule": i, "name": names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1)), "packets": c.0, "bytes": c.1}))
         .collect();
-    let tp_total = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
-        (Some(a), Some(b)) => Some(a.delta(b)),
-        _ => None,
-    };
     if run.json {
-        let t: serde_json::Map<String, serde_json::Value> =
-            totals.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
-        let mut o = json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": t, "rules": rules});
+        let mut o = json!({"type": "summary", "prefix": iface, "rule_set": set, "totals": totals_json(&totals), "rules": rules});
         // The set the last reload replaced keeps its counters until the next reload: with them,
         // every frame since load is counted by one of the two sets.
-        let prev = set ^ 1;
+        let prev = set.other();
         if cls.rule_count(prev).unwrap_or(0) > 0 {
             if let Ok(pt) = cls.totals(prev) {
-                let pt: serde_json::Map<String, serde_json::Value> =
-                    pt.counters.iter().map(|(n, p, b)| (n.to_string(), json!({"packets": p, "bytes": b}))).collect();
-                o["previous"] = json!({"rule_set": prev, "totals": pt});
+                o["previous"] = json!({"rule_set": prev, "totals": totals_json(&pt)});
             }
         }
-        if let Some(d) = &tp_total {
+        if let Some(d) = tp_total {
             o["tracepoints"] = json!(d);
         }
         println!("{o}");
-        return lost;
+        return;
     }
     println!("Summary  {iface}  rule set {set}, {n} rules");
     for (name, p, b) in &totals.counters {
@@ -433,12 +477,11 @@ fn watch(
             thousands(r["packets"].as_u64().unwrap_or(0))
         );
     }
-    if let Some(d) = &tp_total {
+    if let Some(d) = tp_total {
         let lines = crate::report::tracepoint_lines(d, 0);
         println!("  tracepoints{}", if lines.is_empty() { "      no XDP drops or errors reported" } else { "" });
         for l in lines {
             println!("  {l}");
         }
     }
-    lost
 }

@@ -5,7 +5,7 @@ use std::os::fd::OwnedFd;
 
 use anyhow::anyhow;
 use fastpath::bpf::{
-    Attach, AttachOpts, Attached, BpfError, Classifier, Loaded, XdpDrop, XskRedirect, XskRedirectOpts,
+    Attach, AttachOpts, Attached, BpfError, Classifier, Loaded, LoadedClassifier, XdpDrop, XskRedirect, XskRedirectOpts,
 };
 use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
 use fastpath::netdev::Iface;
@@ -56,7 +56,7 @@ impl XskMap for RxProg {
 /// Either program, loaded and not yet attached.
 enum RxLoaded {
     Redirect(Loaded<XskRedirect>),
-    Classifier(Box<Classifier>),
+    Classifier(Box<LoadedClassifier>),
 }
 
 impl Attach for RxLoaded {
@@ -315,7 +315,7 @@ impl Session {
                 })?),
                 Some(c) => {
                     let cls = Classifier::load()?;
-                    cls.swap_in(c, &|i| fastpath::host::if_nametoindex(i))?;
+                    cls.swap_in(c)?;
                     RxLoaded::Classifier(Box::new(cls))
                 }
             })

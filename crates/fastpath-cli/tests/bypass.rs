@@ -210,9 +210,9 @@ fn crafted_syns_to_a_dropped_port_never_reach_the_kernel() {
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
         let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
-        let mut cls = Classifier::load().unwrap();
-        let set = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
+        let cls = Classifier::load().unwrap();
+        let set = cls.swap_in(&c).unwrap();
+        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap().prog;
         ready_tx.send(()).unwrap();
         let _ = done_rx.recv_timeout(Duration::from_secs(60));
         cls.totals(set).unwrap()
@@ -315,14 +315,14 @@ fn jumbo_frames_are_judged_like_small_ones() {
     let (ack_tx, ack_rx) = mpsc::channel();
     let holder = fastpath_testbed::spawn_in_netns(bed.ns_b(), move || {
         let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
-        let mut cls = Classifier::load().unwrap();
-        let mut active = cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
+        let cls = Classifier::load().unwrap();
+        let mut active = cls.swap_in(&sets[0]).unwrap();
+        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap().prog;
         ack_tx.send(None).unwrap();
         while let Ok(Some(i)) = cmd_rx.recv_timeout(Duration::from_secs(60)) {
             let t = cls.totals(active).unwrap();
             let rule = cls.rule_counters(active, 1).unwrap()[0].0;
-            active = cls.swap_in(&sets[i], &|i| fastpath::host::if_nametoindex(i)).unwrap();
+            active = cls.swap_in(&sets[i]).unwrap();
             ack_tx.send(Some((t.packets("malformed"), rule))).unwrap();
         }
     });

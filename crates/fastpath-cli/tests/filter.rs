@@ -76,19 +76,19 @@ fn hot_reload_under_traffic_loses_and_half_classifies_nothing() {
     let r2 = running.clone();
     let reloader = fastpath_testbed::spawn_in_netns(&ns_b, move || {
         let dev = fastpath::netdev::Iface::resolve(&if_b).unwrap();
-        let mut cls = Classifier::load().unwrap();
-        cls.swap_in(&sets[0], &|i| fastpath::host::if_nametoindex(i)).unwrap();
-        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
+        let cls = Classifier::load().unwrap();
+        cls.swap_in(&sets[0]).unwrap();
+        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap().prog;
         tx.send(()).unwrap();
         let (mut counted, mut no_match, mut reloads) = (0u64, 0u64, 0u32);
-        let mut harvest = |cls: &Classifier, set: u32| {
+        let mut harvest = |cls: &Classifier, set: fastpath::bpf::SetIndex| {
             let t = cls.totals(set).unwrap();
             counted += t.counters.iter().take(6).map(|c| c.1).sum::<u64>();
             no_match += t.packets("no_match") + t.packets("malformed");
         };
         while r2.load(Ordering::Relaxed) || reloads < 100 {
             let old = cls.active().unwrap();
-            cls.swap_in(&sets[(reloads as usize + 1) % 2], &|i| fastpath::host::if_nametoindex(i)).unwrap();
+            cls.swap_in(&sets[(reloads as usize + 1) % 2]).unwrap();
             reloads += 1;
             // Let packets that read the old index before the flip finish, then read its totals
             // (they stay until the next install into that set zeroes them).

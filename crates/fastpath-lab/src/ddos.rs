@@ -430,11 +430,12 @@ impl Installed {
                         let set = parse_toml("ddos rules", &text).map_err(|e| e.to_string())?;
                         let c = compile("ddos rules", &set).map_err(|e| e.to_string())?;
                         let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
-                        let mut cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
-                        cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).map_err(|e| format!("{e:#}"))?;
-                        cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
+                        let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+                        cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
+                        let a = cls
+                            .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
                             .map_err(|e| format!("{e:#}"))?;
-                        Ok(cls)
+                        Ok(a.prog)
                     })();
                     let cls = match r {
                         Ok(c) => {
@@ -448,7 +449,7 @@ impl Installed {
                     };
                     while !d2.load(Ordering::Relaxed) {
                         if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
-                            let set = cls.active().unwrap_or(0);
+                            let set = cls.active().unwrap_or(fastpath::bpf::SetIndex::Zero);
                             // UDP: the flood rule's drops; SYN: what its rate limits dropped.
                             let n = match kind {
                                 Flood::Udp => cls

@@ -69,7 +69,7 @@ fn bpf_agrees_with_reference() {
     for round in 0..5 {
         let (text, set) = rule_set(&mut r, 60);
         let c = compile("random", &set).unwrap();
-        let active = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
+        let active = cls.swap_in(&c).unwrap();
         let mut per_rule = vec![0u64; set.rules.len()];
         let (mut no_match, mut malformed, mut bad_frag) = (0u64, 0u64, 0u64);
         let mut per_action = std::collections::BTreeMap::<&str, u64>::new();
@@ -235,7 +235,7 @@ action = "tx"
     let set = fastpath::rules::parse_toml("mb", rules).unwrap();
     let c = compile("mb", &set).unwrap();
     let cls = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
-    cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
+    cls.swap_in(&c).unwrap();
     // The TCP header at the largest offset the parser reads (rd()'s mask must not alias it).
     let longest = ipv6_frame(&[256; 8], 6, &tcp_syn(22, 0));
     let vlan2 = |f: &[u8]| -> Vec<u8> {

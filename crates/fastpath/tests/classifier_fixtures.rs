@@ -295,7 +295,7 @@ fn check(rules: &str, fixtures: Vec<F>) {
     let c = compile("fixtures.toml", &set).unwrap();
     let cls = Classifier::load().unwrap();
     for f in fixtures {
-        let active = cls.swap_in(&c, &|i| fastpath::host::if_nametoindex(i)).unwrap();
+        let active = cls.swap_in(&c).unwrap();
         // The reference agrees with the expectation, too.
         let reference = match fastpath::rules::reference::classify(&set, &f.frame) {
             Verdict::Rule(i) => format!("rule {i}"),

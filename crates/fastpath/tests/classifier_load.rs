@@ -22,9 +22,9 @@ fn udp4() -> Vec<u8> {
 }
 
 /// Parses, compiles and swaps in `rules`; returns the rule set now active.
-fn install(c: &fastpath::bpf::Classifier, rules: &str) -> u32 {
+fn install(c: &fastpath::bpf::LoadedClassifier, rules: &str) -> fastpath::bpf::SetIndex {
     let set = fastpath::rules::parse_toml("t", rules).unwrap();
-    c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap(), &|i| fastpath::host::if_nametoindex(i)).unwrap()
+    c.swap_in(&fastpath::rules::compile::compile("t", &set).unwrap()).unwrap()
 }
 #[test]
 fn loads_and_runs() {

@@ -144,7 +144,7 @@ impl<T> Loaded<T> {
     }
 }
 
-/// A loaded program that can be attached: [`Loaded`], [`super::Classifier`], or a caller's
+/// A loaded program that can be attached: [`Loaded`], [`super::LoadedClassifier`], or a caller's
 /// choice between them (what `io::afxdp::open_queues` takes).
 pub trait Attach {
     /// What the attached program is.
@@ -164,11 +164,10 @@ impl<T> Attach for Loaded<T> {
     }
 }
 
-impl Attach for super::Classifier {
-    type Output = super::Classifier;
-    fn attach_to(mut self, iface: &Iface, opts: AttachOpts) -> Result<Attached<Self>, BpfError> {
-        let a = self.attach(iface, opts)?;
-        Ok(a.map(|()| self))
+impl Attach for super::LoadedClassifier {
+    type Output = super::AttachedClassifier;
+    fn attach_to(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<Self::Output>, BpfError> {
+        self.attach(iface, opts)
     }
 }
 

@@ -1,26 +1,35 @@
-//! The rule classifier program (`bpf/classifier.bpf.c`): load, attach, install compiled rule
-//! sets with an atomic swap, read counters, pin for `fastpath filter load --detach`.
+//! The rule classifier program (`bpf/classifier.bpf.c`): load, install compiled rule sets with
+//! an atomic swap, attach, read counters, pin for `fastpath filter load --detach`.
 //!
-//! Two rule sets live side by side in every map; `cls_active[0]` names the one in use. A reload
-//! writes the inactive set completely (actions, classes, tuples, hash entries, config), then
-//! flips the index with one map update: a packet sees either the whole old set or the whole new
-//! one. Counters of the old set stay readable until its entries are cleared after the flip.
-//! Needs CAP_BPF + CAP_NET_ADMIN; kernel >= 5.9 (bpf_link), batch map ops >= 5.6.
+//! One type in three states, so that each method exists only where it works:
+//! [`LoadedClassifier`] (loaded, not attached: install rules, [`Classifier::test_run`],
+//! [`Classifier::attach`]), [`AttachedClassifier`] (attached by this process, detached on drop:
+//! [`Classifier::pin`]) and [`PinnedClassifier`] (opened from the pins of another process:
+//! [`Classifier::reload`], [`Classifier::check_still_attached`]). Counters and the XSKMAP are
+//! there in every state.
+//!
+//! Two rule sets ([`SetIndex`]) live side by side in every map; `cls_active[0]` names the one in
+//! use. A reload writes the inactive set completely (actions, classes, tuples, hash entries,
+//! config), then flips the index with one map update: a packet sees either the whole old set or
+//! the whole new one. Counters of the old set stay readable until its entries are cleared after
+//! the flip. Needs CAP_BPF + CAP_NET_ADMIN (or root); kernel >= 5.9 (bpf_link), batch map ops
+//! >= 5.6.
 
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use libbpf_rs::{libbpf_sys, MapCore, MapHandle};
 use serde::Serialize;
 
-use bytemuck::{bytes_of, cast_slice, Zeroable};
+use bytemuck::Zeroable;
 
+use super::maps::{Array, HashMap, PerCpuArray};
 use super::{skel, AttachOpts, Attached, BpfError, XdpLink};
 use crate::abi::{
-    self, bpf_cpumap_val, bpf_devmap_val, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple, fp_cpu_set,
-    fp_pkt_stats, fp_rate_total,
+    self, bpf_cpumap_val, bpf_devmap_val, fp_cache_slot, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple,
+    fp_cpu_set, fp_pkt_stats, fp_rate_bucket, fp_rate_key, fp_rate_total,
 };
 use crate::netdev::Iface;
 use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS};
@@ -43,53 +52,89 @@ const _: () = assert!(
         && abi::FP_STAT_RATE_DROPPED == 8
         && abi::FP_STAT_BAD_FRAG == 9
 );
-/// Size of struct fp_cls_action (the value of `cls_actions`).
-const ACTION_SIZE: usize = size_of::<fp_cls_action>();
-/// Size of struct fp_cls_config (the value of `cls_config`).
-const CONFIG_SIZE: usize = size_of::<fp_cls_config>();
+
+/// One of the two rule sets every map holds side by side. Printed and serialized as 0 or 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SetIndex {
+    /// Set 0.
+    Zero,
+    /// Set 1.
+    One,
+}
+
+impl SetIndex {
+    /// 0 or 1.
+    pub fn index(self) -> u32 {
+        self as u32
+    }
+
+    /// The other set.
+    pub fn other(self) -> Self {
+        match self {
+            SetIndex::Zero => SetIndex::One,
+            SetIndex::One => SetIndex::Zero,
+        }
+    }
+
+    /// The set of `cls_active`'s value (its low bit).
+    fn of(v: u32) -> Self {
+        if v & 1 == 0 {
+            SetIndex::Zero
+        } else {
+            SetIndex::One
+        }
+    }
+
+    /// Index of entry `i` of this set in a map holding `per_set` entries per set, sets one after
+    /// the other (`i < per_set`, checked by the caller).
+    fn at(self, per_set: usize, i: usize) -> u32 {
+        (self.index() as usize * per_set + i) as u32
+    }
+}
+
+impl std::fmt::Display for SetIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.index())
+    }
+}
+
+impl Serialize for SetIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.index())
+    }
+}
+
+/// Entries per set of `cls_port_class`: source ports, then destination ports.
+const PORT_CLASSES: usize = 2 * 65536;
+/// Entries per set of `cls_len_class`.
+const LEN_CLASSES: usize = 65536;
+/// Words per set of `cls_prefilter`.
+const PREFILTER_WORDS: usize = MAX_TUPLES * 2 * PRE_WORDS;
 
 macro_rules! cls_maps {
-    ($($name:ident),*) => {
-        /// Handles of every map of the classifier.
+    ($($name:ident: $ty:ty),* $(,)?) => {
+        /// Every map of the classifier, typed (key and value sizes checked when opened).
         #[derive(Debug)]
         #[allow(missing_docs)]
-        pub struct ClsMaps { $(pub $name: MapHandle),* }
+        pub struct ClsMaps { $(pub $name: $ty),* }
         impl ClsMaps {
             const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
             fn from_skel(s: &skel::classifier::ClassifierSkel<'_>) -> Result<Self, BpfError> {
-                Ok(Self { $($name: MapHandle::try_from(&s.maps.$name).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
+                Ok(Self { $($name: <$ty>::new(
+                    MapHandle::try_from(&s.maps.$name).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?,
+                    stringify!($name),
+                )?),* })
             }
-            fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
-                Ok(Self { $($name: MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?),* })
-            }
-            /// The first map whose value size is not this program's (pins of another version).
-            /// Key and value sizes come from the generated ABI structs (crate::abi).
-            fn check_shapes(&self) -> Result<(), &'static str> {
-                let want: &[(&'static str, usize, usize)] = &[
-                    ("cls_actions", 4, ACTION_SIZE),
-                    ("cls_config", 4, CONFIG_SIZE),
-                    ("cls_tuples", 4, size_of::<fp_cls_tuple>()),
-                    ("cls_rules", size_of::<fp_cls_key>(), 4),
-                    ("cls_cpu_sets", 4, size_of::<fp_cpu_set>()),
-                    ("cls_rate_total", 4, size_of::<fp_rate_total>()),
-                    ("cls_rate", size_of::<abi::fp_rate_key>(), size_of::<abi::fp_rate_bucket>()),
-                    ("cls_cache", 4, size_of::<abi::fp_cache_slot>()),
-                    ("cls_prefilter", 4, 8),
-                    ("cls_stats", 4, size_of::<fp_pkt_stats>()),
-                    ("cls_rule_stats", 4, size_of::<fp_pkt_stats>()),
-                ];
-                $(
-                    if let Some((_, key, value)) = want.iter().find(|(n, _, _)| *n == stringify!($name)) {
-                        let info = libbpf_rs::MapInfo::new(self.$name.as_fd()).map_err(|_| stringify!($name))?;
-                        if info.info.key_size as usize != *key || info.info.value_size as usize != *value {
-                            return Err(stringify!($name));
-                        }
-                    }
-                )*
-                Ok(())
+            /// The maps pinned under `dir`; the name of the first that is missing or of another
+            /// shape (pins of another version).
+            fn open_pinned(dir: &Path) -> Result<Self, &'static str> {
+                Ok(Self { $($name: <$ty>::new(
+                    MapHandle::from_pinned_path(dir.join(stringify!($name))).map_err(|_| stringify!($name))?,
+                    stringify!($name),
+                ).map_err(|_| stringify!($name))?),* })
             }
             fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
-                $(self.$name.pin(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
+                $(self.$name.handle_mut().pin(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
                 Ok(())
             }
         }
@@ -97,23 +142,23 @@ macro_rules! cls_maps {
 }
 
 cls_maps!(
-    cls_active,
-    cls_config,
-    cls_tuples,
-    cls_rules,
-    cls_actions,
-    cls_prefilter,
-    cls_port_class,
-    cls_len_class,
-    cls_rule_stats,
-    cls_stats,
-    cls_cache,
-    cls_cpu_sets,
-    cls_rate,
-    cls_rate_total,
-    xsks,
-    cpu_map,
-    tx_ports
+    cls_active: Array<u32>,
+    cls_config: Array<fp_cls_config>,
+    cls_tuples: Array<fp_cls_tuple>,
+    cls_rules: HashMap<fp_cls_key, u32>,
+    cls_actions: Array<fp_cls_action>,
+    cls_prefilter: Array<u64>,
+    cls_port_class: Array<u32>,
+    cls_len_class: Array<u32>,
+    cls_rule_stats: PerCpuArray<fp_pkt_stats>,
+    cls_stats: PerCpuArray<fp_pkt_stats>,
+    cls_cache: PerCpuArray<fp_cache_slot>,
+    cls_cpu_sets: Array<fp_cpu_set>,
+    cls_rate: HashMap<fp_rate_key, fp_rate_bucket>,
+    cls_rate_total: Array<fp_rate_total>,
+    xsks: Array<u32>,
+    cpu_map: Array<bpf_cpumap_val>,
+    tx_ports: Array<bpf_devmap_val>,
 );
 
 /// Per-set totals.
@@ -130,26 +175,170 @@ impl ClsTotals {
     }
 }
 
-/// The classifier program, loaded; attached to an interface once [`Classifier::attach`]ed.
-#[derive(Debug)]
-pub struct Classifier {
-    /// The maps.
-    pub maps: ClsMaps,
-    prog: Option<OwnedFd>,
-    link: Option<XdpLink>,
-    link_fd_pinned: Option<OwnedFd>,
+/// The states of a [`Classifier`].
+pub mod state {
+    use std::os::fd::OwnedFd;
+
+    use super::super::XdpLink;
+    use super::PinMeta;
+
+    /// Loaded, not attached: rules can be installed and the program test-run.
+    #[derive(Debug)]
+    pub struct Loaded {
+        pub(super) prog: OwnedFd,
+    }
+
+    /// Attached by this process (dropping it detaches, unless pinned).
+    #[derive(Debug)]
+    pub struct Attached {
+        pub(super) prog: OwnedFd,
+        pub(super) link: XdpLink,
+    }
+
+    /// Opened from the pins another process left ([`super::Classifier::open_pinned`]).
+    #[derive(Debug)]
+    pub struct Pinned {
+        /// The pinned link, if it could be opened.
+        pub(super) link: Option<OwnedFd>,
+        pub(super) dir: std::path::PathBuf,
+        pub(super) meta: PinMeta,
+    }
+
+    /// One of the states; sealed.
+    pub trait State: sealed::Sealed {}
+    impl State for Loaded {}
+    impl State for Attached {}
+    impl State for Pinned {}
+    mod sealed {
+        pub trait Sealed {}
+        impl Sealed for super::Loaded {}
+        impl Sealed for super::Attached {}
+        impl Sealed for super::Pinned {}
+    }
 }
 
-fn map_err(map: &'static str) -> impl Fn(libbpf_rs::Error) -> BpfError {
-    move |cause| BpfError::Map { map, cause }
+/// The classifier program in state `S` ([`state`]); `Classifier` alone is the attached one.
+#[derive(Debug)]
+pub struct Classifier<S: state::State = state::Attached> {
+    /// The maps.
+    pub maps: ClsMaps,
+    st: S,
+}
+
+/// Loaded, not attached ([`Classifier::load`]).
+pub type LoadedClassifier = Classifier<state::Loaded>;
+/// Attached by this process ([`Classifier::attach`]).
+pub type AttachedClassifier = Classifier<state::Attached>;
+/// Opened from pins ([`Classifier::open_pinned`]).
+pub type PinnedClassifier = Classifier<state::Pinned>;
+
+/// What the library keeps beside the pins (the `rule_names` pin): the interface index at load
+/// time and the rule names of the set in force.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinMeta {
+    /// The interface's index when the classifier was pinned (or last reloaded), if known.
+    pub ifindex: Option<u32>,
+    /// Rule names by rule index (may be empty: pins of an older version).
+    pub names: Vec<String>,
+}
+
+/// Bytes per entry of the `rule_names` map.
+const NAMES_CHUNK: usize = 4096;
+/// The pin of the rule names, and the name a new one is pinned under before it replaces it.
+const NAMES_PIN: &str = "rule_names";
+const NAMES_PIN_NEW: &str = "rule_names_new"; // bpffs refuses names with a dot
+
+impl PinMeta {
+    /// Encoded: u64 length, u32 ifindex (0: unknown), u32 count, then per name u32 length and
+    /// UTF-8 bytes; all native-endian.
+    fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        b.extend(self.ifindex.unwrap_or(0).to_ne_bytes());
+        b.extend((self.names.len() as u32).to_ne_bytes());
+        for n in &self.names {
+            b.extend((n.len() as u32).to_ne_bytes());
+            b.extend(n.as_bytes());
+        }
+        let len = b.len() as u64;
+        b[..8].copy_from_slice(&len.to_ne_bytes());
+        b
+    }
+
+    /// The inverse of [`PinMeta::encode`]; `None` if truncated.
+    fn decode(b: &[u8]) -> Option<Self> {
+        let len = usize::try_from(abi::read::<u64>(b)?).ok()?;
+        let b = b.get(8..len)?;
+        let ifindex = abi::read::<u32>(b)?;
+        let n = abi::read::<u32>(b.get(4..)?)?;
+        let mut at = 8;
+        let mut names = Vec::new();
+        for _ in 0..n {
+            let l = abi::read::<u32>(b.get(at..)?)? as usize;
+            names.push(String::from_utf8_lossy(b.get(at + 4..at + 4 + l)?).into_owned());
+            at += 4 + l;
+        }
+        Some(Self { ifindex: (ifindex != 0).then_some(ifindex), names })
+    }
+
+    /// Pins these under `dir` as a new ARRAY map (`rule_names`), replacing the one there with
+    /// one rename.
+    fn pin(&self, dir: &Path) -> Result<(), BpfError> {
+        let bytes = self.encode();
+        let n = bytes.len().div_ceil(NAMES_CHUNK);
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let err = |cause| BpfError::Map { map: NAMES_PIN, cause };
+        let map = MapHandle::create(
+            libbpf_rs::MapType::Array,
+            Some("cls_rule_names"),
+            4,
+            NAMES_CHUNK as u32,
+            n as u32,
+            &opts,
+        )
+        .map_err(err)?;
+        let mut padded = bytes;
+        padded.resize(n * NAMES_CHUNK, 0);
+        let mut arr = Array::<[u8; NAMES_CHUNK]>::new(map, NAMES_PIN)?;
+        arr.set_many(0, bytemuck::cast_slice(&padded))?;
+        let new = dir.join(NAMES_PIN_NEW);
+        if check_entry(&new)?.is_some() {
+            let _ = std::fs::remove_file(&new);
+        }
+        arr.handle_mut().pin(&new).map_err(err)?;
+        std::fs::rename(&new, dir.join(NAMES_PIN)).map_err(|e| {
+            let _ = std::fs::remove_file(&new);
+            SysError { call: format!("rename({}, {NAMES_PIN})", new.display()), errno: e.raw_os_error().unwrap_or(0) }
+        })?;
+        Ok(())
+    }
+
+    /// Reads the `rule_names` pin under `dir`; empty if there is none (pins of an older version).
+    fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
+        let p = dir.join(NAMES_PIN);
+        if check_entry(&p)?.is_none() {
+            return Ok(Self::default());
+        }
+        let other = || BpfError::OtherVersion { dir: dir.display().to_string(), map: NAMES_PIN };
+        let map = MapHandle::from_pinned_path(&p).map_err(|_| other())?;
+        let n = map.max_entries();
+        let arr = Array::<[u8; NAMES_CHUNK]>::new(map, NAMES_PIN).map_err(|_| other())?;
+        let mut bytes = Vec::with_capacity(n as usize * NAMES_CHUNK);
+        for i in 0..n {
+            bytes.extend_from_slice(&arr.get(i)?.unwrap_or([0; NAMES_CHUNK]));
+        }
+        Self::decode(&bytes).ok_or_else(other)
+    }
 }
 
 /// The `cls_rules` key of `k` in rule set `set` (struct fp_cls_key; padding zero).
-fn cls_key(set: u8, k: &Key) -> fp_cls_key {
+fn cls_key(set: SetIndex, k: &Key) -> fp_cls_key {
     fp_cls_key {
         src: k.src,
         dst: k.dst,
-        set,
+        set: set.index() as u8,
         tuple: k.tuple,
         proto16: k.proto16,
         frag: k.frag,
@@ -175,80 +364,73 @@ fn cls_action(a: &ActionEntry) -> fp_cls_action {
     }
 }
 
-/// Reads rule set `set`'s config; all-zero (the map's initial value) if absent.
-fn read_config(map: &MapHandle, set: u32) -> Result<fp_cls_config, BpfError> {
-    let v = map.lookup(&set.to_ne_bytes(), MapFlags::ANY).map_err(map_err("cls_config"))?;
-    Ok(v.and_then(|v| abi::read::<fp_cls_config>(&v)).unwrap_or_else(Zeroable::zeroed))
-}
-
 fn mask16(plen: u8) -> [u8; 16] {
     crate::rules::mask_bits(&[0xff; 16], plen)
 }
 
-/// Writes `values` at consecutive u32 keys from `first`, in batches.
-fn write_array<T: bytemuck::Pod>(
-    map: &MapHandle,
-    name: &'static str,
-    first: u32,
-    values: &[T],
-) -> Result<(), BpfError> {
-    let n = values.len();
-    let vsize = size_of::<T>();
-    let values: &[u8] = cast_slice(values);
-    const CHUNK: usize = 16384;
-    for start in (0..n).step_by(CHUNK) {
-        let end = (start + CHUNK).min(n);
-        let keys: Vec<u8> = (start..end).flat_map(|i| (first + i as u32).to_ne_bytes()).collect();
-        map.update_batch(
-            &keys,
-            &values[start * vsize..end * vsize],
-            (end - start) as u32,
-            MapFlags::ANY,
-            MapFlags::ANY,
-        )
-        .map_err(map_err(name))?;
+/// Refuses a compiled set larger than the maps hold (what [`crate::rules::compile::compile`]
+/// already refuses; a hand-made [`Compiled`] may not).
+fn check_fits(c: &Compiled) -> Result<(), BpfError> {
+    let limits = [
+        ("rules", c.actions.len(), MAX_RULES),
+        ("tuples", c.tuples.len(), MAX_TUPLES),
+        ("CPU sets", c.cpu_sets.len(), MAX_CPU_SETS),
+        ("redirect interfaces", c.redirect_ifaces.len(), MAX_REDIRECT_PORTS),
+        ("prefilter words", c.prefilter_words.len(), PREFILTER_WORDS),
+    ];
+    for (what, n, max) in limits {
+        if n > max {
+            return Err(BpfError::BadValue {
+                what: "compiled rule set",
+                value: format!("{n} {what}"),
+                accepted: format!("at most {max} {what} per set"),
+            });
+        }
+    }
+    if c.tuple_best.len() < c.tuples.len() || c.prefilter.len() < c.tuples.len() {
+        return Err(BpfError::BadValue {
+            what: "compiled rule set",
+            value: format!(
+                "{} tuples, {} best rules, {} prefilters",
+                c.tuples.len(),
+                c.tuple_best.len(),
+                c.prefilter.len()
+            ),
+            accepted: "one best rule and one prefilter per tuple".into(),
+        });
     }
     Ok(())
 }
 
-/// Zeroes the per-CPU `fp_pkt_stats` of keys `first..first + n` of `map` with
-/// BPF_MAP_UPDATE_BATCH (kernel >= 5.6), one system call per 8,192 keys instead of one per key.
-fn zero_percpu_stats(map: &MapHandle, name: &'static str, first: u32, n: u32) -> Result<(), BpfError> {
-    if n == 0 {
-        return Ok(());
-    }
-    // The kernel copies one value per possible CPU: a wrong count would make it read past the
-    // buffer, so no fallback here.
-    let ncpu = libbpf_rs::num_possible_cpus().map_err(map_err(name))?;
-    let vlen = size_of::<fp_pkt_stats>().next_multiple_of(8) * ncpu;
-    const CHUNK: u32 = 8192;
-    let zeros = vec![0u8; vlen * CHUNK.min(n) as usize];
-    for start in (0..n).step_by(CHUNK as usize) {
-        let end = (start + CHUNK).min(n);
-        let keys: Vec<u8> = (start..end).flat_map(|i| (first + i).to_ne_bytes()).collect();
-        crate::sys::bpf::map_update_batch(map.as_fd(), &keys, 4, &zeros, vlen, end - start, || {
-            format!("{name}, keys {}..{}", first + start, first + end)
-        })?;
-    }
-    Ok(())
-}
-
-impl Classifier {
-    /// Loads the program (not attached).
+impl LoadedClassifier {
+    /// Loads the program (not attached: [`Classifier::attach`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`] (verifier; needs root or CAP_BPF), [`BpfError::Map`],
+    /// [`BpfError::MapShape`] (a skeleton out of step with [`crate::abi`]), [`BpfError::Sys`].
     pub fn load() -> Result<Self, BpfError> {
-        Ok(Self::load_inner(None)?.0)
+        Ok(Self::load_inner(None, |_| Ok(()))?.0)
     }
 
     /// As [`Classifier::load`], with the capture ring sized for `fastpath capture`: rules whose
     /// [`ActionEntry::copy`](crate::rules::compile::ActionEntry) is set copy each frame they match (up
     /// to `snaplen` bytes) into a ring buffer of `ring_bytes` (a power of two, at least a page),
     /// read through the returned [`CaptureMaps`](super::capture::CaptureMaps).
+    ///
+    /// # Errors
+    ///
+    /// As [`Classifier::load`]; [`BpfError::Map`] for a ring size the kernel refuses.
     pub fn load_with_capture(snaplen: u32, ring_bytes: u32) -> Result<(Self, super::capture::CaptureMaps), BpfError> {
-        let (c, m) = Self::load_inner(Some((snaplen, ring_bytes)))?;
-        Ok((c, m.expect("loaded with a capture ring")))
+        Self::load_inner(Some((snaplen, ring_bytes)), |s| {
+            super::capture::CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)
+        })
     }
 
-    fn load_inner(capture: Option<(u32, u32)>) -> Result<(Self, Option<super::capture::CaptureMaps>), BpfError> {
+    fn load_inner<T>(
+        capture: Option<(u32, u32)>,
+        extra: impl FnOnce(&skel::classifier::ClassifierSkel<'_>) -> Result<T, BpfError>,
+    ) -> Result<(Self, T), BpfError> {
         let mut storage = MaybeUninit::uninit();
         let mut open = skel::classifier::ClassifierSkelBuilder::default()
             .open(&mut storage)
@@ -260,10 +442,7 @@ impl Classifier {
             open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
         }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
-        let cap = match capture {
-            Some(_) => Some(super::capture::CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)?),
-            None => None,
-        };
+        let t = extra(&s)?;
         let prog = s
             .progs
             .classifier
@@ -271,115 +450,206 @@ impl Classifier {
             .try_clone_to_owned()
             .map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
         let maps = ClsMaps::from_skel(&s)?;
-        Ok((Self { maps, prog: Some(prog), link: None, link_fd_pinned: None }, cap))
+        Ok((Self { maps, st: state::Loaded { prog } }, t))
     }
 
-    /// Attaches to `iface` as `opts` asks (must have been loaded with [`Classifier::load`]):
-    /// one mode, or native then skb on this same program ([`XdpLink::attach`]). Returns the
-    /// mode obtained and the fallback notes. Needs root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9.
+    /// Attaches to `iface` as `opts` asks: one mode, or native then skb on this same program
+    /// ([`XdpLink::attach`]). Returns the attached classifier, the mode obtained and the
+    /// fallback notes. Needs root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9.
     ///
     /// # Errors
     ///
-    /// As [`XdpLink::attach`] ([`BpfError::Occupied`], [`BpfError::AllModesRefused`], ...).
-    pub fn attach(&mut self, iface: &Iface, opts: AttachOpts) -> Result<Attached<()>, BpfError> {
-        let prog = self.prog.as_ref().expect("loaded, not opened from pins");
-        let a = XdpLink::attach(prog.as_fd(), iface, opts)?;
-        self.link = Some(a.prog);
-        Ok(Attached { prog: (), mode: a.mode, notes: a.notes })
+    /// As [`XdpLink::attach`]: [`BpfError::Occupied`], [`BpfError::ModeUnsupported`],
+    /// [`BpfError::MtuTooLarge`], [`BpfError::AllModesRefused`], [`BpfError::NotAttached`],
+    /// [`BpfError::Sys`] (EPERM without the privileges). The program is unloaded then.
+    pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
+        let a = XdpLink::attach(self.st.prog.as_fd(), iface, opts)?;
+        let Self { maps, st } = self;
+        Ok(a.map(|link| Classifier { maps, st: state::Attached { prog: st.prog, link } }))
     }
 
-    /// The attachment, if attached by this object.
-    pub fn link(&self) -> Option<&XdpLink> {
-        self.link.as_ref()
+    /// Installs `c` into the inactive set and flips to it ([`Classifier::swap_in`] in its
+    /// workings). Redirect interfaces are resolved here, in the calling thread's namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::BadValue`] for a set larger than the maps; [`BpfError::Sys`] for a redirect
+    /// interface that does not exist (`if_nametoindex`); [`BpfError::Map`] / [`BpfError::Sys`]
+    /// for a map update the kernel refuses (needs root or CAP_BPF; batch ops need Linux >= 5.6).
+    pub fn swap_in(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
+        self.swap(c)
     }
 
+    /// Runs the program once over `frame` with BPF_PROG_TEST_RUN (no interface needed);
+    /// returns the XDP action. For tests and `fastpath filter check --frame`.
+    ///
+    /// # Errors
+    ///
+    /// The failed call ([`SysError`]; EPERM without root or CAP_BPF).
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
+        test_run(&self.st.prog, frame)
+    }
+}
+
+fn test_run(prog: &OwnedFd, frame: &[u8]) -> Result<u32, SysError> {
+    crate::sys::bpf::prog_test_run(prog.as_fd(), frame, 1, 0, 0, || {
+        format!("bpf_prog_test_run(classifier, len={})", frame.len())
+    })
+}
+
+impl AttachedClassifier {
+    /// The attachment.
+    pub fn link(&self) -> &XdpLink {
+        &self.st.link
+    }
+
+    /// As the loaded classifier's [`Classifier::swap_in`], on the attached program.
+    ///
+    /// # Errors
+    ///
+    /// As [`Classifier::swap_in`].
+    pub fn swap_in(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
+        self.swap(c)
+    }
+
+    /// As the loaded classifier's [`Classifier::test_run`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Classifier::test_run`].
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
+        test_run(&self.st.prog, frame)
+    }
+
+    /// Pins the maps, the link and `names` (the rule names of the set in force, by rule index)
+    /// under `dir` (bpffs) so the classifier outlives this process; [`Classifier::open_pinned`]
+    /// gives them back. `dir` must be a directory right under [`PIN_ROOT`] ([`pin_dir`]): the
+    /// root is created mode 0700 and both are checked ([`check_trusted_dir`]) before anything
+    /// is pinned. Needs root (or CAP_BPF and write access to bpffs).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`], [`BpfError::Map`] (a pin already there, bpffs not
+    /// mounted), [`BpfError::Sys`].
+    pub fn pin(&mut self, dir: &Path, names: &[String]) -> Result<(), BpfError> {
+        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
+        make_trusted_dir(root)?;
+        make_trusted_dir(dir)?;
+        self.maps.pin(dir)?;
+        PinMeta { ifindex: Some(self.st.link.ifindex()), names: names.to_vec() }.pin(dir)?;
+        crate::sys::bpf::obj_pin(self.st.link.fd().as_fd(), &dir.join("link"), "link")?;
+        Ok(())
+    }
+}
+
+impl<S: state::State> Classifier<S> {
     /// The id of the CPUMAP that `cpu` rules fill, for
     /// [`crate::bpf::MonitorFilter::cpumap_id`] (its tracepoint counters).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
     pub fn cpu_map_id(&self) -> Result<u32, BpfError> {
-        Ok(self.maps.cpu_map.info().map_err(map_err("cpu_map"))?.info.id)
+        self.maps.cpu_map.id()
     }
 
-    /// The rule set in use (0 or 1).
-    pub fn active(&self) -> Result<u32, BpfError> {
-        let v = self
-            .maps
-            .cls_active
-            .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("cls_active"))?
-            .unwrap_or_default();
-        Ok(abi::read::<u32>(&v).unwrap_or(0) & 1)
+    /// The rule set in use.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn active(&self) -> Result<SetIndex, BpfError> {
+        Ok(SetIndex::of(self.maps.cls_active.get(0)?.unwrap_or(0)))
     }
 
-    /// Writes `c` as rule set `set` (not yet in use). `ifindex_of` resolves redirect interfaces.
-    pub fn install(
-        &self,
-        set: u32,
-        c: &Compiled,
-        ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>,
-    ) -> Result<(), BpfError> {
+    /// Per-set totals, summed over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn totals(&self, set: SetIndex) -> Result<ClsTotals, BpfError> {
+        let mut counters = Vec::new();
+        for (i, name) in STAT_NAMES.iter().enumerate() {
+            let (p, b) = sum_percpu(&self.maps.cls_stats, set.at(STAT_COUNT as usize, i))?;
+            counters.push((*name, p, b));
+        }
+        Ok(ClsTotals { counters })
+    }
+
+    /// (packets, bytes) of rules `0..n` of `set` (`n` at most [`MAX_RULES`]), summed over CPUs.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn rule_counters(&self, set: SetIndex, n: usize) -> Result<Vec<(u64, u64)>, BpfError> {
+        (0..n.min(MAX_RULES)).map(|i| sum_percpu(&self.maps.cls_rule_stats, set.at(MAX_RULES, i))).collect()
+    }
+
+    /// Number of rules in `set` (from its config).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn rule_count(&self, set: SetIndex) -> Result<usize, BpfError> {
+        Ok(self.config(set)?.n_rules as usize)
+    }
+
+    /// Puts the AF_XDP socket `xsk_fd` into the program's XSKMAP slot `queue_id` (for rules
+    /// with `action = "xsk"`).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] (a queue beyond the map, a socket not bound).
+    pub fn insert_xsk(&self, queue_id: u32, xsk_fd: std::os::fd::RawFd) -> Result<(), BpfError> {
+        self.maps.xsks.set(queue_id, &(xsk_fd as u32))
+    }
+
+    /// Rule set `set`'s config; all-zero (the map's initial value) if absent.
+    fn config(&self, set: SetIndex) -> Result<fp_cls_config, BpfError> {
+        Ok(self.maps.cls_config.get(set.index())?.unwrap_or_else(Zeroable::zeroed))
+    }
+
+    /// Installs `c` into the inactive set and flips to it. Returns the new set. On an error
+    /// before the flip the set in use is untouched.
+    ///
+    /// The old set is not cleared here: a packet that read the old index just before the flip
+    /// may still be walking it, and there is no RCU grace period to wait for from user space.
+    /// It is cleared by the next install into it (at the next reload), long after; its
+    /// counters stay readable until then.
+    fn swap(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
+        check_fits(c)?;
+        let new = self.active()?.other();
+        if let Err(e) = self.install(new, c) {
+            let _ = self.clear(new);
+            return Err(e);
+        }
+        self.maps.cls_active.set(0, &new.index())?;
+        Ok(new)
+    }
+
+    /// Writes `c` (checked by [`check_fits`]) as rule set `set` (not yet in use).
+    fn install(&self, set: SetIndex, c: &Compiled) -> Result<(), BpfError> {
         // Whatever an earlier, interrupted install left in this set goes first: stale keys
         // would otherwise match under the new tuple table.
         self.clear(set)?;
         let m = &self.maps;
-        assert!(c.actions.len() <= MAX_RULES && c.tuples.len() <= MAX_TUPLES);
-        assert!(c.cpu_sets.len() <= MAX_CPU_SETS && c.redirect_ifaces.len() <= MAX_REDIRECT_PORTS);
-        // Actions, classes, CPU sets, redirect ports: arrays indexed by set.
         let acts: Vec<fp_cls_action> = c.actions.iter().map(cls_action).collect();
-        if !acts.is_empty() {
-            write_array(&m.cls_actions, "cls_actions", set * MAX_RULES as u32, &acts)?;
-        }
+        m.cls_actions.set_many(set.at(MAX_RULES, 0), &acts)?;
         // Full aggregate buckets for the rules that have one (last_ns 0 = never used).
         for (i, a) in c.actions.iter().enumerate() {
             if a.rate_total_pps != 0 {
-                m.cls_rate_total
-                    .update(
-                        &(set * MAX_RULES as u32 + i as u32).to_ne_bytes(),
-                        bytes_of(&fp_rate_total::zeroed()),
-                        MapFlags::ANY,
-                    )
-                    .map_err(map_err("cls_rate_total"))?;
+                m.cls_rate_total.set(set.at(MAX_RULES, i), &fp_rate_total::zeroed())?;
             }
         }
-        write_array(&m.cls_port_class, "cls_port_class", set * 131072, &c.sport.table())?;
-        write_array(&m.cls_port_class, "cls_port_class", set * 131072 + 65536, &c.dport.table())?;
-        write_array(&m.cls_len_class, "cls_len_class", set * 65536, &c.len.table())?;
-        for (i, cpus) in c.cpu_sets.iter().enumerate() {
-            let mut v = fp_cpu_set { n: cpus.len() as u32, ..Zeroable::zeroed() };
-            for (slot, &cpu) in v.cpus.iter_mut().zip(cpus) {
-                *slot = cpu;
-                // A CPUMAP entry per CPU used: 2048-frame queue to that CPU's kthread, no program.
-                let val = bpf_cpumap_val { qsize: 2048, ..Zeroable::zeroed() };
-                m.cpu_map.update(&cpu.to_ne_bytes(), bytes_of(&val), MapFlags::ANY).map_err(map_err("cpu_map"))?;
-            }
-            m.cls_cpu_sets
-                .update(&(set * MAX_CPU_SETS as u32 + i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
-                .map_err(map_err("cls_cpu_sets"))?;
-        }
-        for (i, iface) in c.redirect_ifaces.iter().enumerate() {
-            let val = bpf_devmap_val { ifindex: ifindex_of(iface)?, ..Zeroable::zeroed() };
-            m.tx_ports
-                .update(&(set * MAX_REDIRECT_PORTS as u32 + i as u32).to_ne_bytes(), bytes_of(&val), MapFlags::ANY)
-                .map_err(map_err("tx_ports"))?;
-        }
-        // Hash entries.
-        const CHUNK: usize = 8192;
-        for chunk in c.entries.chunks(CHUNK) {
-            let keys: Vec<fp_cls_key> = chunk.iter().map(|(k, _)| cls_key(set as u8, k)).collect();
-            let vals: Vec<u32> = chunk.iter().map(|(_, r)| *r).collect();
-            m.cls_rules
-                .update_batch(cast_slice(&keys), cast_slice(&vals), chunk.len() as u32, MapFlags::ANY, MapFlags::ANY)
-                .map_err(map_err("cls_rules"))?;
-        }
+        m.cls_port_class.set_many(set.at(PORT_CLASSES, 0), &c.sport.table())?;
+        m.cls_port_class.set_many(set.at(PORT_CLASSES, PORT_CLASSES / 2), &c.dport.table())?;
+        m.cls_len_class.set_many(set.at(LEN_CLASSES, 0), &c.len.table())?;
+        self.install_targets(set, c)?;
+        let keys: Vec<fp_cls_key> = c.entries.iter().map(|(k, _)| cls_key(set, k)).collect();
+        let vals: Vec<u32> = c.entries.iter().map(|(_, r)| *r).collect();
+        m.cls_rules.set_many(&keys, &vals)?;
         // Prefilter bitmaps of the tuples in use (the others are never read).
-        if !c.prefilter_words.is_empty() {
-            write_array(
-                &m.cls_prefilter,
-                "cls_prefilter",
-                set * (MAX_TUPLES * 2 * PRE_WORDS) as u32,
-                &c.prefilter_words,
-            )?;
-        }
-        // Tuples.
+        m.cls_prefilter.set_many(set.at(PREFILTER_WORDS, 0), &c.prefilter_words)?;
         for (i, (t, best)) in c.tuples.iter().zip(&c.tuple_best).enumerate() {
             let v = fp_cls_tuple {
                 fields: t.fields,
@@ -390,165 +660,121 @@ impl Classifier {
                 dst_mask: mask16(t.dst_plen),
                 ..Zeroable::zeroed()
             };
-            m.cls_tuples
-                .update(&(set * MAX_TUPLES as u32 + i as u32).to_ne_bytes(), bytes_of(&v), MapFlags::ANY)
-                .map_err(map_err("cls_tuples"))?;
+            m.cls_tuples.set(set.at(MAX_TUPLES, i), &v)?;
         }
         // Zero the new set's counters (batched), then its config last.
-        zero_percpu_stats(&m.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32, c.actions.len() as u32)?;
-        zero_percpu_stats(&m.cls_stats, "cls_stats", set * STAT_COUNT, STAT_COUNT)?;
-        let uses = c.tuples.iter().fold(0, |a, t| a | t.fields);
+        m.cls_rule_stats.zero(set.at(MAX_RULES, 0), c.actions.len() as u32)?;
+        m.cls_stats.zero(set.at(STAT_COUNT as usize, 0), STAT_COUNT)?;
         // A generation no flow-cache entry carries yet: one above both sets' (never 0).
-        let gen_of = |s: u32| read_config(&self.maps.cls_config, s).map(|c| c.gen_).unwrap_or(0);
-        let gen = gen_of(0).max(gen_of(1)).wrapping_add(1).max(1);
+        let gen_of = |s: SetIndex| self.config(s).map(|c| c.gen_).unwrap_or(0);
         let cfg = fp_cls_config {
             n_tuples: c.tuples.len() as u32,
             n_rules: c.actions.len() as u32,
-            uses,
-            gen_: gen,
+            uses: c.tuples.iter().fold(0, |a, t| a | t.fields),
+            gen_: gen_of(SetIndex::Zero).max(gen_of(SetIndex::One)).wrapping_add(1).max(1),
             dflt: cls_action(&c.default),
             malformed: u32::from(c.malformed),
             flags: if c.pass_bad_fragments { abi::FP_CLS_F_PASS_BAD_FRAG } else { 0 },
         };
-        m.cls_config.update(&set.to_ne_bytes(), bytes_of(&cfg), MapFlags::ANY).map_err(map_err("cls_config"))?;
-        Ok(())
+        m.cls_config.set(set.index(), &cfg)
     }
 
-    /// Makes `set` the one in use: one map update.
-    pub fn activate(&self, set: u32) -> Result<(), BpfError> {
-        self.maps
-            .cls_active
-            .update(&0u32.to_ne_bytes(), &(set & 1).to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("cls_active"))
+    /// The CPU sets (and their CPUMAP entries) and redirect ports of `c`, as set `set`.
+    fn install_targets(&self, set: SetIndex, c: &Compiled) -> Result<(), BpfError> {
+        let m = &self.maps;
+        for (i, cpus) in c.cpu_sets.iter().enumerate() {
+            let mut v = fp_cpu_set { n: cpus.len() as u32, ..Zeroable::zeroed() };
+            for (slot, &cpu) in v.cpus.iter_mut().zip(cpus) {
+                *slot = cpu;
+                // A CPUMAP entry per CPU used: 2048-frame queue to that CPU's kthread, no program.
+                m.cpu_map.set(cpu, &bpf_cpumap_val { qsize: 2048, ..Zeroable::zeroed() })?;
+            }
+            m.cls_cpu_sets.set(set.at(MAX_CPU_SETS, i), &v)?;
+        }
+        for (i, iface) in c.redirect_ifaces.iter().enumerate() {
+            let val = bpf_devmap_val { ifindex: crate::sys::if_nametoindex(iface)?, ..Zeroable::zeroed() };
+            m.tx_ports.set(set.at(MAX_REDIRECT_PORTS, i), &val)?;
+        }
+        Ok(())
     }
 
     /// Removes rule set `set`'s hash entries (after it stopped being active): keys read with
     /// BPF_MAP_LOOKUP_BATCH and deleted with BPF_MAP_DELETE_BATCH (kernel >= 5.6), 8,192 per
-    /// system call.
-    pub fn clear(&self, set: u32) -> Result<(), BpfError> {
-        const CHUNK: usize = 8192;
-        let ksize = size_of::<fp_cls_key>();
-        let rules = &self.maps.cls_rules;
-        let mut stale: Vec<u8> = Vec::new();
-        for (k, _) in rules.lookup_batch(CHUNK as u32, MapFlags::ANY, MapFlags::ANY).map_err(map_err("cls_rules"))? {
-            if abi::read::<fp_cls_key>(&k).is_some_and(|k| u32::from(k.set) == set) {
-                stale.extend_from_slice(&k[..ksize]);
-            }
-        }
-        for chunk in stale.chunks(CHUNK * ksize) {
-            let n = (chunk.len() / ksize) as u32;
-            if let Err(cause) = rules.delete_batch(chunk, n, MapFlags::ANY, MapFlags::ANY) {
-                if cause.kind() != libbpf_rs::ErrorKind::NotFound {
-                    return Err(BpfError::Map { map: "cls_rules", cause });
-                }
-                // A key already gone stops the batch: finish this chunk one key at a time.
-                for k in chunk.chunks(ksize) {
-                    match rules.delete(k) {
-                        Err(cause) if cause.kind() != libbpf_rs::ErrorKind::NotFound => {
-                            return Err(BpfError::Map { map: "cls_rules", cause })
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        }
+    /// system call; then zeroes its config, keeping the generation.
+    fn clear(&self, set: SetIndex) -> Result<(), BpfError> {
+        let stale: Vec<fp_cls_key> =
+            self.maps.cls_rules.keys()?.into_iter().filter(|k| u32::from(k.set) == set.index()).collect();
+        self.maps.cls_rules.delete_many(&stale)?;
         // Keep the generation so the next install goes above it; zero the rest.
-        let empty = fp_cls_config { gen_: read_config(&self.maps.cls_config, set)?.gen_, ..Zeroable::zeroed() };
-        self.maps.cls_config.update(&set.to_ne_bytes(), bytes_of(&empty), MapFlags::ANY).map_err(map_err("cls_config"))
+        let empty = fp_cls_config { gen_: self.config(set)?.gen_, ..Zeroable::zeroed() };
+        self.maps.cls_config.set(set.index(), &empty)
+    }
+}
+
+fn sum_percpu(map: &PerCpuArray<fp_pkt_stats>, key: u32) -> Result<(u64, u64), BpfError> {
+    Ok(map.get(key)?.iter().fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
+}
+
+impl PinnedClassifier {
+    /// Opens a classifier pinned by [`Classifier::pin`] under `dir`, with its rule names. Needs
+    /// root (or CAP_BPF and read access to the pins).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`] (a directory or entry a non-root user could have
+    /// planted), [`BpfError::OtherVersion`] (a map missing or of another shape), [`BpfError::Map`].
+    pub fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
+        if let Some(root) = dir.parent() {
+            check_trusted_dir(root)?;
+        }
+        check_trusted_dir(dir)?;
+        for name in ClsMaps::NAMES.iter().copied().chain(["link", NAMES_PIN]) {
+            check_entry(&dir.join(name))?;
+        }
+        let maps =
+            ClsMaps::open_pinned(dir).map_err(|map| BpfError::OtherVersion { dir: dir.display().to_string(), map })?;
+        let meta = PinMeta::open_pinned(dir)?;
+        let link = crate::sys::bpf::obj_get(&dir.join("link")).ok();
+        Ok(Self { maps, st: state::Pinned { link, dir: dir.to_path_buf(), meta } })
     }
 
-    /// Installs `c` into the inactive set and flips to it. Returns the new set. On an error
-    /// before the flip the set in use is untouched.
+    /// The interface index at load (or last reload) time and the rule names of the set in
+    /// force, as kept with the pins.
+    pub fn meta(&self) -> &PinMeta {
+        &self.st.meta
+    }
+
+    /// Installs `c` into the inactive set, flips to it (as [`Classifier::swap_in`]) and keeps
+    /// `names` (by rule index) with the pins, replacing the previous ones. Returns the new set.
+    /// The caller serializes reloads of one classifier (two would install into the same set).
     ///
-    /// The old set is not cleared here: a packet that read the old index just before the flip
-    /// may still be walking it, and there is no RCU grace period to wait for from user space.
-    /// It is cleared by the next install into it (at the next reload), long after; its
-    /// counters stay readable until then.
-    pub fn swap_in(&self, c: &Compiled, ifindex_of: &dyn Fn(&str) -> Result<u32, SysError>) -> Result<u32, BpfError> {
-        let old = self.active()?;
-        let new = old ^ 1;
-        if let Err(e) = self.install(new, c, ifindex_of) {
-            let _ = self.clear(new);
-            return Err(e);
-        }
-        self.activate(new)?;
+    /// # Errors
+    ///
+    /// As [`Classifier::swap_in`]; [`BpfError::Map`] / [`BpfError::Sys`] if the names cannot
+    /// be pinned (the new set is in force then).
+    pub fn reload(&mut self, c: &Compiled, names: &[String]) -> Result<SetIndex, BpfError> {
+        let new = self.swap(c)?;
+        let ifindex = self.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).or(self.st.meta.ifindex);
+        self.st.meta = PinMeta { ifindex, names: names.to_vec() };
+        self.st.meta.pin(&self.st.dir)?;
         Ok(new)
     }
 
-    /// Per-set totals, summed over CPUs.
-    pub fn totals(&self, set: u32) -> Result<ClsTotals, BpfError> {
-        let mut counters = Vec::new();
-        for (i, name) in STAT_NAMES.iter().enumerate() {
-            let (p, b) = self.sum_percpu(&self.maps.cls_stats, "cls_stats", set * STAT_COUNT + i as u32)?;
-            counters.push((*name, p, b));
-        }
-        Ok(ClsTotals { counters })
-    }
-
-    /// (packets, bytes) of rules `0..n` of `set`, summed over CPUs.
-    pub fn rule_counters(&self, set: u32, n: usize) -> Result<Vec<(u64, u64)>, BpfError> {
-        (0..n as u32)
-            .map(|i| self.sum_percpu(&self.maps.cls_rule_stats, "cls_rule_stats", set * MAX_RULES as u32 + i))
-            .collect()
-    }
-
-    /// Number of rules in `set` (from its config).
-    pub fn rule_count(&self, set: u32) -> Result<usize, BpfError> {
-        Ok(read_config(&self.maps.cls_config, set)?.n_rules as usize)
-    }
-
-    fn sum_percpu(&self, map: &MapHandle, name: &'static str, key: u32) -> Result<(u64, u64), BpfError> {
-        let v = map.lookup_percpu(&key.to_ne_bytes(), MapFlags::ANY).map_err(map_err(name))?.unwrap_or_default();
-        Ok(v.iter().filter_map(|c| abi::read::<fp_pkt_stats>(c)).fold((0, 0), |(p, b), c| (p + c.packets, b + c.bytes)))
-    }
-
-    /// Runs the program once over `frame` with BPF_PROG_TEST_RUN (no interface needed);
-    /// returns the XDP action. For tests and `fastpath filter check --frame`.
-    pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
-        let prog = self.prog.as_ref().expect("loaded");
-        crate::sys::bpf::prog_test_run(prog.as_fd(), frame, 1, 0, 0, || {
-            format!("bpf_prog_test_run(classifier, len={})", frame.len())
-        })
-    }
-
-    /// Pins the maps and the link under `dir` (bpffs) so the classifier outlives this process.
-    /// `dir` must be a directory right under [`PIN_ROOT`] ([`pin_dir`]): the root is created
-    /// mode 0700 and both are checked ([`check_trusted_dir`]) before anything is pinned.
-    pub fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
-        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
-        make_trusted_dir(root)?;
-        make_trusted_dir(dir)?;
-        self.maps.pin(dir)?;
-        let link = self.link.as_ref().expect("attached");
-        crate::sys::bpf::obj_pin(link.fd().as_fd(), &dir.join("link"), "link")?;
-        Ok(())
-    }
-
-    /// True if a classifier is pinned under `dir` (its `link` pin exists). Refuses an
-    /// untrusted [`PIN_ROOT`] or `dir`, and a `link` entry that is a symlink.
-    pub fn is_pinned(dir: &Path) -> Result<bool, BpfError> {
-        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
-        if std::fs::symlink_metadata(root).is_err() {
-            return Ok(false);
-        }
-        check_trusted_dir(root)?;
-        if std::fs::symlink_metadata(dir).is_err() {
-            return Ok(false);
-        }
-        check_trusted_dir(dir)?;
-        Ok(check_entry(&dir.join("link"))?.is_some())
-    }
-
-    /// The pinned link as the kernel sees it, if this object was opened from pins.
+    /// The pinned link as the kernel sees it; `None` if its pin could not be opened.
     pub fn pinned_link_info(&self) -> Option<Result<super::LinkInfo, SysError>> {
-        self.link_fd_pinned.as_ref().map(|fd| super::link_info(fd.as_fd()))
+        self.st.link.as_ref().map(|fd| super::link_info(fd.as_fd()))
     }
 
-    /// Checks that the classifier opened from pins still runs on `iface`: its link is attached
-    /// (the kernel reports a non-zero ifindex), to the interface that now has that name, and the
-    /// program the kernel reports there is the link's. `was_ifindex` is the interface's index at
-    /// load time, if known (for the message). Error: [`BpfError::Stale`] saying what happened.
-    pub fn check_still_attached(&self, iface: &str, was_ifindex: Option<u32>) -> Result<(), BpfError> {
+    /// Checks that the classifier still runs on `iface`: its link is attached (the kernel
+    /// reports a non-zero ifindex), to the interface that now has that name, and the program
+    /// the kernel reports there is the link's. The interface's index at load time (kept with
+    /// the pins) is used for the message.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Stale`] saying what happened; [`BpfError::Sys`] if the link cannot be read.
+    pub fn check_still_attached(&self, iface: &str) -> Result<(), BpfError> {
+        let was_ifindex = self.st.meta.ifindex;
         let stale = |what: String| BpfError::Stale { iface: iface.to_string(), what };
         let now = crate::sys::if_nametoindex(iface).ok();
         let info = match self.pinned_link_info() {
@@ -589,43 +815,57 @@ impl Classifier {
         }
     }
 
-    /// Puts the AF_XDP socket `xsk_fd` into the program's XSKMAP slot `queue_id` (for rules
-    /// with `action = "xsk"`).
-    pub fn insert_xsk(&self, queue_id: u32, xsk_fd: std::os::fd::RawFd) -> Result<(), BpfError> {
-        self.maps
-            .xsks
-            .update(&queue_id.to_ne_bytes(), &(xsk_fd as u32).to_ne_bytes(), MapFlags::ANY)
-            .map_err(map_err("xsks"))
+    /// Detaches the pinned link now (BPF_LINK_DETACH; Linux >= 5.9); the pins stay.
+    ///
+    /// # Errors
+    ///
+    /// The failed call ([`SysError`]); an already detached link is no error.
+    pub fn detach_pinned(&self) -> Result<(), SysError> {
+        if let Some(fd) = &self.st.link {
+            match crate::sys::bpf::link_detach(fd.as_fd(), "pinned classifier link") {
+                Err(e) if e.errno != libc::ENOLINK => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
     }
+}
 
-    /// Opens a classifier pinned by [`Classifier::pin`] under `dir`.
-    pub fn open_pinned(dir: &Path) -> Result<Self, BpfError> {
-        if let Some(root) = dir.parent() {
-            check_trusted_dir(root)?;
+/// The pin-directory functions, which need no classifier object.
+impl Classifier {
+    /// True if a classifier is pinned under `dir` (its `link` pin exists).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`]: an untrusted [`PIN_ROOT`] or `dir`, or a `link` entry
+    /// that is a symlink.
+    pub fn is_pinned(dir: &Path) -> Result<bool, BpfError> {
+        let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
+        if std::fs::symlink_metadata(root).is_err() {
+            return Ok(false);
+        }
+        check_trusted_dir(root)?;
+        if std::fs::symlink_metadata(dir).is_err() {
+            return Ok(false);
         }
         check_trusted_dir(dir)?;
-        for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
-            check_entry(&dir.join(name))?;
-        }
-        let maps = ClsMaps::open_pinned(dir).map_err(|e| match e {
-            BpfError::Map { map, .. } => BpfError::OtherVersion { dir: dir.display().to_string(), map },
-            other => other,
-        })?;
-        maps.check_shapes().map_err(|map| BpfError::OtherVersion { dir: dir.display().to_string(), map })?;
-        let link_fd_pinned = crate::sys::bpf::obj_get(&dir.join("link")).ok();
-        Ok(Self { maps, prog: None, link: None, link_fd_pinned })
+        Ok(check_entry(&dir.join("link"))?.is_some())
     }
 
-    /// Removes the pins under `dir` (maps and link). With the link's pin gone and no process
-    /// holding its fd, the kernel detaches the program. Touches nothing unless `dir` and its
-    /// parent pass [`check_trusted_dir`].
+    /// Removes the pins under `dir` (maps, link, rule names). With the link's pin gone and no
+    /// process holding its fd, the kernel detaches the program. Touches nothing unless `dir`
+    /// and its parent pass [`check_trusted_dir`].
+    ///
+    /// # Errors
+    ///
+    /// The failed `unlink` ([`SysError`]).
     pub fn unpin(dir: &Path) -> Result<(), SysError> {
         // Only inside trusted directories (a symlinked root would lead elsewhere); an entry
         // that is a symlink is removed itself (unlink), never followed.
         if dir.parent().is_some_and(|r| check_trusted_dir(r).is_err()) || check_trusted_dir(dir).is_err() {
             return Ok(());
         }
-        for name in ClsMaps::NAMES.iter().copied().chain(std::iter::once("link")) {
+        for name in ClsMaps::NAMES.iter().copied().chain(["link", NAMES_PIN, NAMES_PIN_NEW]) {
             let p = dir.join(name);
             if std::fs::symlink_metadata(&p).is_ok() {
                 std::fs::remove_file(&p).map_err(|e| SysError {
@@ -638,8 +878,13 @@ impl Classifier {
         Ok(())
     }
 
-    /// Detaches the classifier pinned under `dir` and removes every pin there, without needing
-    /// the maps to open (a pin directory from another build still unloads).
+    /// Detaches the classifier pinned under `dir` (BPF_LINK_DETACH; Linux >= 5.9) and removes
+    /// every pin there, without needing the maps to open (a pin directory from another build
+    /// still unloads). Needs root.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`]; [`BpfError::Sys`] if the detach fails.
     pub fn unload_pinned(dir: &Path) -> Result<(), BpfError> {
         if let Some(root) = dir.parent() {
             check_trusted_dir(root)?;
@@ -663,17 +908,6 @@ impl Classifier {
             }
         }
         let _ = std::fs::remove_dir(dir);
-        Ok(())
-    }
-
-    /// Detaches a pinned link now (BPF_LINK_DETACH), if this object was opened from pins.
-    pub fn detach_pinned(&self) -> Result<(), SysError> {
-        if let Some(fd) = &self.link_fd_pinned {
-            match crate::sys::bpf::link_detach(fd.as_fd(), "pinned classifier link") {
-                Err(e) if e.errno != libc::ENOLINK => return Err(e),
-                _ => {}
-            }
-        }
         Ok(())
     }
 }

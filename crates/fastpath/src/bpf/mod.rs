@@ -46,11 +46,12 @@ mod skel {
 mod attach;
 pub mod capture;
 pub mod classifier;
+pub mod maps;
 pub use attach::{Attach, AttachOpts, Attached, AttachedMode, Loaded};
 pub mod cpumap;
 pub mod fwd;
 pub mod monitor;
-pub use classifier::Classifier;
+pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
 
@@ -185,6 +186,21 @@ pub enum BpfError {
     /// A failed call.
     #[error(transparent)]
     Sys(#[from] SysError),
+    /// A map's key or value size is not the one this build expects (a skeleton out of step
+    /// with [`crate::abi`], or a pin of another version).
+    #[error("BPF map {map}: key/value size {key}/{value} bytes, expected {want_key}/{want_value}")]
+    MapShape {
+        /// Map name.
+        map: &'static str,
+        /// Its key size.
+        key: usize,
+        /// Its value size.
+        value: usize,
+        /// The key size expected.
+        want_key: usize,
+        /// The value size expected.
+        want_value: usize,
+    },
     /// A libbpf map operation failed.
     #[error("BPF map {map}: {cause}")]
     Map {
