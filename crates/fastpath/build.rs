@@ -56,16 +56,16 @@ fn main() {
     println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_kernel.h").display());
     println!("cargo:rerun-if-changed={}", bpf_dir.join("include/fastpath_capture.h").display());
     abi_bindings(&abi_h, &[include.as_str(), multiarch.as_str()], &out.join("fastpath_abi.rs"));
-    for name in [
-        "xsk_redirect",
-        "xdp_drop",
-        "xdp_gen",
-        "classifier",
-        "xdp_monitor",
-        "xdp_redirect_cpu",
-        "xdp_fwd",
-        "xdp_capture",
-    ] {
+    // Every bpf/*.bpf.c is a program: adding a file is all it takes (no list to keep).
+    println!("cargo:rerun-if-changed={}", bpf_dir.display());
+    let mut names: Vec<String> = std::fs::read_dir(&bpf_dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", bpf_dir.display()))
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".bpf.c").map(str::to_string))
+        .collect();
+    names.sort();
+    let mut mods = String::new();
+    let mut xdp_names = Vec::new();
+    for name in &names {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
         SkeletonBuilder::new()
@@ -73,5 +73,39 @@ fn main() {
             .clang_args([include.as_str(), multiarch.as_str(), "-O2", "-Wall"])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", src.display()));
+        mods += &format!("pub mod {name} {{\n    include!(concat!(env!(\"OUT_DIR\"), \"/{name}.skel.rs\"));\n}}\n");
+        let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+        xdp_names.extend(xdp_functions(&text));
     }
+    std::fs::write(out.join("skeletons.rs"), mods).expect("writing skeletons.rs");
+    // The kernel keeps a program's name in BPF_OBJ_NAME_LEN (16) bytes with the NUL: 15 at most.
+    let kernel: Vec<String> = xdp_names.iter().map(|n| format!("{:?}", &n[..n.len().min(15)])).collect();
+    std::fs::write(
+        out.join("xdp_program_names.rs"),
+        format!(
+            "/// fastpath's XDP program names as the kernel keeps them (at most 15 bytes).\npub const XDP_PROGRAM_NAMES: [&str; {}] = [{}];\n",
+            kernel.len(),
+            kernel.join(", ")
+        ),
+    )
+    .expect("writing xdp_program_names.rs");
+}
+
+/// The function names of a BPF source's XDP programs: each `SEC("xdp...")` line followed by
+/// `int NAME(struct xdp_md *ctx)`.
+fn xdp_functions(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if !l.trim_start().starts_with("SEC(\"xdp") {
+            continue;
+        }
+        let def = lines.get(i + 1).copied().unwrap_or("");
+        let name = def.strip_prefix("int ").and_then(|r| r.split('(').next()).map(str::trim);
+        match name {
+            Some(n) if !n.is_empty() && def.contains("struct xdp_md") => out.push(n.to_string()),
+            _ => panic!("an XDP program's SEC line is not followed by `int NAME(struct xdp_md *ctx)`: {def:?}"),
+        }
+    }
+    out
 }

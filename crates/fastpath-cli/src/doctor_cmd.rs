@@ -23,18 +23,6 @@ use crate::common::enter_ns;
 use crate::error::{env, usage, CliResult};
 use crate::session::L2_OVERHEAD_BYTES;
 
-/// Names of fastpath's XDP programs as the kernel keeps them (15 bytes at most).
-const OURS: [&str; 8] = [
-    "xsk_redirect",
-    "xsk_redirect_fr",
-    "xdp_drop",
-    "classifier",
-    "xdp_fwd",
-    "xdp_capture",
-    "xdp_redirect_cp",
-    "xdp_gen",
-];
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum Status {
@@ -256,13 +244,13 @@ fn mtu_check(i: &str, ls: &LinkState, native: bool, xf: Option<&XdpFeatures>) ->
     }
 }
 
-/// Check 5: a foreign XDP program on the interface (one not named in [`OURS`]).
+/// Check 5: a foreign XDP program on the interface (one not in `fastpath::bpf::names`).
 fn xdp_program_check(i: &str, ls: &LinkState) -> Check {
     match fastpath::bpf::query_xdp(ls.ifindex) {
         Ok(None) => ok("xdp_program", format!("no XDP program on {i}")),
         Ok(Some(p)) => {
             let name = fastpath::bpf::prog_name(p.id).unwrap_or_else(|| "?".into());
-            if OURS.contains(&name.as_str()) {
+            if fastpath::bpf::names::is_fastpath(&name) {
                 ok("xdp_program", format!("fastpath's {name} (id {}, {}) is attached", p.id, p.mode))
             } else {
                 problem(
