@@ -25,6 +25,7 @@ use crate::args::{FwdArgs, FwdModeArg};
 use crate::common::enter_ns;
 use crate::common::event_line;
 use crate::error::{env, kernel, require_privileges, usage, CliResult};
+use crate::metrics::MetricsServer;
 use crate::session::decide_multi_buffer;
 
 /// UMEM frame size: one frame holds a packet of up to this less the kernel's 256-byte
@@ -321,11 +322,14 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     // Subscribed before the links are read, so no change between the two is missed.
     let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
-    let (inst, notes) = Instance::start(a, &cpus, &stop)?;
-    for note in &notes {
-        eprintln!("fastpath fwd: {note}");
-    }
-    let mut states: Vec<Option<LinkState>> = a.ifaces.iter().map(|i| link_state(i)).collect();
+    let mut fwd = Fwd::start(a, cpus, stop)?;
+    let start = Instant::now();
+    fwd.forward(&mut watch, metrics.as_ref(), start)?;
+    fwd.finish(metrics.as_ref(), start)
+}
+
+/// Prints the `ready` line (JSON or text) of a started forwarder.
+fn print_ready(a: &FwdArgs, inst: &Instance) {
     let xdp_modes = inst.xdp_modes();
     if a.run.json {
         let ports: Vec<_> = a
@@ -350,149 +354,234 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             xdp_modes.join("/")
         );
     }
-    let copy_mode = inst.copy_mode;
-    let mut inst = Some(inst);
-    let nq = a.queues as usize;
-    // Counters of instances already stopped (a port was deleted, or sockets re-bound).
-    let mut acc = vec![[DirStats::default(); 2]; nq];
-    let mut acc_xsk: [std::collections::BTreeMap<&'static str, u64>; 2] = Default::default();
-    let mut link_events = 0u64;
-    let totals = |inst: &Option<Instance>, acc: &[[DirStats; 2]]| -> Vec<[DirStats; 2]> {
-        let mut t = acc.to_vec();
-        if let Some(i) = inst {
+}
+
+/// The forwarder across instances: the running one (none while a port is missing) and the
+/// counters of those already stopped.
+struct Fwd<'a> {
+    a: &'a FwdArgs,
+    cpus: Vec<usize>,
+    stop: Arc<AtomicBool>,
+    inst: Option<Instance>,
+    /// The first instance's copy mode, for the summary.
+    copy_mode: &'static str,
+    /// Counters of instances already stopped (a port was deleted, or sockets re-bound).
+    acc: Vec<[DirStats; 2]>,
+    acc_xsk: [std::collections::BTreeMap<&'static str, u64>; 2],
+    link_events: u64,
+    /// Each port's state at the last look (None: no such interface).
+    states: Vec<Option<LinkState>>,
+}
+
+impl<'a> Fwd<'a> {
+    /// Starts the first instance, prints its notes, reads the ports' states and prints `ready`.
+    fn start(a: &'a FwdArgs, cpus: Vec<usize>, stop: Arc<AtomicBool>) -> CliResult<Self> {
+        let (inst, notes) = Instance::start(a, &cpus, &stop)?;
+        for note in &notes {
+            eprintln!("fastpath fwd: {note}");
+        }
+        let states = a.ifaces.iter().map(|i| link_state(i)).collect();
+        print_ready(a, &inst);
+        let nq = a.queues as usize;
+        Ok(Self {
+            a,
+            cpus,
+            stop,
+            copy_mode: inst.copy_mode,
+            inst: Some(inst),
+            acc: vec![[DirStats::default(); 2]; nq],
+            acc_xsk: Default::default(),
+            link_events: 0,
+            states,
+        })
+    }
+
+    /// Per queue, the counters of the stopped instances plus the running one's.
+    fn totals(&self) -> Vec<[DirStats; 2]> {
+        let mut t = self.acc.to_vec();
+        if let Some(i) = &self.inst {
             add_stats(&mut t, &i.shared.lock().expect("stats lock"));
         }
         t
-    };
+    }
 
-    let start = Instant::now();
-    let end = start + Duration::from_secs_f64(a.run.duration);
-    let mut next_line = start + Duration::from_secs_f64(a.run.interval);
-    let mut prev = totals(&inst, &acc);
-    let mut prev_t = start;
-    let mut last_resync = start;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        let now = Instant::now();
-        let wait =
-            RESYNC.min(next_line.saturating_duration_since(now)).min(end.saturating_duration_since(now)).min(WAIT_MAX);
-        let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
+    /// Forwards until `stop` or the duration: follows the links, publishes metrics, prints the
+    /// interval lines.
+    fn forward(&mut self, watch: &mut NetWatch, metrics: Option<&MetricsServer>, start: Instant) -> CliResult<()> {
+        let a = self.a;
+        let end = start + Duration::from_secs_f64(a.run.duration);
+        let mut next_line = start + Duration::from_secs_f64(a.run.interval);
+        let mut prev = self.totals();
+        let mut prev_t = start;
+        let mut last_resync = start;
+        while !self.stop.load(Ordering::Relaxed) && Instant::now() < end {
+            let now = Instant::now();
+            let wait = RESYNC
+                .min(next_line.saturating_duration_since(now))
+                .min(end.saturating_duration_since(now))
+                .min(WAIT_MAX);
+            let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
+            if last_resync.elapsed() >= RESYNC || self.worker_died() || self.concern_us(&evs) {
+                last_resync = Instant::now();
+                self.follow_links(start.elapsed().as_secs_f64())?;
+            }
+            if let Some(m) = metrics.filter(|m| m.due()) {
+                m.publish(&xsk_families(a, &self.totals(), &self.acc_xsk, self.inst.as_ref()));
+            }
+            if Instant::now() < next_line {
+                continue;
+            }
+            next_line += Duration::from_secs_f64(a.run.interval);
+            let now = self.totals();
+            let secs = prev_t.elapsed().as_secs_f64().max(1e-9);
+            prev_t = Instant::now();
+            self.interval_line(&prev, &now, secs, start.elapsed().as_secs_f64());
+            prev = now;
+        }
+        Ok(())
+    }
+
+    /// True if a queue pair's thread of the running instance has ended.
+    fn worker_died(&self) -> bool {
+        self.inst.as_ref().is_some_and(|i| i.workers.iter().any(|w| w.is_finished()))
+    }
+
+    /// True if a notification is about one of our ports (by name, or by the running
+    /// instance's ifindexes), or notifications were lost.
+    fn concern_us(&self, evs: &[NetEvent]) -> bool {
         let ours = |name: &str, ifindex: u32| {
-            a.ifaces.iter().any(|i| i == name) || inst.as_ref().is_some_and(|i| i.ifindexes.contains(&ifindex))
+            self.a.ifaces.iter().any(|i| i == name)
+                || self.inst.as_ref().is_some_and(|i| i.ifindexes.contains(&ifindex))
         };
-        let check = last_resync.elapsed() >= RESYNC
-            || inst.as_ref().is_some_and(|i| i.workers.iter().any(|w| w.is_finished()))
-            || evs.iter().any(|e| match e {
-                NetEvent::Link(l) => ours(&l.name, l.ifindex),
-                NetEvent::LinkDeleted { ifindex, name } => ours(name, *ifindex),
-                NetEvent::Overrun => true,
-                _ => false,
-            });
-        if check {
-            last_resync = Instant::now();
-            let t = start.elapsed().as_secs_f64();
-            let now_states: Vec<Option<LinkState>> = a.ifaces.iter().map(|i| link_state(i)).collect();
-            let mut restart = false;
-            for (k, name) in a.ifaces.iter().enumerate() {
-                match (states[k], now_states[k]) {
-                    (Some(_), None) => {
-                        link_events += 1;
-                        event_line(
-                            a.run.json,
-                            t,
-                            name,
-                            "deleted",
-                            "paused: the queue pairs are stopped until it is back".into(),
-                        );
-                    }
-                    (None, Some(_)) => restart = true,
-                    (Some(w), Some(s)) if w.ifindex != s.ifindex => {
-                        // Deleted and recreated between two looks.
-                        link_events += 1;
-                        event_line(a.run.json, t, name, "deleted", "and recreated".into());
-                        restart = true;
-                    }
-                    (Some(w), Some(s)) => {
-                        if w.up != s.up {
-                            link_events += 1;
-                            let what = if s.up {
-                                "forwarding resumes"
-                            } else {
-                                "paused: frames for it wait on its TX ring (sendto answers ENETDOWN)"
-                            };
-                            event_line(a.run.json, t, name, if s.up { "up" } else { "down" }, what.into());
-                        }
-                        if w.mtu != s.mtu {
-                            link_events += 1;
-                            let mut c = XskConfig {
-                                umem: UmemConfig { frame_size: FRAME_SIZE, ..Default::default() },
-                                ..Default::default()
-                            };
-                            let needs = decide_multi_buffer(name, s.mtu, &mut c).map(|_| c.socket.multi_buffer);
-                            let running_mb = inst.as_ref().map(|i| i.multi_buffer);
-                            let detail = match needs {
-                                Ok(true) if running_mb == Some(false) => {
-                                    restart = true;
-                                    "; frames no longer fit one UMEM frame: the sockets are bound again multi-buffer"
-                                        .to_string()
-                                }
-                                Ok(_) => String::new(),
-                                Err(e) => format!("; refused: {}", e.err),
-                            };
-                            event_line(a.run.json, t, name, "mtu", format!("{} -> {} bytes{detail}", w.mtu, s.mtu));
-                        }
-                    }
-                    (None, None) => {}
-                }
-            }
-            states = now_states;
-            let missing = states.iter().any(|s| s.is_none());
-            let died = inst.as_ref().is_some_and(|i| i.workers.iter().any(|w| w.is_finished()));
-            if inst.is_some() && (missing || restart || died) {
-                let (q, x, err) = inst.take().expect("running").stop();
-                add_stats(&mut acc, &q);
-                add_xsk(&mut acc_xsk, &x);
-                if let (Some(e), false) = (err, missing || restart) {
-                    // A thread failed with both ports in place: not a link change.
-                    return Err(crate::error::runtime(e));
-                }
-            }
-            if inst.is_none() && !missing && !stop.load(Ordering::Relaxed) {
-                match Instance::start(a, &cpus, &stop) {
-                    Ok((i, _notes)) => {
-                        let detail = format!(
-                            "re-attached as ifindex {} and {} ({}, xdp {}{})",
-                            i.ifindexes[0],
-                            i.ifindexes[1],
-                            i.copy_mode,
-                            i.xdp_modes().join("/"),
-                            if i.multi_buffer { ", multi-buffer" } else { "" }
-                        );
-                        link_events += 1;
-                        event_line(a.run.json, t, &a.ifaces.join(","), "recreated", detail);
-                        inst = Some(i);
-                    }
-                    // Tried again at the next notification or resync; said once per attempt.
-                    Err(e) => event_line(a.run.json, t, &a.ifaces.join(","), "reattach-failed", format!("{}", e.err)),
-                }
+        evs.iter().any(|e| match e {
+            NetEvent::Link(l) => ours(&l.name, l.ifindex),
+            NetEvent::LinkDeleted { ifindex, name } => ours(name, *ifindex),
+            NetEvent::Overrun => true,
+            _ => false,
+        })
+    }
+
+    /// Re-reads the ports: reports what changed, stops the instance when a port is gone, its
+    /// sockets must be bound again or a thread ended, and starts one when both ports are there.
+    /// Errors: a thread failed with both ports in place.
+    fn follow_links(&mut self, t: f64) -> CliResult<()> {
+        let now_states: Vec<Option<LinkState>> = self.a.ifaces.iter().map(|i| link_state(i)).collect();
+        let restart = self.link_changes(t, &now_states);
+        self.states = now_states;
+        let missing = self.states.iter().any(|s| s.is_none());
+        let died = self.worker_died();
+        if self.inst.is_some() && (missing || restart || died) {
+            let (q, x, err) = self.inst.take().expect("running").stop();
+            add_stats(&mut self.acc, &q);
+            add_xsk(&mut self.acc_xsk, &x);
+            if let (Some(e), false) = (err, missing || restart) {
+                // A thread failed with both ports in place: not a link change.
+                return Err(crate::error::runtime(e));
             }
         }
-        if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
-            m.publish(&xsk_families(a, &totals(&inst, &acc), &acc_xsk, inst.as_ref()));
+        if self.inst.is_none() && !missing && !self.stop.load(Ordering::Relaxed) {
+            self.reattach(t);
         }
-        if Instant::now() < next_line {
-            continue;
+        Ok(())
+    }
+
+    /// Prints and counts each port's change since the last look (deleted, recreated, up or
+    /// down, MTU); true if the sockets must be bound again.
+    fn link_changes(&mut self, t: f64, now_states: &[Option<LinkState>]) -> bool {
+        let a = self.a;
+        let mut restart = false;
+        for (k, name) in a.ifaces.iter().enumerate() {
+            match (self.states[k], now_states[k]) {
+                (Some(_), None) => {
+                    self.link_events += 1;
+                    event_line(
+                        a.run.json,
+                        t,
+                        name,
+                        "deleted",
+                        "paused: the queue pairs are stopped until it is back".into(),
+                    );
+                }
+                (None, Some(_)) => restart = true,
+                (Some(w), Some(s)) if w.ifindex != s.ifindex => {
+                    // Deleted and recreated between two looks.
+                    self.link_events += 1;
+                    event_line(a.run.json, t, name, "deleted", "and recreated".into());
+                    restart = true;
+                }
+                (Some(w), Some(s)) => {
+                    if w.up != s.up {
+                        self.link_events += 1;
+                        let what = if s.up {
+                            "forwarding resumes"
+                        } else {
+                            "paused: frames for it wait on its TX ring (sendto answers ENETDOWN)"
+                        };
+                        event_line(a.run.json, t, name, if s.up { "up" } else { "down" }, what.into());
+                    }
+                    if w.mtu != s.mtu {
+                        self.link_events += 1;
+                        restart |= self.mtu_change(t, name, w.mtu, s.mtu);
+                    }
+                }
+                (None, None) => {}
+            }
         }
-        next_line += Duration::from_secs_f64(a.run.interval);
-        let now = totals(&inst, &acc);
-        let secs = prev_t.elapsed().as_secs_f64().max(1e-9);
-        prev_t = Instant::now();
+        restart
+    }
+
+    /// Prints a port's MTU change; true if it needs multi-buffer sockets and the running ones
+    /// are not.
+    fn mtu_change(&self, t: f64, name: &str, was: u32, mtu: u32) -> bool {
+        let mut c =
+            XskConfig { umem: UmemConfig { frame_size: FRAME_SIZE, ..Default::default() }, ..Default::default() };
+        let needs = decide_multi_buffer(name, mtu, &mut c).map(|_| c.socket.multi_buffer);
+        let running_mb = self.inst.as_ref().map(|i| i.multi_buffer);
+        let mut restart = false;
+        let detail = match needs {
+            Ok(true) if running_mb == Some(false) => {
+                restart = true;
+                "; frames no longer fit one UMEM frame: the sockets are bound again multi-buffer".to_string()
+            }
+            Ok(_) => String::new(),
+            Err(e) => format!("; refused: {}", e.err),
+        };
+        event_line(self.a.run.json, t, name, "mtu", format!("{was} -> {mtu} bytes{detail}"));
+        restart
+    }
+
+    /// Starts a new instance now that both ports exist, and says so; a failure is said once
+    /// per attempt (tried again at the next notification or resync).
+    fn reattach(&mut self, t: f64) {
+        let a = self.a;
+        match Instance::start(a, &self.cpus, &self.stop) {
+            Ok((i, _notes)) => {
+                let detail = format!(
+                    "re-attached as ifindex {} and {} ({}, xdp {}{})",
+                    i.ifindexes[0],
+                    i.ifindexes[1],
+                    i.copy_mode,
+                    i.xdp_modes().join("/"),
+                    if i.multi_buffer { ", multi-buffer" } else { "" }
+                );
+                self.link_events += 1;
+                event_line(a.run.json, t, &a.ifaces.join(","), "recreated", detail);
+                self.inst = Some(i);
+            }
+            Err(e) => event_line(a.run.json, t, &a.ifaces.join(","), "reattach-failed", format!("{}", e.err)),
+        }
+    }
+
+    /// Prints one interval line: each direction's forwarded packets per second since `prev`.
+    fn interval_line(&self, prev: &[[DirStats; 2]], now: &[[DirStats; 2]], secs: f64, t: f64) {
+        let a = self.a;
         let dir = |d: usize, v: &[[DirStats; 2]]| v.iter().map(|s| s[d].forwarded).sum::<u64>();
-        let pps: Vec<f64> = (0..2).map(|d| dir(d, &now).saturating_sub(dir(d, &prev)) as f64 / secs).collect();
-        let t = start.elapsed().as_secs_f64();
+        let pps: Vec<f64> = (0..2).map(|d| dir(d, now).saturating_sub(dir(d, prev)) as f64 / secs).collect();
+        let paused = self.inst.is_none();
         if a.run.json {
             println!(
                 "{}",
-                json!({"type": "interval", "t_s": t, "paused": inst.is_none(), "directions": [
+                json!({"type": "interval", "t_s": t, "paused": paused, "directions": [
                     {"from": a.ifaces[0], "to": a.ifaces[1], "forwarded_pps": pps[0]},
                     {"from": a.ifaces[1], "to": a.ifaces[0], "forwarded_pps": pps[1]}]})
             );
@@ -505,54 +594,65 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
                 a.ifaces[1],
                 a.ifaces[0],
                 pps[1] / 1e6,
-                if inst.is_none() { "  (paused)" } else { "" }
+                if paused { "  (paused)" } else { "" }
             );
         }
-        prev = now;
     }
-    if let Some(i) = inst.take() {
-        let (q, x, err) = i.stop();
-        add_stats(&mut acc, &q);
-        add_xsk(&mut acc_xsk, &x);
-        if let Some(e) = err {
-            return Err(crate::error::runtime(e));
+
+    /// Stops the running instance, publishes the last metrics and prints the summary.
+    /// Errors: a thread of the last instance failed.
+    fn finish(mut self, metrics: Option<&MetricsServer>, start: Instant) -> CliResult<()> {
+        if let Some(i) = self.inst.take() {
+            let (q, x, err) = i.stop();
+            add_stats(&mut self.acc, &q);
+            add_xsk(&mut self.acc_xsk, &x);
+            if let Some(e) = err {
+                return Err(crate::error::runtime(e));
+            }
         }
+        if let Some(m) = metrics {
+            m.publish(&xsk_families(self.a, &self.acc, &self.acc_xsk, None));
+        }
+        self.print_summary(start.elapsed().as_secs_f64());
+        Ok(())
     }
-    if let Some(m) = &metrics {
-        m.publish(&xsk_families(a, &acc, &acc_xsk, None));
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let per_queue = acc;
-    let total: Vec<DirStats> =
-        (0..2).map(|d| per_queue.iter().fold(DirStats::default(), |acc, s| sum(acc, s[d]))).collect();
-    let drops = |k: usize| json!(acc_xsk[k]);
-    if a.run.json {
-        println!(
-            "{}",
-            json!({"type": "summary", "bench": "fwd", "engine": "xsk", "mode": "l2", "duration_s": secs,
-                   "queues": a.queues, "copy_mode": copy_mode, "link_events": link_events,
-                   "directions": [
-                       {"from": a.ifaces[0], "to": a.ifaces[1], "totals": total[0]},
-                       {"from": a.ifaces[1], "to": a.ifaces[0], "totals": total[1]}],
-                   "xsk": [{"iface": a.ifaces[0], "statistics": drops(0)}, {"iface": a.ifaces[1], "statistics": drops(1)}],
-                   "per_queue": per_queue})
-        );
-    } else {
-        println!("fwd xsk l2 ran {secs:.1} s ({link_events} link events):");
-        for (d, t) in total.iter().enumerate() {
+
+    /// Prints the summary (JSON or text): totals per direction, XDP_STATISTICS per port, and
+    /// (JSON) per queue.
+    fn print_summary(&self, secs: f64) {
+        let a = self.a;
+        let per_queue = &self.acc;
+        let total: Vec<DirStats> =
+            (0..2).map(|d| per_queue.iter().fold(DirStats::default(), |acc, s| sum(acc, s[d]))).collect();
+        let drops = |k: usize| json!(self.acc_xsk[k]);
+        let link_events = self.link_events;
+        if a.run.json {
             println!(
-                "  {} -> {}: forwarded {} ({} bytes), completed {}, discarded when stopped {}, TX ring full {} times, held by the byte limit {} times",
-                a.ifaces[d],
-                a.ifaces[1 - d],
-                t.forwarded,
-                t.forwarded_bytes,
-                t.completed,
-                t.discarded,
-                t.tx_full,
-                t.limited
+                "{}",
+                json!({"type": "summary", "bench": "fwd", "engine": "xsk", "mode": "l2", "duration_s": secs,
+                       "queues": a.queues, "copy_mode": self.copy_mode, "link_events": link_events,
+                       "directions": [
+                           {"from": a.ifaces[0], "to": a.ifaces[1], "totals": total[0]},
+                           {"from": a.ifaces[1], "to": a.ifaces[0], "totals": total[1]}],
+                       "xsk": [{"iface": a.ifaces[0], "statistics": drops(0)}, {"iface": a.ifaces[1], "statistics": drops(1)}],
+                       "per_queue": per_queue})
             );
-            println!("  {} XDP_STATISTICS: {}", a.ifaces[d], drops(d));
+        } else {
+            println!("fwd xsk l2 ran {secs:.1} s ({link_events} link events):");
+            for (d, t) in total.iter().enumerate() {
+                println!(
+                    "  {} -> {}: forwarded {} ({} bytes), completed {}, discarded when stopped {}, TX ring full {} times, held by the byte limit {} times",
+                    a.ifaces[d],
+                    a.ifaces[1 - d],
+                    t.forwarded,
+                    t.forwarded_bytes,
+                    t.completed,
+                    t.discarded,
+                    t.tx_full,
+                    t.limited
+                );
+                println!("  {} XDP_STATISTICS: {}", a.ifaces[d], drops(d));
+            }
         }
     }
-    Ok(())
 }

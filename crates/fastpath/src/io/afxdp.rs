@@ -19,6 +19,9 @@
 //! that ends a packet is marked when it goes to the TX ring, and only marked frames count when
 //! they complete.
 //!
+//! Refill, reap and TX wake-up are the ring data path shared with [`crate::xsk::XskPair`]
+//! (`xsk/datapath.rs`): `tx_burst` wakes TX until the ring is drained, every other call once.
+//!
 //! [`open_queues`] attaches an XDP program with mode fallback (native -> skb) and binds one
 //! port per queue, over one shared UMEM or one UMEM each. Needs CAP_NET_ADMIN + CAP_BPF +
 //! CAP_NET_RAW.
@@ -32,6 +35,7 @@ use super::{Port, PortError, PortStats};
 pub use crate::bpf::{Attach, AttachOpts, Attached};
 use crate::bpf::{BpfError, XdpMode, XskRedirect, XskRedirectOpts};
 use crate::netdev::Iface;
+use crate::xsk::datapath::{self, TxKick};
 use crate::xsk::{CopyMode, Frame, RxBatch, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
@@ -225,11 +229,7 @@ impl AfXdpPort {
             });
         };
         let total = frames.len() as u32;
-        let mut fb = fill.reserve(fill_frames.min(total));
-        while fb.room() > 0 {
-            fb.push(frames.pop().expect("room <= frames"));
-        }
-        drop(fb);
+        datapath::refill(&mut fill.reserve(fill_frames.min(total)), &mut frames, |_| {});
         let mut free = Vec::with_capacity(total as usize);
         let fs = sock.umem().frame_size();
         free.extend(frames.drain(..).map(|mut f| {
@@ -275,49 +275,31 @@ impl AfXdpPort {
     /// COMPLETION -> free list; returns how many packets completed.
     #[inline]
     fn reap_to_free(&mut self) -> u64 {
+        self.reap(false)
+    }
+
+    /// Free list and COMPLETION -> FILL (frames that find no room stay free, or become free).
+    #[inline]
+    fn reap_to_fill(&mut self) -> u64 {
+        self.reap(true)
+    }
+
+    /// Completed frames to the free list, or (`to_fill`) the free list and then them to the
+    /// FILL ring ([`datapath::reap`]); returns how many packets completed.
+    #[inline]
+    fn reap(&mut self, to_fill: bool) -> u64 {
         let Some(comp) = self.sock.comp.as_mut() else { return 0 };
+        let fill = if to_fill { self.sock.fill.as_mut() } else { None };
         let fs = self.umem.frame_size();
         let shift = fs.trailing_zeros();
-        let mut n = 0;
-        for mut f in comp.peek(u32::MAX) {
-            n += packet_end(self.mb, &mut self.eop, &f, shift);
-            // A forwarded frame completes at its receive offset: free means the whole frame.
-            f.reset(fs);
-            self.free.push(f);
-        }
+        let (mb, eop, holds) = (self.mb, &mut self.eop, &mut self.holds);
+        let ends = |f: &Frame| packet_end(mb, eop, f, shift);
+        // A frame on FILL is the kernel's to write: it no longer holds a template.
+        let untemplate = |f: &Frame| holds[(f.addr() >> shift) as usize] = 0;
+        let n = datapath::reap(comp, fill, &mut self.free, fs, ends, untemplate);
         self.outstanding = self.outstanding.saturating_sub(n);
         self.unreported += n;
         n
-    }
-
-    /// COMPLETION and free list -> FILL (free frames that find no room stay free).
-    #[inline]
-    fn reap_to_fill(&mut self) -> u64 {
-        let (Some(comp), Some(fill)) = (self.sock.comp.as_mut(), self.sock.fill.as_mut()) else { return 0 };
-        let shift = self.umem.frame_size().trailing_zeros();
-        let holds = &mut self.holds;
-        // A frame on FILL is the kernel's to write: it no longer holds a template.
-        let mut untemplate = |f: &Frame| holds[(f.addr() >> shift) as usize] = 0;
-        let mut done = 0;
-        let mut fb = fill.reserve(u32::MAX);
-        while fb.room() > 0 {
-            let Some(f) = self.free.pop() else { break };
-            untemplate(&f);
-            fb.push(f);
-        }
-        for mut f in comp.peek(u32::MAX) {
-            done += packet_end(self.mb, &mut self.eop, &f, shift);
-            if fb.room() > 0 {
-                untemplate(&f);
-                fb.push(f);
-            } else {
-                f.reset(1 << shift);
-                self.free.push(f);
-            }
-        }
-        self.outstanding = self.outstanding.saturating_sub(done);
-        self.unreported += done;
-        done
     }
 
     /// Takes `f` (the first frame of a packet of `nf` frames, the rest next in `batch`) and the
@@ -342,27 +324,25 @@ impl AfXdpPort {
         }
     }
 
+    /// Wakes TX as `kick` allows ([`datapath::kick_tx`]).
     #[inline]
-    fn kick_tx_pending(&mut self) -> Result<(), PortError> {
-        if self.sock.tx.pending() > 0 {
-            self.sock.kick_tx()?;
-        }
-        Ok(())
+    fn kick_tx(&mut self, kick: TxKick) -> Result<(), PortError> {
+        Ok(datapath::kick_tx(&mut self.sock, kick)?)
     }
 }
 
-/// 1 if the completed frame `f` ended a packet (always on a single-buffer port; on a
+/// True if the completed frame `f` ended a packet (always on a single-buffer port; on a
 /// multi-buffer port if it was marked when sent), clearing the mark.
 #[inline]
-fn packet_end(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) -> u64 {
+fn packet_end(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) -> bool {
     if !mb {
-        return 1;
+        return true;
     }
     let idx = (f.addr() >> shift) as usize;
     let bit = 1u64 << (idx % 64);
     let was = eop[idx / 64] & bit != 0;
     eop[idx / 64] &= !bit;
-    was as u64
+    was
 }
 
 /// Descriptors one burst peeks beyond its packet count on a multi-buffer port, so that a whole
@@ -523,12 +503,12 @@ impl Port for AfXdpPort {
                 self.stats.tx_packets += sent as u64;
                 self.stats.tx_bytes += bytes;
                 // TX full (taken < avail) or frames queued: push them out.
-                self.sock.kick_tx()?;
+                self.kick_tx(TxKick::ONCE)?;
                 return Ok((received as usize, sent as usize));
             }
             drop(batch);
             if attempt == 0 {
-                self.kick_tx_pending()?;
+                self.kick_tx(TxKick::ONCE)?;
                 if timeout_ms > 0 {
                     self.sock.poll_rx(timeout_ms)?;
                 } else {
@@ -581,12 +561,8 @@ impl Port for AfXdpPort {
         drop(tb);
         self.stats.tx_packets += got as u64;
         self.outstanding += got as u64;
-        // Copy mode transmits inside sendto, at most XDP_MAX_TX_SKB_BUDGET descriptors per call:
-        // kick until the kernel has taken everything, so no frame waits for the next burst.
-        let mut tries = 0;
-        while got > 0 && self.sock.tx.pending() > 0 && tries < 10_000 {
-            self.sock.kick_tx()?;
-            tries += 1;
+        if got > 0 {
+            self.kick_tx(TxKick::DRAIN)?;
         }
         Ok(got)
     }
@@ -658,7 +634,7 @@ impl Port for AfXdpPort {
         self.stats.tx_packets += got as u64;
         self.stats.tx_bytes += got as u64 * template.len() as u64;
         self.outstanding += got as u64;
-        self.kick_tx_pending()?;
+        self.kick_tx(TxKick::ONCE)?;
         Ok(got)
     }
 
@@ -671,7 +647,7 @@ impl Port for AfXdpPort {
     }
 
     fn tx_outstanding(&mut self) -> Result<u64, PortError> {
-        self.kick_tx_pending()?;
+        self.kick_tx(TxKick::ONCE)?;
         Ok(self.outstanding)
     }
 

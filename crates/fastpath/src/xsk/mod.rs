@@ -33,6 +33,9 @@
 //! another (the DPDK l2fwd model), or put on the FILL ring of another; the token moves with it
 //! (it is `Send`). A token of one UMEM is refused (panic) by another UMEM's rings and memory.
 //!
+//! Refill, reap and TX wake-up are written once (`datapath.rs`), for both the port of the port
+//! API (`io::afxdp`) and [`XskPair`].
+//!
 //! The unsafe code of this module is in `ring.rs` (the index protocol, descriptor reads and
 //! writes), `umem.rs` (frame bytes) and one place of `socket.rs` (the rings built over their
 //! mmap'ed memory). Elsewhere in the crate: `sys/` (every raw system call), `io/tpacket.rs`
@@ -59,6 +62,7 @@
 //! }
 //! ```
 
+pub(crate) mod datapath;
 pub mod diag;
 mod pair;
 pub(crate) mod ring;

@@ -21,11 +21,16 @@
 //! none (a peek that ends inside a packet leaves it on the RX ring for the next round), with its
 //! chaining kept, so the egress socket sends it as one packet. Counters count packets.
 //!
+//! Refill, reap and TX wake-up are the ring data path shared with the port API
+//! (`xsk/datapath.rs`, `TxKick::ROUND` after a move); the pair's own part is the move from one
+//! socket's RX ring to the other's TX ring, with the byte limit and its per-frame record.
+//!
 //! Privileges: CAP_NET_RAW (sockets); the XDP programs that redirect into them are attached by
 //! the caller. Kernel >= 5.10.
 
 use std::sync::Arc;
 
+use super::datapath::{self, TxKick};
 use super::{Frame, SocketConfig, Umem, UmemConfig, XskError, XskSocket, XskStats};
 use crate::netdev::Iface;
 use crate::sys::{self, SysError};
@@ -134,40 +139,27 @@ impl XskPair {
     fn refill(&mut self, i: usize) {
         let Some(fill) = self.socks[i].fill.as_mut() else { return };
         let spare = &mut self.spare[i];
-        let mut fb = fill.reserve(spare.len() as u32);
-        while fb.room() > 0 {
-            match spare.pop() {
-                Some(f) => fb.push(f),
-                None => break,
-            }
-        }
+        datapath::refill(&mut fill.reserve(spare.len() as u32), spare, |_| {});
     }
 
-    /// Side `tx`'s completed frames back to the FILL ring of the side they came from.
+    /// Side `tx`'s completed frames back to the FILL ring of the side they came from (its
+    /// spare frames first; what finds no room waits with them).
     fn reap(&mut self, tx: usize) {
         let rx = 1 - tx;
         let fs = self.umem.frame_size();
+        let shift = fs.trailing_zeros();
         let [s0, s1] = &mut self.socks;
         let (txs, rxs) = if tx == 0 { (s0, s1) } else { (s1, s0) };
         let Some(comp) = txs.comp.as_mut() else { return };
         let fill = rxs.fill.as_mut().expect("a pair's sockets have their own FILL rings");
-        let batch = comp.peek(u32::MAX);
-        let n = batch.len() as u64;
-        let mut fb = fill.reserve(n as u32);
-        let shift = fs.trailing_zeros();
-        let (mut packets, mut bytes) = (0u64, 0u64);
-        for mut f in batch {
-            let s = std::mem::take(&mut self.sent[(f.addr() >> shift) as usize]);
-            packets += (s & LAST_FRAME != 0) as u64;
+        let sent = &mut self.sent;
+        let mut bytes = 0u64;
+        let ends = |f: &Frame| {
+            let s = std::mem::take(&mut sent[(f.addr() >> shift) as usize]);
             bytes += (s & !LAST_FRAME) as u64;
-            if fb.room() > 0 {
-                fb.push(f);
-            } else {
-                f.reset(fs);
-                self.spare[rx].push(f);
-            }
-        }
-        drop(fb);
+            s & LAST_FRAME != 0
+        };
+        let packets = datapath::reap(comp, Some(fill), &mut self.spare[rx], fs, ends, |_| {});
         self.stats[rx].completed += packets;
         self.in_flight_bytes[tx] = self.in_flight_bytes[tx].saturating_sub(bytes);
     }
@@ -218,31 +210,25 @@ impl XskPair {
         drop(tb);
         self.stats[rx].forwarded += moved as u64;
         self.stats[rx].forwarded_bytes += bytes;
-        // Copy mode transmits inside sendto, at most the socket's TX budget (32 by default,
-        // XDP_MAX_TX_SKB_BUDGET) per call: wake it until the ring is drained, so TX keeps up.
-        let mut tries = 0;
-        while moved > 0 && txs.tx.pending() > 0 && tries < 64 {
-            txs.kick_tx()?;
-            tries += 1;
+        // Wake TX until the ring is drained, so TX keeps up, within a round's bound.
+        if moved > 0 {
+            datapath::kick_tx(txs, TxKick::ROUND)?;
         }
         Ok(moved)
     }
 
-    /// One round: completions of both sides recycled, then up to `max` frames forwarded each
-    /// way. Returns the frames forwarded (both ways). Errors: the TX wake-up (sendto) failed.
+    /// One round: completions of both sides recycled (with the spare frames) onto the FILL
+    /// rings, then up to `max` frames forwarded each way. Returns the frames forwarded (both
+    /// ways). Errors: the TX wake-up (sendto) failed.
     #[inline]
     pub fn step(&mut self, max: u32) -> Result<u32, SysError> {
         self.reap(0);
         self.reap(1);
-        self.refill(0);
-        self.refill(1);
         let n = self.forward(0, max)? + self.forward(1, max)?;
         if n == 0 {
             // Copy mode transmits inside sendto: frames left on TX (a full kernel budget) go now.
             for s in &mut self.socks {
-                if s.tx.pending() > 0 {
-                    s.kick_tx()?;
-                }
+                datapath::kick_tx(s, TxKick::ONCE)?;
                 s.kick_rx();
             }
         }
