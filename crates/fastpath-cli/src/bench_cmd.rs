@@ -219,9 +219,12 @@ fn afxdp_role(a: &BenchArgs) -> CliResult<Role> {
     Ok(role)
 }
 
+/// An opened AF_XDP bench: the session, the txonly frame, a CPU per worker.
+type Opened = (Session, Option<Vec<u8>>, Vec<Option<usize>>);
+
 /// Compiles --rules, builds the txonly frame and opens the session (in the target namespace):
 /// the session, the frame (txonly) and the worker CPUs.
-fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<(Session, Option<Vec<u8>>, Vec<Option<usize>>)> {
+fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
         Some(p) => Some(compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
