@@ -183,6 +183,11 @@ pub fn check_ddos(a: &BenchArgs) -> CliResult<()> {
 
 /// `fastpath bench rxdrop|txonly|l2fwd|xdpdrop` (ddos and redirect-cpu are dispatched to their
 /// own modules by main after [`check_ddos`] / [`check_common`]).
+///
+/// # Errors
+///
+/// Usage (exit 2) for rejected options, then privileges, set-up (kernel, interface), a lost
+/// link, or the first worker's port error.
 pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_common(a)?;
     if a.xsk.iface.is_empty() {
@@ -191,6 +196,17 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.path != crate::args::PathArg::Afxdp {
         return port_bench(a, stop);
     }
+    let role = afxdp_role(a)?;
+    require_privileges("bench")?;
+    // Listening in the namespace the command was started in (before --netns is entered).
+    let metrics = crate::metrics::start(a.run.metrics)?;
+    enter_ns(&a.xsk.netns)?;
+    let (sess, template, cpus) = open_afxdp(a, role)?;
+    run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
+}
+
+/// The session role of an AF_XDP bench mode, with the options checked against it.
+fn afxdp_role(a: &BenchArgs) -> CliResult<Role> {
     let role = match a.mode {
         BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
         BenchMode::Txonly => Role::Tx,
@@ -200,10 +216,15 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.rules.is_some() && role != Role::Rx {
         return Err(usage(anyhow!("--rules is for rxdrop and l2fwd (the AF_XDP receive paths)")));
     }
-    require_privileges("bench")?;
-    // Listening in the namespace the command was started in (before --netns is entered).
-    let metrics = crate::metrics::start(a.run.metrics)?;
-    enter_ns(&a.xsk.netns)?;
+    Ok(role)
+}
+
+/// An opened AF_XDP bench: the session, the txonly frame, a CPU per worker.
+type Opened = (Session, Option<Vec<u8>>, Vec<Option<usize>>);
+
+/// Compiles --rules, builds the txonly frame and opens the session (in the target namespace):
+/// the session, the frame (txonly) and the worker CPUs.
+fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
         Some(p) => Some(compile_rules(&crate::args::RulesArgs { file: Some(p.clone()), rules: vec![] })?.1),
@@ -224,6 +245,18 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if let Some(n) = spin_note(&a.xsk, &cpus) {
         sess.info.notes.push(n);
     }
+    Ok((sess, template, cpus))
+}
+
+/// Announces the session, runs a worker per queue under the monitor, and reports.
+fn run_afxdp(
+    a: &BenchArgs,
+    stop: Arc<AtomicBool>,
+    mut sess: Session,
+    metrics: Option<&crate::metrics::MetricsServer>,
+    template: Option<Vec<u8>>,
+    cpus: &[Option<usize>],
+) -> CliResult<()> {
     // Whether the interface is up is judged now, before "ready": a caller may set it down as
     // soon as it reads that line, and that must count as a loss.
     let dev = Some(sess.iface.dev().clone());
@@ -233,12 +266,11 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let nq = ports.len().max(1);
     let counters: Vec<Arc<Counters>> = (0..nq).map(|_| Arc::new(Counters::default())).collect();
     let done = Arc::new(AtomicBool::new(false));
-    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let labels: Vec<String> = sess.info.queues.iter().map(|q| format!("{}:q{q}", a.xsk.iface)).collect();
     let prefix = if nq > 1 { format!("{}:all", a.xsk.iface) } else { labels[0].clone() };
     let mon = Monitor {
-        metrics: metrics.as_ref(),
+        metrics,
         xsk_fds: sess.stats_fds.iter().collect(),
         drop: sess.drop_prog(),
         ethtool_dev: dev.clone(),
@@ -248,63 +280,9 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     };
     // Baselines first, then the workers: nothing they move may fall before them.
     let watch = mon.start();
-    let limits = SendLimits { count: a.frame.count, rate_pps: a.frame.rate };
-    let workers: Vec<_> = if a.run.duration > 0.0 {
-        ports
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut port)| {
-                let (c, s, d, t, fin) =
-                    (counters[i].clone(), stop.clone(), done.clone(), tracker.clone(), finished.clone());
-                let (mode, opts, cpu, verify, template, flows) = (
-                    a.mode,
-                    loop_opts(&a.xsk),
-                    cpus.get(i).copied().flatten(),
-                    a.verify,
-                    template.clone(),
-                    flows(&a.frame),
-                );
-                // --count and --rate are totals: each queue sends its share.
-                let share = SendLimits {
-                    count: limits.count.map(|t| t / nq as u64 + u64::from((i as u64) < t % nq as u64)),
-                    rate_pps: limits.rate_pps.map(|r| (r / nq as u64).max(1)),
-                };
-                let _ = limits;
-                std::thread::spawn(move || -> Result<(), fastpath::io::PortError> {
-                    // Tell the monitor when the last worker ends, however it ends (error, panic).
-                    let _done = LastDone(fin, d, nq);
-                    if let Some(cpu) = cpu {
-                        fastpath::host::pin_current_thread(cpu)?;
-                    }
-                    match mode {
-                        BenchMode::Rxdrop if verify => {
-                            let mut tr = SeqTracker::default();
-                            let r = bench::rxdrop(&mut port, opts, &c, &s, |p| tr.record(p));
-                            let mut slot = t.lock().expect("tracker lock");
-                            match slot.as_mut() {
-                                Some(all) => all.merge(&tr),
-                                None => *slot = Some(tr),
-                            }
-                            r
-                        }
-                        BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, &c, &s, |_| {}),
-                        BenchMode::L2fwd => bench::l2fwd(&mut port, opts, &c, &s),
-                        BenchMode::Txonly => bench::txonly_flows(
-                            &mut port,
-                            template.as_deref().expect("txonly has a frame"),
-                            i as u16,
-                            flows.as_ref(),
-                            share,
-                            opts,
-                            &c,
-                            &s,
-                        )
-                        .map(|_| ()),
-                        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Ok(()),
-                    }
-                })
-            })
-            .collect()
+    let workers = if a.run.duration > 0.0 {
+        let shared = QueueShared { counters, stop: stop.clone(), done: done.clone(), tracker: tracker.clone() };
+        spawn_queues(a, ports, &shared, template, cpus)
     } else {
         Vec::new()
     };
@@ -312,13 +290,8 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     mon.watch(&watch, &stop, if workers.is_empty() { &never } else { &done });
     stop.store(true, Ordering::Relaxed);
     let mut lost = mon.link_lost();
-    let mut first_err = None;
-    for w in workers {
-        let r = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?;
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
-        }
-    }
+    let results = fastpath::workers::join_all(workers).map_err(|_| runtime(anyhow!("the run loop panicked")))?;
+    let first_err = results.into_iter().find_map(Result::err);
     if first_err.is_some() && lost.is_none() {
         // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
         lost = dev.as_ref().and_then(|d| match d.link_event() {
@@ -346,6 +319,105 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     drop(sess); // detaches the XDP program
     Ok(())
+}
+
+/// What the AF_XDP bench workers share: a counter set per queue, the stop flag, the "last one
+/// ended" flag, and the merged --verify tracker.
+struct QueueShared {
+    counters: Vec<Arc<Counters>>,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicBool>,
+    tracker: Arc<Mutex<Option<SeqTracker>>>,
+}
+
+/// What one AF_XDP bench worker runs: the mode's loop over its queue's port.
+struct QueueJob {
+    queue: usize,
+    mode: BenchMode,
+    opts: LoopOpts,
+    verify: bool,
+    template: Option<Vec<u8>>,
+    flows: Option<fastpath::packet::Flows>,
+    share: SendLimits,
+}
+
+/// Spawns a worker per port, pinned to its CPU (from --cpu/--cpus); `done` is set when the last
+/// one ends.
+fn spawn_queues(
+    a: &BenchArgs,
+    ports: Vec<fastpath::io::afxdp::AfXdpPort>,
+    sh: &QueueShared,
+    template: Option<Vec<u8>>,
+    cpus: &[Option<usize>],
+) -> Vec<std::thread::JoinHandle<Result<(), fastpath::io::PortError>>> {
+    let nq = ports.len().max(1);
+    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let limits = SendLimits { count: a.frame.count, rate_pps: a.frame.rate };
+    ports
+        .into_iter()
+        .enumerate()
+        .map(|(i, port)| {
+            let (c, s, t) = (sh.counters[i].clone(), sh.stop.clone(), sh.tracker.clone());
+            // Tell the monitor when the last worker ends, however it ends (error, panic).
+            let last = LastDone(finished.clone(), sh.done.clone(), nq);
+            let job = QueueJob {
+                queue: i,
+                mode: a.mode,
+                opts: loop_opts(&a.xsk),
+                verify: a.verify,
+                template: template.clone(),
+                flows: flows(&a.frame),
+                // --count and --rate are totals: each queue sends its share.
+                share: SendLimits {
+                    count: limits.count.map(|t| t / nq as u64 + u64::from((i as u64) < t % nq as u64)),
+                    rate_pps: limits.rate_pps.map(|r| (r / nq as u64).max(1)),
+                },
+            };
+            let cpu = cpus.get(i).copied().flatten();
+            fastpath::workers::spawn_pinned(format!("bench-q{i}"), cpu, move || {
+                let _done = last;
+                run_queue(port, &job, &c, &s, &t)
+            })
+        })
+        .collect()
+}
+
+/// One AF_XDP bench worker: the mode's run loop until `stop`; with --verify its tracker is
+/// merged into `tracker`.
+fn run_queue(
+    mut port: fastpath::io::afxdp::AfXdpPort,
+    job: &QueueJob,
+    c: &Counters,
+    s: &AtomicBool,
+    t: &Mutex<Option<SeqTracker>>,
+) -> Result<(), fastpath::io::PortError> {
+    let opts = job.opts;
+    match job.mode {
+        BenchMode::Rxdrop if job.verify => {
+            let mut tr = SeqTracker::default();
+            let r = bench::rxdrop(&mut port, opts, c, s, |p| tr.record(p));
+            let mut slot = t.lock().expect("tracker lock");
+            match slot.as_mut() {
+                Some(all) => all.merge(&tr),
+                None => *slot = Some(tr),
+            }
+            r
+        }
+        BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, c, s, |_| {}),
+        BenchMode::L2fwd => bench::l2fwd(&mut port, opts, c, s),
+        BenchMode::Txonly => bench::txonly_flows(
+            &mut port,
+            job.template.as_deref().expect("txonly has a frame"),
+            job.queue as u16,
+            job.flows.as_ref(),
+            job.share,
+            opts,
+            c,
+            s,
+        )
+        .map(|_| ()),
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Ok(()),
+    }
 }
 
 /// Sets `done` when the last of `n` workers ends, however it ends (error, panic).
@@ -468,8 +540,59 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 
 /// `bench rxdrop|txonly --path tpacket|tap|tap-uring`: the same run loops over the port API.
 fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    use crate::args::PathArg;
-    use fastpath::io::{self, PortSpec};
+    check_port_bench(a)?;
+    require_privileges("bench")?;
+    let metrics = crate::metrics::start(a.run.metrics)?;
+    enter_ns(&a.xsk.netns)?;
+    let (port, frame) = open_port(a)?;
+    let path = json!({"iface": a.xsk.iface, "queue": 0, "driver": port.path(), "path": port.path()});
+    announce(mode_name(a.mode), &path, &[], a.run.json);
+    let counters = Arc::new(Counters::default());
+    let done = Arc::new(AtomicBool::new(false));
+    let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
+    let worker = (a.run.duration > 0.0).then(|| {
+        let (c, s, d, t) = (counters.clone(), stop.clone(), done.clone(), tracker.clone());
+        let job = PortJob {
+            mode: a.mode,
+            verify: a.verify,
+            limits: SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
+            opts: LoopOpts { batch_size: a.xsk.batch_size, wait: Wait::Poll(100) },
+            flows: flows(&a.frame),
+        };
+        let set_done = SetOnDrop(d);
+        fastpath::workers::spawn_pinned("bench-port".into(), a.xsk.cpu, move || {
+            let _done = set_done;
+            run_port(port, frame, &job, &c, &s, &t)
+        })
+    });
+    let mon = Monitor {
+        metrics: metrics.as_ref(),
+        ..Monitor::for_run(
+            format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
+            columns(a.mode),
+            vec![counters.clone()],
+            &a.run,
+        )
+    };
+    let summary = mon.run(&stop, &done);
+    stop.store(true, Ordering::Relaxed);
+    let mut extra = serde_json::Map::new();
+    if let Some(w) = worker {
+        let st = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(port_error)?;
+        extra.insert(
+            "kernel_drops".into(),
+            json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()),
+        );
+    }
+    if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
+        extra.insert("verify".into(), tracker_json(t));
+    }
+    print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
+    Ok(())
+}
+
+/// `--path`'s checks: only rxdrop, txonly and l2fwd; frames up to 1514 bytes. Exit 2 (usage).
+fn check_port_bench(a: &BenchArgs) -> CliResult<()> {
     if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly | BenchMode::L2fwd) {
         return Err(usage(anyhow!("--path is for rxdrop, txonly and l2fwd; {} runs on AF_XDP", mode_name(a.mode))));
     }
@@ -480,9 +603,13 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             clap::ValueEnum::to_possible_value(&a.path).map(|v| v.get_name().to_string()).unwrap_or_default()
         )));
     }
-    require_privileges("bench")?;
-    let metrics = crate::metrics::start(a.run.metrics)?;
-    enter_ns(&a.xsk.netns)?;
+    Ok(())
+}
+
+/// Opens the --path port (a TAP device set up) and builds the txonly frame.
+fn open_port(a: &BenchArgs) -> CliResult<(fastpath::io::AnyPort, Option<Vec<u8>>)> {
+    use crate::args::PathArg;
+    use fastpath::io::{self, PortSpec};
     let tap = fastpath::io::tap::TapOptions::default();
     let spec = match a.path {
         PathArg::Afxdp => unreachable!("handled by bench()"),
@@ -515,77 +642,50 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         (PortSpec::Tpacket(_), Some(i)) => io::open_iface(i, &spec),
         _ => io::open(&a.xsk.iface, &spec),
     };
-    let mut port = port.map_err(port_error)?;
+    let port = port.map_err(port_error)?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
         // A TAP device is born down; writes to it fail with EIO until it is up.
         fastpath::host::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
     }
-    let path = json!({"iface": a.xsk.iface, "queue": 0, "driver": port.path(), "path": port.path()});
-    announce(mode_name(a.mode), &path, &[], a.run.json);
-    let counters = Arc::new(Counters::default());
-    let done = Arc::new(AtomicBool::new(false));
-    let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
-    let worker = (a.run.duration > 0.0).then(|| {
-        let (c, s, d, t, verify, cpu, limits, mode) = (
-            counters.clone(),
-            stop.clone(),
-            done.clone(),
-            tracker.clone(),
-            a.verify,
-            a.xsk.cpu,
-            SendLimits { count: a.frame.count, rate_pps: a.frame.rate },
-            a.mode,
-        );
-        let opts = LoopOpts { batch_size: a.xsk.batch_size, wait: Wait::Poll(100) };
-        let flows = flows(&a.frame);
-        std::thread::spawn(move || -> Result<fastpath::io::PortStats, fastpath::io::PortError> {
-            let _done = SetOnDrop(d);
-            if let Some(cpu) = cpu {
-                fastpath::host::pin_current_thread(cpu)?;
-            }
-            // The same run loops as AF_XDP, over this backend.
-            match (mode, frame) {
-                (BenchMode::Txonly, Some(f)) => {
-                    bench::txonly_flows(&mut port, &f, 0, flows.as_ref(), limits, opts, &c, &s)?;
+    Ok((port, frame))
+}
+
+/// What the --path bench worker runs.
+struct PortJob {
+    mode: BenchMode,
+    verify: bool,
+    limits: SendLimits,
+    opts: LoopOpts,
+    flows: Option<fastpath::packet::Flows>,
+}
+
+/// The --path bench worker: the same run loops as AF_XDP, over this backend, until `s`; then
+/// the port's statistics.
+fn run_port(
+    mut port: fastpath::io::AnyPort,
+    frame: Option<Vec<u8>>,
+    job: &PortJob,
+    c: &Counters,
+    s: &AtomicBool,
+    t: &Mutex<Option<SeqTracker>>,
+) -> Result<fastpath::io::PortStats, fastpath::io::PortError> {
+    let (opts, verify) = (job.opts, job.verify);
+    match (job.mode, frame) {
+        (BenchMode::Txonly, Some(f)) => {
+            bench::txonly_flows(&mut port, &f, 0, job.flows.as_ref(), job.limits, opts, c, s)?;
+        }
+        (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, c, s)?,
+        _ => {
+            let mut tr = SeqTracker::default();
+            bench::rxdrop(&mut port, opts, c, s, |p| {
+                if verify {
+                    tr.record(p)
                 }
-                (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, &c, &s)?,
-                _ => {
-                    let mut tr = SeqTracker::default();
-                    bench::rxdrop(&mut port, opts, &c, &s, |p| {
-                        if verify {
-                            tr.record(p)
-                        }
-                    })?;
-                    if verify {
-                        *t.lock().expect("tracker lock") = Some(tr);
-                    }
-                }
+            })?;
+            if verify {
+                *t.lock().expect("tracker lock") = Some(tr);
             }
-            port.stats()
-        })
-    });
-    let mon = Monitor {
-        metrics: metrics.as_ref(),
-        ..Monitor::for_run(
-            format!("{}:{}", a.xsk.iface, path["path"].as_str().unwrap_or("")),
-            columns(a.mode),
-            vec![counters.clone()],
-            &a.run,
-        )
-    };
-    let summary = mon.run(&stop, &done);
-    stop.store(true, Ordering::Relaxed);
-    let mut extra = serde_json::Map::new();
-    if let Some(w) = worker {
-        let st = w.join().map_err(|_| runtime(anyhow!("the run loop panicked")))?.map_err(port_error)?;
-        extra.insert(
-            "kernel_drops".into(),
-            json!(st.drops.iter().map(|(k, v)| (k.clone(), *v)).collect::<std::collections::BTreeMap<_, _>>()),
-        );
+        }
     }
-    if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
-        extra.insert("verify".into(), tracker_json(t));
-    }
-    print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
-    Ok(())
+    port.stats()
 }

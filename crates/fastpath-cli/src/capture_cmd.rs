@@ -216,34 +216,22 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 /// `fastpath capture`.
+///
+/// # Errors
+///
+/// Usage (exit 2) for rejected options or an output file that exists; environment for an
+/// output that cannot be created; kernel errors from loading, attaching or the sockets; runtime
+/// errors from writing the output.
 pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    if a.snaplen == 0 || a.snaplen > MAX_SNAPLEN {
-        return Err(usage(anyhow!("--snaplen {} is not accepted: use 1..={MAX_SNAPLEN} bytes", a.snaplen)));
-    }
-    if let Some(r) = a.rotate_bytes {
-        if a.write == "-" {
-            return Err(usage(anyhow!("--rotate-bytes {r} with -w - is not accepted: rotation needs a file name")));
-        }
-    }
+    check_options(a)?;
     // Rules are read and compiled before anything touches the interface.
     let rules = capture_rules(&a.rules, a.mode == CaptureModeArg::Copy)?;
     require_privileges("capture")?;
     let metrics = crate::metrics::start(a.metrics)?;
-    // The output is created before anything is attached: a path that cannot be written is
-    // refused with nothing done.
-    let dir_ok = a.write == "-"
-        || std::path::Path::new(&a.write).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
-    if !dir_ok {
-        return Err(env(anyhow!("-w {}: its directory does not exist", a.write)));
-    }
-    if a.write != "-" {
-        crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
-    }
+    check_output(a)?;
     enter_ns(&a.netns)?;
     let iface = Iface::resolve(&a.iface)?;
-    let dev = iface.dev();
-    let opts = AttachOpts { mode: a.xdp_mode.mode(), force: a.force };
-    let queues = dev.rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
+    let queues = iface.dev().rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
     let mono0 = fastpath::host::monotonic_ns();
     let real0 = realtime_ns();
     let mut sink = Sink {
@@ -259,181 +247,23 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         written: vec![0; queues as usize],
     };
     sink.open().map_err(env)?;
-    let to_stdout = a.write == "-";
-    let say = |line: String| {
-        if to_stdout {
-            eprintln!("{line}");
-        } else {
-            println!("{line}");
-        }
-    };
-    let deadline = a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d));
-    let count = a.count.unwrap_or(u64::MAX);
-    let ended = |n: u64| stop.load(Ordering::Relaxed) || n >= count || deadline.is_some_and(|d| Instant::now() >= d);
-    let mode_name = match a.mode {
-        CaptureModeArg::Copy => "copy",
-        CaptureModeArg::Divert => "divert",
+    let cx = Cx {
+        a,
+        iface: &iface,
+        opts: AttachOpts { mode: a.xdp_mode.mode(), force: a.force },
+        queues,
+        deadline: a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d)),
+        count: a.count.unwrap_or(u64::MAX),
+        stop: &stop,
+        metrics: metrics.as_ref(),
+        mode_name: match a.mode {
+            CaptureModeArg::Copy => "copy",
+            CaptureModeArg::Divert => "divert",
+        },
     };
     let (counts, xdp_mode) = match a.mode {
-        CaptureModeArg::Copy => {
-            // Every frame (xdp_capture), or the frames the rules match (the classifier).
-            let (_all, _cls, maps_own, at_mode, notes);
-            let cap: &CaptureMaps = match &rules {
-                None => {
-                    let at = XdpCapture::load(a.snaplen, RING_BYTES)?.attach(&iface, opts)?;
-                    (at_mode, notes) = (at.mode, at.notes);
-                    _all = at.prog;
-                    _all.maps()
-                }
-                Some(c) => {
-                    let (cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
-                    cls.swap_in(c)?;
-                    let at = cls.attach(&iface, opts)?;
-                    (at_mode, notes) = (at.mode, at.notes);
-                    _cls = at.prog;
-                    maps_own = maps;
-                    &maps_own
-                }
-            };
-            for n in &notes {
-                eprintln!("fastpath capture: {n}");
-            }
-            ready(a, mode_name, at_mode.name(), queues, &say);
-            let sink_cell = RefCell::new(&mut sink);
-            let total = std::cell::Cell::new(0u64);
-            let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
-            let rb = cap
-                .ring(|r| {
-                    if total.get() >= count || failed.borrow().is_some() {
-                        return;
-                    }
-                    let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
-                    match sink_cell.borrow_mut().write(r.queue, ts, r.len, r.data) {
-                        Ok(()) => total.set(total.get() + 1),
-                        Err(e) => *failed.borrow_mut() = Some(e),
-                    }
-                })
-                .map_err(kernel)?;
-            let stats = |cap: &CaptureMaps| -> Vec<QueueCounts> {
-                (0..queues)
-                    .map(|q| {
-                        let s = cap.stats(q).unwrap_or_default();
-                        QueueCounts { received: s.seen, dropped: s.ringbuf_full }
-                    })
-                    .collect()
-            };
-            while !ended(total.get()) && failed.borrow().is_none() {
-                let _ = rb.poll(Duration::from_millis(50));
-                if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
-                    m.publish(&capture_families(&a.iface, &stats(cap), &sink_cell.borrow().written));
-                }
-            }
-            // What is already in the ring buffer is written too (up to --count).
-            let _ = rb.consume();
-            drop(rb);
-            if let Some(e) = failed.into_inner() {
-                return Err(write_err(e, total.get()));
-            }
-            let c = stats(cap);
-            (c, at_mode.name())
-        }
-        CaptureModeArg::Divert => {
-            // 64 MiB of UMEM and 16,384-descriptor rings: the process may be off its CPU for a
-            // few milliseconds while the receive path keeps filling (the copy mode's ring
-            // buffer and tcpdump -B 65536 hold as much).
-            let mut cfg = XskConfig {
-                umem: fastpath::xsk::UmemConfig {
-                    frame_size: 2048,
-                    frame_count: 32768,
-                    fill_size: 16384,
-                    comp_size: 64,
-                    ..Default::default()
-                },
-                socket: fastpath::xsk::SocketConfig { ring_size: 16384, ..Default::default() },
-            };
-            let mtu = dev.mtu().map_err(kernel)?;
-            if let Some(n) = crate::session::decide_multi_buffer(&a.iface, mtu, &mut cfg)? {
-                eprintln!("fastpath capture: {n}");
-            }
-            let mb = cfg.socket.multi_buffer;
-            let setup = QueueSetup {
-                queues: RxQueues::check(&iface, (0..queues).collect())?,
-                iface: iface.clone(),
-                config: cfg,
-                shared_umem: false,
-                attach: opts,
-                fill_frames: u32::MAX,
-            };
-            // Every frame (xsk_redirect), or the frames the rules match (the classifier, whose
-            // rules all send to the queue's socket).
-            let (mut q, xdp_mode, notes) = match &rules {
-                None => {
-                    let prog = XskRedirect::load(XskRedirectOpts { frags: mb, ..Default::default() })?;
-                    let q = open_queues(&setup, Some(prog))?;
-                    let at = q.attached.as_ref().expect("attached");
-                    let (mode, notes) = (at.mode.name(), at.notes.clone());
-                    (Divert::All(q), mode, notes)
-                }
-                Some(c) => {
-                    let cls = Classifier::load()?;
-                    cls.swap_in(c)?;
-                    let q = open_queues(&setup, Some(cls))?;
-                    let at = q.attached.as_ref().expect("attached");
-                    let (mode, notes) = (at.mode.name(), at.notes.clone());
-                    (Divert::Rules(Box::new(q)), mode, notes)
-                }
-            };
-            for n in notes {
-                eprintln!("fastpath capture: {n}");
-            }
-            let q = q.ports();
-            ready(a, mode_name, xdp_mode, queues, &say);
-            let mut total = 0u64;
-            let stats = |ports: &[fastpath::io::afxdp::AfXdpPort], written: &[u64]| -> Vec<QueueCounts> {
-                ports
-                    .iter()
-                    .enumerate()
-                    .map(|(k, p)| {
-                        let s = p.socket().stats().unwrap_or_default();
-                        let dropped = s.rx_dropped + s.rx_ring_full;
-                        QueueCounts { received: written[k] + dropped, dropped }
-                    })
-                    .collect()
-            };
-            let snap = a.snaplen as usize;
-            'outer: while !ended(total) {
-                let mut got = 0;
-                for (k, port) in q.iter_mut().enumerate() {
-                    let mut err = None;
-                    let left = count.saturating_sub(total).min(256) as usize;
-                    if left == 0 {
-                        break 'outer;
-                    }
-                    got += port
-                        .rx_burst(left, 0, |f| {
-                            if err.is_none() {
-                                let ts = realtime_ns();
-                                if let Err(e) = sink.write(k as u32, ts, f.len() as u32, &f[..f.len().min(snap)]) {
-                                    err = Some(e);
-                                }
-                            }
-                        })
-                        .map_err(|e| runtime(anyhow!("{e}")))?;
-                    if let Some(e) = err {
-                        return Err(write_err(e, sink.written.iter().sum()));
-                    }
-                    total = sink.written.iter().sum();
-                }
-                if got == 0 {
-                    let _ = q[0].rx_burst(0, 20, |_| {});
-                }
-                if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
-                    m.publish(&capture_families(&a.iface, &stats(q, &sink.written), &sink.written));
-                }
-            }
-            let c = stats(q, &sink.written);
-            (c, xdp_mode)
-        }
+        CaptureModeArg::Copy => capture_copy(&cx, rules.as_ref(), &mut sink, (mono0, real0))?,
+        CaptureModeArg::Divert => capture_divert(&cx, rules.as_ref(), &mut sink)?,
     };
     if let Some(m) = &metrics {
         m.publish(&capture_families(&a.iface, &counts, &sink.written));
@@ -441,22 +271,260 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if let Err(e) = sink.close(&counts) {
         return Err(write_err(e, sink.written.iter().sum()));
     }
+    summary(&cx, &sink, &counts, xdp_mode);
+    Ok(())
+}
+
+/// The option checks made before anything is set up (exit 2, usage).
+fn check_options(a: &CaptureArgs) -> CliResult<()> {
+    if a.snaplen == 0 || a.snaplen > MAX_SNAPLEN {
+        return Err(usage(anyhow!("--snaplen {} is not accepted: use 1..={MAX_SNAPLEN} bytes", a.snaplen)));
+    }
+    if let Some(r) = a.rotate_bytes {
+        if a.write == "-" {
+            return Err(usage(anyhow!("--rotate-bytes {r} with -w - is not accepted: rotation needs a file name")));
+        }
+    }
+    Ok(())
+}
+
+/// The output is checked before anything is attached: a path that cannot be written is refused
+/// with nothing done.
+fn check_output(a: &CaptureArgs) -> CliResult<()> {
+    let dir_ok = a.write == "-"
+        || std::path::Path::new(&a.write).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+    if !dir_ok {
+        return Err(env(anyhow!("-w {}: its directory does not exist", a.write)));
+    }
+    if a.write != "-" {
+        crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
+    }
+    Ok(())
+}
+
+/// What both capture modes use: the options, the interface, when to end, the metrics endpoint.
+struct Cx<'a> {
+    a: &'a CaptureArgs,
+    iface: &'a Iface,
+    opts: AttachOpts,
+    queues: u32,
+    deadline: Option<Instant>,
+    count: u64,
+    stop: &'a AtomicBool,
+    metrics: Option<&'a crate::metrics::MetricsServer>,
+    mode_name: &'static str,
+}
+
+impl Cx<'_> {
+    /// Whether the capture ends, `n` frames written: stopped, --count reached, or --duration over.
+    fn ended(&self, n: u64) -> bool {
+        self.stop.load(Ordering::Relaxed) || n >= self.count || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// A line for the user: on stderr when the capture goes to stdout (`-w -`), else stdout.
+    fn say(&self, line: String) {
+        if self.a.write == "-" {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+}
+
+/// `--mode copy`: every frame (xdp_capture) or the frames the rules match (the classifier)
+/// through the ring buffer into `sink`; `clock` is (monotonic, realtime) at the start, to shift
+/// the program's timestamps. Returns the per-queue counts and the XDP mode.
+fn capture_copy(
+    cx: &Cx,
+    rules: Option<&Compiled>,
+    sink: &mut Sink,
+    (mono0, real0): (u64, u64),
+) -> CliResult<(Vec<QueueCounts>, &'static str)> {
+    let (a, queues, count) = (cx.a, cx.queues, cx.count);
+    let (_all, _cls, maps_own, at_mode, notes);
+    let cap: &CaptureMaps = match rules {
+        None => {
+            let at = XdpCapture::load(a.snaplen, RING_BYTES)?.attach(cx.iface, cx.opts)?;
+            (at_mode, notes) = (at.mode, at.notes);
+            _all = at.prog;
+            _all.maps()
+        }
+        Some(c) => {
+            let (cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
+            cls.swap_in(c)?;
+            let at = cls.attach(cx.iface, cx.opts)?;
+            (at_mode, notes) = (at.mode, at.notes);
+            _cls = at.prog;
+            maps_own = maps;
+            &maps_own
+        }
+    };
+    for n in &notes {
+        eprintln!("fastpath capture: {n}");
+    }
+    ready(a, cx.mode_name, at_mode.name(), queues, &|l| cx.say(l));
+    let sink_cell = RefCell::new(sink);
+    let total = std::cell::Cell::new(0u64);
+    let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
+    let rb = cap
+        .ring(|r| {
+            if total.get() >= count || failed.borrow().is_some() {
+                return;
+            }
+            let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
+            match sink_cell.borrow_mut().write(r.queue, ts, r.len, r.data) {
+                Ok(()) => total.set(total.get() + 1),
+                Err(e) => *failed.borrow_mut() = Some(e),
+            }
+        })
+        .map_err(kernel)?;
+    let stats = |cap: &CaptureMaps| -> Vec<QueueCounts> {
+        (0..queues)
+            .map(|q| {
+                let s = cap.stats(q).unwrap_or_default();
+                QueueCounts { received: s.seen, dropped: s.ringbuf_full }
+            })
+            .collect()
+    };
+    while !cx.ended(total.get()) && failed.borrow().is_none() {
+        let _ = rb.poll(Duration::from_millis(50));
+        if let Some(m) = cx.metrics.filter(|m| m.due()) {
+            m.publish(&capture_families(&a.iface, &stats(cap), &sink_cell.borrow().written));
+        }
+    }
+    // What is already in the ring buffer is written too (up to --count).
+    let _ = rb.consume();
+    drop(rb);
+    if let Some(e) = failed.into_inner() {
+        return Err(write_err(e, total.get()));
+    }
+    Ok((stats(cap), at_mode.name()))
+}
+
+/// `--mode divert`'s sockets: a socket per queue with every frame (xsk_redirect) or the frames
+/// the rules match (the classifier, whose rules all send to the queue's socket) sent to it.
+/// Returns them with the XDP mode.
+fn divert_queues(cx: &Cx, rules: Option<&Compiled>) -> CliResult<(Divert, &'static str)> {
+    // 64 MiB of UMEM and 16,384-descriptor rings: the process may be off its CPU for a
+    // few milliseconds while the receive path keeps filling (the copy mode's ring
+    // buffer and tcpdump -B 65536 hold as much).
+    let mut cfg = XskConfig {
+        umem: fastpath::xsk::UmemConfig {
+            frame_size: 2048,
+            frame_count: 32768,
+            fill_size: 16384,
+            comp_size: 64,
+            ..Default::default()
+        },
+        socket: fastpath::xsk::SocketConfig { ring_size: 16384, ..Default::default() },
+    };
+    let mtu = cx.iface.dev().mtu().map_err(kernel)?;
+    if let Some(n) = crate::session::decide_multi_buffer(&cx.a.iface, mtu, &mut cfg)? {
+        eprintln!("fastpath capture: {n}");
+    }
+    let mb = cfg.socket.multi_buffer;
+    let setup = QueueSetup {
+        queues: RxQueues::check(cx.iface, (0..cx.queues).collect())?,
+        iface: cx.iface.clone(),
+        config: cfg,
+        shared_umem: false,
+        attach: cx.opts,
+        fill_frames: u32::MAX,
+    };
+    let (q, xdp_mode, notes) = match rules {
+        None => {
+            let prog = XskRedirect::load(XskRedirectOpts { frags: mb, ..Default::default() })?;
+            let q = open_queues(&setup, Some(prog))?;
+            let at = q.attached.as_ref().expect("attached");
+            let (mode, notes) = (at.mode.name(), at.notes.clone());
+            (Divert::All(q), mode, notes)
+        }
+        Some(c) => {
+            let cls = Classifier::load()?;
+            cls.swap_in(c)?;
+            let q = open_queues(&setup, Some(cls))?;
+            let at = q.attached.as_ref().expect("attached");
+            let (mode, notes) = (at.mode.name(), at.notes.clone());
+            (Divert::Rules(Box::new(q)), mode, notes)
+        }
+    };
+    for n in notes {
+        eprintln!("fastpath capture: {n}");
+    }
+    Ok((q, xdp_mode))
+}
+
+/// `--mode divert`: the frames from the sockets into `sink` until the end. Returns the
+/// per-queue counts and the XDP mode.
+fn capture_divert(cx: &Cx, rules: Option<&Compiled>, sink: &mut Sink) -> CliResult<(Vec<QueueCounts>, &'static str)> {
+    let (a, count) = (cx.a, cx.count);
+    let (mut q, xdp_mode) = divert_queues(cx, rules)?;
+    let q = q.ports();
+    ready(a, cx.mode_name, xdp_mode, cx.queues, &|l| cx.say(l));
+    let mut total = 0u64;
+    let stats = |ports: &[fastpath::io::afxdp::AfXdpPort], written: &[u64]| -> Vec<QueueCounts> {
+        ports
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                let s = p.socket().stats().unwrap_or_default();
+                let dropped = s.rx_dropped + s.rx_ring_full;
+                QueueCounts { received: written[k] + dropped, dropped }
+            })
+            .collect()
+    };
+    let snap = a.snaplen as usize;
+    'outer: while !cx.ended(total) {
+        let mut got = 0;
+        for (k, port) in q.iter_mut().enumerate() {
+            let mut err = None;
+            let left = count.saturating_sub(total).min(256) as usize;
+            if left == 0 {
+                break 'outer;
+            }
+            got += port
+                .rx_burst(left, 0, |f| {
+                    if err.is_none() {
+                        let ts = realtime_ns();
+                        if let Err(e) = sink.write(k as u32, ts, f.len() as u32, &f[..f.len().min(snap)]) {
+                            err = Some(e);
+                        }
+                    }
+                })
+                .map_err(|e| runtime(anyhow!("{e}")))?;
+            if let Some(e) = err {
+                return Err(write_err(e, sink.written.iter().sum()));
+            }
+            total = sink.written.iter().sum();
+        }
+        if got == 0 {
+            let _ = q[0].rx_burst(0, 20, |_| {});
+        }
+        if let Some(m) = cx.metrics.filter(|m| m.due()) {
+            m.publish(&capture_families(&a.iface, &stats(q, &sink.written), &sink.written));
+        }
+    }
+    Ok((stats(q, &sink.written), xdp_mode))
+}
+
+/// The summary line: frames written, received and dropped (per queue too with --json).
+fn summary(cx: &Cx, sink: &Sink, counts: &[QueueCounts], xdp_mode: &str) {
+    let (a, mode_name) = (cx.a, cx.mode_name);
     let written: u64 = sink.written.iter().sum();
     let received: u64 = counts.iter().map(|c| c.received).sum();
     let dropped: u64 = counts.iter().map(|c| c.dropped).sum();
     if a.json {
-        say(json!({"type": "summary", "command": "capture", "iface": a.iface, "mode": mode_name, "xdp_mode": xdp_mode,
+        cx.say(json!({"type": "summary", "command": "capture", "iface": a.iface, "mode": mode_name, "xdp_mode": xdp_mode,
                    "written": written, "received": received, "dropped": dropped, "files": sink.files,
                    "per_queue": counts.iter().enumerate().map(|(q, c)| json!({"queue": q, "received": c.received, "dropped": c.dropped, "written": sink.written[q]})).collect::<Vec<_>>()})
         .to_string());
     } else {
-        say(format!(
+        cx.say(format!(
             "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {}; {received} received, {dropped} dropped by the capture",
             a.iface,
             sink.files.join(", ")
         ));
     }
-    Ok(())
 }
 
 /// The divert mode's program and sockets.

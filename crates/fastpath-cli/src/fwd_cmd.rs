@@ -348,6 +348,13 @@ fn fwd_families(fwd: &Forwarder) -> CliResult<Vec<crate::metrics::Family>> {
     Ok(vec![p, b, e, s, d])
 }
 
+/// `fastpath fwd --engine xdp`: loads the forwarder on every port, follows the ports and the
+/// routing setup until `stop` or the end of `--duration`, and prints the summary.
+///
+/// # Errors
+///
+/// Usage (exit 2) for rejected options; environment (a missing interface, a bridged L2 port, L3
+/// without IPv4 forwarding); kernel errors from loading, attaching, rtnetlink or the maps.
 pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.queues != 1 || a.cpus.is_some() || a.tx_limit_bytes.is_some() {
         return Err(usage(anyhow!(
@@ -358,6 +365,72 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     require_privileges("fwd")?;
     let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.netns)?;
+    let mode = fwd_mode(a)?;
+    // Subscribed before the links are read, so no change between the two is missed.
+    let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
+    let (states, ifaces) = read_ports(a, mode)?;
+    let (mut fwd, mut routing) = set_up(a, mode, &ifaces, &states)?;
+    announce(a, mode, &fwd, &routing);
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(a.run.duration);
+    let mut lines = Lines::new(a, &fwd, start)?;
+    let queues = a.ifaces.iter().map(|i| NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()));
+    let mut fol = Follow {
+        json: a.run.json,
+        xdp_mode: a.xdp_mode.mode(),
+        force: a.force,
+        states,
+        queues: queues.collect(),
+        events: 0,
+        l3_events: 0,
+    };
+    let mut last_resync = start;
+    let mut last_flush = start;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        let now = Instant::now();
+        let wait = RESYNC
+            .min(lines.next_line.saturating_duration_since(now))
+            .min(end.saturating_duration_since(now))
+            .min(WAIT_MAX);
+        let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
+        let t = start.elapsed().as_secs_f64();
+        let mut resync = last_resync.elapsed() >= RESYNC;
+        // Any route, rule, nexthop, neighbour, address or link change may change a FIB answer;
+        // and the cache never outlives CACHE_BACKSTOP.
+        if !evs.is_empty() || last_flush.elapsed() >= CACHE_BACKSTOP {
+            fwd.invalidate_fib_cache()?;
+            last_flush = Instant::now();
+        }
+        let (dirty, reshape) = handle_events(a, mode, &fwd, &mut fol, evs, t, &mut resync);
+        if mode == FwdMode::L3 && (reshape || resync) {
+            // rp_filter is re-read at every resync (a sysctl write of `all` sends no
+            // notification for each interface); the dump only on a change or SHAPE_BACKSTOP.
+            let dump = reshape || routing.last_shape.elapsed() >= SHAPE_BACKSTOP;
+            routing.refresh(&mut fwd, dump, Some(t))?;
+        }
+        if resync {
+            last_resync = Instant::now();
+        }
+        for (k, (name, dirty)) in a.ifaces.iter().zip(dirty).enumerate() {
+            if dirty || resync {
+                fol.follow(&mut fwd, k, name, t)?;
+            }
+        }
+        if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
+            m.publish(&fwd_families(&fwd)?);
+        }
+        if Instant::now() >= lines.next_line {
+            lines.print(a, &fwd, t)?;
+        }
+    }
+    if let Some(m) = &metrics {
+        m.publish(&fwd_families(&fwd)?);
+    }
+    print_summary(a, mode, &fwd, &fol, &routing, start.elapsed().as_secs_f64())
+}
+
+/// The forwarding mode; L3 needs IPv4 forwarding on in this namespace.
+fn fwd_mode(a: &FwdArgs) -> CliResult<FwdMode> {
     let mode = match a.mode {
         FwdModeArg::L2 => FwdMode::L2,
         FwdModeArg::L3 => FwdMode::L3,
@@ -367,8 +440,12 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             "--mode l3 needs IPv4 forwarding on in this namespace (bpf_fib_lookup answers FWD_DISABLED otherwise): sysctl -w net.ipv4.ip_forward=1"
         )));
     }
-    // Subscribed before the links are read, so no change between the two is missed.
-    let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;
+    Ok(mode)
+}
+
+/// Resolves every -i and reads its link state; in L2 refuses a port that a bridge or bond
+/// also holds.
+fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Iface>)> {
     let mut states: Vec<LinkState> = Vec::new();
     let mut ifaces: Vec<Iface> = Vec::new();
     for i in &a.ifaces {
@@ -390,9 +467,14 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             }
         }
     }
-    let xdp_mode = a.xdp_mode.mode();
+    Ok((states, ifaces))
+}
+
+/// Loads the forwarder, adds the ports, reads the routing setup (L3) or pairs the ports (L2),
+/// and attaches it everywhere (a port that is down starts paused).
+fn set_up(a: &FwdArgs, mode: FwdMode, ifaces: &[Iface], states: &[LinkState]) -> CliResult<(Forwarder, Routing)> {
     let mut fwd = Forwarder::load(mode)?;
-    for (iface, s) in ifaces.iter().zip(&states) {
+    for (iface, s) in ifaces.iter().zip(states) {
         fwd.add_port(iface, s.mac, s.mtu)?;
     }
     let mut routing = Routing {
@@ -414,13 +496,19 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     // On any error below, dropping `fwd` detaches every program attached so far.
     for (k, st) in states.iter().enumerate() {
-        for note in fwd.attach(k, AttachOpts { mode: xdp_mode, force: a.force })? {
+        for note in fwd.attach(k, AttachOpts { mode: a.xdp_mode.mode(), force: a.force })? {
             eprintln!("fastpath fwd: {note}");
         }
         if !st.up {
             fwd.pause(k, false)?;
         }
     }
+    Ok((fwd, routing))
+}
+
+/// The "ready" line (--json) or the header lines: the ports, their XDP modes, and in L3 the
+/// FIB cache and the source checks.
+fn announce(a: &FwdArgs, mode: FwdMode, fwd: &Forwarder, routing: &Routing) {
     let ports_desc: Vec<String> = fwd
         .ports()
         .iter()
@@ -451,171 +539,166 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             println!("fwd l3: FIB cache {}; IPv4 source check: {}", routing.cache_text(), rp.join(", "));
         }
     }
+}
 
-    let start = Instant::now();
-    let mut next_line = start + Duration::from_secs_f64(a.run.interval);
-    let end = start + Duration::from_secs_f64(a.run.duration);
-    let mut prev: Vec<PortCounters> = (0..a.ifaces.len()).map(|k| fwd.counters(k)).collect::<Result<_, _>>()?;
-    let mut prev_after: Vec<AfterCounters> = (0..a.ifaces.len()).map(|k| fwd.after(k)).collect::<Result<_, _>>()?;
-    let mut prev_t = start;
-    let queues = a.ifaces.iter().map(|i| NetDev::by_name(i).ok().and_then(|d| d.rx_queue_count().ok().flatten()));
-    let mut fol = Follow {
-        json: a.run.json,
-        xdp_mode,
-        force: a.force,
-        states,
-        queues: queues.collect(),
-        events: 0,
-        l3_events: 0,
-    };
-    let mut last_resync = start;
-    let mut last_flush = start;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < end {
-        let now = Instant::now();
-        let wait =
-            RESYNC.min(next_line.saturating_duration_since(now)).min(end.saturating_duration_since(now)).min(WAIT_MAX);
-        let evs = watch.wait(wait).map_err(|e| kernel(anyhow!("reading rtnetlink notifications: {e}")))?;
-        let t = start.elapsed().as_secs_f64();
-        let mut dirty = vec![false; a.ifaces.len()];
-        let mut resync = last_resync.elapsed() >= RESYNC;
-        // Any route, rule, nexthop, neighbour, address or link change may change a FIB answer;
-        // and the cache never outlives CACHE_BACKSTOP.
-        if !evs.is_empty() || last_flush.elapsed() >= CACHE_BACKSTOP {
-            fwd.invalidate_fib_cache()?;
-            last_flush = Instant::now();
-        }
-        // Rules, routes, nexthops, addresses, netconf (rp_filter) may change the cache's
-        // exactness, the source checks or the local addresses.
-        let reshape = evs.iter().any(|e| {
-            matches!(
-                e,
-                NetEvent::Route { .. }
-                    | NetEvent::Rule { .. }
-                    | NetEvent::Nexthop
-                    | NetEvent::Address { .. }
-                    | NetEvent::NetConf
-                    | NetEvent::Overrun
-            )
-        });
-        for e in evs {
-            match e {
-                NetEvent::Link(l) => {
-                    if let Some(k) = port_of(&fwd, &a.ifaces, Some(&l.name), l.ifindex) {
-                        dirty[k] = true;
-                    }
+/// Marks the ports that rtnetlink events `evs` touched (returned, with whether the routing
+/// setup may have changed), logs the L3 neighbour/address events; an overrun sets `resync`.
+fn handle_events(
+    a: &FwdArgs,
+    mode: FwdMode,
+    fwd: &Forwarder,
+    fol: &mut Follow,
+    evs: Vec<NetEvent>,
+    t: f64,
+    resync: &mut bool,
+) -> (Vec<bool>, bool) {
+    let mut dirty = vec![false; a.ifaces.len()];
+    // Rules, routes, nexthops, addresses, netconf (rp_filter) may change the cache's
+    // exactness, the source checks or the local addresses.
+    let reshape = evs.iter().any(|e| {
+        matches!(
+            e,
+            NetEvent::Route { .. }
+                | NetEvent::Rule { .. }
+                | NetEvent::Nexthop
+                | NetEvent::Address { .. }
+                | NetEvent::NetConf
+                | NetEvent::Overrun
+        )
+    });
+    for e in evs {
+        match e {
+            NetEvent::Link(l) => {
+                if let Some(k) = port_of(fwd, &a.ifaces, Some(&l.name), l.ifindex) {
+                    dirty[k] = true;
                 }
-                NetEvent::LinkDeleted { ifindex, name } => {
-                    if let Some(k) = port_of(&fwd, &a.ifaces, Some(&name), ifindex) {
-                        dirty[k] = true;
-                    }
+            }
+            NetEvent::LinkDeleted { ifindex, name } => {
+                if let Some(k) = port_of(fwd, &a.ifaces, Some(&name), ifindex) {
+                    dirty[k] = true;
                 }
-                // Multicast entries (noarp) do not steer forwarding: not logged.
-                NetEvent::Neighbour { ifindex, addr, lladdr, state, deleted }
-                    if mode == FwdMode::L3 && state != "noarp" =>
-                {
-                    if let Some(k) = port_of(&fwd, &a.ifaces, None, ifindex) {
-                        fol.l3_events += 1;
-                        let ll = lladdr.map(|m| format!(" lladdr {}", mac_text(&m))).unwrap_or_default();
-                        event_line(
-                            a.run.json,
-                            t,
-                            &a.ifaces[k],
-                            "neighbour",
-                            format!(
-                                "{addr}{ll} {}{} (bpf_fib_lookup reads the neighbour table per frame)",
-                                if deleted { "deleted, was " } else { "" },
-                                state
-                            ),
-                        );
-                    }
-                }
-                NetEvent::Address { ifindex, addr, prefix_len, deleted } if mode == FwdMode::L3 => {
-                    if let Some(k) = port_of(&fwd, &a.ifaces, None, ifindex) {
-                        fol.l3_events += 1;
-                        event_line(
-                            a.run.json,
-                            t,
-                            &a.ifaces[k],
-                            "address",
-                            format!("{addr}/{prefix_len} {}", if deleted { "removed" } else { "added" }),
-                        );
-                    }
-                }
-                NetEvent::Overrun => {
-                    resync = true;
+            }
+            // Multicast entries (noarp) do not steer forwarding: not logged.
+            NetEvent::Neighbour { ifindex, addr, lladdr, state, deleted }
+                if mode == FwdMode::L3 && state != "noarp" =>
+            {
+                if let Some(k) = port_of(fwd, &a.ifaces, None, ifindex) {
+                    fol.l3_events += 1;
+                    let ll = lladdr.map(|m| format!(" lladdr {}", mac_text(&m))).unwrap_or_default();
                     event_line(
                         a.run.json,
                         t,
-                        "-",
-                        "overrun",
-                        "rtnetlink notifications were lost: every port re-read".into(),
+                        &a.ifaces[k],
+                        "neighbour",
+                        format!(
+                            "{addr}{ll} {}{} (bpf_fib_lookup reads the neighbour table per frame)",
+                            if deleted { "deleted, was " } else { "" },
+                            state
+                        ),
                     );
                 }
-                _ => {}
             }
-        }
-        if mode == FwdMode::L3 && (reshape || resync) {
-            // rp_filter is re-read at every resync (a sysctl write of `all` sends no
-            // notification for each interface); the dump only on a change or SHAPE_BACKSTOP.
-            let dump = reshape || routing.last_shape.elapsed() >= SHAPE_BACKSTOP;
-            routing.refresh(&mut fwd, dump, Some(t))?;
-        }
-        if resync {
-            last_resync = Instant::now();
-        }
-        for (k, (name, dirty)) in a.ifaces.iter().zip(dirty).enumerate() {
-            if dirty || resync {
-                fol.follow(&mut fwd, k, name, t)?;
+            NetEvent::Address { ifindex, addr, prefix_len, deleted } if mode == FwdMode::L3 => {
+                if let Some(k) = port_of(fwd, &a.ifaces, None, ifindex) {
+                    fol.l3_events += 1;
+                    event_line(
+                        a.run.json,
+                        t,
+                        &a.ifaces[k],
+                        "address",
+                        format!("{addr}/{prefix_len} {}", if deleted { "removed" } else { "added" }),
+                    );
+                }
             }
-        }
-        if let Some(m) = metrics.as_ref().filter(|m| m.due()) {
-            m.publish(&fwd_families(&fwd)?);
-        }
-        if Instant::now() >= next_line {
-            next_line += Duration::from_secs_f64(a.run.interval);
-            let now_t = Instant::now();
-            let secs = now_t.duration_since(prev_t).as_secs_f64().max(1e-9);
-            prev_t = now_t;
-            let mut ports = Vec::new();
-            let mut text = Vec::new();
-            for (k, pv) in prev.iter_mut().enumerate() {
-                let c = fwd.counters(k)?;
-                let d: PortCounters = std::array::from_fn(|r| (c[r].0 - pv[r].0, c[r].1 - pv[r].1));
-                let rx: u64 = d.iter().map(|x| x.0).sum();
-                let other = rx - d[0].0;
-                let af = fwd.after(k)?;
-                let pa = std::mem::replace(&mut prev_after[k], af);
-                let after = AfterCounters {
-                    redirect_err: af.redirect_err - pa.redirect_err,
-                    xmit_sent: af.xmit_sent - pa.xmit_sent,
-                    xmit_drops: af.xmit_drops - pa.xmit_drops,
-                };
-                ports.push(
-                    json!({"iface": a.ifaces[k], "rx_pps": rx as f64 / secs, "forwarded_pps": d[0].0 as f64 / secs,
-                                  "forwarded_bps": d[0].1 as f64 * 8.0 / secs,
-                                  "xmit_sent_pps": after.xmit_sent as f64 / secs,
-                                  "counters": counters_json(&d), "after": after}),
+            NetEvent::Overrun => {
+                *resync = true;
+                event_line(
+                    a.run.json,
+                    t,
+                    "-",
+                    "overrun",
+                    "rtnetlink notifications were lost: every port re-read".into(),
                 );
-                text.push(format!(
-                    "{} rx {:.3} Mpps fwd {:.3} Mpps other {}",
-                    a.ifaces[k],
-                    rx as f64 / secs / 1e6,
-                    d[0].0 as f64 / secs / 1e6,
-                    other
-                ));
-                *pv = c;
             }
-            if a.run.json {
-                println!("{}", json!({"type": "interval", "t_s": t, "ports": ports}));
-            } else {
-                println!("{t:7.2} s  {}", text.join("  |  "));
-            }
+            _ => {}
         }
     }
-    if let Some(m) = &metrics {
-        m.publish(&fwd_families(&fwd)?);
+    (dirty, reshape)
+}
+
+/// The interval lines: when the next is due, and the counters the last one ended with.
+struct Lines {
+    next_line: Instant,
+    interval: Duration,
+    prev: Vec<PortCounters>,
+    prev_after: Vec<AfterCounters>,
+    prev_t: Instant,
+}
+
+impl Lines {
+    /// Baselines at `start`; the first line is due one --interval later.
+    fn new(a: &FwdArgs, fwd: &Forwarder, start: Instant) -> CliResult<Self> {
+        let interval = Duration::from_secs_f64(a.run.interval);
+        Ok(Lines {
+            next_line: start + interval,
+            interval,
+            prev: (0..a.ifaces.len()).map(|k| fwd.counters(k)).collect::<Result<_, _>>()?,
+            prev_after: (0..a.ifaces.len()).map(|k| fwd.after(k)).collect::<Result<_, _>>()?,
+            prev_t: start,
+        })
     }
-    let secs = start.elapsed().as_secs_f64();
+
+    /// Prints one interval line (rates per port since the last) at run time `t`.
+    fn print(&mut self, a: &FwdArgs, fwd: &Forwarder, t: f64) -> CliResult<()> {
+        self.next_line += self.interval;
+        let now_t = Instant::now();
+        let secs = now_t.duration_since(self.prev_t).as_secs_f64().max(1e-9);
+        self.prev_t = now_t;
+        let mut ports = Vec::new();
+        let mut text = Vec::new();
+        for (k, pv) in self.prev.iter_mut().enumerate() {
+            let c = fwd.counters(k)?;
+            let d: PortCounters = std::array::from_fn(|r| (c[r].0 - pv[r].0, c[r].1 - pv[r].1));
+            let rx: u64 = d.iter().map(|x| x.0).sum();
+            let other = rx - d[0].0;
+            let af = fwd.after(k)?;
+            let pa = std::mem::replace(&mut self.prev_after[k], af);
+            let after = AfterCounters {
+                redirect_err: af.redirect_err - pa.redirect_err,
+                xmit_sent: af.xmit_sent - pa.xmit_sent,
+                xmit_drops: af.xmit_drops - pa.xmit_drops,
+            };
+            ports.push(json!({"iface": a.ifaces[k], "rx_pps": rx as f64 / secs, "forwarded_pps": d[0].0 as f64 / secs,
+                              "forwarded_bps": d[0].1 as f64 * 8.0 / secs,
+                              "xmit_sent_pps": after.xmit_sent as f64 / secs,
+                              "counters": counters_json(&d), "after": after}));
+            text.push(format!(
+                "{} rx {:.3} Mpps fwd {:.3} Mpps other {}",
+                a.ifaces[k],
+                rx as f64 / secs / 1e6,
+                d[0].0 as f64 / secs / 1e6,
+                other
+            ));
+            *pv = c;
+        }
+        if a.run.json {
+            println!("{}", json!({"type": "interval", "t_s": t, "ports": ports}));
+        } else {
+            println!("{t:7.2} s  {}", text.join("  |  "));
+        }
+        Ok(())
+    }
+}
+
+/// The summary after `secs` of running: per port its counters, the link and L3 event counts.
+fn print_summary(
+    a: &FwdArgs,
+    mode: FwdMode,
+    fwd: &Forwarder,
+    fol: &Follow,
+    routing: &Routing,
+    secs: f64,
+) -> CliResult<()> {
     let mut ports = Vec::new();
     for (k, p) in fwd.ports().iter().enumerate() {
         let c = fwd.counters(k)?;

@@ -16,6 +16,7 @@ use fastpath::io::{AnyPort, Port};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
 use fastpath::stats::{median, Counters, Ctr};
+use fastpath::workers::Stoppable;
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde_json::json;
@@ -130,6 +131,9 @@ fn udp_rcvbuf_errors() -> u64 {
 /// way, by counter name (empty where nothing can drop: XDP_DROP, nftables).
 type Received = (u64, BTreeMap<String, u64>);
 
+/// Where a receiver says it is ready (or why it could not start).
+type Ready = mpsc::Sender<Result<(), String>>;
+
 /// Sets up `row` in ns b (`at`: its name and the receiving interface), signals ready, counts
 /// until `stop`; returns the count and the receiver's drop counters.
 fn receive(
@@ -137,50 +141,16 @@ fn receive(
     (ns, iface): (&str, &str),
     pin: Pin,
     queues: u32,
-    stop: &AtomicBool,
-    ready: mpsc::Sender<Result<(), String>>,
+    stop: &Arc<AtomicBool>,
+    ready: Ready,
     open_rx: &OpenRx,
 ) -> Result<Received, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
-    let spin_port = |mut port: AnyPort, ready: mpsc::Sender<Result<(), String>>| -> Result<Received, String> {
-        fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
-        let _ = ready.send(Ok(()));
-        let mut n = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            n += port.rx_burst(256, wait, |_| {}).map_err(|e| e.to_string())? as u64;
-        }
-        Ok((n, port_drops(&mut port)?))
-    };
-    let idle = |ready: mpsc::Sender<Result<(), String>>| {
-        let _ = ready.send(Ok(()));
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
     let cfg =
         XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
+    let resolve = || Iface::resolve(iface).map_err(|e| e.to_string());
     match row {
-        Row::UdpSocket => {
-            let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
-            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
-            let mut rm = fastpath::host::RecvMmsg::new(64);
-            let rcvbuf0 = udp_rcvbuf_errors();
-            let _ = ready.send(Ok(()));
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let got = rm.recv(&sock).map_err(|e| e.to_string())?;
-                if got == 0 && wait > 0 {
-                    let _ = fastpath::host::poll_readable(&sock, wait);
-                }
-                n += got as u64;
-            }
-            // Drain what arrived before the stop, then count what the socket buffer refused.
-            while let Ok(got @ 1..) = rm.recv(&sock) {
-                n += got as u64;
-            }
-            Ok((n, BTreeMap::from([("udp.RcvbufErrors".to_string(), udp_rcvbuf_errors() - rcvbuf0)])))
-        }
+        Row::UdpSocket => receive_udp(wait, stop, ready),
         Row::NftDrop => {
             tools::nft_apply(ns, &tools::nft_raw_table("fastpath_cmp", "  udp dport 9 counter drop\n", false))
                 .map_err(|e| match e {
@@ -188,119 +158,159 @@ fn receive(
                     tools::ToolError::Io(e) => e.to_string(),
                     tools::ToolError::Failed(s) => format!("nft: {}", s.trim()),
                 })?;
-            idle(ready);
+            idle(stop, ready);
             let n = tools::nft_packets_or_zero(ns, "fastpath_cmp");
             tools::nft_delete_table(ns, "fastpath_cmp");
             Ok((n, BTreeMap::new()))
         }
         Row::Tpacket => spin_port(
             AnyPort::Tpacket(
-                TpacketPort::open(
-                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
-                    TpacketOptions { tx_frames: 0, ..Default::default() },
-                )
-                .map_err(|e| e.to_string())?,
+                TpacketPort::open(&resolve()?, TpacketOptions { tx_frames: 0, ..Default::default() })
+                    .map_err(|e| e.to_string())?,
             ),
+            wait,
+            stop,
             ready,
         ),
-        Row::AfXdpSkb => spin_port(
-            AnyPort::AfXdp(Box::new(
-                AfXdpPort::open(
-                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
-                    0,
-                    &cfg,
-                    AttachOpts::mode(Some(XdpMode::Skb)),
-                )
-                .map_err(|e| e.to_string())?,
-            )),
-            ready,
-        ),
-        Row::AfXdpNative => spin_port(
-            AnyPort::AfXdp(Box::new(
-                AfXdpPort::open(
-                    &Iface::resolve(iface).map_err(|e| e.to_string())?,
-                    0,
-                    &cfg,
-                    AttachOpts::mode(Some(XdpMode::Native)),
-                )
-                .map_err(|e| e.to_string())?,
-            )),
-            ready,
-        ),
-        Row::AfXdpClassifier => {
-            let set = fastpath::rules::parse_toml("compare-100-rules", &rules_100()).map_err(|e| e.to_string())?;
-            let c = compile("compare-100-rules", &set).map_err(|e| e.to_string())?;
-            let req = RxRequest { iface, cpu: APP_CPU, drop_only: false, copy: true, rules: Some(&c) };
-            let mut path = open_rx(&req).map_err(|e| format!("{e:#}"))?;
-            let port = path.port().ok_or("no socket")?;
-            fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
-            let counters = Counters::default();
-            let _ = ready.send(Ok(()));
-            let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
-            bench::rxdrop(port, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {})
-                .map_err(|e| e.to_string())?;
-            Ok((counters.get(Ctr::RxPackets), port_drops(port)?))
+        Row::AfXdpSkb | Row::AfXdpNative => {
+            let mode = if row == Row::AfXdpSkb { XdpMode::Skb } else { XdpMode::Native };
+            let port =
+                AfXdpPort::open(&resolve()?, 0, &cfg, AttachOpts::mode(Some(mode))).map_err(|e| e.to_string())?;
+            spin_port(AnyPort::AfXdp(Box::new(port)), wait, stop, ready)
         }
-        Row::AfXdpQueues => {
-            // One socket per queue over one UMEM, each in a thread of its own that waits in
-            // poll(): on a machine with as many CPUs as queues the receivers share their CPUs
-            // with the generator threads and the softirqs, and spinning would starve them.
-            use fastpath::io::afxdp::{open_queues, QueueSetup};
-            let dev = Iface::resolve(iface).map_err(|e| e.to_string())?;
-            let setup = QueueSetup {
-                queues: fastpath::xsk::RxQueues::check(&dev, (0..queues).collect()).map_err(|e| e.to_string())?,
-                iface: dev,
-                config: cfg.clone(),
-                shared_umem: true,
-                attach: AttachOpts::mode(Some(XdpMode::Native)),
-                fill_frames: u32::MAX,
-            };
-            let prog = fastpath::bpf::XskRedirect::load(Default::default()).map_err(|e| e.to_string())?;
-            let q = open_queues(&setup, Some(prog)).map_err(|e| e.to_string())?;
-            let ncpu = fastpath::host::online_cpus();
-            let n = std::thread::scope(|sc| -> Result<Received, String> {
-                let workers: Vec<_> = q
-                    .ports
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, mut port)| {
-                        sc.spawn(move || -> Result<Received, String> {
-                            fastpath::host::pin_current_thread(i % ncpu).map_err(|e| e.to_string())?;
-                            let c = Counters::default();
-                            bench::rxdrop(
-                                &mut port,
-                                LoopOpts { batch_size: 64, wait: Wait::Poll(50) },
-                                &c,
-                                stop,
-                                |_| {},
-                            )
-                            .map_err(|e| e.to_string())?;
-                            Ok((c.get(Ctr::RxPackets), port_drops(&mut port)?))
-                        })
-                    })
-                    .collect();
-                let _ = ready.send(Ok(()));
-                let mut all: Received = (0, BTreeMap::new());
-                for w in workers {
-                    let (n, d) = w.join().map_err(|_| "receiver panicked".to_string())??;
-                    all.0 += n;
-                    add_drops(&mut all.1, d);
-                }
-                Ok(all)
-            })?;
-            drop(q.attached);
-            Ok(n)
-        }
+        Row::AfXdpClassifier => receive_classifier(iface, wait, stop, ready, open_rx),
+        Row::AfXdpQueues => receive_queues(resolve()?, queues, cfg, stop, ready),
         Row::XdpDrop | Row::XdpDropQueues => {
-            let dev = Iface::resolve(iface).map_err(|e| e.to_string())?;
+            let dev = resolve()?;
             let p = XdpDrop::load()
                 .and_then(|p| p.attach(&dev, AttachOpts::mode(Some(XdpMode::Native))))
                 .map_err(|e| e.to_string())?
                 .prog;
-            idle(ready);
+            idle(stop, ready);
             Ok((p.counters().map_err(|e| e.to_string())?.0, BTreeMap::new()))
         }
     }
+}
+
+/// Says ready and waits for `stop` (the rows whose counting is the kernel's).
+fn idle(stop: &AtomicBool, ready: Ready) {
+    let _ = ready.send(Ok(()));
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Pinned to the application's CPU, receives from `port` until `stop` (waiting `wait` ms in
+/// poll() when nothing came, with `Pin::Same`).
+fn spin_port(mut port: AnyPort, wait: i32, stop: &AtomicBool, ready: Ready) -> Result<Received, String> {
+    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    let _ = ready.send(Ok(()));
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += port.rx_burst(256, wait, |_| {}).map_err(|e| e.to_string())? as u64;
+    }
+    Ok((n, port_drops(&mut port)?))
+}
+
+/// The kernel UDP socket row: recvmmsg on port 9 until `stop`, then the socket's buffer drops.
+fn receive_udp(wait: i32, stop: &AtomicBool, ready: Ready) -> Result<Received, String> {
+    let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
+    sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    let mut rm = fastpath::host::RecvMmsg::new(64);
+    let rcvbuf0 = udp_rcvbuf_errors();
+    let _ = ready.send(Ok(()));
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let got = rm.recv(&sock).map_err(|e| e.to_string())?;
+        if got == 0 && wait > 0 {
+            let _ = fastpath::host::poll_readable(&sock, wait);
+        }
+        n += got as u64;
+    }
+    // Drain what arrived before the stop, then count what the socket buffer refused.
+    while let Ok(got @ 1..) = rm.recv(&sock) {
+        n += got as u64;
+    }
+    Ok((n, BTreeMap::from([("udp.RcvbufErrors".to_string(), udp_rcvbuf_errors() - rcvbuf0)])))
+}
+
+/// The classifier row: 100 rules in front of the socket (opened by `open_rx`), rxdrop until
+/// `stop`.
+fn receive_classifier(
+    iface: &str,
+    wait: i32,
+    stop: &AtomicBool,
+    ready: Ready,
+    open_rx: &OpenRx,
+) -> Result<Received, String> {
+    let set = fastpath::rules::parse_toml("compare-100-rules", &rules_100()).map_err(|e| e.to_string())?;
+    let c = compile("compare-100-rules", &set).map_err(|e| e.to_string())?;
+    let req = RxRequest { iface, cpu: APP_CPU, drop_only: false, copy: true, rules: Some(&c) };
+    let mut path = open_rx(&req).map_err(|e| format!("{e:#}"))?;
+    let port = path.port().ok_or("no socket")?;
+    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    let counters = Counters::default();
+    let _ = ready.send(Ok(()));
+    let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
+    bench::rxdrop(port, LoopOpts { batch_size: 64, wait: w }, &counters, stop, |_| {}).map_err(|e| e.to_string())?;
+    Ok((counters.get(Ctr::RxPackets), port_drops(port)?))
+}
+
+/// A worker's error: its message (a failed pin too).
+struct Msg(String);
+
+impl From<fastpath::SysError> for Msg {
+    fn from(e: fastpath::SysError) -> Self {
+        Msg(e.to_string())
+    }
+}
+
+/// The N-queue row: one socket per queue over one UMEM, each in a thread of its own (pinned to
+/// CPU i) that waits in poll(): on a machine with as many CPUs as queues the receivers share
+/// their CPUs with the generator threads and the softirqs, and spinning would starve them.
+fn receive_queues(
+    dev: Iface,
+    queues: u32,
+    cfg: XskConfig,
+    stop: &Arc<AtomicBool>,
+    ready: Ready,
+) -> Result<Received, String> {
+    use fastpath::io::afxdp::{open_queues, QueueSetup};
+    let setup = QueueSetup {
+        queues: fastpath::xsk::RxQueues::check(&dev, (0..queues).collect()).map_err(|e| e.to_string())?,
+        iface: dev,
+        config: cfg,
+        shared_umem: true,
+        attach: AttachOpts::mode(Some(XdpMode::Native)),
+        fill_frames: u32::MAX,
+    };
+    let prog = fastpath::bpf::XskRedirect::load(Default::default()).map_err(|e| e.to_string())?;
+    let q = open_queues(&setup, Some(prog)).map_err(|e| e.to_string())?;
+    let ncpu = fastpath::host::online_cpus();
+    let workers: Vec<_> = q
+        .ports
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut port)| {
+            let stop = stop.clone();
+            fastpath::workers::spawn_pinned(format!("compare-q{i}"), Some(i % ncpu), move || -> Result<_, Msg> {
+                let c = Counters::default();
+                bench::rxdrop(&mut port, LoopOpts { batch_size: 64, wait: Wait::Poll(50) }, &c, &stop, |_| {})
+                    .map_err(|e| Msg(e.to_string()))?;
+                Ok((c.get(Ctr::RxPackets), port_drops(&mut port).map_err(Msg)?))
+            })
+        })
+        .collect();
+    let _ = ready.send(Ok(()));
+    let mut all: Received = (0, BTreeMap::new());
+    for r in fastpath::workers::join_all(workers).map_err(|_| "receiver panicked".to_string())? {
+        let (n, d) = r.map_err(|Msg(e)| e)?;
+        all.0 += n;
+        add_drops(&mut all.1, d);
+    }
+    drop(q.attached);
+    Ok(all)
 }
 
 /// Counts of one row's run: frames the generator made, frames the sending veth refused (its
@@ -338,75 +348,79 @@ fn measure(
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel();
     let (ns, iface, s2, open_rx) = (bed.ns_b().to_string(), bed.iface_b().to_string(), stop.clone(), open_rx.clone());
-    let recv = spawn_in_netns(bed.ns_b(), move || {
-        let r = receive(row, (&ns, &iface), pin, queues, &s2, tx.clone(), &open_rx);
-        if let Err(e) = &r {
-            let _ = tx.send(Err(e.clone()));
-        }
-        r
-    });
+    // On any error from here on, dropping `recv` stops and joins the receiver before returning,
+    // so its program or nft table is gone before the test bed is.
+    let recv = Stoppable::new(
+        stop,
+        spawn_in_netns(bed.ns_b(), move || {
+            let r = receive(row, (&ns, &iface), pin, queues, &s2, tx.clone(), &open_rx);
+            if let Err(e) = &r {
+                let _ = tx.send(Err(e.clone()));
+            }
+            r
+        }),
+    );
     let ready = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| Err("receiver did not start".into()));
     if let Err(e) = ready {
-        stop.store(true, Ordering::Relaxed);
-        let _ = recv.join();
+        drop(recv);
         return Err(runtime(anyhow!("{}: {e}", row.label())));
     }
     let (mut elapsed, mut sent, mut refused) = (0.0, 0, 0);
-    // On any error from here on, stop and join the receiver before returning, so its program
-    // or nft table is gone before the test bed is.
-    let stop_receiver = |stop: &AtomicBool| stop.store(true, Ordering::Relaxed);
     if secs > 0.0 {
-        let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
-        let gen = spawn_in_netns(bed.ns_a(), move || -> Result<(f64, u64, u64), String> {
-            let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
-            let frame = crate::frame::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
-            let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
-            let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
-            let sent0 = gen.total_sent().map_err(|e| e.to_string())?;
-            let t0 = Instant::now();
-            // One generator thread per queue, CPU i: a veth's XDP transmit picks the peer's
-            // receive queue by the sending CPU (veth_xdp_xmit), so the queues all get traffic.
-            let ncpu = fastpath::host::online_cpus();
-            let cpus: Vec<usize> = (0..queues as usize).map(|i| (GEN_CPU + i) % ncpu).collect();
-            let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-            let live = LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters)
-                .map_err(|e| e.to_string())?;
-            while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            live.stop().map_err(|e| e.to_string())?;
-            let el = t0.elapsed().as_secs_f64();
-            let sent = gen.total_sent().map_err(|e| e.to_string())? - sent0;
-            let eth1 = dev.ethtool_stats().map_err(|e| e.to_string())?;
-            let refused = fastpath::netdev::stats_delta(&eth0, &eth1)
-                .iter()
-                .filter(|(k, _)| k.contains("xdp_xmit_err"))
-                .map(|(_, v)| v)
-                .sum();
-            Ok((el, sent, refused))
-        })
-        .join()
-        .map_err(|_| "generator panicked".to_string())
-        .and_then(|r| r.map_err(|e| format!("{e:?}")))
-        .and_then(|r| r.map_err(|e| format!("generator: {e}")));
-        match gen {
+        match generate(bed, queues, secs, global_stop) {
             Ok((e, s, r)) => (elapsed, sent, refused) = (e, s, r),
             Err(e) => {
-                stop_receiver(&stop);
-                let _ = recv.join();
+                drop(recv);
                 return Err(runtime(anyhow!("{e}")));
             }
         }
         bed.wait_rx_settled(Duration::from_secs(3));
         std::thread::sleep(Duration::from_millis(100));
     }
-    stop_receiver(&stop);
     let (n, drops) = recv
         .join()
         .map_err(|_| runtime(anyhow!("receiver panicked")))?
         .map_err(|e| runtime(anyhow!("{e:?}")))?
         .map_err(|e| runtime(anyhow!("{}: {e}", row.label())))?;
     Ok(Counts { sent, refused, received: n, drops, secs: elapsed })
+}
+
+/// `secs` of the xdp-live generator from ns a, one thread per queue; returns (seconds, frames
+/// sent, frames the sending veth refused).
+fn generate(bed: &Testbed, queues: u32, secs: f64, global_stop: &Arc<AtomicBool>) -> Result<(f64, u64, u64), String> {
+    let (if_a, mac_b, gstop) = (bed.iface_a().to_string(), bed.mac_b(), global_stop.clone());
+    spawn_in_netns(bed.ns_a(), move || -> Result<(f64, u64, u64), String> {
+        let dev = NetDev::by_name(&if_a).map_err(|e| e.to_string())?;
+        let frame = crate::frame::testbed_frame(&dev, mac_b).map_err(|e| e.to_string())?;
+        let gen = Arc::new(XdpGen::load(dev.ifindex).map_err(|e| format!("{e:#}"))?);
+        let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
+        let sent0 = gen.total_sent().map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        // One generator thread per queue, CPU i: a veth's XDP transmit picks the peer's
+        // receive queue by the sending CPU (veth_xdp_xmit), so the queues all get traffic.
+        let ncpu = fastpath::host::online_cpus();
+        let cpus: Vec<usize> = (0..queues as usize).map(|i| (GEN_CPU + i) % ncpu).collect();
+        let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+        let live = LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters)
+            .map_err(|e| e.to_string())?;
+        while t0.elapsed().as_secs_f64() < secs && !gstop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        live.stop().map_err(|e| e.to_string())?;
+        let el = t0.elapsed().as_secs_f64();
+        let sent = gen.total_sent().map_err(|e| e.to_string())? - sent0;
+        let eth1 = dev.ethtool_stats().map_err(|e| e.to_string())?;
+        let refused = fastpath::netdev::stats_delta(&eth0, &eth1)
+            .iter()
+            .filter(|(k, _)| k.contains("xdp_xmit_err"))
+            .map(|(_, v)| v)
+            .sum();
+        Ok((el, sent, refused))
+    })
+    .join()
+    .map_err(|_| "generator panicked".to_string())
+    .and_then(|r| r.map_err(|e| format!("{e:?}")))
+    .and_then(|r| r.map_err(|e| format!("generator: {e}")))
 }
 
 /// What `compare` is asked for (the front end has checked every value).

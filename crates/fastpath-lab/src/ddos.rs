@@ -30,6 +30,7 @@ use fastpath::netdev::NetDev;
 use fastpath::rules::compile::compile;
 use fastpath::rules::parse_toml;
 use fastpath::stats::{thousands, Counters};
+use fastpath::workers::Stoppable;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
 
@@ -580,32 +581,19 @@ struct Ctx<'a> {
 
 /// The flood's thread; on drop (an early return) it is told to stop and joined, so no
 /// generator outlives its phase.
-struct FloodGuard {
-    done: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<FloodResult, fastpath_testbed::TestbedError>>>,
-}
+struct FloodGuard(Stoppable<Result<FloodResult, fastpath_testbed::TestbedError>>);
 
 /// Frames sent, seconds, (accepted, refused) by the veth, share of 1 ms windows within 20%.
 type FloodTotals = (u64, f64, (u64, u64), Option<f64>);
 type FloodResult = Result<FloodTotals, String>;
 
 impl FloodGuard {
-    fn finish(mut self) -> LabResult<FloodTotals> {
-        self.done.store(true, Ordering::Relaxed);
-        let t = self.thread.take().ok_or_else(|| runtime(anyhow!("flood thread already joined")))?;
-        t.join()
+    fn finish(self) -> LabResult<FloodTotals> {
+        self.0
+            .join()
             .map_err(|_| runtime(anyhow!("flood thread panicked")))?
             .map_err(|e| runtime(anyhow!("{e}")))?
             .map_err(|e| runtime(anyhow!("{e}")))
-    }
-}
-
-impl Drop for FloodGuard {
-    fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -657,7 +645,7 @@ fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
         };
         Ok((sent, secs, (sum(false), sum(true)), pace.share_within_20pct()))
     });
-    let guard = FloodGuard { done, thread: Some(thread) };
+    let guard = FloodGuard(Stoppable::new(done, thread));
     match started_rx.recv_timeout(Duration::from_secs(30)) {
         Ok(Ok(())) => Ok(guard),
         Ok(Err(e)) => Err(kernel(anyhow!("starting the flood: {e}"))),

@@ -13,6 +13,7 @@ use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::netdev::{self, NetDev};
 use fastpath::stats::{thousands, Counters};
+use fastpath::workers::Stoppable;
 use fastpath::xsk::XskStats;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
@@ -120,6 +121,8 @@ fn is_drop_counter(name: &str) -> bool {
 /// Frames per receive burst (the command's default).
 const BATCH: u32 = 64;
 
+/// One row: the receiver (AF_XDP rxdrop, or XDP_DROP with `drop_only`) in ns b, the generator
+/// in ns a for the run's seconds, then what each side counted.
 fn phase(
     bed: &Testbed,
     drop_only: bool,
@@ -127,140 +130,15 @@ fn phase(
     global_stop: &Arc<AtomicBool>,
     open_rx: &OpenRx,
 ) -> LabResult<Row> {
-    let (ns_a, ns_b, if_a, if_b) =
-        (bed.ns_a().to_string(), bed.ns_b().to_string(), bed.iface_a().to_string(), bed.iface_b().to_string());
-    let app_cpu = d.app_cpu;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ()>>();
-    let open_rx = open_rx.clone();
-    // Receiver, in ns b.
-    let rx_stop = stop.clone();
-    let receiver = spawn_in_netns(&ns_b, move || -> LabResult<RxResult> {
-        let req = RxRequest { iface: &if_b, cpu: app_cpu, drop_only, copy: false, rules: None };
-        let mut sess = match open_rx(&req) {
-            Ok(s) => s,
-            Err(e) => {
-                // The error itself is this thread's result.
-                let _ = ready_tx.send(Err(()));
-                return Err(e);
-            }
-        };
-        let dev = NetDev::by_name(&if_b).map_err(runtime)?;
-        let eth0 = dev.ethtool_stats().unwrap_or_default();
-        let xsk0 = sess.xsk_stats();
-        let drop0 = sess.drop_packets().unwrap_or(0);
-        let counters = Counters::default();
-        let mut rx_packets = None;
-        let _ = ready_tx.send(Ok(()));
-        if let Some(port) = sess.port() {
-            fastpath::host::pin_current_thread(app_cpu).map_err(runtime)?;
-            // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
-            // so the kernels send nothing of their own: every frame is the generator's.
-            bench::rxdrop(port, LoopOpts { batch_size: BATCH, wait: Wait::Spin }, &counters, &rx_stop, |_| {})
-                .map_err(runtime)?;
-            rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
-        } else {
-            while !rx_stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        let received = match sess.drop_packets() {
-            Some(n) => n.saturating_sub(drop0),
-            None => rx_packets.unwrap_or(0),
-        };
-        let xsk = match (sess.xsk_stats(), xsk0) {
-            (Some(s), Some(b)) => Some(s.delta(&b)),
-            _ => None,
-        };
-        let eth1 = dev.ethtool_stats().unwrap_or_default();
-        Ok(RxResult {
-            xdp_mode: sess.xdp_mode(),
-            copy_mode: sess.copy_mode(),
-            received,
-            xsk,
-            ethtool: netdev::stats_delta(&eth0, &eth1),
-        })
-    });
-    let ready =
-        ready_rx.recv_timeout(Duration::from_secs(20)).map_err(|_| runtime(anyhow!("the receiver did not start")));
-    let ready = match ready {
-        Ok(r) => r,
-        Err(e) => {
-            stop.store(true, Ordering::Relaxed);
-            let _ = receiver.join();
-            return Err(e);
-        }
-    };
-    if ready.is_err() {
-        // The receiver failed to open its path: its own error.
-        return match receiver.join() {
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(e)) => Err(LabError::from(e)),
-            _ => Err(runtime(anyhow!("receiver panicked"))),
-        };
-    }
-    // Generator, in ns a.
-    let (threads, gen_cpu, app_cpu, dur) = (d.threads, d.gen_cpu, d.app_cpu, Duration::from_secs_f64(d.duration_s));
-    let mac_b = bed.mac_b();
-    let gstop = global_stop.clone();
-    let gen_result = spawn_in_netns(&ns_a, move || -> LabResult<GenOutcome> {
-        let dev = NetDev::by_name(&if_a).map_err(runtime)?;
-        let frame = crate::frame::testbed_frame(&dev, mac_b).map_err(runtime)?;
-        let gen = Arc::new(XdpGen::load(dev.ifindex)?);
-        let eth0 = dev.ethtool_stats().unwrap_or_default();
-        let sent0 = gen.total_sent()?;
-        let ncpu = fastpath::host::online_cpus();
-        let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
-        let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-        let cpu0 = fastpath::stats::CpuTimes::read().ok();
-        let t0 = Instant::now();
-        let live =
-            bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
-        while t0.elapsed() < dur && !gstop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        live.stop().map_err(runtime)?;
-        let elapsed = t0.elapsed().as_secs_f64();
-        let sent = gen.total_sent()? - sent0;
-        let eth1 = dev.ethtool_stats().unwrap_or_default();
-        let cpu1 = fastpath::stats::CpuTimes::read().ok();
-        let busy = |c: usize| match (&cpu0, &cpu1) {
-            (Some(a), Some(b)) => b.busy_since(a, c),
-            _ => None,
-        };
-        let gen_busy = cpus.iter().filter_map(|&c| busy(c)).reduce(f64::max);
-        let app_busy = busy(app_cpu);
-        Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1), gen_busy, app_busy))
-    })
-    .join()
-    .map_err(|_| runtime(anyhow!("generator panicked")));
+    let receiver = start_receiver(bed, drop_only, d.app_cpu, open_rx)?;
+    let gen_result = generate(bed, d, global_stop);
     // Let frames in flight land (the receiving veth takes in nothing new), then stop the
     // receiver, and give it a moment to count the last of them.
     bed.wait_rx_settled(Duration::from_secs(3));
     std::thread::sleep(Duration::from_millis(100));
-    stop.store(true, Ordering::Relaxed);
     let rx = receiver.join().map_err(|_| runtime(anyhow!("receiver panicked")))?.map_err(LabError::from)??;
     let (sent, secs, gen_eth, gen_busy, app_busy) = gen_result?.map_err(LabError::from)??;
-
-    let mut drops = BTreeMap::new();
-    if let Some(x) = rx.xsk {
-        for (k, v) in x.fields() {
-            // rx_fill_ring_empty_descs counts the same losses as rx_dropped in copy mode.
-            if v != 0 && k.starts_with("rx_") && k != "rx_fill_ring_empty_descs" {
-                drops.insert(format!("xsk.{k}"), v);
-            }
-        }
-    }
-    for (k, v) in &rx.ethtool {
-        if is_drop_counter(k) {
-            drops.insert(format!("{}.{k}", bed.iface_b()), *v);
-        }
-    }
-    for (k, v) in &gen_eth {
-        if is_drop_counter(k) {
-            drops.insert(format!("{}.{k}", bed.iface_a()), *v);
-        }
-    }
+    let drops = drop_counters(bed, &rx, &gen_eth);
     // A frame the socket could not take (rx_ring_full, or rx_dropped: no FILL ring entry) fails
     // the XDP_REDIRECT, which the veth also counts as rx_queue_N_drops (veth_xdp_rcv_skb,
     // drivers/net/veth.c): count each loss once.
@@ -293,6 +171,156 @@ fn phase(
         app_cpu_busy_pct: app_busy.map(|b| b * 100.0),
         drop_counters: drops,
     })
+}
+
+/// The receiver thread's handle, held with its stop flag.
+type Receiver = Stoppable<Result<LabResult<RxResult>, fastpath_testbed::TestbedError>>;
+
+/// Starts the receiver in ns b and returns once it has opened its path (or with its error).
+fn start_receiver(bed: &Testbed, drop_only: bool, app_cpu: usize, open_rx: &OpenRx) -> LabResult<Receiver> {
+    let if_b = bed.iface_b().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<(), ()>>();
+    let (open_rx, rx_stop) = (open_rx.clone(), stop.clone());
+    let receiver = Stoppable::new(
+        stop,
+        spawn_in_netns(bed.ns_b(), move || receive(&if_b, drop_only, app_cpu, &open_rx, ready_tx, &rx_stop)),
+    );
+    let ready =
+        ready_rx.recv_timeout(Duration::from_secs(20)).map_err(|_| runtime(anyhow!("the receiver did not start")));
+    // On a timeout, dropping `receiver` stops and joins it.
+    if ready? == Ok(()) {
+        return Ok(receiver);
+    }
+    // The receiver failed to open its path: its own error.
+    match receiver.join() {
+        Ok(Ok(Err(e))) => Err(e),
+        Ok(Err(e)) => Err(LabError::from(e)),
+        _ => Err(runtime(anyhow!("receiver panicked"))),
+    }
+}
+
+/// The receiver (in ns b): opens the path, says ready, counts until `stop` (rxdrop pinned to
+/// `app_cpu`, or the XDP_DROP program's counter), then what it and the veth counted.
+fn receive(
+    if_b: &str,
+    drop_only: bool,
+    app_cpu: usize,
+    open_rx: &OpenRx,
+    ready_tx: mpsc::Sender<Result<(), ()>>,
+    stop: &AtomicBool,
+) -> LabResult<RxResult> {
+    let req = RxRequest { iface: if_b, cpu: app_cpu, drop_only, copy: false, rules: None };
+    let mut sess = match open_rx(&req) {
+        Ok(s) => s,
+        Err(e) => {
+            // The error itself is this thread's result.
+            let _ = ready_tx.send(Err(()));
+            return Err(e);
+        }
+    };
+    let dev = NetDev::by_name(if_b).map_err(runtime)?;
+    let eth0 = dev.ethtool_stats().unwrap_or_default();
+    let xsk0 = sess.xsk_stats();
+    let drop0 = sess.drop_packets().unwrap_or(0);
+    let counters = Counters::default();
+    let mut rx_packets = None;
+    let _ = ready_tx.send(Ok(()));
+    if let Some(port) = sess.port() {
+        fastpath::host::pin_current_thread(app_cpu).map_err(runtime)?;
+        // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
+        // so the kernels send nothing of their own: every frame is the generator's.
+        bench::rxdrop(port, LoopOpts { batch_size: BATCH, wait: Wait::Spin }, &counters, stop, |_| {})
+            .map_err(runtime)?;
+        rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
+    } else {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let received = match sess.drop_packets() {
+        Some(n) => n.saturating_sub(drop0),
+        None => rx_packets.unwrap_or(0),
+    };
+    let xsk = match (sess.xsk_stats(), xsk0) {
+        (Some(s), Some(b)) => Some(s.delta(&b)),
+        _ => None,
+    };
+    let eth1 = dev.ethtool_stats().unwrap_or_default();
+    Ok(RxResult {
+        xdp_mode: sess.xdp_mode(),
+        copy_mode: sess.copy_mode(),
+        received,
+        xsk,
+        ethtool: netdev::stats_delta(&eth0, &eth1),
+    })
+}
+
+/// What the generator thread ends with (its panic first, then entering ns a, then its own).
+type GenJoined = LabResult<Result<LabResult<GenOutcome>, fastpath_testbed::TestbedError>>;
+
+/// The generator (xdp-live, `d.threads` threads from `d.gen_cpu`) in ns a for `d.duration_s`
+/// (or until `global_stop`); waits for it.
+fn generate(bed: &Testbed, d: &DemoOptions, global_stop: &Arc<AtomicBool>) -> GenJoined {
+    let (threads, gen_cpu, app_cpu, dur) = (d.threads, d.gen_cpu, d.app_cpu, Duration::from_secs_f64(d.duration_s));
+    let (if_a, mac_b) = (bed.iface_a().to_string(), bed.mac_b());
+    let gstop = global_stop.clone();
+    spawn_in_netns(bed.ns_a(), move || -> LabResult<GenOutcome> {
+        let dev = NetDev::by_name(&if_a).map_err(runtime)?;
+        let frame = crate::frame::testbed_frame(&dev, mac_b).map_err(runtime)?;
+        let gen = Arc::new(XdpGen::load(dev.ifindex)?);
+        let eth0 = dev.ethtool_stats().unwrap_or_default();
+        let sent0 = gen.total_sent()?;
+        let ncpu = fastpath::host::online_cpus();
+        let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
+        let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
+        let cpu0 = fastpath::stats::CpuTimes::read().ok();
+        let t0 = Instant::now();
+        let live =
+            bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
+        while t0.elapsed() < dur && !gstop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        live.stop().map_err(runtime)?;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let sent = gen.total_sent()? - sent0;
+        let eth1 = dev.ethtool_stats().unwrap_or_default();
+        let cpu1 = fastpath::stats::CpuTimes::read().ok();
+        let busy = |c: usize| match (&cpu0, &cpu1) {
+            (Some(a), Some(b)) => b.busy_since(a, c),
+            _ => None,
+        };
+        let gen_busy = cpus.iter().filter_map(|&c| busy(c)).reduce(f64::max);
+        let app_busy = busy(app_cpu);
+        Ok((sent, elapsed, netdev::stats_delta(&eth0, &eth1), gen_busy, app_busy))
+    })
+    .join()
+    .map_err(|_| runtime(anyhow!("generator panicked")))
+}
+
+/// The drop counters of a phase, by name: the socket's receive drops, and the drop/error
+/// counters of the receiving veth (`rx`) and the sending one (`gen_eth`).
+fn drop_counters(bed: &Testbed, rx: &RxResult, gen_eth: &[(String, u64)]) -> BTreeMap<String, u64> {
+    let mut drops = BTreeMap::new();
+    if let Some(x) = &rx.xsk {
+        for (k, v) in x.fields() {
+            // rx_fill_ring_empty_descs counts the same losses as rx_dropped in copy mode.
+            if v != 0 && k.starts_with("rx_") && k != "rx_fill_ring_empty_descs" {
+                drops.insert(format!("xsk.{k}"), v);
+            }
+        }
+    }
+    for (k, v) in &rx.ethtool {
+        if is_drop_counter(k) {
+            drops.insert(format!("{}.{k}", bed.iface_b()), *v);
+        }
+    }
+    for (k, v) in gen_eth {
+        if is_drop_counter(k) {
+            drops.insert(format!("{}.{k}", bed.iface_a()), *v);
+        }
+    }
+    drops
 }
 
 /// What `demo` is asked for (the front end has checked every value).

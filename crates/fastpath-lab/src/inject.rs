@@ -16,6 +16,7 @@ use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{self, Port, PortSpec};
 use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::stats::median;
+use fastpath::workers::Stoppable;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde_json::json;
 
@@ -62,22 +63,25 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
         let stop = Arc::new(AtomicBool::new(false));
         let got = Arc::new(AtomicU64::new(0));
         let (s2, g2) = (stop.clone(), got.clone());
-        let reader = std::thread::spawn(move || {
-            let _ = fastpath::host::pin_current_thread(1);
-            let mut rm = fastpath::host::RecvMmsg::new(64);
-            // After stop, drain what the socket still holds: every datagram accepted is counted.
-            loop {
-                let stopping = s2.load(Ordering::Relaxed);
-                let n = rm.recv(&sock).unwrap_or(0);
-                g2.fetch_add(n as u64, Ordering::Relaxed);
-                if n == 0 {
-                    if stopping {
-                        break;
+        let reader = Stoppable::new(
+            stop,
+            std::thread::spawn(move || {
+                let _ = fastpath::host::pin_current_thread(1);
+                let mut rm = fastpath::host::RecvMmsg::new(64);
+                // After stop, drain what the socket still holds: every datagram accepted is counted.
+                loop {
+                    let stopping = s2.load(Ordering::Relaxed);
+                    let n = rm.recv(&sock).unwrap_or(0);
+                    g2.fetch_add(n as u64, Ordering::Relaxed);
+                    if n == 0 {
+                        if stopping {
+                            break;
+                        }
+                        let _ = fastpath::host::poll_readable(&sock, 10);
                     }
-                    let _ = fastpath::host::poll_readable(&sock, 10);
                 }
-            }
-        });
+            }),
+        );
         let _ = fastpath::host::pin_current_thread(0);
         let spec = UdpFrameSpec {
             src_mac: [2, 0, 0, 0, 0, 2],
@@ -99,7 +103,6 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
         }
         let el = t0.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(300));
-        stop.store(true, Ordering::Relaxed);
         let _ = reader.join();
         let accepted = got.load(Ordering::Relaxed);
         Ok((offered as f64 / el, accepted as f64 / el, snmp_udp("RcvbufErrors") - err0, offered, accepted))
@@ -124,89 +127,108 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let (ready_tx, ready_rx) = mpsc::channel();
     let (s2, nb, ib) = (stop.clone(), ns_b.clone(), if_b.clone());
-    let bridge = spawn_in_netns(&ns_b, move || -> Result<u64, String> {
-        let r = (|| -> Result<(io::AnyPort, TpacketPort), String> {
-            let tap = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
-            ip(&nb, &format!("link set dev {TAP} address {mac_b}"))?;
-            ip(&nb, &format!("addr add 10.99.0.2/24 dev {TAP}"))?;
-            ip(
-                &nb,
-                &format!(
-                    "neigh replace 10.99.0.1 lladdr {} dev {TAP} nud permanent",
-                    mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
-                ),
-            )?;
-            fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
-            let ib = fastpath::netdev::Iface::resolve(&ib).map_err(|e| e.to_string())?;
-            let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
-                .map_err(|e| e.to_string())?;
-            Ok((tap, veth))
-        })();
-        let (mut tap, mut veth) = match r {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = ready_tx.send(Err(e.clone()));
-                return Err(e);
-            }
-        };
-        let _ = ready_tx.send(Ok(()));
-        let _ = fastpath::host::pin_current_thread(1);
-        let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| Vec::with_capacity(2048)).collect();
-        let mut moved = 0u64;
-        while !s2.load(Ordering::Relaxed) {
-            let mut n = 0;
-            veth.rx_burst(64, 0, |f: &[u8]| {
-                bufs[n].clear();
-                bufs[n].extend_from_slice(f);
-                n += 1;
-            })
-            .map_err(|e| e.to_string())?;
-            let mut off = 0;
-            while off < n {
-                // On the stack: no allocation per burst.
-                let refs: [&[u8]; 64] = std::array::from_fn(|i| bufs.get(off + i).map_or(&[][..], |b| b.as_slice()));
-                off += tap.tx_burst(&refs[..n - off]).map_err(|e| e.to_string())?;
-            }
-            moved += n as u64;
-            let mut m = 0;
-            tap.rx_burst(64, 0, |f: &[u8]| {
-                bufs[m].clear();
-                bufs[m].extend_from_slice(f);
-                m += 1;
-            })
-            .map_err(|e| e.to_string())?;
-            let mut off = 0;
-            while off < m {
-                // On the stack: no allocation per burst.
-                let refs: [&[u8]; 64] = std::array::from_fn(|i| bufs.get(off + i).map_or(&[][..], |b| b.as_slice()));
-                off += veth.tx_burst(&refs[..m - off]).map_err(|e| e.to_string())?;
-            }
-            moved += m as u64;
-            if n == 0 && m == 0 {
-                std::thread::yield_now();
-            }
-        }
-        Ok(moved)
-    });
+    let bridge = Stoppable::new(
+        stop,
+        spawn_in_netns(&ns_b, move || -> Result<u64, String> {
+            let (tap, veth) = match bridge_ports(uring, &nb, &ib, mac_a, &mac_b) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.clone()));
+                    return Err(e);
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let _ = fastpath::host::pin_current_thread(1);
+            bridge_loop(tap, veth, &s2)
+        }),
+    );
     let ready = ready_rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| Err("bridge did not start".into()));
-    let result = ready.and_then(|()| {
-        let _iperf_srv =
-            tools::iperf3_server(&ns_b, "10.99.0.2").map_err(|e| format!("iperf3 (Debian package iperf3): {e}"))?;
-        let _sp_srv = tools::sockperf_server(&ns_b, None, "10.99.0.2", 11112).map_err(|e| format!("sockperf: {e}"))?;
-        std::thread::sleep(Duration::from_millis(700));
-        let client =
-            tools::iperf3_client(&ns_a, "10.99.0.2", secs.max(2.0).round() as u64).map_err(|e| e.to_string())?;
-        std::thread::sleep(Duration::from_millis(500));
-        let text = tools::sockperf_ping_pong(&ns_a, "10.99.0.2", 11112, (secs.max(2.0) - 1.0).round() as u64)
-            .map_err(|e| e.to_string())?;
-        let bps = client.bits_per_s()?;
-        let pct = |p: &str| tools::sockperf_value(&text, p);
-        Ok((bps, pct("percentile 50.000"), pct("percentile 99.000")))
-    });
-    stop.store(true, Ordering::Relaxed);
+    let result = ready.and_then(|()| tcp_through(&ns_a, &ns_b, secs));
     let moved = bridge.join().map_err(|_| "bridge panicked".to_string())?.map_err(|e| e.to_string())??;
     let (bps, p50, p99) = result?;
     Ok((bps, p50, p99, moved))
+}
+
+/// In ns b (the calling thread's): the TAP device, with the veth's address and MAC and a
+/// permanent neighbour entry for a, and a TPACKET port on the veth.
+fn bridge_ports(
+    uring: bool,
+    nb: &str,
+    ib: &str,
+    mac_a: [u8; 6],
+    mac_b: &str,
+) -> Result<(io::AnyPort, TpacketPort), String> {
+    let tap = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
+    ip(nb, &format!("link set dev {TAP} address {mac_b}"))?;
+    ip(nb, &format!("addr add 10.99.0.2/24 dev {TAP}"))?;
+    ip(
+        nb,
+        &format!(
+            "neigh replace 10.99.0.1 lladdr {} dev {TAP} nud permanent",
+            mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+        ),
+    )?;
+    fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
+    let ib = fastpath::netdev::Iface::resolve(ib).map_err(|e| e.to_string())?;
+    let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
+        .map_err(|e| e.to_string())?;
+    Ok((tap, veth))
+}
+
+/// Moves frames veth -> TAP and TAP -> veth until `stop`; returns the frames moved.
+fn bridge_loop(mut tap: io::AnyPort, mut veth: TpacketPort, stop: &AtomicBool) -> Result<u64, String> {
+    let mut bufs: Vec<Vec<u8>> = (0..64).map(|_| Vec::with_capacity(2048)).collect();
+    let mut moved = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let mut n = 0;
+        veth.rx_burst(64, 0, |f: &[u8]| {
+            bufs[n].clear();
+            bufs[n].extend_from_slice(f);
+            n += 1;
+        })
+        .map_err(|e| e.to_string())?;
+        let mut off = 0;
+        while off < n {
+            // On the stack: no allocation per burst.
+            let refs: [&[u8]; 64] = std::array::from_fn(|i| bufs.get(off + i).map_or(&[][..], |b| b.as_slice()));
+            off += tap.tx_burst(&refs[..n - off]).map_err(|e| e.to_string())?;
+        }
+        moved += n as u64;
+        let mut m = 0;
+        tap.rx_burst(64, 0, |f: &[u8]| {
+            bufs[m].clear();
+            bufs[m].extend_from_slice(f);
+            m += 1;
+        })
+        .map_err(|e| e.to_string())?;
+        let mut off = 0;
+        while off < m {
+            // On the stack: no allocation per burst.
+            let refs: [&[u8]; 64] = std::array::from_fn(|i| bufs.get(off + i).map_or(&[][..], |b| b.as_slice()));
+            off += veth.tx_burst(&refs[..m - off]).map_err(|e| e.to_string())?;
+        }
+        moved += m as u64;
+        if n == 0 && m == 0 {
+            std::thread::yield_now();
+        }
+    }
+    Ok(moved)
+}
+
+/// TCP through the bridge: iperf3 throughput, then sockperf ping-pong latency, a to b;
+/// (bits/s, p50 us, p99 us).
+fn tcp_through(ns_a: &str, ns_b: &str, secs: f64) -> Result<(f64, f64, f64), String> {
+    let _iperf_srv =
+        tools::iperf3_server(ns_b, "10.99.0.2").map_err(|e| format!("iperf3 (Debian package iperf3): {e}"))?;
+    let _sp_srv = tools::sockperf_server(ns_b, None, "10.99.0.2", 11112).map_err(|e| format!("sockperf: {e}"))?;
+    std::thread::sleep(Duration::from_millis(700));
+    let client = tools::iperf3_client(ns_a, "10.99.0.2", secs.max(2.0).round() as u64).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(500));
+    let text = tools::sockperf_ping_pong(ns_a, "10.99.0.2", 11112, (secs.max(2.0) - 1.0).round() as u64)
+        .map_err(|e| e.to_string())?;
+    let bps = client.bits_per_s()?;
+    let pct = |p: &str| tools::sockperf_value(&text, p);
+    Ok((bps, pct("percentile 50.000"), pct("percentile 99.000")))
 }
 
 /// What `compare --inject` is asked for.

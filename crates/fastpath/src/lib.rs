@@ -9,6 +9,8 @@
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
 //! - [`host`]: CPU pinning, clock, privileges, interface basics, bpffs, lock file, batched UDP receive.
+//! - [`workers`]: worker threads spawned pinned to a CPU, joined together, or held with their
+//!   stop flag.
 //! - [`SysError`]: a failed system call, with the call and its arguments (the crate-private
 //!   `sys` module is the only one that makes system calls).
 #![warn(missing_docs)]
@@ -24,6 +26,7 @@ pub mod packet;
 pub mod rules;
 pub mod stats;
 pub(crate) mod sys;
+pub mod workers;
 pub mod xsk;
 
 pub use sys::SysError;
