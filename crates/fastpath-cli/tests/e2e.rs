@@ -53,7 +53,7 @@ fn exactly_once(xdp_mode: &str) {
     ]);
     assert_eq!(rx.ready["path"]["xdp_mode"], xdp_mode, "mode read back after attach");
     assert_eq!(rx.ready["path"]["copy_mode"], "copy");
-    assert_json_keys("bench_rxdrop_ready", &rx.ready);
+    assert_json_keys(&format!("bench_rxdrop_ready_{xdp_mode}"), &rx.ready);
     let rx0 = rx_packets(bed.ns_b(), bed.iface_b());
     let g = gen_xsk(&bed, &["--count", "100000", "--rate", "100000", "--json", "--duration", "60", "--cpu", "0"]);
     assert!(g.status.success(), "gen failed: {}", stderr(&g));
@@ -64,7 +64,7 @@ fn exactly_once(xdp_mode: &str) {
     assert_eq!(n(&gs["delivered"]), 100_000, "the receiving veth accepted every frame (refused: {})", gs["refused"]);
     wait_rx_packets(bed.ns_b(), bed.iface_b(), rx0, 100_000);
     let (s, status) = rx.terminate();
-    assert_json_keys("bench_rxdrop", &s);
+    assert_json_keys(&format!("bench_rxdrop_{xdp_mode}"), &s);
     assert!(status.success(), "rxdrop exit {status:?}");
     let v = &s["verify"];
     eprintln!("receiver summary: {s}\nsender summary: {gs}");
