@@ -244,12 +244,18 @@ pub fn key_paths(v: &Value) -> std::collections::BTreeSet<String> {
             Value::Object(m) if !m.is_empty() => {
                 for (k, x) in m {
                     // A test bed's interface name (`fp` + pid + counter + a/b, random per run)
-                    // used as a key stands as <testbed-iface>.
-                    let bed = k.len() >= 8
-                        && k.starts_with("fp")
-                        && k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-                    let k = if bed { "<testbed-iface>" } else { k.as_str() };
-                    walk(x, if path.is_empty() { k.to_string() } else { format!("{path}.{k}") }, out);
+                    // in a key (alone, or before a dot as in "IFACE.counter") stands as
+                    // <testbed-iface>.
+                    let (head, tail) = k.split_once('.').map_or((k.as_str(), None), |(h, t)| (h, Some(t)));
+                    let bed = head.len() >= 8
+                        && head.starts_with("fp")
+                        && head.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+                    let k = match (bed, tail) {
+                        (true, Some(t)) => format!("<testbed-iface>.{t}"),
+                        (true, None) => "<testbed-iface>".to_string(),
+                        (false, _) => k.clone(),
+                    };
+                    walk(x, if path.is_empty() { k } else { format!("{path}.{k}") }, out);
                 }
             }
             Value::Array(a) if !a.is_empty() => {
