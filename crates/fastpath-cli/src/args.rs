@@ -570,7 +570,7 @@ pub struct CpuList(pub Vec<u32>);
 
 /// `--cpus`: a list like `1`, `0,2-3`; every CPU online on this machine, each once, at most 64.
 pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    let ncpu = fastpath::host::online_cpus().min(fastpath::bpf::cpumap::MAP_SIZE as usize) as u32;
+    let ncpu = fastpath::workers::online_cpus().min(fastpath::bpf::cpumap::MAP_SIZE as usize) as u32;
     let bad = |what: &str| {
         format!(
             "--cpus {s} is not accepted: {what}; use CPUs of this machine, 0..={}, as a list like 1 or 0,2-3",
@@ -918,7 +918,7 @@ mod tests {
     #[test]
     fn cpu_lists() {
         assert_eq!(parse_cpus("0"), Ok(CpuList(vec![0])));
-        let n = fastpath::host::online_cpus() as u32;
+        let n = fastpath::workers::online_cpus() as u32;
         assert_eq!(parse_cpus(&format!("0-{}", n - 1)), Ok(CpuList((0..n).collect())));
         for bad in ["99", "x", "1-0", "0,0", ""] {
             let e = parse_cpus(bad).unwrap_err();

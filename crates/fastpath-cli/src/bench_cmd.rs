@@ -94,7 +94,7 @@ pub fn frame_spec(f: &FrameArgs, iface: &Iface) -> CliResult<UdpFrameSpec> {
 /// 2 CPUs, 0.12x the throughput of `--poll` (README, "The AF_XDP engine").
 fn spin_note(x: &XskArgs, cpus: &[Option<usize>]) -> Option<String> {
     let pinned: std::collections::BTreeSet<usize> = cpus.iter().flatten().copied().collect();
-    let all = fastpath::host::online_cpus();
+    let all = fastpath::workers::online_cpus();
     (cpus.len() > 1 && !x.poll && !x.busy_poll && pinned.len() >= all).then(|| {
         let list: Vec<String> = pinned.iter().map(|c| c.to_string()).collect();
         format!(
@@ -458,7 +458,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if g.xsk.iface.is_empty() {
         return Err(usage(anyhow!("gen needs -i/--iface")));
     }
-    let ncpu = fastpath::host::online_cpus();
+    let ncpu = fastpath::workers::online_cpus();
     let first = g.xsk.cpu.unwrap_or(0);
     if first >= ncpu {
         return Err(usage(anyhow!("--cpu {first} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));
@@ -474,7 +474,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
     // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
     // net/bpf/test_run.c).
-    let live_max = fastpath::host::page_size() - fastpath::xsk::XDP_PACKET_HEADROOM as usize - 320;
+    let live_max = fastpath::xsk::page_size() - fastpath::xsk::XDP_PACKET_HEADROOM as usize - 320;
     if spec.frame_len > live_max {
         return Err(usage(anyhow!(
             "--frame-len {} is not accepted with --engine xdp-live: live frames hold at most {live_max} bytes (one page); use --engine xsk, which sends longer frames over several UMEM frames",
@@ -645,7 +645,7 @@ fn open_port(a: &BenchArgs) -> CliResult<(fastpath::io::AnyPort, Option<Vec<u8>>
     let port = port.map_err(port_error)?;
     if matches!(a.path, PathArg::Tap | PathArg::TapUring) {
         // A TAP device is born down; writes to it fail with EIO until it is up.
-        fastpath::host::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
+        fastpath::netdev::set_link_up(&a.xsk.iface).map_err(crate::error::kernel)?;
     }
     Ok((port, frame))
 }

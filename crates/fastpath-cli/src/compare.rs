@@ -22,7 +22,7 @@ pub fn check(a: &CompareArgs) -> CliResult<()> {
     if let Some(p) = &a.svg {
         crate::outfile::check(p, a.overwrite, "--svg").map_err(usage)?;
     }
-    if fastpath::host::online_cpus() < 2 {
+    if fastpath::workers::online_cpus() < 2 {
         return Err(usage(anyhow!("compare needs 2 CPUs (generator on CPU 0, application on CPU 1)")));
     }
     require_privileges("compare")
@@ -30,7 +30,7 @@ pub fn check(a: &CompareArgs) -> CliResult<()> {
 
 /// `fastpath compare` (after [`check`]).
 pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
-    let ncpu = fastpath::host::online_cpus() as u32;
+    let ncpu = fastpath::workers::online_cpus() as u32;
     if let Some(q) = a.queues {
         if !(2..=ncpu.min(64)).contains(&q) {
             return Err(usage(anyhow!(

@@ -33,7 +33,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if let Some(p) = &a.ddos.svg {
         crate::outfile::check(p, a.ddos.overwrite, "--svg").map_err(usage)?;
     }
-    let ncpu = fastpath::host::online_cpus();
+    let ncpu = fastpath::workers::online_cpus();
     if ncpu < 2 {
         return Err(env(anyhow!(
             "bench ddos needs 2 CPUs (the attacker's and the service's); this machine has {ncpu}"

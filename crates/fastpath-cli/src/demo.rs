@@ -21,7 +21,7 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if let Some(p) = &d.output {
         crate::outfile::check(p, d.overwrite, "--output").map_err(usage)?;
     }
-    let ncpu = fastpath::host::online_cpus();
+    let ncpu = fastpath::workers::online_cpus();
     for (flag, cpu) in [("--app-cpu", d.app_cpu), ("--gen-cpu", d.gen_cpu)] {
         if cpu >= ncpu {
             return Err(usage(anyhow!("{flag} {cpu} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));

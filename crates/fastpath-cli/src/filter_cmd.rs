@@ -37,7 +37,7 @@ fn is_pinned(iface: &str) -> CliResult<bool> {
 }
 
 fn ensure_bpffs() -> CliResult<()> {
-    fastpath::host::ensure_bpffs(Path::new("/sys/fs/bpf"))
+    fastpath::bpf::ensure_bpffs(Path::new("/sys/fs/bpf"))
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
@@ -187,7 +187,7 @@ fn reload(rules: &RulesArgs, target: &FilterTarget, json: bool, stop: &AtomicBoo
     let compile_ns = t0.elapsed().as_nanos() as u64;
     let mut cls = open_pinned(target)?;
     // One reload at a time per interface: two would install into the same inactive set.
-    let _lock = fastpath::host::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+    let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
     // Nothing is written into the maps of a classifier that no longer runs here.
     cls.check_still_attached(&target.iface).map_err(pinned_err)?;
     let t1 = std::time::Instant::now();
@@ -247,7 +247,7 @@ fn unload(target: &FilterTarget, stop: &AtomicBool) -> CliResult<()> {
     // The reload lock: taken (a reload running now finishes first), and kept, never
     // deleted: a reload waiting on the deleted file's lock and one creating a new file
     // would both hold "the" lock.
-    let _lock = fastpath::host::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+    let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
     Classifier::unload_pinned(&dir).map_err(pinned_err)?;
     println!("classifier removed from {}", target.iface);
     Ok(())

@@ -200,7 +200,7 @@ impl Instance {
 
 /// A queue pair's thread: forwards until `done` or `stop`, or until a round fails.
 fn worker(mut pair: XskPair, q: usize, cpu: usize, shared: &Shared, done: &AtomicBool, stop: &AtomicBool) -> WorkerEnd {
-    let mut err = fastpath::host::pin_current_thread(cpu).err().map(anyhow::Error::from);
+    let mut err = fastpath::workers::pin_current_thread(cpu).err().map(anyhow::Error::from);
     let mut rounds = 0u32;
     while err.is_none() && !done.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
         match pair.step(TX_BUDGET) {
@@ -318,7 +318,7 @@ pub fn run(a: &FwdArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.netns)?;
     let cpus: Vec<usize> = match &a.cpus {
         Some(l) => l.0.iter().map(|&c| c as usize).collect(),
-        None => (0..fastpath::host::online_cpus()).rev().collect(),
+        None => (0..fastpath::workers::online_cpus()).rev().collect(),
     };
     // Subscribed before the links are read, so no change between the two is missed.
     let mut watch = NetWatch::open().map_err(|e| kernel(anyhow!("opening an rtnetlink socket: {e}")))?;

@@ -81,9 +81,9 @@ fn main() {
     ] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
-    let _ = fastpath::host::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice
-                                                   // -e on bench and filter stats: the XDP tracepoint monitor, attached for the whole run
-                                                   // (after every command-line value has been checked; redirect-cpu checks its own first).
+    let _ = fastpath::bpf::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice
+                                                  // -e on bench and filter stats: the XDP tracepoint monitor, attached for the whole run
+                                                  // (after every command-line value has been checked; redirect-cpu checks its own first).
     let extended = match &cli.cmd {
         Cmd::Bench(b) => b.run.extended && b.mode != args::BenchMode::RedirectCpu,
         Cmd::Filter(args::FilterCmd::Stats { run, .. }) => run.extended,

@@ -35,7 +35,7 @@ pub fn default_cpus(online: usize) -> Vec<u32> {
 fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
     let c = &a.cpumap;
     let cfg = CpumapConfig {
-        cpus: a.xsk.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::host::online_cpus())),
+        cpus: a.xsk.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::workers::online_cpus())),
         dist: match c.cpu_dist {
             CpuDistArg::RoundRobin => CpuDist::RoundRobin,
             CpuDistArg::Hash => CpuDist::Hash,
@@ -47,7 +47,7 @@ fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
             RemoteActionArg::Pass => RemoteAction::Pass,
         },
     };
-    cfg.validate(fastpath::host::online_cpus()).map_err(usage)?;
+    cfg.validate(fastpath::workers::online_cpus()).map_err(usage)?;
     Ok(cfg)
 }
 
@@ -142,7 +142,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     let summary = mon.finish(w);
     let d1 = per_cpu(&rc);
-    let delivered_per_cpu: BTreeMap<String, u64> = (0..fastpath::host::online_cpus())
+    let delivered_per_cpu: BTreeMap<String, u64> = (0..fastpath::workers::online_cpus())
         .map(|c| {
             let v = d1.get(c).copied().unwrap_or(0).saturating_sub(d0.get(c).copied().unwrap_or(0));
             (c.to_string(), v)

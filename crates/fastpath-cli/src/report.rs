@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fastpath::bpf::{XdpDrop, XdpMonitor, XdpMonitorStats};
-use fastpath::host::monotonic_ns;
 use fastpath::netdev::{self, NetDev};
+use fastpath::stats::monotonic_ns;
 use fastpath::stats::{rate, thousands, Counters, Ctr, COUNTERS};
 use fastpath::xsk::XskStats;
 use serde::Serialize;

@@ -175,7 +175,7 @@ pub fn worker_cpus(x: &XskArgs) -> Vec<Option<usize>> {
     let q = queue_ids(x).len();
     match (&x.cpus, x.queues) {
         (Some(list), _) => list.0.iter().map(|&c| Some(c as usize)).collect(),
-        (None, Some(_)) => (0..q).map(|i| Some(i % fastpath::host::online_cpus())).collect(),
+        (None, Some(_)) => (0..q).map(|i| Some(i % fastpath::workers::online_cpus())).collect(),
         (None, None) => vec![x.cpu],
     }
 }
@@ -199,7 +199,7 @@ pub fn validate(x: &XskArgs, role: Role) -> CliResult<XskConfig> {
             )));
         }
     }
-    let n = fastpath::host::online_cpus();
+    let n = fastpath::workers::online_cpus();
     if let Some(cpu) = x.cpu {
         if cpu >= n {
             return Err(usage(anyhow!("--cpu {cpu} is not accepted: this machine has CPUs 0..={}", n - 1)));

@@ -29,7 +29,7 @@ pub fn run(cmd: &TestbedCmd) -> CliResult<()> {
         }
         TestbedCmd::Up { name, queues, napi_cpu, sender_qdisc, json, .. } => {
             if let Some(cpu) = napi_cpu {
-                let n = fastpath::host::online_cpus();
+                let n = fastpath::workers::online_cpus();
                 if *cpu >= n {
                     return Err(usage(anyhow!(
                         "--napi-cpu {cpu} is not accepted: this machine has CPUs 0..={}",

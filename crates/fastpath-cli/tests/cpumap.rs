@@ -22,7 +22,7 @@ fn bed() -> Testbed {
 /// One test of this file at a time: one of them floods both CPUs.
 /// This machine has a CPU 1 (the tests send to it); CI=true fails without one.
 fn two_cpus(test: &str) -> bool {
-    if fastpath::host::online_cpus() >= 2 {
+    if fastpath::workers::online_cpus() >= 2 {
         return true;
     }
     assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test}: needs 2 CPUs and CI=true forbids skipping");

@@ -353,7 +353,7 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
     // receive softirq: the run notes it, and does not with --poll.
     let out = String::from_utf8_lossy(&o.stdout);
     let says = out.contains("note: 2 spinning workers on every CPU (0,1)");
-    assert_eq!(says, fastpath::host::online_cpus() <= 2, "{out}");
+    assert_eq!(says, fastpath::workers::online_cpus() <= 2, "{out}");
     let o = fastpath()
         .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--poll"])
         .args(["--duration", "0.5"])

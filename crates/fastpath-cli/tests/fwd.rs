@@ -630,7 +630,7 @@ fn udp_exact(
     let rx = std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_b).expect("enter b");
         let s = std::net::UdpSocket::bind((ip_b, 7777)).expect("bind");
-        fastpath::host::set_socket_rcvbuf(&s, 256 << 20).expect("rcvbuf");
+        fastpath::io::udp::set_socket_rcvbuf(&s, 256 << 20).expect("rcvbuf");
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         ready_tx.send(()).unwrap();
         let mut seen = vec![false; count as usize];
@@ -981,7 +981,7 @@ fn stream_through(
     let rx = std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_b).expect("enter b");
         let s = std::net::UdpSocket::bind((dst, 7780)).expect("bind");
-        fastpath::host::set_socket_rcvbuf(&s, 64 << 20).expect("rcvbuf");
+        fastpath::io::udp::set_socket_rcvbuf(&s, 64 << 20).expect("rcvbuf");
         s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
         ready_tx.send(()).unwrap();
         let mut got = HashSet::new();

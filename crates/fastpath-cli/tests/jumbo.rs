@@ -101,7 +101,7 @@ fn jumbo_frames_through_l2fwd_exactly_once_intact() {
     let rx = std::thread::spawn(move || {
         fastpath_testbed::enter_netns(&ns_a).expect("enter a");
         let s = std::net::UdpSocket::bind(("10.99.0.1", 9)).expect("bind");
-        fastpath::host::set_socket_rcvbuf(&s, 512 << 20).expect("rcvbuf");
+        fastpath::io::udp::set_socket_rcvbuf(&s, 512 << 20).expect("rcvbuf");
         s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         ready_tx.send(()).unwrap();
         let payload_len = (FRAME_LEN - 42) as usize;

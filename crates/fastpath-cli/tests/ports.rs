@@ -290,7 +290,7 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     // The port is opened first (a TAP exists only then); the peer's socket is bound after.
     let sender = fastpath_testbed::spawn_in_netns(&env.port_ns, move || {
         let mut port = open_in_env(path, &e2);
-        let peer_mac = if e2.tap { fastpath::host::if_hwaddr(&e2.iface).unwrap() } else { e2.peer_mac };
+        let peer_mac = if e2.tap { fastpath::netdev::if_hwaddr(&e2.iface).unwrap() } else { e2.peer_mac };
         tx_ready.send(()).unwrap();
         let _ = go_rx.recv().unwrap();
         let spec = UdpFrameSpec {
@@ -318,7 +318,7 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     let addr = format!("{}:9999", env.peer_ip);
     let sock = fastpath_testbed::run_in_netns(&env.peer_ns, move || {
         let s = std::net::UdpSocket::bind(&addr).unwrap();
-        fastpath::host::set_socket_rcvbuf(&s, 8 << 20).unwrap();
+        fastpath::io::udp::set_socket_rcvbuf(&s, 8 << 20).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         s
     })

@@ -203,7 +203,7 @@ fn idle(stop: &AtomicBool, ready: Ready) {
 /// Pinned to the application's CPU, receives from `port` until `stop` (waiting `wait` ms in
 /// poll() when nothing came, with `Pin::Same`).
 fn spin_port(mut port: AnyPort, wait: i32, stop: &AtomicBool, ready: Ready) -> Result<Received, String> {
-    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    fastpath::workers::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
     let _ = ready.send(Ok(()));
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -216,15 +216,15 @@ fn spin_port(mut port: AnyPort, wait: i32, stop: &AtomicBool, ready: Ready) -> R
 fn receive_udp(wait: i32, stop: &AtomicBool, ready: Ready) -> Result<Received, String> {
     let sock = std::net::UdpSocket::bind("10.99.0.2:9").map_err(|e| format!("bind 10.99.0.2:9: {e}"))?;
     sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
-    let mut rm = fastpath::host::RecvMmsg::new(64);
+    fastpath::workers::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    let mut rm = fastpath::io::udp::RecvMmsg::new(64);
     let rcvbuf0 = udp_rcvbuf_errors();
     let _ = ready.send(Ok(()));
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let got = rm.recv(&sock).map_err(|e| e.to_string())?;
         if got == 0 && wait > 0 {
-            let _ = fastpath::host::poll_readable(&sock, wait);
+            let _ = fastpath::io::udp::poll_readable(&sock, wait);
         }
         n += got as u64;
     }
@@ -249,7 +249,7 @@ fn receive_classifier(
     let req = RxRequest { iface, cpu: APP_CPU, drop_only: false, copy: true, rules: Some(&c) };
     let mut path = open_rx(&req).map_err(|e| format!("{e:#}"))?;
     let port = path.port().ok_or("no socket")?;
-    fastpath::host::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
+    fastpath::workers::pin_current_thread(APP_CPU).map_err(|e| e.to_string())?;
     let counters = Counters::default();
     let _ = ready.send(Ok(()));
     let w = if wait > 0 { Wait::Poll(wait) } else { Wait::Spin };
@@ -287,7 +287,7 @@ fn receive_queues(
     };
     let prog = fastpath::bpf::XskRedirect::load(Default::default()).map_err(|e| e.to_string())?;
     let q = open_queues(&setup, Some(prog)).map_err(|e| e.to_string())?;
-    let ncpu = fastpath::host::online_cpus();
+    let ncpu = fastpath::workers::online_cpus();
     let workers: Vec<_> = q
         .ports
         .into_iter()
@@ -398,7 +398,7 @@ fn generate(bed: &Testbed, queues: u32, secs: f64, global_stop: &Arc<AtomicBool>
         let t0 = Instant::now();
         // One generator thread per queue, CPU i: a veth's XDP transmit picks the peer's
         // receive queue by the sending CPU (veth_xdp_xmit), so the queues all get traffic.
-        let ncpu = fastpath::host::online_cpus();
+        let ncpu = fastpath::workers::online_cpus();
         let cpus: Vec<usize> = (0..queues as usize).map(|i| (GEN_CPU + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
         let live = LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters)

@@ -227,7 +227,7 @@ fn receive(
     let mut rx_packets = None;
     let _ = ready_tx.send(Ok(()));
     if let Some(port) = sess.port() {
-        fastpath::host::pin_current_thread(app_cpu).map_err(runtime)?;
+        fastpath::workers::pin_current_thread(app_cpu).map_err(runtime)?;
         // Like xdpsock's rxdrop, the packet bytes are not touched. The test bed has no IPv6,
         // so the kernels send nothing of their own: every frame is the generator's.
         bench::rxdrop(port, LoopOpts { batch_size: BATCH, wait: Wait::Spin }, &counters, stop, |_| {})
@@ -271,7 +271,7 @@ fn generate(bed: &Testbed, d: &DemoOptions, global_stop: &Arc<AtomicBool>) -> Ge
         let gen = Arc::new(XdpGen::load(dev.ifindex)?);
         let eth0 = dev.ethtool_stats().unwrap_or_default();
         let sent0 = gen.total_sent()?;
-        let ncpu = fastpath::host::online_cpus();
+        let ncpu = fastpath::workers::online_cpus();
         let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
         let cpu0 = fastpath::stats::CpuTimes::read().ok();

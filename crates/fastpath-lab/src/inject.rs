@@ -55,10 +55,10 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
     spawn_in_netns(bed.ns_b(), move || -> Result<Sink, String> {
         let mut port = io::open(TAP, &spec(uring)).map_err(|e| e.to_string())?;
         ip(&ns, &format!("addr add 10.99.7.1/24 dev {TAP}"))?;
-        fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
-        let mac = fastpath::host::if_hwaddr(TAP).map_err(|e| e.to_string())?;
+        fastpath::netdev::set_link_up(TAP).map_err(|e| e.to_string())?;
+        let mac = fastpath::netdev::if_hwaddr(TAP).map_err(|e| e.to_string())?;
         let sock = std::net::UdpSocket::bind("10.99.7.1:9999").map_err(|e| e.to_string())?;
-        fastpath::host::set_socket_rcvbuf(&sock, 8 << 20).map_err(|e| e.to_string())?;
+        fastpath::io::udp::set_socket_rcvbuf(&sock, 8 << 20).map_err(|e| e.to_string())?;
         sock.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let got = Arc::new(AtomicU64::new(0));
@@ -66,8 +66,8 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
         let reader = Stoppable::new(
             stop,
             std::thread::spawn(move || {
-                let _ = fastpath::host::pin_current_thread(1);
-                let mut rm = fastpath::host::RecvMmsg::new(64);
+                let _ = fastpath::workers::pin_current_thread(1);
+                let mut rm = fastpath::io::udp::RecvMmsg::new(64);
                 // After stop, drain what the socket still holds: every datagram accepted is counted.
                 loop {
                     let stopping = s2.load(Ordering::Relaxed);
@@ -77,12 +77,12 @@ fn udp_sink(bed: &Testbed, uring: bool, secs: f64, quit: Arc<AtomicBool>) -> Res
                         if stopping {
                             break;
                         }
-                        let _ = fastpath::host::poll_readable(&sock, 10);
+                        let _ = fastpath::io::udp::poll_readable(&sock, 10);
                     }
                 }
             }),
         );
-        let _ = fastpath::host::pin_current_thread(0);
+        let _ = fastpath::workers::pin_current_thread(0);
         let spec = UdpFrameSpec {
             src_mac: [2, 0, 0, 0, 0, 2],
             dst_mac: mac,
@@ -138,7 +138,7 @@ fn bridge(bed: &Testbed, uring: bool, secs: f64) -> Result<Tcp, String> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            let _ = fastpath::host::pin_current_thread(1);
+            let _ = fastpath::workers::pin_current_thread(1);
             bridge_loop(tap, veth, &s2)
         }),
     );
@@ -168,7 +168,7 @@ fn bridge_ports(
             mac_a.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
         ),
     )?;
-    fastpath::host::set_link_up(TAP).map_err(|e| e.to_string())?;
+    fastpath::netdev::set_link_up(TAP).map_err(|e| e.to_string())?;
     let ib = fastpath::netdev::Iface::resolve(ib).map_err(|e| e.to_string())?;
     let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
         .map_err(|e| e.to_string())?;

@@ -44,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|(i, mut port)| {
             let (stop, forwarded) = (stop.clone(), forwarded.clone());
             std::thread::spawn(move || -> Result<(u64, u64), fastpath::io::PortError> {
-                fastpath::host::pin_current_thread(i % cpus)?;
+                fastpath::workers::pin_current_thread(i % cpus)?;
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let (_, sent) = port.fwd_burst(64, 10, |frame| {

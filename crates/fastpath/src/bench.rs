@@ -286,8 +286,8 @@ pub fn txonly_flows<P: Port>(
 
 /// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by
 /// `limits`, until `stop`. Call on a thread pinned to CPU `cpu` (that CPU's id is the stream id
-/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`host::install_interrupt_handler`](crate::host::install_interrupt_handler); to stop it promptly, set
-/// `stop` and [`host::interrupt_thread`](crate::host::interrupt_thread) it. Frames are counted by the program's per-CPU sequence
+/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`workers::install_interrupt_handler`](crate::workers::install_interrupt_handler); to stop it promptly, set
+/// `stop` and [`workers::interrupt_thread`](crate::workers::interrupt_thread) it. Frames are counted by the program's per-CPU sequence
 /// map (exact even when a call is interrupted); `counters` get them after each call.
 /// Returns the frames this thread generated. With a rate, `pace` counts how evenly they went
 /// out: every whole 1 ms window after the first, and those within 20% of the nominal rate.

@@ -760,6 +760,12 @@ impl Prober {
     }
 }
 
+/// The effective user id of this process (0 = root): what the privileged paths and tests ask
+/// before they try.
+pub fn euid() -> u32 {
+    sys::geteuid()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

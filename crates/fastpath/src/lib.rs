@@ -8,9 +8,8 @@
 //! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
-//! - [`host`]: CPU pinning, clock, privileges, interface basics, bpffs, lock file, batched UDP receive.
 //! - [`workers`]: worker threads spawned pinned to a CPU, joined together, or held with their
-//!   stop flag.
+//!   stop flag; CPU pinning and the online CPUs.
 //! - [`SysError`]: a failed system call, with the call and its arguments (the crate-private
 //!   `sys` module is the only one that makes system calls).
 #![warn(missing_docs)]
@@ -19,7 +18,6 @@ pub mod abi;
 pub mod bench;
 pub mod bpf;
 pub mod features;
-pub mod host;
 pub mod io;
 pub mod netdev;
 pub mod packet;

@@ -430,6 +430,36 @@ impl NetDev {
     }
 }
 
+/// Sets interface `iface` administratively up (IFF_UP), in the calling thread's network
+/// namespace.
+///
+/// # Errors
+///
+/// [`SysError`] naming `SIOCSIFFLAGS` and `iface`: ENODEV if it does not exist, EPERM without
+/// CAP_NET_ADMIN.
+pub fn set_link_up(iface: &str) -> Result<(), SysError> {
+    sys::set_link_up(iface)
+}
+
+/// The hardware (MAC) address of interface `iface`, in the calling thread's network namespace.
+///
+/// # Errors
+///
+/// [`SysError`] naming `SIOCGIFHWADDR` and `iface`: ENODEV if it does not exist.
+pub fn if_hwaddr(iface: &str) -> Result<[u8; 6], SysError> {
+    sys::if_hwaddr(iface)
+}
+
+/// The ifindex of interface `name` (`if_nametoindex`), in the calling thread's network
+/// namespace. Code that works on one interface resolves it once with [`Iface::resolve`]; this
+/// is for names met later (a rule's redirect target, a test's peer).
+///
+/// # Errors
+///
+/// [`SysError`]: ENODEV if `name` does not exist in this network namespace.
+pub fn if_nametoindex(name: &str) -> Result<u32, SysError> {
+    sys::if_nametoindex(name)
+}
 #[cfg(test)]
 mod link_stats_tests {
     use super::*;

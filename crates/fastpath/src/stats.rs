@@ -216,6 +216,13 @@ impl CpuTimes {
     }
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads, so user-space and
+/// BPF timestamps compare directly.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    crate::sys::monotonic_ns()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ impl std::fmt::Display for Panicked {
 impl std::error::Error for Panicked {}
 
 /// Spawns a thread named `name` that first pins itself to `cpu` (when given; see
-/// [`crate::host::pin_current_thread`]) and then runs `f`; its result is `f`'s.
+/// [`crate::workers::pin_current_thread`]) and then runs `f`; its result is `f`'s.
 ///
 /// A failed pin ends the thread with `Err(E::from(sys_error))` without running `f`.
 ///
@@ -47,7 +47,7 @@ where
         .name(name)
         .spawn(move || {
             if let Some(cpu) = cpu {
-                crate::host::pin_current_thread(cpu)?;
+                crate::workers::pin_current_thread(cpu)?;
             }
             f()
         })
@@ -118,6 +118,39 @@ impl<T> Drop for Stoppable<T> {
     }
 }
 
+/// Pins the calling thread to CPU `cpu` (`sched_setaffinity(0, {cpu})`).
+///
+/// # Errors
+///
+/// [`SysError`] if the kernel refuses: `cpu` is not online or not in this process's cpuset
+/// (EINVAL).
+pub fn pin_current_thread(cpu: usize) -> Result<(), SysError> {
+    crate::sys::pin_current_thread(cpu)
+}
+
+/// Number of CPUs this process may run on (`sched_getaffinity`; at least 1).
+pub fn online_cpus() -> usize {
+    crate::sys::online_cpus()
+}
+
+/// Installs the no-op SIGUSR1 handler (without SA_RESTART) that lets [`interrupt_thread`] break
+/// a thread out of a long blocking call, e.g. a [`crate::bench::gen_live`] loop in BPF_PROG_RUN.
+/// Idempotent.
+///
+/// # Errors
+///
+/// [`SysError`] if `sigaction` fails (it does not for a valid signal).
+pub fn install_interrupt_handler() -> Result<(), SysError> {
+    crate::sys::install_interrupt_handler()
+}
+
+/// Interrupts a blocking system call of the live thread `thread` (SIGUSR1 via `pthread_kill`;
+/// the call returns EINTR). Call [`install_interrupt_handler`] first, or the signal kills the
+/// process.
+pub fn interrupt_thread<T>(thread: &JoinHandle<T>) {
+    use std::os::unix::thread::JoinHandleExt;
+    crate::sys::interrupt_thread(thread.as_pthread_t())
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -53,7 +53,7 @@ fn compiled_tables_agree_with_reference() {
 /// FASTPATH_SEED=n to vary).
 #[test]
 fn bpf_agrees_with_reference() {
-    if fastpath::host::euid() != 0 {
+    if fastpath::features::euid() != 0 {
         assert_ne!(
             std::env::var("CI").as_deref(),
             Ok("true"),
@@ -205,7 +205,7 @@ fn icmp_echo(payload_bytes: usize) -> Vec<u8> {
 /// IPv4 AH is walked. Each frame is named with the verdict the reference must give too.
 #[test]
 fn multi_buffer_frames_and_ipv4_ah_are_judged_whole() {
-    if fastpath::host::euid() != 0 {
+    if fastpath::features::euid() != 0 {
         assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root and CI forbids skipping");
         eprintln!("SKIPPED multi_buffer_frames_and_ipv4_ah_are_judged_whole: needs root");
         return;

@@ -3,7 +3,7 @@
 
 /// True if root; without it, a loud skip, or a failure under CI=true.
 fn root() -> bool {
-    if fastpath::host::euid() == 0 {
+    if fastpath::features::euid() == 0 {
         return true;
     }
     assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root");
@@ -135,7 +135,7 @@ fn rate_total_holds_across_cpus() {
     }
     let c = fastpath::bpf::Classifier::load().unwrap();
     let active = install(&c, "[[rule]]\nproto=\"udp\"\naction=\"pass\"\nrate_total=200\n");
-    let cpus = fastpath::host::online_cpus().clamp(1, 4);
+    let cpus = fastpath::workers::online_cpus().clamp(1, 4);
     let n = 20_000u32;
     let t0 = std::time::Instant::now();
     let passed: usize = std::thread::scope(|s| {
@@ -143,7 +143,7 @@ fn rate_total_holds_across_cpus() {
             .map(|cpu| {
                 let c = &c;
                 s.spawn(move || {
-                    let _ = fastpath::host::pin_current_thread(cpu);
+                    let _ = fastpath::workers::pin_current_thread(cpu);
                     let mut f = udp4();
                     (0..n)
                         .filter(|i| {

@@ -91,7 +91,7 @@ impl Backend for TapUringPort {
 
 /// True if the test can run; otherwise fails in CI and skips loudly elsewhere.
 fn privileged(test: &str) -> bool {
-    let missing = if fastpath::host::euid() != 0 {
+    let missing = if fastpath::features::euid() != 0 {
         Some("root (CAP_NET_ADMIN, CAP_SYS_ADMIN for setns)")
     } else if !std::path::Path::new("/dev/net/tun").exists() {
         Some("/dev/net/tun (modprobe tun)")

@@ -12,7 +12,7 @@ use serde_json::Value;
 /// True if the test can run. Without root: in CI (CI=true) this FAILS the test; elsewhere it
 /// prints a loud SKIPPED line (on the real stderr, not the captured one) and returns false.
 pub fn privileged(test: &str) -> bool {
-    if fastpath::host::euid() == 0 {
+    if fastpath::features::euid() == 0 {
         return true;
     }
     if std::env::var("CI").as_deref() == Ok("true") {

@@ -10,6 +10,7 @@ pub mod afxdp;
 pub mod tap;
 pub mod tap_uring;
 pub mod tpacket;
+pub mod udp;
 
 use serde::Serialize;
 

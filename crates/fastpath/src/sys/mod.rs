@@ -8,7 +8,10 @@
 //! sock_diag socket), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
 //! [`uapi`] (the kernel UAPI constants and structs the `libc` crate lacks, each defined once;
 //! everything else comes from `libc`). Programs and tests reach what they need through
-//! [`crate::host`].
+//! the public module that owns each concern: [`crate::workers`] (pinning, online CPUs,
+//! interrupting a thread), [`crate::netdev`] (link up, MAC, ifindex), [`crate::bpf`] (bpffs,
+//! memlock, the reload lock), [`crate::stats`] (the monotonic clock), [`crate::features`]
+//! (euid), [`crate::xsk`] (page size), [`crate::io::udp`] (batched UDP receive).
 //!
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
 //! so an error printed at the top of the program says exactly what the kernel refused.

@@ -78,3 +78,10 @@ pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig,
 pub use umem::{Frame, Umem, UmemConfig};
 
 pub use crate::sys::uapi::XDP_PACKET_HEADROOM;
+
+/// The page size in bytes (`sysconf(_SC_PAGESIZE)`): a UMEM is page-aligned, and a live-frames
+/// generator's frame (its `XDP_PACKET_HEADROOM` and the kernel's `skb_shared_info` included)
+/// must fit one page.
+pub fn page_size() -> usize {
+    crate::sys::page_size()
+}
