@@ -448,6 +448,10 @@ pub struct CompareOptions {
 ///
 /// [`crate::LabError::Testbed`] when a test bed cannot be made, [`crate::LabError::Runtime`]
 /// when a row fails (its label first) or `stop` is raised during a run.
+///
+/// # Panics
+///
+/// Never: the row list always holds the XDP_DROP reference row it looks up.
 pub fn run(
     o: &CompareOptions,
     stop: Arc<AtomicBool>,

@@ -235,6 +235,11 @@ impl fmt::Display for FloodRate {
 }
 
 /// Parses `--flood-rates`: a comma-separated list of [`FloodRate`]s, each once.
+///
+/// # Errors
+///
+/// A one-line message naming the value and what is accepted: a rate that does not parse, or
+/// one listed twice.
 pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
     let mut out = Vec::new();
     for part in s.split(',') {

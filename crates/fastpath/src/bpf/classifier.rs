@@ -918,6 +918,11 @@ pub const PIN_ROOT: &str = "/sys/fs/bpf/fastpath";
 
 /// Refuses `p` unless it is a real directory (not a symlink), owned by root (uid 0) and not
 /// writable by group or others: anything else could have been planted by another user.
+///
+/// # Errors
+///
+/// [`BpfError::UntrustedPinDir`] naming `p` and the reason (cannot stat it, a symlink, not a
+/// directory, not owned by root, writable by group or others).
 pub fn check_trusted_dir(p: &Path) -> Result<(), BpfError> {
     use std::os::unix::fs::MetadataExt;
     let bad = |reason: String| BpfError::UntrustedPinDir { path: p.display().to_string(), reason };

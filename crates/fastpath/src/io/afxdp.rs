@@ -41,6 +41,11 @@ use crate::xsk::{CopyMode, Frame, RxBatch, RxQueues, SocketConfig, Umem, XskConf
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
     /// Puts socket `fd` in slot `queue_id`.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError`] if the kernel refuses the map update (`queue_id` beyond the XSKMAP, or `fd`
+    /// not an AF_XDP socket bound to that queue).
     fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError>;
 }
 
@@ -201,6 +206,10 @@ impl AfXdpPort {
     /// # Errors
     ///
     /// As [`open_queues`], and [`PortError::Bpf`] if the program cannot be loaded.
+    ///
+    /// # Panics
+    ///
+    /// Never: [`open_queues`] returns one port per queue asked, and one is asked.
     pub fn open(iface: &Iface, queue: u32, cfg: &XskConfig, attach: AttachOpts) -> Result<Self, PortError> {
         let setup = QueueSetup {
             iface: iface.clone(),
@@ -219,7 +228,11 @@ impl AfXdpPort {
 
     /// A port over a bound socket with its own FILL ring, owning `frames` (of the socket's
     /// UMEM): up to `fill_frames` (and at most the FILL ring's size) go on the FILL ring now.
-    /// Errors: a socket that shares another's FILL ring ([`Sharing::SameQueue`](crate::xsk::Sharing)).
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] for a socket that shares another's FILL ring
+    /// ([`Sharing::SameQueue`](crate::xsk::Sharing)).
     pub fn new(mut sock: XskSocket, mut frames: Vec<Frame>, fill_frames: u32) -> Result<Self, PortError> {
         let Some(fill) = sock.fill.as_mut() else {
             return Err(PortError::Config {

@@ -126,6 +126,10 @@ impl XskPair {
     }
 
     /// XDP_STATISTICS of both sockets.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] naming `getsockopt(SOL_XDP, XDP_STATISTICS)` if the kernel refuses it.
     pub fn xsk_stats(&self) -> Result<[XskStats; 2], SysError> {
         Ok([self.socks[0].stats()?, self.socks[1].stats()?])
     }
@@ -219,7 +223,12 @@ impl XskPair {
 
     /// One round: completions of both sides recycled (with the spare frames) onto the FILL
     /// rings, then up to `max` frames forwarded each way. Returns the frames forwarded (both
-    /// ways). Errors: the TX wake-up (sendto) failed.
+    /// ways).
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] naming `sendto` if the TX wake-up failed (ENETDOWN on a port that is down
+    /// is not an error: the frames wait on the TX ring).
     #[inline]
     pub fn step(&mut self, max: u32) -> Result<u32, SysError> {
         self.reap(0);
@@ -265,6 +274,10 @@ impl XskPair {
     }
 
     /// Waits up to `timeout_ms` for either socket to have frames to receive.
+    ///
+    /// # Errors
+    ///
+    /// [`SysError`] naming `poll` if the kernel refuses it (EINTR is a plain return).
     pub fn wait(&self, timeout_ms: i32) -> Result<(), SysError> {
         sys::poll_two_readable([self.socks[0].as_raw_fd(), self.socks[1].as_raw_fd()], timeout_ms)
     }
