@@ -91,13 +91,15 @@ fn main() {
     .expect("writing xdp_program_names.rs");
 }
 
-/// The function names of a BPF source's XDP programs: each `SEC("xdp...")` line followed by
-/// `int NAME(struct xdp_md *ctx)`.
+/// The function names of a BPF source's XDP programs that attach to an interface: each
+/// `SEC("xdp")` or `SEC("xdp.frags")` line followed by `int NAME(struct xdp_md *ctx)` (not
+/// `xdp/cpumap` or `xdp/devmap` programs, which run in a map's entries, never on an interface).
 fn xdp_functions(text: &str) -> Vec<String> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
-        if !l.trim_start().starts_with("SEC(\"xdp") {
+        let l = l.trim();
+        if l != "SEC(\"xdp\")" && l != "SEC(\"xdp.frags\")" {
             continue;
         }
         let def = lines.get(i + 1).copied().unwrap_or("");

@@ -617,13 +617,20 @@ impl<S: state::State> Classifier<S> {
     /// It is cleared by the next install into it (at the next reload), long after; its
     /// counters stay readable until then.
     fn swap(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
+        let new = self.stage(c)?;
+        self.maps.cls_active.set(0, &new.index())?;
+        Ok(new)
+    }
+
+    /// Writes `c` (checked by [`check_fits`]) into the inactive set without flipping to it;
+    /// on error the half-written set is cleared. Returns that set.
+    fn stage(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
         check_fits(c)?;
         let new = self.active()?.other();
         if let Err(e) = self.install(new, c) {
             let _ = self.clear(new);
             return Err(e);
         }
-        self.maps.cls_active.set(0, &new.index())?;
         Ok(new)
     }
 
@@ -751,12 +758,18 @@ impl PinnedClassifier {
     /// # Errors
     ///
     /// As [`Classifier::swap_in`]; [`BpfError::Map`] / [`BpfError::Sys`] if the names cannot
-    /// be pinned (the new set is in force then).
+    /// be pinned. On any error the set in force and its names stay as they were: the new set
+    /// is written and its names pinned before the flip, and a failed step clears the new set.
     pub fn reload(&mut self, c: &Compiled, names: &[String]) -> Result<SetIndex, BpfError> {
-        let new = self.swap(c)?;
+        let new = self.stage(c)?;
         let ifindex = self.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).or(self.st.meta.ifindex);
-        self.st.meta = PinMeta { ifindex, names: names.to_vec() };
-        self.st.meta.pin(&self.st.dir)?;
+        let meta = PinMeta { ifindex, names: names.to_vec() };
+        if let Err(e) = meta.pin(&self.st.dir) {
+            let _ = self.clear(new);
+            return Err(e);
+        }
+        self.st.meta = meta;
+        self.maps.cls_active.set(0, &new.index())?;
         Ok(new)
     }
 

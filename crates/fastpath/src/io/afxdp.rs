@@ -211,6 +211,8 @@ impl AfXdpPort {
     ///
     /// Never: [`open_queues`] returns one port per queue asked, and one is asked.
     pub fn open(iface: &Iface, queue: u32, cfg: &XskConfig, attach: AttachOpts) -> Result<Self, PortError> {
+        // The configuration is refused before anything is loaded (open_queues checks it again).
+        cfg.validate()?;
         let setup = QueueSetup {
             iface: iface.clone(),
             queues: RxQueues::check(iface, vec![queue])?,

@@ -312,8 +312,10 @@ pub struct RxQueues {
 impl RxQueues {
     /// Checks that every id of `ids` is an rx queue of `iface` (ETHTOOL_GCHANNELS; a driver
     /// that does not report channels is left to the kernel's bind). The one place this check
-    /// is made: [`XskSocket::bind`] per socket, and a caller opening several queues (or
-    /// naming a queue it binds nothing on) before it attaches anything. Needs no privileges.
+    /// is made. Its callers: [`XskSocket::bind`] for its one socket, and a caller opening
+    /// several queues (or naming a queue it binds nothing on) before it attaches anything,
+    /// which hands the result to `io::afxdp::open_queues` (whose binds then skip the check).
+    /// Needs no privileges.
     ///
     /// # Errors
     ///
@@ -382,17 +384,15 @@ impl XskSocket {
     /// [`XskError::NoZeroCopy`], [`XskError::UmemUnusable`], or the failed call
     /// ([`XskError::Sys`], EPERM without CAP_NET_RAW).
     pub fn bind(umem: &Arc<Umem>, iface: &Iface, queue_id: u32, config: &SocketConfig) -> Result<Self, XskError> {
+        // The same order of refusals as always: the configuration and the kernel's features
+        // first, then the queue id (bind_checked repeats the first two; both are cheap).
+        Self::check_config(config)?;
         RxQueues::check(iface, vec![queue_id])?;
         Self::bind_checked(umem, iface, queue_id, config)
     }
 
-    /// [`XskSocket::bind`] with the queue id already checked ([`RxQueues::check`]).
-    pub(crate) fn bind_checked(
-        umem: &Arc<Umem>,
-        iface: &Iface,
-        queue_id: u32,
-        config: &SocketConfig,
-    ) -> Result<Self, XskError> {
+    /// `config` is valid and every feature it asks for is in this kernel.
+    fn check_config(config: &SocketConfig) -> Result<(), XskError> {
         config.validate()?;
         // Asked-for features the kernel lacks are refused up front, by name
         // (`Unsupported`), not as a failed setsockopt later.
@@ -406,6 +406,17 @@ impl XskSocket {
         if config.multi_buffer {
             check(Feature::MultiBuffer)?;
         }
+        Ok(())
+    }
+
+    /// [`XskSocket::bind`] with the queue id already checked ([`RxQueues::check`]).
+    pub(crate) fn bind_checked(
+        umem: &Arc<Umem>,
+        iface: &Iface,
+        queue_id: u32,
+        config: &SocketConfig,
+    ) -> Result<Self, XskError> {
+        Self::check_config(config)?;
         let dev = iface.dev();
         let owner = umem.owner_fd.lock().expect("UMEM owner lock").take();
         let (sharing, fd, share_with) = match owner {
