@@ -50,10 +50,10 @@ def fastpath_rx(bed, d, args, key):
     return last_json(out)["totals"][key] / secs / 1e6
 
 
-def testpmd_cmd(bed, vdev, run):
+def testpmd_cmd(bed, vdev, run, mode="rxonly", extra=()):
     return ["dpdk-testpmd", "-l", f"{CPU_GEN},{CPU_RX}", "--main-lcore", str(CPU_GEN), "--no-huge", "--no-pci",
             "-m", "1024", "--file-prefix", f"fpbench{os.getpid()}{run}", "--vdev", vdev, "--",
-            "--forward-mode=rxonly", "--nb-cores", "1", "--total-num-mbufs", "16384", "--stats-period", "1"]
+            f"--forward-mode={mode}", "--nb-cores", "1", "--total-num-mbufs", "16384", "--stats-period", "1"] + list(extra)
 
 
 RX_PACKETS = re.compile(r"RX-packets:\s+(\d+)")
@@ -149,6 +149,104 @@ def trafficgen(bed, d):
     return last_json(out)["totals"]["drop_packets"] / secs / 1e6
 
 
+class Sink:
+    """fastpath xdpdrop on (ns, iface): counts what arrives there (the independent counter of
+    the TX and forwarding rows)."""
+
+    def __init__(self, ns, iface):
+        self.p = fp(["bench", "xdpdrop", "--netns", ns, "-i", iface, "--duration", "600", "--json", "--interval",
+                     "100"], wait=False)
+        ready(self.p)
+
+    def stop(self):
+        time.sleep(0.3)
+        self.p.send_signal(signal.SIGTERM)
+        out, _ = self.p.communicate(timeout=30)
+        return last_json(out)["totals"]["drop_packets"]
+
+
+def testpmd_run(ns, cmd, secs):
+    """testpmd in `ns` for `secs` seconds once its port is up (its first statistics); the
+    seconds it ran after that."""
+    log = f"/tmp/fastpath-peers-{os.getpid()}.log"
+    with open(log, "w") as out:
+        p = subprocess.Popen(ns_exec(ns, cmd), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 20
+        while rx_packets_in(log) is None:
+            if p.poll() is not None or time.time() > deadline:
+                raise RuntimeError(first_error(log) or "testpmd printed no port statistics")
+            time.sleep(0.2)
+        t0 = time.time()
+        time.sleep(secs)
+        return p, log, t0
+    except BaseException:
+        stop_testpmd(p, log)
+        raise
+
+
+def stop_testpmd(p, log):
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    try:
+        os.unlink(log)
+    except OSError:
+        pass
+
+
+def txonly_fastpath(bed, d):
+    sink = Sink(bed["ns_b"], bed["iface_b"])
+    try:
+        t = fp(["bench", "txonly", "--netns", bed["ns_a"], "-i", bed["iface_a"], "--dst-mac", bed["mac_b"], "--cpu",
+                str(CPU_RX), "--duration", str(d), "--json"])
+    finally:
+        n = sink.stop()
+    return n / t["duration_s"] / 1e6
+
+
+def txonly_testpmd(bed, d, run):
+    sink = Sink(bed["ns_b"], bed["iface_b"])
+    try:
+        cmd = testpmd_cmd(bed, f"net_af_xdp0,iface={bed['iface_a']},start_queue=0,queue_count=1", run, "txonly",
+                          [f"--eth-peer=0,{bed['mac_b']}"])
+        p, log, t0 = testpmd_run(bed["ns_a"], cmd, d)
+        stop_testpmd(p, log)
+        secs = time.time() - t0
+    finally:
+        n = sink.stop()
+    return n / secs / 1e6
+
+
+def l2fwd(bed, d, run, peer):
+    """Frames from the generator in a, swapped and sent back by the forwarder in b, counted
+    by a sink in a, per generator second."""
+    sink = Sink(bed["ns_a"], bed["iface_a"])
+    try:
+        if peer:
+            cmd = testpmd_cmd(bed, f"net_af_xdp0,iface={bed['iface_b']},start_queue=0,queue_count=1", run, "macswap")
+            p, log, _ = testpmd_run(bed["ns_b"], cmd, 0)
+            try:
+                _, secs = gen(bed, d)
+            finally:
+                stop_testpmd(p, log)
+        else:
+            f = fp(["bench", "l2fwd", "--xdp-mode", "native", "--cpu", str(CPU_RX), "--netns", bed["ns_b"], "-i",
+                    bed["iface_b"], "--duration", "600", "--json", "--interval", "100"], wait=False)
+            ready(f)
+            try:
+                _, secs = gen(bed, d)
+            finally:
+                f.send_signal(signal.SIGTERM)
+                f.communicate(timeout=30)
+    finally:
+        n = sink.stop()
+    return n / secs / 1e6
+
+
 def rows(bed, d, run):
     b = bed["iface_b"]
     xdp = f"net_af_xdp0,iface={b},start_queue=0,queue_count=1"
@@ -166,6 +264,15 @@ def rows(bed, d, run):
          lambda: fastpath_rx(bed, d, ["bench", "rxdrop", "--path", "tpacket", "--cpu", str(CPU_RX)], "rx_packets")),
         ("rxdrop af_packet", "testpmd", " ".join(testpmd_cmd(bed, f"net_af_packet0,iface={b}", "R")),
          lambda: testpmd_rx(bed, d, f"net_af_packet0,iface={b}", run)),
+        ("txonly af_xdp", "fastpath", f"fastpath bench txonly --dst-mac MAC_B --cpu {CPU_RX} (ns a; counted by "
+         "fastpath xdpdrop in b)", lambda: txonly_fastpath(bed, d)),
+        ("txonly af_xdp", "testpmd", " ".join(testpmd_cmd(bed, f"net_af_xdp0,iface={bed['iface_a']},start_queue=0,"
+                                                          "queue_count=1", "R", "txonly", ["--eth-peer=0,MAC_B"])),
+         lambda: txonly_testpmd(bed, d, run)),
+        ("l2fwd af_xdp", "fastpath", f"fastpath bench l2fwd --xdp-mode native --cpu {CPU_RX} (counted back in a)",
+         lambda: l2fwd(bed, d, run, False)),
+        ("l2fwd af_xdp", "testpmd macswap", " ".join(testpmd_cmd(bed, xdp, "R", "macswap")),
+         lambda: l2fwd(bed, d, run, True)),
         ("generator", "xdp-trafficgen", "xdp-trafficgen udp IFACE -m MAC -t 1 (counted by fastpath xdpdrop)",
          lambda: trafficgen(bed, d)),
     ]
