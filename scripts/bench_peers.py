@@ -68,32 +68,14 @@ def rx_packets_in(path):
 def testpmd_rx(bed, d, vdev, run):
     """testpmd rxonly on CPU 1 (its main lcore on CPU 0) in ns b: RX-packets (port statistics,
     printed each second) gained while the generator ran, per generator second (Mpps)."""
-    log = f"/tmp/fastpath-peers-{os.getpid()}.log"
-    cmd = testpmd_cmd(bed, vdev, run)
-    with open(log, "w") as out:
-        p = subprocess.Popen(ns_exec(bed["ns_b"], cmd), stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+    p, log, _ = testpmd_run(bed["ns_b"], testpmd_cmd(bed, vdev, run), 0)
     try:
-        deadline = time.time() + 20
-        while rx_packets_in(log) is None:
-            if p.poll() is not None or time.time() > deadline:
-                raise RuntimeError(first_error(log) or "testpmd printed no port statistics")
-            time.sleep(0.2)
         before = rx_packets_in(log)
         _, secs = gen(bed, d)
         time.sleep(1.5)  # one more statistics period
-        after = rx_packets_in(log)
-        return (after - before) / secs / 1e6
+        return (rx_packets_in(log) - before) / secs / 1e6
     finally:
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-        try:
-            os.unlink(log)
-        except OSError:
-            pass
+        stop_testpmd(p, log)
 
 
 def first_error(path_or_text, is_path=True):
