@@ -317,6 +317,37 @@ def render_many_flows(sec):
     return out
 
 
+def render_peers(sec):
+    """fastpath vs the tools users run today: one row per (group, who) of `compare --peers`."""
+    runs = sec["raw"]
+
+    def at(run, group, who):
+        return next((p for p in run["peers"] if p["group"] == group and p["who"] == who), None)
+
+    def rate(p):
+        return p["runs"][0] if p else None
+
+    out = [head(sec, "Mpps median (min..max); the share of fastpath's in-kernel XDP_DROP and fastpath / peer are "
+                     "medians of per-run ratios (the same test bed, generator and pinning, in the same run). "
+                     "A row without a rate says why."), "",
+           "| group | who | Mpps | of XDP_DROP | fastpath / peer | Mpps per run | version, or why no rate |",
+           "|---|---|---|---|---|---|---|"]
+    for row in runs[0]["peers"]:
+        g, w = row["group"], row["who"]
+        v = [rate(at(r, g, w)) for r in runs]
+        xdp = [rate(at(r, "XDP_DROP", "fastpath")) for r in runs]
+        own = [rate(at(r, g, "fastpath")) for r in runs]
+        of_xdp = [div(a, b) if a is not None and b is not None else None for a, b in zip(v, xdp)]
+        vs = "-" if w == "fastpath" else mmm([div(a, b) if a is not None and b is not None else None
+                                                for a, b in zip(own, v)])
+        why = next((at(r, g, w)["error"] for r in runs if at(r, g, w) and at(r, g, w)["error"]), None)
+        note = row["version"] + (f": {why}" if why and all(x is None for x in v) else "")
+        out.append(f"| {g} | {w} | {mmm(v)} | {mmm(of_xdp)} | {vs} | {per_run(v)} | {note.replace('|', '/')} |")
+    out += ["", "Command lines (run 1):", ""]
+    out += [f"- {p['group']} / {p['who']}: `{p['command']}`" for p in runs[0]["peers"]]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The sections: what one run does (root), how long it takes, and how it renders.
 
@@ -351,6 +382,11 @@ def run_matrix(d, ctx):
 def run_compare(d, ctx):
     from fplib import fp
     return {p: fp(["compare", "--runs", "1", "--duration", str(d), "--pin", p, "--json"]) for p in ("split", "same")}
+
+
+def run_peers(d, ctx):
+    from fplib import fp
+    return fp(["compare", "--peers", "--runs", "1", "--duration", str(d), "--json"])
 
 
 def run_demo(d, ctx):
@@ -454,6 +490,9 @@ SECTIONS = [
     Section("compare", 5, 5, 1, lambda d: 14 * (d + 0.35) + 1, run_compare,
             lambda d: f"fastpath compare --runs 1 --duration {_s(d)} --pin split|same --json", render_compare,
             "Every receive path side by side"),
+    Section("peers", 3, 3, 1, lambda d: 14 * (d + 0.35) + 18 * (d + 2.5) + 15, run_peers,
+            lambda d: f"fastpath compare --peers --runs 1 --duration {_s(d)} --json", render_peers,
+            "fastpath vs the tools you know"),
     Section("demo", 5, 5, 1, lambda d: 2 * d + 1, run_demo,
             lambda d: f"fastpath demo --duration {_s(d)} --json", render_demo, "The demo"),
     Section("classifier", 5, 5, 1, lambda d: 7 * (d + 0.6) + 5, run_classifier,
@@ -700,8 +739,39 @@ def table_errors(where, text):
     return errs
 
 
-def check(json_path, md_paths):
-    """Every problem found (empty: all good). Pure: reads json_path and md_paths only."""
+def extra_blocks(extra_paths, main_sections):
+    """(blocks, problems) of the partial sittings `extra_paths` (each `scripts/figures.py
+    --sections S --out docs/figures-S`: a section measured at a later commit than the full
+    sitting, until the next full sitting measures it too): each names a 40-hex commit, a clean
+    tree, no --quick, and only sections the full sitting lacks."""
+    blocks, errs = {}, []
+    for path in extra_paths:
+        try:
+            with open(path) as f:
+                fig = json.load(f)
+        except (OSError, ValueError) as e:
+            errs.append(f"{path}: cannot read: {e}")
+            continue
+        if not re.fullmatch(r"[0-9a-f]{40}", str(fig.get("commit", ""))):
+            errs.append(f"{path}: no commit (a 40-hex `git rev-parse HEAD`): {fig.get('commit')!r}")
+            continue
+        if fig.get("dirty") or "--quick" in str(fig.get("made_by", "")):
+            errs.append(f"{path}: a dirty tree or a smoke sitting: not a named commit's figures")
+        for name, sec in fig.get("sections", {}).items():
+            if name in main_sections:
+                errs.append(f"{path}: section {name} is in the full sitting too: delete {path}")
+            elif name not in BY_NAME:
+                errs.append(f"{path}: section {name!r} is not one this script knows")
+            elif sec.get("runs") != len(sec.get("raw", [])):
+                errs.append(f"{path}: section {name}: runs {sec.get('runs')} but {len(sec.get('raw', []))} raw runs")
+            else:
+                blocks[name] = "\n".join(BY_NAME[name].render(sec))
+    return blocks, errs
+
+
+def check(json_path, md_paths, extra_paths=()):
+    """Every problem found (empty: all good). Pure: reads json_path, extra_paths (see
+    extra_blocks) and md_paths only."""
     try:
         with open(json_path) as f:
             fig = json.load(f)
@@ -729,6 +799,9 @@ def check(json_path, md_paths):
         blocks = render_all(fig)
     except Exception as e:  # any renderer failure is a check failure, one line
         return errs + [f"{json_path}: cannot render: {type(e).__name__} {e}"]
+    more, more_errs = extra_blocks(extra_paths, fig["sections"])
+    errs += more_errs
+    blocks.update(more)
     for name, text in blocks.items():
         errs += table_errors(f"rendered {name}", text)
     seen = set()
@@ -773,6 +846,14 @@ def behind(json_path):
     code = len(git("rev-list", f"{commit}..HEAD", "--", "crates", "bpf", "scripts").split())
     return (f"figures measured at {commit[:12]}, {n} commit(s) behind HEAD, {code} of them touching crates/, bpf/ or "
             "scripts/ (what can move a figure: `make figures` measures them again)")
+
+
+def section_blocks(fig, blocks):
+    """The blocks a sitting may write: all of a full sitting's; only its sections' of a partial
+    one (`--sections`: the README's meta, goals and agreement blocks stay the full sitting's)."""
+    if "--sections" in str(fig.get("made_by", "")):
+        return {n: b for n, b in blocks.items() if n in fig["sections"]}
+    return blocks
 
 
 def put_blocks(path, blocks):
@@ -892,7 +973,7 @@ def sitting(a, names):
     os.remove(state_path)  # complete: nothing to resume
     if a.readme:
         for path in a.readme:
-            put_blocks(path, blocks)
+            put_blocks(path, section_blocks(fig, blocks))
     for n, t in timing.items():
         print(f"figures: {n:<18} {', '.join(f'{x:.0f}' for x in t)} s per run", file=sys.stderr)
     print(f"figures: wrote {a.out}.json and {a.out}.md in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)
@@ -902,6 +983,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="check the Markdown blocks against the JSON (no root)")
     ap.add_argument("--json", default="docs/figures.json", help="--check: the figures.json to render from")
+    ap.add_argument("--extra-json", action="append", default=None,
+                    help="--check: a partial sitting's JSON (default: every docs/figures-*.json)")
     ap.add_argument("--render", action="store_true",
                     help="fill the blocks of the --readme files from --json again (no root, no benchmark)")
     ap.add_argument("--quick", action="store_true", help="smoke run: every section once, tiny durations")
@@ -921,7 +1004,12 @@ def main():
         root = os.path.dirname(HERE)
         paths = a.readme or [os.path.join(root, "README.md")] + sorted(
             os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
-        errs = check(a.json, paths)
+        extra = a.extra_json
+        if extra is None:
+            docs = os.path.join(root, "docs")
+            extra = sorted(os.path.join(docs, f) for f in os.listdir(docs)
+                           if f.startswith("figures-") and f.endswith(".json") and ".state" not in f)
+        errs = check(a.json, paths, extra)
         for e in errs:
             print(f"figures-check: {e}", file=sys.stderr)
         if errs:
@@ -933,9 +1021,9 @@ def main():
         if not a.readme:
             sys.exit("figures: --render needs --readme FILE (the Markdown files whose blocks to fill)")
         with open(a.json) as f:
-            blocks = render_all(json.load(f))
+            fig = json.load(f)
         for path in a.readme:
-            put_blocks(path, blocks)
+            put_blocks(path, section_blocks(fig, render_all(fig)))
         print(f"figures: rendered {a.json} into {', '.join(a.readme)}")
         return
     sitting(a, names)

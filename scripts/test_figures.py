@@ -142,6 +142,49 @@ class Check(unittest.TestCase):
         self.assertIn("'reload' differs", bad.stderr)
 
 
+    def peers_sitting(self, sections=None):
+        """A partial sitting (`--sections peers`) of two runs, and the README with its block."""
+        def run(fp, peer):
+            rows = [("XDP_DROP", "fastpath", 4.0, None), ("XDP_DROP", "xdp-bench drop", None, "libbpf: no BTF"),
+                    ("AF_XDP rxonly", "fastpath", fp, None), ("AF_XDP rxonly", "testpmd net_af_xdp", peer, None)]
+            return {"peers": [{"group": g, "who": w, "command": f"{w} cmd", "runs": [v], "error": e,
+                               "version": "this build" if w == "fastpath" else "dpdk-dev 22.11"}
+                              for g, w, v, e in rows]}
+        fig = dict(self.fig, made_by="scripts/figures.py --sections peers",
+                   sections=sections or {"peers": {"command": "fastpath compare --peers", "runs": 2, "duration": 3,
+                                                   "raw": [run(2.0, 1.0), run(3.0, 2.0)]}})
+        path = self.write("figures-peers.json", json.dumps(fig))
+        block = "\n".join(figures.BY_NAME["peers"].render(fig["sections"]["peers"]))
+        with open(self.readme, "a") as f:
+            f.write(f"<!-- figures:peers:begin -->\n{block}\n<!-- figures:peers:end -->\n")
+        return path, block
+
+    def test_partial_sitting_block_checks_against_its_own_json(self):
+        extra, block = self.peers_sitting()
+        self.assertEqual(figures.check(self.json, [self.readme], [extra]), [])
+        # fastpath / peer: the median of the per-run ratios 2/1 and 3/2; a peer without a rate
+        # says why.
+        self.assertIn("| AF_XDP rxonly | testpmd net_af_xdp | 1.50 (1.00..2.00) | 0.38 (0.25..0.50) | "
+                      "1.75 (1.50..2.00) |", block)
+        self.assertIn("dpdk-dev 22.11", block)
+        self.assertIn("| XDP_DROP | xdp-bench drop | - |", block)
+        self.assertIn("libbpf: no BTF", block)
+        self.edit("1.75 (1.50..2.00)", "1.80 (1.50..2.00)")
+        self.assertTrue(any("'peers' differs" in e for e in figures.check(self.json, [self.readme], [extra])))
+        # Without its JSON the block names a section the full sitting lacks.
+        self.assertTrue(any("'peers' is not in" in e for e in figures.check(self.json, [self.readme])))
+
+    def test_partial_sitting_overlapping_the_full_one_fails(self):
+        extra, _ = self.peers_sitting()
+        with open(extra) as f:
+            fig = json.load(f)
+        name = next(iter(self.fig["sections"]))
+        fig["sections"][name] = self.fig["sections"][name]
+        with open(extra, "w") as f:
+            json.dump(fig, f)
+        errs = figures.check(self.json, [self.readme], [extra])
+        self.assertTrue(any(f"section {name} is in the full sitting too" in e for e in errs), errs)
+
     def test_commit_outside_the_history_fails(self):
         bad = subprocess.run(self.with_commit("0123456789abcdef0123456789abcdef01234567"), capture_output=True, text=True)
         self.assertEqual(bad.returncode, 1)

@@ -905,6 +905,13 @@ pub struct CompareArgs {
     /// shared UMEM, and XDP_DROP, on an N-queue test bed with one generator thread per queue.
     #[arg(long)]
     pub queues: Option<u32>,
+    /// Also the tools users run today, on the same test bed, generator and pinning: DPDK
+    /// dpdk-testpmd (net_af_xdp, net_af_packet, net_tap; rxonly, txonly, macswap) and
+    /// xdp-tools (xdp-bench drop, xdp-trafficgen, xdp-filter with 1, 100, 10,000 rules), each
+    /// row with its command line, version, Mpps, share of XDP_DROP and fastpath / peer. A
+    /// missing peer is a row saying so (with CI=true: an error). Needs --duration > 0.
+    #[arg(long, conflicts_with = "inject")]
+    pub peers: bool,
     /// Injection instead: user space hands packets to the kernel through TAP and io_uring TAP
     /// (UDP sink packets/s; TCP throughput and latency through a user-space veth<->TAP bridge).
     #[arg(long)]

@@ -47,21 +47,36 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             Pin::Split => compare::Pin::Split,
         },
         queues: a.queues,
+        peers: a.peers,
     };
+    if a.peers {
+        if a.duration <= 0.0 {
+            return Err(usage(anyhow!("--peers needs --duration > 0 (the peers' rates are counted over it)")));
+        }
+        fastpath_lab::peers::check_installed(std::env::var("CI").as_deref() == Ok("true"))
+            .map_err(|e| crate::error::env(anyhow!(e)))?;
+    }
     let open_rx: fastpath_lab::path::OpenRx = Arc::new(crate::session::open_for_lab);
-    let rows = compare::run(&o, stop, &open_rx, &mut |l| {
+    let res = compare::run(&o, stop, &open_rx, &mut |l| {
         if !a.json {
             eprintln!("{l}");
         }
     })?;
     let cmd = compare::command(&o);
     if let Some(p) = &a.svg {
-        crate::outfile::write(p, a.overwrite, "--svg", compare::svg(&rows, &cmd).as_bytes()).map_err(runtime)?;
+        crate::outfile::write(p, a.overwrite, "--svg", compare::svg(&res.rows, &cmd).as_bytes()).map_err(runtime)?;
     }
     if a.json {
-        println!("{}", json!({"type": "compare", "command": cmd, "frame_len": 64, "rows": rows}));
+        let mut v = json!({"type": "compare", "command": cmd, "frame_len": 64, "rows": res.rows});
+        if a.peers {
+            v["peers"] = res.peers.into();
+        }
+        println!("{v}");
         return Ok(());
     }
-    print!("{}", compare::table(&o, &rows, &cmd));
+    print!("{}", compare::table(&o, &res.rows, &cmd));
+    if a.peers {
+        print!("\n{}", fastpath_lab::peers::table(&res.peers));
+    }
     Ok(())
 }

@@ -89,6 +89,92 @@ fn compare_accounts_for_every_frame() {
     }
 }
 
+/// `fastpath compare --peers`: every row of every group is there with its command line and
+/// version, and a rate or the reason it has none. fastpath's own rows and the peers this
+/// machine's kernel runs (testpmd's PMDs, xdp-filter) have rates; fastpath / peer is the ratio
+/// of the two rates of the same run; xdp-tools programs that cannot load say why.
+#[test]
+fn compare_peers_rows_every_peer_with_a_rate_or_a_reason() {
+    if !privileged("compare_peers_rows_every_peer_with_a_rate_or_a_reason") {
+        return;
+    }
+    let _g = serial();
+    let v = ok_json(&["compare", "--peers", "--runs", "1", "--duration", "1", "--json"]);
+    assert_json_keys("compare_peers", &v);
+    let peers = v["peers"].as_array().unwrap_or_else(|| panic!("no peers: {v}"));
+    let got: Vec<(String, String)> = peers
+        .iter()
+        .map(|r| (r["group"].as_str().unwrap_or("").into(), r["who"].as_str().unwrap_or("").into()))
+        .collect();
+    let want = [
+        ("XDP_DROP", "fastpath"),
+        ("XDP_DROP", "xdp-bench drop"),
+        ("AF_XDP rxonly", "fastpath"),
+        ("AF_XDP rxonly", "testpmd net_af_xdp"),
+        ("AF_XDP rxonly", "testpmd net_af_xdp busy_budget=0"),
+        ("AF_PACKET rxonly", "fastpath"),
+        ("AF_PACKET rxonly", "testpmd net_af_packet"),
+        ("AF_XDP txonly", "fastpath"),
+        ("AF_XDP txonly", "testpmd txonly"),
+        ("AF_XDP l2fwd", "fastpath"),
+        ("AF_XDP l2fwd", "testpmd macswap"),
+        ("TAP txonly", "fastpath"),
+        ("TAP txonly", "testpmd net_tap"),
+        ("generator, 2 threads", "fastpath"),
+        ("generator, 2 threads", "xdp-trafficgen"),
+        ("classifier, 1 rule", "fastpath"),
+        ("classifier, 1 rule", "xdp-filter"),
+        ("classifier, 100 rules", "fastpath"),
+        ("classifier, 100 rules", "xdp-filter"),
+        ("classifier, 10,000 rules", "fastpath"),
+        ("classifier, 10,000 rules", "xdp-filter"),
+    ];
+    let want: Vec<(String, String)> = want.iter().map(|(g, w)| (g.to_string(), w.to_string())).collect();
+    assert_eq!(got, want, "{v}");
+    for r in peers {
+        let who = r["who"].as_str().unwrap_or("");
+        assert!(r["command"].as_str().is_some_and(|c| !c.is_empty()), "{r}");
+        assert!(r["version"].as_str().is_some_and(|c| !c.is_empty() && !c.contains("not installed")), "{r}");
+        let has_rate = r["mpps_median"].as_f64().is_some_and(|x| x > 0.0);
+        if who == "fastpath" || who.starts_with("testpmd") || who == "xdp-filter" {
+            assert!(has_rate, "{who} must run here: {r}");
+            assert!(f(&r["of_xdp_drop"]) > 0.0, "{r}");
+        } else {
+            assert!(has_rate || r["error"].as_str().is_some_and(|e| !e.is_empty()), "a rate or a reason: {r}");
+        }
+        if who != "fastpath" && has_rate {
+            let group = r["group"].as_str().unwrap_or("");
+            let fp = peers.iter().find(|x| x["group"] == group && x["who"] == "fastpath").expect("fastpath row");
+            let want = f(&fp["runs"][0]) / f(&r["runs"][0]);
+            assert!((f(&r["fastpath_over_peer"]) - want).abs() < 1e-9 * want, "same-run ratio: {r} vs {fp}");
+        }
+    }
+    // The receive groups' fastpath rows are compare's own rows of the same run.
+    let rows = v["rows"].as_array().unwrap_or_else(|| panic!("no rows: {v}"));
+    let xdp = rows.iter().find(|r| r["path"] == "in-kernel XDP_DROP").expect("XDP_DROP row");
+    assert_eq!(peers[0]["runs"][0], xdp["runs"][0], "{v}");
+}
+
+/// With CI=true a missing peer is an error before anything is set up, never a quiet gap.
+#[test]
+fn compare_peers_in_ci_refuses_a_missing_peer() {
+    if !privileged("compare_peers_in_ci_refuses_a_missing_peer") {
+        return;
+    }
+    let o = fastpath()
+        .args(["compare", "--peers", "--runs", "1", "--duration", "1"])
+        .env("CI", "true")
+        .env("PATH", "/nonexistent")
+        .output()
+        .expect("fastpath runs");
+    assert_one_line_refusal(
+        "a missing peer in CI",
+        &o,
+        3,
+        &["dpdk-testpmd", "xdp-bench", "xdp-trafficgen", "xdp-filter", "not installed", "make deps"],
+    );
+}
+
 /// `fastpath compare --inject`: both TAP backends carry UDP and TCP; every frame written to the
 /// TAP is accepted by the UDP socket or counted as a receive-buffer error, exactly (a TAP write
 /// runs the receive path inside the call, so nothing waits in a backlog).

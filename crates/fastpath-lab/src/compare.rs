@@ -23,7 +23,7 @@ use serde_json::json;
 
 use crate::error::{runtime, LabResult};
 use crate::path::{OpenRx, RxRequest};
-use crate::tools;
+use crate::{peers, tools};
 
 /// Where the application runs relative to the receive softirq.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,6 +434,18 @@ pub struct CompareOptions {
     pub pin: Pin,
     /// Also the N-queue rows on an N-queue test bed (2..=CPUs, at most 64).
     pub queues: Option<u32>,
+    /// Also the peers' rows ([`crate::peers`]) on each run's test bed, after the receive rows.
+    pub peers: bool,
+}
+
+/// What [`run`] returns: the receive rows, and with `peers` the peers' rows
+/// ([`crate::peers::summarise`]).
+#[derive(Debug, Clone, Default)]
+pub struct CompareResult {
+    /// The receive rows (see [`run`]).
+    pub rows: Vec<serde_json::Value>,
+    /// The peers' rows, empty without `peers`.
+    pub peers: Vec<serde_json::Value>,
 }
 
 /// Runs `compare`: per run a test bed, every row in turn with the same traffic, and with
@@ -457,10 +469,11 @@ pub fn run(
     stop: Arc<AtomicBool>,
     open_rx: &OpenRx,
     progress: &mut dyn FnMut(&str),
-) -> LabResult<Vec<serde_json::Value>> {
+) -> LabResult<CompareResult> {
     let rows_run: Vec<Row> = ROWS.iter().copied().chain(o.queues.iter().flat_map(|_| QUEUE_ROWS)).collect();
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); rows_run.len()];
     let mut counts: Vec<Vec<Counts>> = vec![Vec::new(); rows_run.len()];
+    let mut peer_runs: Vec<Vec<peers::PeerResult>> = Vec::new();
     for run in 0..o.runs {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -478,6 +491,14 @@ pub fn run(
             results[i].push(r.mpps());
             counts[i].push(r);
         }
+        if o.peers {
+            progress(&format!("compare: run {}/{}: the peers ...", run + 1, o.runs));
+            let gen = |threads: u32| generate(&bed, threads, o.duration_s, &stop).map(|(secs, _, _)| secs);
+            let b = peers::Bench { bed: &bed, secs: o.duration_s, generate: &gen, run };
+            let measured = peers::measure(&b, &stop);
+            let last = |row: Row| results[ROWS.iter().position(|r| *r == row).unwrap_or(0)].last().copied();
+            peer_runs.push(peers::with_own(own_rows(&bed, &last), measured));
+        }
         bed.down()?;
         if let Some(q) = o.queues {
             let bed = Testbed::up(&TestbedConfig { name: None, queues: q, sender_qdisc: false, ipv6: false })?;
@@ -494,7 +515,8 @@ pub fn run(
     }
     let xdp = rows_run.iter().position(|r| *r == Row::XdpDrop).expect("xdp row");
     let xdp_q = rows_run.iter().position(|r| *r == Row::XdpDropQueues);
-    Ok(rows_run
+    let peers = peers::summarise(&peer_runs, &results[xdp]);
+    let rows = rows_run
         .iter()
         .enumerate()
         .map(|(i, r)| {
@@ -515,17 +537,42 @@ pub fn run(
                    "drops": counts[i].iter().map(|c| c.drops.clone()).collect::<Vec<_>>(),
                    "unaccounted": counts[i].iter().map(|c| c.sent as i64 - c.refused as i64 - c.received as i64 - c.drops.values().sum::<u64>() as i64).collect::<Vec<_>>()})
         })
-        .collect())
+        .collect();
+    Ok(CompareResult { rows, peers })
+}
+
+/// fastpath's rows of the peers' receive groups: `compare`'s own rows of this run (`last`:
+/// a row's rate in this run), with the equivalent `fastpath` command.
+fn own_rows(bed: &Testbed, last: &dyn Fn(Row) -> Option<f64>) -> Vec<peers::PeerResult> {
+    let ib = bed.iface_b();
+    [
+        ("XDP_DROP", Row::XdpDrop, format!("fastpath bench xdpdrop --xdp-mode native -i {ib}")),
+        (
+            "AF_XDP rxonly",
+            Row::AfXdpNative,
+            format!("fastpath bench rxdrop --xdp-mode native --copy-mode copy --cpu {APP_CPU} -i {ib}"),
+        ),
+        ("AF_PACKET rxonly", Row::Tpacket, format!("fastpath bench rxdrop --path tpacket --cpu {APP_CPU} -i {ib}")),
+    ]
+    .into_iter()
+    .map(|(group, row, command)| peers::PeerResult {
+        group: group.into(),
+        who: "fastpath".into(),
+        command,
+        mpps: last(row).ok_or_else(|| "not measured".to_string()),
+    })
+    .collect()
 }
 
 /// The command line that reproduces a run with `o`.
 pub fn command(o: &CompareOptions) -> String {
     format!(
-        "fastpath compare --runs {} --duration {} --pin {}{}",
+        "fastpath compare --runs {} --duration {} --pin {}{}{}",
         o.runs,
         o.duration_s,
         if o.pin == Pin::Same { "same" } else { "split" },
-        o.queues.map(|q| format!(" --queues {q}")).unwrap_or_default()
+        o.queues.map(|q| format!(" --queues {q}")).unwrap_or_default(),
+        if o.peers { " --peers" } else { "" }
     )
 }
 

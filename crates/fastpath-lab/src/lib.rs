@@ -9,8 +9,9 @@
 //! other program; the command turns its flags into this crate's option structs, prints, and
 //! writes files.
 //!
-//! Layers: [`error`], [`tools`], [`frame`] and [`path`] at the bottom; the experiments ([`demo`],
-//! [`compare`], [`inject`], [`ddos`]) above them, none using another.
+//! Layers: [`error`], [`tools`], [`frame`] and [`path`] at the bottom; [`peers`] (the drivers of
+//! dpdk-testpmd and xdp-tools, `compare --peers`) above them; the experiments ([`demo`],
+//! [`compare`], [`inject`], [`ddos`]) above those, none using another.
 //!
 //! Privileges: every experiment needs root (it creates network namespaces and attaches XDP
 //! programs); the pure functions (parsers, renderings) need none.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod frame;
 pub mod inject;
 pub mod path;
+pub mod peers;
 pub mod tools;
 
 pub use error::{LabError, LabResult};

@@ -151,6 +151,17 @@ pub fn interrupt_thread<T>(thread: &JoinHandle<T>) {
     use std::os::unix::thread::JoinHandleExt;
     crate::sys::interrupt_thread(thread.as_pthread_t())
 }
+
+/// Sends SIGINT to `child`, as a user's Ctrl-C would (tools that print their totals on exit:
+/// testpmd, xdp-tools). `child` must not have been waited for yet (its pid is still its own).
+///
+/// # Errors
+///
+/// [`SysError`] from kill(2): ESRCH when the process is gone.
+pub fn interrupt_child(child: &std::process::Child) -> Result<(), SysError> {
+    crate::sys::interrupt_child(child.id())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

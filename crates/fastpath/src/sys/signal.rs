@@ -28,3 +28,15 @@ pub fn interrupt_thread(thread: libc::pthread_t) {
     // handler installed SIGUSR1 only interrupts a blocking call.
     unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
 }
+
+/// Sends SIGINT to `pid`, a child process the caller started and has not reaped (so the pid is
+/// still that child's: the kernel does not reuse it before the parent's wait).
+pub fn interrupt_child(pid: u32) -> Result<(), SysError> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| SysError { call: format!("kill({pid}, SIGINT)"), errno: libc::ESRCH })?;
+    // SAFETY: kill takes plain integers; the caller owns the unreaped child `pid`.
+    if unsafe { libc::kill(pid, libc::SIGINT) } < 0 {
+        return Err(SysError::last("kill(SIGINT)"));
+    }
+    Ok(())
+}
