@@ -967,7 +967,7 @@ def sitting(a, names):
     # The measurements first: a renderer that fails must not lose an hour of runs (fix it and
     # `--render` from the JSON).
     save(a.out + ".json", fig)
-    blocks = render_all(fig)
+    blocks = section_blocks(fig, render_all(fig))
     with open(a.out + ".md", "w") as f:
         f.write(blocks_md(fig, blocks))
     os.remove(state_path)  # complete: nothing to resume
@@ -984,7 +984,7 @@ def main():
     ap.add_argument("--check", action="store_true", help="check the Markdown blocks against the JSON (no root)")
     ap.add_argument("--json", default="docs/figures.json", help="--check: the figures.json to render from")
     ap.add_argument("--extra-json", action="append", default=None,
-                    help="--check: a partial sitting's JSON (default: every docs/figures-*.json)")
+                    help="--check: a partial sitting's JSON (default: every figures-*.json beside --json)")
     ap.add_argument("--render", action="store_true",
                     help="fill the blocks of the --readme files from --json again (no root, no benchmark)")
     ap.add_argument("--quick", action="store_true", help="smoke run: every section once, tiny durations")
@@ -1005,9 +1005,9 @@ def main():
         paths = a.readme or [os.path.join(root, "README.md")] + sorted(
             os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
         extra = a.extra_json
-        if extra is None:
-            docs = os.path.join(root, "docs")
-            extra = sorted(os.path.join(docs, f) for f in os.listdir(docs)
+        if extra is None:  # the partial sittings beside --json: DIR/figures-*.json
+            d = os.path.dirname(os.path.abspath(a.json))
+            extra = sorted(os.path.join(d, f) for f in os.listdir(d)
                            if f.startswith("figures-") and f.endswith(".json") and ".state" not in f)
         errs = check(a.json, paths, extra)
         for e in errs:

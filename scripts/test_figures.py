@@ -243,11 +243,16 @@ class Sitting(unittest.TestCase):
             self.assertEqual(len(fig["sections"]["reload"]["raw"]), 3)
             with open(readme) as f:
                 self.assertNotIn("old", f.read())
-            # Rendered and checked: the only complaint is that a --sections sitting is partial
-            # (and, where this test runs in a tree with uncommitted changes, that it is dirty).
+            # Rendered and checked: the only complaints are that a --sections sitting is partial
+            # and writes only its sections' blocks (the README's meta, goals and agreement stay
+            # the full sitting's), and, where this test runs in a tree with uncommitted changes,
+            # that it is dirty.
             errs = [e for e in figures.check(out + ".json", [readme, out + ".md"]) if "dirty tree" not in e]
-            self.assertEqual(len(errs), 1, errs)
             self.assertIn("a smoke or partial sitting", errs[0])
+            self.assertEqual(sorted(e.split("'")[1] for e in errs[1:]), ["agreement", "goals", "meta"], errs)
+            self.assertTrue(all("is in none of" in e for e in errs[1:]), errs)
+            with open(out + ".md") as f:
+                self.assertEqual([b[0] for b in figures.find_blocks(f.read())], ["reload", "many_flows"])
 
 
 class Goals(unittest.TestCase):
