@@ -129,8 +129,9 @@ def one_run(d, baseline):
         gen2 = ["gen", "--engine", "xdp-live", "--cpu", "0", "--threads", "2", "--dst-mac", mac] + dur
         out["xdpdrop 2q"] = measure(bed, ["bench", "xdpdrop"], gen2, "drop_packets", FP_NEW)
         q2 = ["bench", "rxdrop", "--xdp-mode", "native", "--copy-mode", "copy", "--queues", "2", "--cpus", "0,1"]
-        out["rxdrop 2q per-queue UMEM"] = measure(bed, q2, gen2, "rx_packets", FP_NEW)
-        out["rxdrop 2q shared UMEM"] = measure(bed, q2 + ["--shared-umem"], gen2, "rx_packets", FP_NEW)
+        # The spinning rows spin by request: workers on every CPU wait in poll() by default.
+        out["rxdrop 2q per-queue UMEM"] = measure(bed, q2 + ["--spin"], gen2, "rx_packets", FP_NEW)
+        out["rxdrop 2q shared UMEM"] = measure(bed, q2 + ["--shared-umem", "--spin"], gen2, "rx_packets", FP_NEW)
         out["rxdrop 2q shared UMEM poll"] = measure(bed, q2 + ["--shared-umem", "--poll"], gen2, "rx_packets", FP_NEW)
     finally:
         down(bed)

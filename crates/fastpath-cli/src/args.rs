@@ -436,9 +436,16 @@ pub struct XskArgs {
     /// Bind without XDP_USE_NEED_WAKEUP.
     #[arg(long)]
     pub no_need_wakeup: bool,
-    /// Wait in poll() instead of spinning when the rings are empty.
-    #[arg(long)]
+    /// rxdrop/l2fwd: wait in poll() when the RX ring is empty. Default: spin, except when the
+    /// --queues workers are pinned to every online CPU (e.g. --queues 2 on 2 CPUs): then
+    /// poll(), as the receive softirq needs those CPUs (a veth's NAPI runs in the sender's
+    /// softirq, a NIC's on its IRQ CPUs) and spinning workers would starve it.
+    #[arg(long, conflicts_with = "spin")]
     pub poll: bool,
+    /// rxdrop/l2fwd: spin when the RX ring is empty even with workers pinned to every online
+    /// CPU (where the default is poll(); see --poll).
+    #[arg(long)]
+    pub spin: bool,
     /// Copy-mode TX descriptors per sendto (XDP_MAX_TX_SKB_BUDGET, kernel >= 6.17, 32..=ring size);
     /// default 256 (measured best of 32/256/2048 for txonly on veth).
     #[arg(long)]
@@ -495,6 +502,7 @@ impl XskArgs {
             busy_poll: false,
             no_need_wakeup: false,
             poll: false,
+            spin: false,
             tx_budget: None,
             force: false,
             cpu,

@@ -89,25 +89,102 @@ pub fn frame_spec(f: &FrameArgs, iface: &Iface) -> CliResult<UdpFrameSpec> {
     })
 }
 
-/// Spinning workers pinned to every online CPU leave none for the kernel's receive softirq,
-/// which on a veth (and on a NIC whose IRQs land there) runs on those same CPUs: measured on
-/// 2 CPUs, 0.12x the throughput of `--poll` (README, "The AF_XDP engine").
-fn spin_note(x: &XskArgs, cpus: &[Option<usize>]) -> Option<String> {
+/// How the AF_XDP receive loops (rxdrop, l2fwd) wait when their RX ring is empty.
+///
+/// Spinning keeps a CPU busy for the lowest latency, and costs nothing while another CPU takes
+/// the receive softirq. But the softirq runs where the frames come from: a veth's receive NAPI
+/// in the sender's softirq, on the sending CPU (veth_xmit / veth_xdp_xmit), and a NIC's on the
+/// CPUs its IRQs land on. Spinning workers pinned to every online CPU leave it none: on 2 CPUs
+/// `bench rxdrop --queues 2` spinning received 0.53 Mpps where poll() received 4.78 (issue 22;
+/// README, "The AF_XDP engine"). So there the default is poll(), and `--spin` keeps spinning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitChoice {
+    /// `--poll`.
+    Poll,
+    /// The default, because the workers cover every online CPU (see [`covers_every_cpu`]).
+    AutoPoll,
+    /// `--spin`, `--busy-poll` (the socket's busy polling drives the NAPI from the worker), or
+    /// the default with a CPU left over (one queue, or fewer workers' CPUs than online).
+    Spin,
+}
+
+impl WaitChoice {
+    /// The run loop's wait: poll() for up to 100 ms, or spin.
+    pub fn wait(self) -> Wait {
+        match self {
+            WaitChoice::Poll | WaitChoice::AutoPoll => Wait::Poll(100),
+            WaitChoice::Spin => Wait::Spin,
+        }
+    }
+
+    /// "poll" or "spin", as the JSON's `path.wait` records it.
+    pub fn name(self) -> &'static str {
+        match self.wait() {
+            Wait::Poll(_) => "poll",
+            Wait::Spin => "spin",
+        }
+    }
+}
+
+/// Whether the workers' CPUs (one per queue, None: not pinned) are more than one worker pinned
+/// to every one of `online` CPUs. A single queue never is (one worker; the default leaves it
+/// unpinned), so the single-queue default stays spinning.
+pub fn covers_every_cpu(cpus: &[Option<usize>], online: usize) -> bool {
     let pinned: std::collections::BTreeSet<usize> = cpus.iter().flatten().copied().collect();
-    let all = fastpath::workers::online_cpus();
-    (cpus.len() > 1 && !x.poll && !x.busy_poll && pinned.len() >= all).then(|| {
-        let list: Vec<String> = pinned.iter().map(|c| c.to_string()).collect();
+    cpus.len() > 1 && pinned.len() >= online
+}
+
+/// The wait of the receive loops for `x` with workers on `cpus` and `online` CPUs: `--poll`,
+/// `--spin` / `--busy-poll`, else poll() where the workers cover every CPU and spinning
+/// elsewhere (see [`WaitChoice`]).
+pub fn wait_choice(x: &XskArgs, cpus: &[Option<usize>], online: usize) -> WaitChoice {
+    if x.poll {
+        WaitChoice::Poll
+    } else if x.spin || x.busy_poll {
+        WaitChoice::Spin
+    } else if covers_every_cpu(cpus, online) {
+        WaitChoice::AutoPoll
+    } else {
+        WaitChoice::Spin
+    }
+}
+
+/// The CPUs as a list, "0,1".
+fn cpu_list(cpus: &[Option<usize>]) -> String {
+    let pinned: std::collections::BTreeSet<usize> = cpus.iter().flatten().copied().collect();
+    pinned.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// The one stderr line of [`WaitChoice::AutoPoll`]: what was chosen, why, how to override.
+fn auto_poll_line(cpus: &[Option<usize>]) -> String {
+    format!(
+        "fastpath bench: {} workers on every CPU ({}) would starve the receive softirq: they wait in poll() (--spin to spin anyway, or --cpus with fewer CPUs)",
+        cpus.len(),
+        cpu_list(cpus)
+    )
+}
+
+/// With `--spin` on every online CPU: a note that the kernel's receive softirq has no CPU left
+/// (see [`WaitChoice`]; not with `--busy-poll`, whose workers run the NAPI themselves).
+fn spin_note(choice: WaitChoice, x: &XskArgs, cpus: &[Option<usize>], online: usize) -> Option<String> {
+    (choice == WaitChoice::Spin && !x.busy_poll && covers_every_cpu(cpus, online)).then(|| {
         format!(
             "{} spinning workers on every CPU ({}) leave none for the kernel's receive softirq; \
-             add --poll, or give --cpus fewer CPUs than there are online",
+             leave out --spin to wait in poll(), or give --cpus fewer CPUs than there are online",
             cpus.len(),
-            list.join(",")
+            cpu_list(cpus)
         )
     })
 }
 
-fn loop_opts(x: &XskArgs) -> LoopOpts {
-    LoopOpts { batch_size: x.batch_size, wait: if x.poll { Wait::Poll(100) } else { Wait::Spin } }
+/// Whether `mode` runs a receive loop that waits (rxdrop, l2fwd; txonly's loop never waits in
+/// poll(), xdpdrop has no worker).
+fn receives(mode: BenchMode) -> bool {
+    matches!(mode, BenchMode::Rxdrop | BenchMode::L2fwd)
+}
+
+fn loop_opts(x: &XskArgs, choice: WaitChoice) -> LoopOpts {
+    LoopOpts { batch_size: x.batch_size, wait: choice.wait() }
 }
 
 fn columns(mode: BenchMode) -> &'static [Ctr] {
@@ -201,8 +278,8 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // Listening in the namespace the command was started in (before --netns is entered).
     let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
-    let (sess, template, cpus) = open_afxdp(a, role)?;
-    run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
+    let (sess, template, cpus, choice) = open_afxdp(a, role)?;
+    run_afxdp(a, stop, sess, metrics.as_ref(), template, (&cpus, choice))
 }
 
 /// The session role of an AF_XDP bench mode, with the options checked against it.
@@ -219,11 +296,12 @@ fn afxdp_role(a: &BenchArgs) -> CliResult<Role> {
     Ok(role)
 }
 
-/// An opened AF_XDP bench: the session, the txonly frame, a CPU per worker.
-type Opened = (Session, Option<Vec<u8>>, Vec<Option<usize>>);
+/// An opened AF_XDP bench: the session, the txonly frame, a CPU per worker, how they wait.
+type Opened = (Session, Option<Vec<u8>>, Vec<Option<usize>>, WaitChoice);
 
 /// Compiles --rules, builds the txonly frame and opens the session (in the target namespace):
-/// the session, the frame (txonly) and the worker CPUs.
+/// the session, the frame (txonly), the worker CPUs and their wait (rxdrop/l2fwd: recorded as
+/// `path.wait`; the default's poll() said in one line on stderr).
 fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     // Rules are read, validated and compiled before anything touches the interface.
     let compiled = match &a.rules {
@@ -242,10 +320,18 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     };
     let cpus = crate::session::worker_cpus(&a.xsk);
     let mut sess = Session::open_on(iface, &a.xsk, role, compiled.as_ref())?;
-    if let Some(n) = spin_note(&a.xsk, &cpus) {
-        sess.info.notes.push(n);
+    let online = fastpath::workers::online_cpus();
+    let choice = wait_choice(&a.xsk, &cpus, online);
+    if receives(a.mode) {
+        sess.info.wait = Some(choice.name());
+        if choice == WaitChoice::AutoPoll {
+            eprintln!("{}", auto_poll_line(&cpus));
+        }
+        if let Some(n) = spin_note(choice, &a.xsk, &cpus, online) {
+            sess.info.notes.push(n);
+        }
     }
-    Ok((sess, template, cpus))
+    Ok((sess, template, cpus, choice))
 }
 
 /// Announces the session, runs a worker per queue under the monitor, and reports.
@@ -255,7 +341,7 @@ fn run_afxdp(
     mut sess: Session,
     metrics: Option<&crate::metrics::MetricsServer>,
     template: Option<Vec<u8>>,
-    cpus: &[Option<usize>],
+    (cpus, choice): (&[Option<usize>], WaitChoice),
 ) -> CliResult<()> {
     // Whether the interface is up is judged now, before "ready": a caller may set it down as
     // soon as it reads that line, and that must count as a loss.
@@ -282,7 +368,7 @@ fn run_afxdp(
     let watch = mon.start();
     let workers = if a.run.duration > 0.0 {
         let shared = QueueShared { counters, stop: stop.clone(), done: done.clone(), tracker: tracker.clone() };
-        spawn_queues(a, ports, &shared, template, cpus)
+        spawn_queues(a, ports, &shared, template, (cpus, choice))
     } else {
         Vec::new()
     };
@@ -348,7 +434,7 @@ fn spawn_queues(
     ports: Vec<fastpath::io::afxdp::AfXdpPort>,
     sh: &QueueShared,
     template: Option<Vec<u8>>,
-    cpus: &[Option<usize>],
+    (cpus, choice): (&[Option<usize>], WaitChoice),
 ) -> Vec<std::thread::JoinHandle<Result<(), fastpath::io::PortError>>> {
     let nq = ports.len().max(1);
     let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -363,7 +449,7 @@ fn spawn_queues(
             let job = QueueJob {
                 queue: i,
                 mode: a.mode,
-                opts: loop_opts(&a.xsk),
+                opts: loop_opts(&a.xsk, choice),
                 verify: a.verify,
                 template: template.clone(),
                 flows: flows(&a.frame),
@@ -688,4 +774,64 @@ fn run_port(
         }
     }
     port.stats()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xsk(poll: bool, spin: bool, busy_poll: bool) -> XskArgs {
+        XskArgs { poll, spin, busy_poll, ..XskArgs::defaults("veth0", None) }
+    }
+
+    #[test]
+    fn wait_is_poll_where_spinning_workers_would_cover_every_cpu() {
+        let d = xsk(false, false, false);
+        // --queues 2 on 2 CPUs (worker_cpus' default, 0 and 1): poll().
+        assert_eq!(wait_choice(&d, &[Some(0), Some(1)], 2), WaitChoice::AutoPoll);
+        assert_eq!(wait_choice(&d, &[Some(0), Some(1)], 2).wait(), Wait::Poll(100));
+        assert_eq!(wait_choice(&d, &[Some(0), Some(1)], 2).name(), "poll");
+        // --queues 4 on 2 CPUs (0,1,0,1), --queues 2 on 1 CPU (0,0): every CPU too.
+        assert_eq!(wait_choice(&d, &[Some(0), Some(1), Some(0), Some(1)], 2), WaitChoice::AutoPoll);
+        assert_eq!(wait_choice(&d, &[Some(0), Some(0)], 1), WaitChoice::AutoPoll);
+        // A CPU left for the softirq: spin.
+        assert_eq!(wait_choice(&d, &[Some(0), Some(1)], 4), WaitChoice::Spin);
+        assert_eq!(wait_choice(&d, &[Some(1), Some(1)], 2), WaitChoice::Spin);
+        // The single-queue default (one worker; unpinned, or --cpu 1 of 2): spin, unchanged.
+        assert_eq!(wait_choice(&d, &[None], 2), WaitChoice::Spin);
+        assert_eq!(wait_choice(&d, &[Some(1)], 2), WaitChoice::Spin);
+        assert_eq!(wait_choice(&d, &[Some(0)], 1), WaitChoice::Spin);
+        assert_eq!(wait_choice(&d, &[Some(1)], 2).name(), "spin");
+        // Unpinned workers cover nothing.
+        assert_eq!(wait_choice(&d, &[None, None], 2), WaitChoice::Spin);
+    }
+
+    #[test]
+    fn explicit_flags_win_over_the_layout() {
+        let every = [Some(0), Some(1)];
+        assert_eq!(wait_choice(&xsk(true, false, false), &every, 2), WaitChoice::Poll);
+        assert_eq!(wait_choice(&xsk(true, false, false), &[None], 2), WaitChoice::Poll);
+        assert_eq!(wait_choice(&xsk(false, true, false), &every, 2), WaitChoice::Spin);
+        // Busy polling drives the NAPI from the worker's own syscalls: it keeps spinning.
+        assert_eq!(wait_choice(&xsk(false, false, true), &every, 2), WaitChoice::Spin);
+        // --spin on every CPU is noted; --busy-poll and the default are not.
+        assert!(spin_note(WaitChoice::Spin, &xsk(false, true, false), &every, 2).is_some());
+        assert!(spin_note(WaitChoice::Spin, &xsk(false, false, true), &every, 2).is_none());
+        assert!(spin_note(WaitChoice::AutoPoll, &xsk(false, false, false), &every, 2).is_none());
+        assert!(spin_note(WaitChoice::Spin, &xsk(false, true, false), &[Some(1)], 2).is_none());
+        let line = auto_poll_line(&every);
+        assert!(
+            line.contains("(0,1)") && line.contains("poll()") && line.contains("--spin") && !line.contains('\n'),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn spin_and_poll_conflict() {
+        use clap::Parser;
+        let e = crate::args::Cli::try_parse_from(["fastpath", "bench", "rxdrop", "-i", "x", "--spin", "--poll"])
+            .unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(crate::args::Cli::try_parse_from(["fastpath", "bench", "rxdrop", "-i", "x", "--spin"]).is_ok());
+    }
 }

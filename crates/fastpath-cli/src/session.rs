@@ -91,6 +91,10 @@ pub struct PathInfo {
     pub multi_buffer: bool,
     /// Per socket: queue, copy mode, UMEM sharing, frames.
     pub sockets: Vec<XskPortInfo>,
+    /// rxdrop/l2fwd: how the workers wait on an empty RX ring, "spin" or "poll" (as used:
+    /// `--spin`, `--poll`, or the default chosen from the CPU layout); absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait: Option<&'static str>,
     pub notes: Vec<String>,
 }
 
@@ -287,6 +291,7 @@ impl Session {
             tx_skb_budget: None,
             multi_buffer: cfg.socket.multi_buffer,
             sockets: Vec::new(),
+            wait: None,
             notes: mb_note.into_iter().collect(),
         };
         let opts = AttachOpts { mode: x.xdp_mode.mode(), force: x.force };

@@ -348,6 +348,7 @@ fn smoke_every_subcommand_and_option() {
             "0",
         ],
         vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--duration", "0", "--tx-budget", "64"],
+        vec!["bench", "l2fwd", "--netns", nb, "-i", ib, "--queues", "2", "--spin", "--duration", "0"],
         vec![
             "bench",
             "txonly",

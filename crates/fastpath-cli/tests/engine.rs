@@ -346,14 +346,47 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
     let o = fastpath()
         .env("FASTPATH_DENY_FEATURES", "shared_umem_other_queue")
         .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--duration", "0.5"])
+        .arg("--json")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    // Two spinning workers (CPU 0 and 1 by default) on a 2-CPU machine leave no CPU for the
-    // receive softirq: the run notes it, and does not with --poll.
-    let out = String::from_utf8_lossy(&o.stdout);
-    let says = out.contains("note: 2 spinning workers on every CPU (0,1)");
-    assert_eq!(says, fastpath::workers::online_cpus() <= 2, "{out}");
+}
+
+/// `bench rxdrop --queues 2`'s wait (issue 22): two workers (CPU 0 and 1 by default) on a 2-CPU
+/// machine would leave no CPU for the receive softirq if they spun, so by default they wait in
+/// poll() there, say so in one line on stderr, and the JSON's `path.wait` records the wait
+/// used; `--spin` keeps spinning (with the note), `--poll` polls quietly, one queue still spins,
+/// and `--spin --poll` is refused.
+#[test]
+fn two_queue_default_waits_in_poll_where_workers_cover_every_cpu() {
+    if !privileged("two_queue_default_waits_in_poll_where_workers_cover_every_cpu") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig { queues: 2, ..Default::default() }).expect("test bed");
+    let o = fastpath()
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--duration", "0.5"])
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let every = fastpath::workers::online_cpus() <= 2;
+    let v = last_json(&o);
+    assert_eq!(v["path"]["wait"], if every { "poll" } else { "spin" }, "{v}");
+    let says = stderr(&o).lines().filter(|l| l.contains("workers on every CPU (0,1)") && l.contains("--spin")).count();
+    assert_eq!(says, usize::from(every), "{}", stderr(&o));
+    assert!(!v.to_string().contains("spinning workers"), "{v}");
+    // --spin keeps spinning, with the note; --poll polls, quietly.
+    let o = fastpath()
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--spin"])
+        .args(["--duration", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = last_json(&o);
+    assert_eq!(v["path"]["wait"], "spin", "{v}");
+    assert_eq!(v.to_string().contains("2 spinning workers on every CPU (0,1)"), every, "{v}");
+    assert!(!stderr(&o).contains("poll()"), "{}", stderr(&o));
     let o = fastpath()
         .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--queues", "2", "--poll"])
         .args(["--duration", "0.5"])
@@ -361,6 +394,17 @@ fn shared_umem_refused_names_the_feature_and_leaves_nothing() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && !out.contains("spinning workers"), "{out} {}", stderr(&o));
+    assert!(!stderr(&o).contains("poll()"), "{}", stderr(&o));
+    // One queue keeps its default: one worker, spinning.
+    let o = fastpath()
+        .args(["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(last_json(&o)["path"]["wait"], "spin");
+    // --spin and --poll together are refused.
+    let o = run(&["bench", "rxdrop", "-i", bed.iface_b(), "--spin", "--poll"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
 /// `compare --queues 2` adds the two-queue rows (AF_XDP over a shared UMEM and XDP_DROP, on a
