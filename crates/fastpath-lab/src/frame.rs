@@ -11,8 +11,14 @@ use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 ///
 /// Reading `dev`'s MAC address failed.
 pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath::SysError> {
+    Ok(testbed_udp_frame(dev.mac()?, dst_mac))
+}
+
+/// The same 64-byte UDP frame (10.99.0.1:9000 -> 10.99.0.2:9, checksums correct) between MAC
+/// addresses the caller knows.
+pub fn testbed_udp_frame(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
     let spec = UdpFrameSpec {
-        src_mac: dev.mac()?,
+        src_mac,
         dst_mac,
         src_ip: fastpath_testbed::IP4_A.into(),
         dst_ip: fastpath_testbed::IP4_B.into(),
@@ -22,5 +28,5 @@ pub fn testbed_frame(dev: &NetDev, dst_mac: [u8; 6]) -> Result<Vec<u8>, fastpath
     };
     let mut frame = vec![0u8; 64];
     build_udp_frame(&spec, &mut frame);
-    Ok(frame)
+    frame
 }

@@ -37,7 +37,6 @@ use fastpath::bpf::{AttachOpts, XdpDrop, XdpMode};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tap::{TapOptions, TapPort};
 use fastpath::netdev::{Iface, NetDev};
-use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::rules::compile::compile;
 use fastpath::stats::{median, Counters};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
@@ -665,7 +664,10 @@ fn run_loop(
     match kind {
         LoopKind::AfXdpTx(iface, dst_mac) => {
             let dev = Iface::resolve(&iface).map_err(|x| e(&x))?;
-            let frame = udp_frame(NetDev::by_name(&iface).and_then(|d| d.mac()).map_err(|x| e(&x))?, dst_mac);
+            let frame = crate::frame::testbed_udp_frame(
+                NetDev::by_name(&iface).and_then(|d| d.mac()).map_err(|x| e(&x))?,
+                dst_mac,
+            );
             let mut port = AfXdpPort::open(&dev, 0, &cfg, native).map_err(|x| e(&x))?;
             fastpath::workers::pin_current_thread(APP_CPU).map_err(|x| e(&x))?;
             let _ = ready.send(Ok(()));
@@ -681,7 +683,7 @@ fn run_loop(
         LoopKind::TapTx(name) => {
             let mut port = TapPort::open(&name, TapOptions::default()).map_err(|x| e(&x))?;
             fastpath::netdev::set_link_up(port.ifname()).map_err(|x| e(&x))?;
-            let frame = udp_frame([2, 0, 0, 0, 0, 1], port.mac().map_err(|x| e(&x))?);
+            let frame = crate::frame::testbed_udp_frame([2, 0, 0, 0, 0, 1], port.mac().map_err(|x| e(&x))?);
             fastpath::workers::pin_current_thread(APP_CPU).map_err(|x| e(&x))?;
             let _ = ready.send(Ok(()));
             bench::txonly(&mut port, &frame, 0, SendLimits::default(), opts, &c, stop).map_err(|x| e(&x))?;
@@ -701,22 +703,6 @@ fn run_loop(
         }
     }
     Ok(())
-}
-
-/// The 64-byte UDP frame of the TX rows (10.99.0.1:9000 -> 10.99.0.2:9).
-fn udp_frame(src_mac: [u8; 6], dst_mac: [u8; 6]) -> Vec<u8> {
-    let spec = UdpFrameSpec {
-        src_mac,
-        dst_mac,
-        src_ip: fastpath_testbed::IP4_A.into(),
-        dst_ip: fastpath_testbed::IP4_B.into(),
-        src_port: 9000,
-        dst_port: 9,
-        frame_len: 64,
-    };
-    let mut f = vec![0u8; 64];
-    build_udp_frame(&spec, &mut f);
-    f
 }
 
 /// Measures every peer row and fastpath's own rows that `compare`'s receive rows do not
