@@ -275,6 +275,14 @@ pub enum FilterCmd {
         /// `fastpath filter unload`.
         #[arg(long)]
         detach: bool,
+        /// Serve the classifier's XSKMAP at this Unix socket (the AF_XDP device plugin's
+        /// protocol) while running, for unprivileged programs (`bench rxdrop --xsk-handoff`,
+        /// DPDK af_xdp use_cni). Not with --detach.
+        #[arg(long, value_name = "PATH")]
+        xsk_handoff: Option<std::path::PathBuf>,
+        /// Users allowed the XSKMAP at --xsk-handoff, by uid (of the connecting process).
+        #[arg(long, value_name = "UID[,UID...]", default_value = "0", requires = "xsk_handoff", value_parser = parse_uids)]
+        xsk_handoff_allow: Uids,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -673,6 +681,11 @@ pub struct BenchArgs {
     /// (rules with action "xsk" reach the socket) instead of the minimal redirect program.
     #[arg(long)]
     pub rules: Option<std::path::PathBuf>,
+    /// rxdrop: attach no program; take the XSKMAP from the server at this Unix socket
+    /// (`fastpath filter load --xsk-handoff PATH`) and put the socket in it. Needs CAP_NET_RAW
+    /// only.
+    #[arg(long, value_name = "PATH")]
+    pub xsk_handoff: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub cpumap: CpumapArgs,
     #[command(flatten)]
@@ -955,4 +968,25 @@ mod tests {
             assert!(e.contains(bad) && e.contains("0.1..=3600"), "{e}");
         }
     }
+}
+
+/// A list of uids (`--xsk-handoff-allow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uids(pub Vec<u32>);
+
+fn parse_uids(s: &str) -> Result<Uids, String> {
+    let mut v = Vec::new();
+    for p in s.split(',') {
+        let u: u32 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("{p:?} is not a uid: give numeric uids 0..=4294967294, comma-separated"))?;
+        if u == u32::MAX {
+            return Err(format!("{p} is not a uid (it is (uid_t)-1): give numeric uids 0..=4294967294"));
+        }
+        if !v.contains(&u) {
+            v.push(u);
+        }
+    }
+    Ok(Uids(v))
 }

@@ -193,16 +193,40 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.xsk.iface.is_empty() {
         return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
     }
+    if a.xsk_handoff.is_some() {
+        check_handoff(a)?;
+    }
     if a.path != crate::args::PathArg::Afxdp {
         return port_bench(a, stop);
     }
     let role = afxdp_role(a)?;
-    require_privileges("bench")?;
+    if a.xsk_handoff.is_none() {
+        require_privileges("bench")?;
+    }
     // Listening in the namespace the command was started in (before --netns is entered).
     let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
     let (sess, template, cpus) = open_afxdp(a, role)?;
     run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
+}
+
+/// `--xsk-handoff`: rxdrop only, on AF_XDP, without a program of its own (no --rules).
+fn check_handoff(a: &BenchArgs) -> CliResult<()> {
+    if a.mode != BenchMode::Rxdrop {
+        return Err(usage(anyhow!(
+            "--xsk-handoff is for rxdrop (a socket receiving from a program another process attached), not {}",
+            mode_name(a.mode)
+        )));
+    }
+    if a.path != crate::args::PathArg::Afxdp {
+        return Err(usage(anyhow!("--xsk-handoff is for AF_XDP sockets: leave out --path")));
+    }
+    if a.rules.is_some() {
+        return Err(usage(anyhow!(
+            "--rules with --xsk-handoff is not accepted: the rules are those of the `filter load` serving the XSKMAP"
+        )));
+    }
+    Ok(())
 }
 
 /// The session role of an AF_XDP bench mode, with the options checked against it.
@@ -241,7 +265,13 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
         None
     };
     let cpus = crate::session::worker_cpus(&a.xsk);
-    let mut sess = Session::open_on(iface, &a.xsk, role, compiled.as_ref())?;
+    let mut sess = match &a.xsk_handoff {
+        Some(path) => {
+            let map = fastpath::xsk::handoff::request_xsk_map(path, &a.xsk.iface).map_err(crate::error::env)?;
+            Session::open_handoff(iface, &a.xsk, map)?
+        }
+        None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,
+    };
     if let Some(n) = spin_note(&a.xsk, &cpus) {
         sess.info.notes.push(n);
     }
@@ -446,6 +476,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             frame: g.frame.clone(),
             verify: false,
             rules: None,
+            xsk_handoff: None,
             cpumap: Default::default(),
             ddos: Default::default(),
             flood_threads: 1,

@@ -75,7 +75,8 @@ pub fn seqpacket_connect(path: &Path) -> Result<OwnedFd, SysError> {
     Ok(fd)
 }
 
-/// `socketpair(AF_UNIX, SOCK_SEQPACKET)`.
+/// `socketpair(AF_UNIX, SOCK_SEQPACKET)` (the protocol tests).
+#[cfg(test)]
 pub fn seqpacket_pair() -> Result<(OwnedFd, OwnedFd), SysError> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: fds is an array of two ints the kernel fills.
