@@ -210,6 +210,24 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
 }
 
+/// The UMEM refused for RLIMIT_MEMLOCK (an unprivileged user: the kernel charges the UMEM's
+/// pages to the user at XDP_UMEM_REG, net/xdp/xdp_umem.c): what to change, in the same line.
+fn memlock_hint(e: crate::error::CliError, x: &crate::args::XskArgs) -> crate::error::CliError {
+    let msg = format!("{:#}", e.err);
+    if !(msg.contains("XDP_UMEM_REG") && msg.contains("ENOBUFS")) {
+        return e;
+    }
+    let mib = u64::from(x.frame_count) * u64::from(x.frame_size) / (1 << 20);
+    crate::error::CliError {
+        code: e.code,
+        err: anyhow!(
+            "{msg}: the UMEM ({} frames of {} bytes, {mib} MiB) is more than RLIMIT_MEMLOCK lets this user lock without CAP_IPC_LOCK (`ulimit -l`); use a smaller --frame-count or raise the limit",
+            x.frame_count,
+            x.frame_size
+        ),
+    }
+}
+
 /// `--xsk-handoff`: rxdrop only, on AF_XDP, without a program of its own (no --rules).
 fn check_handoff(a: &BenchArgs) -> CliResult<()> {
     if a.mode != BenchMode::Rxdrop {
@@ -268,7 +286,7 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     let mut sess = match &a.xsk_handoff {
         Some(path) => {
             let map = fastpath::xsk::handoff::request_xsk_map(path, &a.xsk.iface).map_err(crate::error::env)?;
-            Session::open_handoff(iface, &a.xsk, map)?
+            Session::open_handoff(iface, &a.xsk, map).map_err(|e| memlock_hint(e, &a.xsk))?
         }
         None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,
     };

@@ -85,6 +85,12 @@ pub fn errno_text(errno: i32) -> String {
         libc::ERANGE => "ERANGE",
         libc::ENOLINK => "ENOLINK",
         libc::ELOOP => "ELOOP",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::EMSGSIZE => "EMSGSIZE",
+        libc::EADDRINUSE => "EADDRINUSE",
         _ => "",
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();
