@@ -280,8 +280,9 @@ pub enum FilterCmd {
         /// DPDK af_xdp use_cni). Not with --detach.
         #[arg(long, value_name = "PATH")]
         xsk_handoff: Option<std::path::PathBuf>,
-        /// Users allowed the XSKMAP at --xsk-handoff, by uid (of the connecting process).
-        #[arg(long, value_name = "UID[,UID...]", default_value = "0", requires = "xsk_handoff", value_parser = parse_uids)]
+        /// Users allowed the XSKMAP at --xsk-handoff: uids, comma-separated (of the connecting
+        /// process, SO_PEERCRED); others get /error.
+        #[arg(long, value_name = "UIDS", default_value = "0", requires = "xsk_handoff", value_parser = parse_uids)]
         xsk_handoff_allow: Uids,
         #[command(flatten)]
         run: RunArgs,

@@ -225,6 +225,20 @@ fn no_server_or_a_dead_one_is_a_clear_error_not_a_hang() {
     assert_one_line_refusal("a dead server", &rx(&sock), 3, &[&sock, "no XSKMAP server", "ECONNREFUSED"]);
     // A new server replaces that stale socket.
     let server = serve(&bed, &sock, NOBODY, std::fs::File::create(dir.path("server2.log")).unwrap());
+    // The default UMEM (4096 frames of 4096 bytes, 16 MiB) is more than the default
+    // RLIMIT_MEMLOCK (8 MiB) of an unprivileged user: one line saying so and what to change.
+    let o = unprivileged(
+        bed.ns_b(),
+        NOBODY,
+        &["bench", "rxdrop", "-i", bed.iface_b(), "--xsk-handoff", &sock, "--duration", "2"],
+    )
+    .output()
+    .unwrap();
+    if !o.status.success() {
+        let e = stderr(&o);
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+        assert!(e.contains("ENOBUFS") && e.contains("RLIMIT_MEMLOCK") && e.contains("--frame-count"), "{e}");
+    }
     let (_, st) = server.terminate();
     assert!(st.success());
 }
