@@ -227,7 +227,7 @@ fn serve_handoff(
         server.path().display(),
         users.join(",")
     );
-    let t = std::thread::spawn(move || server.serve(map.as_fd(), &iface, &allow, &q, &mut |line| eprintln!("{line}")));
+    let t = std::thread::spawn(move || server.serve(map.as_fd(), &iface, &allow, &q, &|line| eprintln!("{line}")));
     (quit, t)
 }
 

@@ -69,6 +69,8 @@ pub const RESP_NAK: &str = "/nak";
 pub const RESP_ERROR: &str = "/error";
 /// Largest request (the plugin's `udsMsgBufSize`) and answer (DPDK's `UDS_MAX_CMD_RESP` is 128).
 pub const MAX_MSG: usize = 64;
+/// Connections [`Server::serve`] serves at once.
+pub const MAX_CONNECTIONS: usize = 16;
 /// How long either side waits for the other's next message.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -207,9 +209,12 @@ impl Server {
         &self.path
     }
 
-    /// Serves `map` (the XSKMAP of `iface`) to every peer whose uid is in `allow`, one
-    /// connection at a time, until `stop` is set (checked every 100 ms). `log` gets one line
-    /// per connection (who, what was asked, what was answered).
+    /// Serves `map` (the XSKMAP of `iface`) to every peer whose uid is in `allow`, until
+    /// `stop` is set (checked every 100 ms). Each connection is served on a thread of its own,
+    /// at most [`MAX_CONNECTIONS`] at once (more wait in the listen backlog), so a peer that
+    /// connects and stays silent holds up nobody else. `log` gets one line per connection
+    /// (who, what was asked, what was answered); when `serve` returns, every connection has
+    /// ended.
     ///
     /// # Errors
     ///
@@ -220,40 +225,57 @@ impl Server {
         iface: &str,
         allow: &[u32],
         stop: &AtomicBool,
-        log: &mut dyn FnMut(String),
+        log: &(dyn Fn(String) + Sync),
     ) -> Result<(), HandoffError> {
         let sys = |cause| HandoffError::Sys { path: self.path.clone(), cause };
-        while !stop.load(Ordering::Relaxed) {
-            if !crate::sys::poll_readable(self.listener.as_raw_fd(), 100).map_err(sys)? {
-                continue;
+        let live = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            while !stop.load(Ordering::Relaxed) {
+                if live.load(Ordering::Acquire) >= MAX_CONNECTIONS {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                if !crate::sys::poll_readable(self.listener.as_raw_fd(), 100).map_err(sys)? {
+                    continue;
+                }
+                let conn = match unix::accept(self.listener.as_fd()) {
+                    Ok(c) => c,
+                    Err(e) if matches!(e.errno, libc::EAGAIN | libc::EINTR | libc::ECONNABORTED) => continue,
+                    Err(e) => return Err(sys(e)),
+                };
+                live.fetch_add(1, Ordering::AcqRel);
+                let live = &live;
+                scope.spawn(move || {
+                    log(self.serve_peer(&conn, map, iface, allow));
+                    live.fetch_sub(1, Ordering::AcqRel);
+                });
             }
-            let conn = match unix::accept(self.listener.as_fd()) {
-                Ok(c) => c,
-                Err(e) if matches!(e.errno, libc::EAGAIN | libc::EINTR | libc::ECONNABORTED) => continue,
-                Err(e) => return Err(sys(e)),
-            };
-            let who = match unix::peer_cred(conn.as_fd()) {
-                Ok((pid, uid, _)) => (Some(uid), format!("uid {uid} pid {pid}")),
-                Err(e) => (None, format!("unknown peer ({e})")),
-            };
-            let allowed = who.0.is_some_and(|u| allow.contains(&u));
-            let t = serve_conn(conn.as_fd(), allowed, map, iface);
-            let said: Vec<String> =
-                t.iter().map(|(q, a)| format!("{q:?} -> {}", a.as_deref().unwrap_or("(nothing)"))).collect();
-            if allowed {
-                log(format!("xsk-handoff {}: {}: {}", self.path.display(), who.1, said.join(", ")));
-            } else {
-                let list: Vec<String> = allow.iter().map(u32::to_string).collect();
-                log(format!(
-                    "xsk-handoff {}: refused {} (not in --xsk-handoff-allow {}): {}",
-                    self.path.display(),
-                    who.1,
-                    list.join(","),
-                    said.join(", ")
-                ));
-            }
+            Ok(())
+        })
+    }
+
+    /// One connection, checked against `allow`; its log line.
+    fn serve_peer(&self, conn: &OwnedFd, map: BorrowedFd<'_>, iface: &str, allow: &[u32]) -> String {
+        let who = match unix::peer_cred(conn.as_fd()) {
+            Ok((pid, uid, _)) => (Some(uid), format!("uid {uid} pid {pid}")),
+            Err(e) => (None, format!("unknown peer ({e})")),
+        };
+        let allowed = who.0.is_some_and(|u| allow.contains(&u));
+        let t = serve_conn(conn.as_fd(), allowed, map, iface);
+        let said: Vec<String> =
+            t.iter().map(|(q, a)| format!("{q:?} -> {}", a.as_deref().unwrap_or("(nothing)"))).collect();
+        let said = if said.is_empty() { "(no request)".to_string() } else { said.join(", ") };
+        if allowed {
+            format!("xsk-handoff {}: {}: {said}", self.path.display(), who.1)
+        } else {
+            let list: Vec<String> = allow.iter().map(u32::to_string).collect();
+            format!(
+                "xsk-handoff {}: refused {} (not in --xsk-handoff-allow {}): {said}",
+                self.path.display(),
+                who.1,
+                list.join(",")
+            )
         }
-        Ok(())
     }
 }
 
@@ -562,6 +584,39 @@ mod tests {
         let e = handshake(c.as_fd(), Path::new("/test"), "pod", "veth0").unwrap_err();
         assert!(matches!(e, HandoffError::Timeout { .. }), "{e}");
         drop(s);
+    }
+
+    #[test]
+    fn a_silent_peer_holds_up_nobody() {
+        let dir = std::env::temp_dir().join(format!("fastpath-handoff-serve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let server = Server::bind(&path).unwrap();
+        let stop = AtomicBool::new(false);
+        let me = crate::sys::geteuid();
+        let lines = std::sync::Mutex::new(Vec::new());
+        let map = some_fd();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                server.serve(map.as_fd(), "veth0", &[me], &stop, &|l| lines.lock().unwrap().push(l)).unwrap()
+            });
+            let _silent = unix::seqpacket_connect(&path).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+            let t0 = std::time::Instant::now();
+            let c = unix::seqpacket_connect(&path).unwrap();
+            let (_fd, t) = handshake(c.as_fd(), &path, "pod", "veth0").unwrap();
+            assert_eq!(t.len(), 4);
+            assert!(t0.elapsed() < Duration::from_secs(2), "served while the silent peer waits");
+            drop(_silent);
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap();
+        });
+        let lines = lines.into_inner().unwrap();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines.iter().any(|l| l.ends_with("(no request)")), "{lines:?}");
+        assert!(lines.iter().any(|l| l.ends_with("\"/fin\" -> /fin_ack")), "{lines:?}");
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
