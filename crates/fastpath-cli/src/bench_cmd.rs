@@ -210,10 +210,19 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
 }
 
-/// The UMEM refused for RLIMIT_MEMLOCK (an unprivileged user: the kernel charges the UMEM's
-/// pages to the user at XDP_UMEM_REG, net/xdp/xdp_umem.c): what to change, in the same line.
-fn memlock_hint(e: crate::error::CliError, x: &crate::args::XskArgs) -> crate::error::CliError {
+/// `--xsk-handoff` refused for want of CAP_NET_RAW, or the UMEM refused for RLIMIT_MEMLOCK (an
+/// unprivileged user: the kernel charges the UMEM's pages to the user at XDP_UMEM_REG,
+/// net/xdp/xdp_umem.c): what to change, in the same line.
+fn handoff_hint(e: crate::error::CliError, x: &crate::args::XskArgs) -> crate::error::CliError {
     let msg = format!("{:#}", e.err);
+    if msg.contains("socket(AF_XDP") && msg.contains("EPERM") {
+        return crate::error::CliError {
+            code: e.code,
+            err: anyhow!(
+                "{msg}: creating an AF_XDP socket needs CAP_NET_RAW (the only capability --xsk-handoff needs)"
+            ),
+        };
+    }
     if !(msg.contains("XDP_UMEM_REG") && msg.contains("ENOBUFS")) {
         return e;
     }
@@ -286,7 +295,7 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     let mut sess = match &a.xsk_handoff {
         Some(path) => {
             let map = fastpath::xsk::handoff::request_xsk_map(path, &a.xsk.iface).map_err(crate::error::env)?;
-            Session::open_handoff(iface, &a.xsk, map).map_err(|e| memlock_hint(e, &a.xsk))?
+            Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
         }
         None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,
     };

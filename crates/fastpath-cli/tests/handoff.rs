@@ -239,6 +239,30 @@ fn no_server_or_a_dead_one_is_a_clear_error_not_a_hang() {
         assert_eq!(e.trim_end().lines().count(), 1, "{e}");
         assert!(e.contains("ENOBUFS") && e.contains("RLIMIT_MEMLOCK") && e.contains("--frame-count"), "{e}");
     }
+    // Without CAP_NET_RAW: one line naming it.
+    let mut c = fastpath_testbed::ns_command(bed.ns_b(), "setpriv");
+    c.args([
+        &format!("--reuid={NOBODY}"),
+        &format!("--regid={NOBODY}"),
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+        &bin(),
+    ]);
+    c.args([
+        "bench",
+        "rxdrop",
+        "-i",
+        bed.iface_b(),
+        "--xsk-handoff",
+        &sock,
+        "--frame-count",
+        FRAMES,
+        "--duration",
+        "1",
+    ]);
+    assert_one_line_refusal("no CAP_NET_RAW", &c.output().unwrap(), 4, &["EPERM", "CAP_NET_RAW"]);
     let (_, st) = server.terminate();
     assert!(st.success());
 }
