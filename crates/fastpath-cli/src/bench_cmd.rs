@@ -210,6 +210,27 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     run_afxdp(a, stop, sess, metrics.as_ref(), template, &cpus)
 }
 
+/// `--xsk-handoff`: a thread that checks every 200 ms that program `id` is still the one on
+/// `ifindex` (the serving process detaches it when it ends); if not, it sets `stop` and
+/// returns true. Ends when `stop` is set.
+fn watch_feeder(id: u32, ifindex: u32, stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<bool>) {
+    let t = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            match fastpath::bpf::query_xdp(ifindex) {
+                Ok(Some(p)) if p.id == id => {}
+                Err(_) => {} // the link watch judges a vanished interface
+                _ => {
+                    stop.store(true, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        false
+    });
+    (id, t)
+}
+
 /// `--xsk-handoff` refused for want of CAP_NET_RAW, or the UMEM refused for RLIMIT_MEMLOCK (an
 /// unprivileged user: the kernel charges the UMEM's pages to the user at XDP_UMEM_REG,
 /// net/xdp/xdp_umem.c): what to change, in the same line.
@@ -344,9 +365,20 @@ fn run_afxdp(
         Vec::new()
     };
     let never = AtomicBool::new(false);
+    let feeder = sess.handoff_prog().map(|id| watch_feeder(id, sess.iface.ifindex(), stop.clone()));
     mon.watch(&watch, &stop, if workers.is_empty() { &never } else { &done });
     stop.store(true, Ordering::Relaxed);
     let mut lost = mon.link_lost();
+    if let Some((id, t)) = feeder {
+        if t.join().unwrap_or(false) && lost.is_none() {
+            let _ = fastpath::workers::join_all(workers);
+            return Err(crate::error::env(anyhow!(
+                "the XDP program (id {id}) that fed the XSKMAP handed over at {} left {}: the serving `fastpath filter load` ended or was replaced, nothing more can arrive",
+                a.xsk_handoff.as_deref().unwrap_or(std::path::Path::new("?")).display(),
+                a.xsk.iface
+            )));
+        }
+    }
     let results = fastpath::workers::join_all(workers).map_err(|_| runtime(anyhow!("the run loop panicked")))?;
     let first_err = results.into_iter().find_map(Result::err);
     if first_err.is_some() && lost.is_none() {

@@ -37,8 +37,9 @@ pub enum Prog {
     Classifier(#[allow(dead_code)] Box<Classifier>),
     Drop(XdpDrop),
     /// No program of ours: the sockets are in an XSKMAP handed over by another process
-    /// (`--xsk-handoff`), held for as long as the session.
-    Handoff(#[allow(dead_code)] fastpath::xsk::handoff::HandedXskMap),
+    /// (`--xsk-handoff`), held for as long as the session; and the id of the XDP program on the
+    /// interface when it opened (the one that redirects into that map).
+    Handoff(#[allow(dead_code)] fastpath::xsk::handoff::HandedXskMap, u32),
     None,
 }
 
@@ -319,6 +320,13 @@ impl Session {
             fill_frames: if role == Role::Rx { u32::MAX } else { 0 },
         };
         if let Some(map) = handed {
+            let prog_id = match fastpath::bpf::query_xdp(iface.ifindex()).map_err(crate::error::kernel)? {
+                Some(p) => p.id,
+                None => return Err(crate::error::env(anyhow!(
+                    "no XDP program on {}: the process that handed over the XSKMAP has not attached one (or has ended)",
+                    x.iface
+                ))),
+            };
             let q = open_queues::<RxLoaded>(&setup, None)?;
             for p in &q.ports {
                 let sock = p.socket();
@@ -328,7 +336,7 @@ impl Session {
                 "no XDP program attached by this process: sockets in the XSKMAP handed over ({} slots)",
                 map.max_entries()
             ));
-            return Self::finish(iface, Prog::Handoff(map), q.ports, info);
+            return Self::finish(iface, Prog::Handoff(map, prog_id), q.ports, info);
         }
         let prog = if role != Role::Rx {
             None
@@ -373,6 +381,15 @@ impl Session {
             .collect::<Result<Vec<_>, _>>()
             .map_err(crate::error::kernel)?;
         Ok(Session { iface, prog, ports, stats_fds, info })
+    }
+
+    /// The XDP program that feeds a `--xsk-handoff` session's sockets (its id when the session
+    /// opened), if this is one.
+    pub fn handoff_prog(&self) -> Option<u32> {
+        match &self.prog {
+            Prog::Handoff(_, id) => Some(*id),
+            _ => None,
+        }
     }
 
     /// The xdp_drop program, if this is an xdpdrop session.

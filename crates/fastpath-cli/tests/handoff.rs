@@ -268,6 +268,43 @@ fn no_server_or_a_dead_one_is_a_clear_error_not_a_hang() {
 }
 
 #[test]
+fn the_serving_side_ending_ends_the_reader_with_one_line() {
+    if !privileged("the_serving_side_ending_ends_the_reader_with_one_line") {
+        return;
+    }
+    let _g = serial();
+    let bed = bed();
+    let dir = Dir::new("end");
+    let sock = dir.path("xsk.sock");
+    let server = serve(&bed, &sock, NOBODY, std::fs::File::create(dir.path("server.log")).unwrap());
+    let mut c = unprivileged(
+        bed.ns_b(),
+        NOBODY,
+        &[
+            "bench",
+            "rxdrop",
+            "-i",
+            bed.iface_b(),
+            "--xsk-handoff",
+            &sock,
+            "--frame-count",
+            FRAMES,
+            "--json",
+            "--duration",
+            "60",
+        ],
+    );
+    c.stderr(Stdio::piped());
+    let rx = Running::start_cmd(c);
+    let (_, st) = server.terminate();
+    assert!(st.success());
+    let t0 = Instant::now();
+    let o = rx.into_child().wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "the reader noticed within a second or so, not at --duration");
+    assert_one_line_refusal("the serving side ended", &o, 3, &["left", bed.iface_b(), &sock, "filter load"]);
+}
+
+#[test]
 fn bad_handoff_options_are_refused_with_nothing_attached() {
     if !privileged("bad_handoff_options_are_refused_with_nothing_attached") {
         return;
