@@ -322,10 +322,12 @@ impl Session {
         if let Some(map) = handed {
             let prog_id = match fastpath::bpf::query_xdp(iface.ifindex()).map_err(crate::error::kernel)? {
                 Some(p) => p.id,
-                None => return Err(crate::error::env(anyhow!(
+                None => {
+                    return Err(crate::error::env(anyhow!(
                     "no XDP program on {}: the process that handed over the XSKMAP has not attached one (or has ended)",
                     x.iface
-                ))),
+                )))
+                }
             };
             let q = open_queues::<RxLoaded>(&setup, None)?;
             for p in &q.ports {
