@@ -315,7 +315,12 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     let cpus = crate::session::worker_cpus(&a.xsk);
     let mut sess = match &a.xsk_handoff {
         Some(path) => {
-            let map = fastpath::xsk::handoff::request_xsk_map(path, &a.xsk.iface).map_err(crate::error::env)?;
+            let map = fastpath::xsk::handoff::request_xsk_map(
+                path,
+                &a.xsk.iface,
+                fastpath::xsk::handoff::TRUSTED_SERVER_UIDS,
+            )
+            .map_err(crate::error::env)?;
             Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
         }
         None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,

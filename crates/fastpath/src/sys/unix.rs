@@ -57,10 +57,14 @@ pub fn seqpacket_listen(path: &Path, backlog: i32) -> Result<OwnedFd, SysError> 
     Ok(fd)
 }
 
-/// `socket(AF_UNIX, SOCK_SEQPACKET)` and `connect(path)`.
-pub fn seqpacket_connect(path: &Path) -> Result<OwnedFd, SysError> {
+/// `socket(AF_UNIX, SOCK_SEQPACKET)`, [`set_timeouts`] to `timeout`, then `connect(path)`:
+/// the send timeout set first bounds the connect too (a listener whose backlog is full makes
+/// `connect` wait for room, `unix_stream_connect` in net/unix/af_unix.c; EAGAIN after
+/// `timeout`). The socket keeps both timeouts.
+pub fn seqpacket_connect(path: &Path, timeout: Duration) -> Result<OwnedFd, SysError> {
     let a = sockaddr(path, "connect")?;
     let fd = seqpacket("connect")?;
+    set_timeouts(std::os::fd::AsFd::as_fd(&fd), timeout)?;
     // SAFETY: a is a valid sockaddr_un and the length is its size.
     let rc = unsafe {
         libc::connect(
@@ -73,6 +77,38 @@ pub fn seqpacket_connect(path: &Path) -> Result<OwnedFd, SysError> {
         return Err(SysError::last(format!("connect(AF_UNIX, {})", path.display())));
     }
     Ok(fd)
+}
+
+/// Sets the mode of the socket file at `path` without following a symlink: `open(path,
+/// O_PATH | O_NOFOLLOW)`, `fstat` (refused with ENOTSOCK unless it is a socket: a symlink
+/// opened with O_NOFOLLOW is the link itself), then `chmod("/proc/self/fd/N")`, which changes
+/// the inode that descriptor holds and no other. Returns that inode's (device, inode number).
+pub fn chmod_socket_nofollow(path: &Path, mode: u32) -> Result<(u64, u64), SysError> {
+    use std::os::unix::fs::MetadataExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| SysError { call: format!("open({}, O_PATH)", path.display()), errno: libc::EINVAL })?;
+    // SAFETY: c is a valid NUL-terminated path; the result is checked.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(SysError::last(format!("open({}, O_PATH | O_NOFOLLOW)", path.display())));
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    // fstat of an O_PATH descriptor (through /proc/self/fd: the magic link resolves to it).
+    let m = std::fs::metadata(&proc).map_err(|e| SysError {
+        call: format!("fstat({}, O_PATH)", path.display()),
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+    })?;
+    if m.mode() & libc::S_IFMT != libc::S_IFSOCK {
+        return Err(SysError { call: format!("chmod({}): not a socket", path.display()), errno: libc::ENOTSOCK });
+    }
+    let cp = std::ffi::CString::new(proc).expect("no NUL");
+    // SAFETY: cp is a valid NUL-terminated path; the result is checked.
+    if unsafe { libc::chmod(cp.as_ptr(), mode as libc::mode_t) } < 0 {
+        return Err(SysError::last(format!("chmod({}, {mode:o})", path.display())));
+    }
+    Ok((m.dev(), m.ino()))
 }
 
 /// `socketpair(AF_UNIX, SOCK_SEQPACKET)` (the protocol tests).

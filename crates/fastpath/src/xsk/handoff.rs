@@ -69,10 +69,18 @@ pub const RESP_NAK: &str = "/nak";
 pub const RESP_ERROR: &str = "/error";
 /// Largest request (the plugin's `udsMsgBufSize`) and answer (DPDK's `UDS_MAX_CMD_RESP` is 128).
 pub const MAX_MSG: usize = 64;
-/// Connections [`Server::serve`] serves at once.
+/// Connections [`Server::serve`] serves at once; one more is answered `/error` and closed.
 pub const MAX_CONNECTIONS: usize = 16;
-/// How long either side waits for the other's next message.
+/// Connections of one uid served at once; one more is answered `/error` and closed.
+pub const MAX_PER_UID: usize = 4;
+/// Requests served on one connection; the server closes after answering the last.
+pub const MAX_REQUESTS: usize = 8;
+/// How long the server serves one connection, all requests together: it closes then.
+pub const CONN_DEADLINE: Duration = Duration::from_secs(10);
+/// How long the client waits for `connect` and for each answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// The uids a client accepts as the server (`SO_PEERCRED` of the listening side): root.
+pub const TRUSTED_SERVER_UIDS: &[u32] = &[0];
 
 /// A failed hand-off, naming the socket path.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +138,16 @@ pub enum HandoffError {
         /// What was asked.
         request: String,
     },
+    /// The server runs as a uid not trusted to serve (not root, by default).
+    #[error("XSKMAP server at {path} runs as uid {uid}, not as uid {trusted}: not used (whoever binds the path first serves it; serve it from a directory only root can write)")]
+    Untrusted {
+        /// The socket path.
+        path: PathBuf,
+        /// The server's uid (`SO_PEERCRED`).
+        uid: u32,
+        /// The uids accepted.
+        trusted: String,
+    },
     /// `/fd_ack` came without a descriptor, or with one that is not an XSKMAP.
     #[error("XSKMAP server at {path}: {why}")]
     BadFd {
@@ -145,17 +163,57 @@ pub type Exchange = (String, Option<String>);
 
 /// The XSKMAP server: a listening `SOCK_SEQPACKET` socket at a path (mode 0666: who may have
 /// the map is decided by the allow list, from the peer's credentials). Removes the socket
-/// file when dropped.
+/// file it created (same device and inode) when dropped.
 #[derive(Debug)]
 pub struct Server {
     listener: OwnedFd,
+    /// The path as given (messages).
     path: PathBuf,
+    /// The path under the canonical parent directory (every call after the checks).
+    at: PathBuf,
+    /// Device and inode of the socket file bound.
+    ident: (u64, u64),
+}
+
+/// Checks that nobody but root or the server's own uid can replace entries of `dir` (the
+/// canonical parent of the socket): `dir` itself owned by root or `euid` and not writable by
+/// group or others; each directory above it owned by root or `euid`, and not writable by
+/// group or others unless sticky (as /tmp: nobody else may rename or remove what is not theirs).
+fn check_parent(path: &Path, dir: &Path, euid: u32) -> Result<(), HandoffError> {
+    use std::os::unix::fs::MetadataExt;
+    let refuse = |d: &Path, what: String| {
+        HandoffError::Path {
+        path: path.to_path_buf(),
+        why: format!(
+            "directory {} {what}: accepted is a directory owned by root (or uid {euid}, the server's) that group and others cannot write (e.g. /run/fastpath, mode 0755), below directories owned by root or uid {euid} that others cannot write unless sticky",
+            d.display()
+        ),
+    }
+    };
+    for (i, d) in dir.ancestors().enumerate() {
+        let m = std::fs::metadata(d).map_err(|e| refuse(d, format!("cannot be read ({e})")))?;
+        let (uid, mode) = (m.uid(), m.mode() & 0o7777);
+        if uid != 0 && uid != euid {
+            return Err(refuse(d, format!("is owned by uid {uid}")));
+        }
+        let writable = mode & 0o022 != 0;
+        if writable && (i == 0 || mode & 0o1000 == 0) {
+            return Err(refuse(d, format!("is writable by group or others (mode {mode:04o})")));
+        }
+    }
+    Ok(())
 }
 
 impl Server {
-    /// Binds at `path`. Refused: a symlink (never followed), a file of any other kind than a
-    /// socket, a socket some server still listens on. A socket nobody listens on (left by a
-    /// server that died) is replaced.
+    /// Binds at `path`. Refused: a parent directory others could write (see below), a symlink
+    /// (never followed), a file of any other kind than a socket, a socket some server still
+    /// listens on. A socket nobody listens on (left by a server that died) is replaced.
+    ///
+    /// The parent directory must be owned by root or by this process's uid and not be
+    /// writable by group or others, and the directories above it owned by root or this uid
+    /// and not writable by others unless sticky: nobody else can then swap the socket for
+    /// something else between the calls below. The socket's mode is set to 0666 without
+    /// following a symlink ([`unix::chmod_socket_nofollow`]).
     ///
     /// # Errors
     ///
@@ -164,7 +222,21 @@ impl Server {
     pub fn bind(path: &Path) -> Result<Self, HandoffError> {
         use std::os::unix::fs::FileTypeExt;
         let p = path.to_path_buf();
-        if let Ok(m) = std::fs::symlink_metadata(path) {
+        let name = path.file_name().ok_or_else(|| HandoffError::Path {
+            path: p.clone(),
+            why: "names no file: give the path of a socket to create".into(),
+        })?;
+        let parent = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let real = std::fs::canonicalize(parent).map_err(|e| HandoffError::Path {
+            path: p.clone(),
+            why: format!("its directory {} cannot be resolved: {e}", parent.display()),
+        })?;
+        check_parent(path, &real, crate::sys::geteuid())?;
+        let at = real.join(name);
+        if let Ok(m) = std::fs::symlink_metadata(&at) {
             let ft = m.file_type();
             if ft.is_symlink() {
                 return Err(HandoffError::Path {
@@ -178,16 +250,23 @@ impl Server {
                     why: "exists and is not a socket: give a new path, or the socket of a server that exited".into(),
                 });
             }
-            match unix::seqpacket_connect(path) {
+            match unix::seqpacket_connect(&at, Duration::from_secs(1)) {
                 Ok(_) => {
                     return Err(HandoffError::Path {
                         path: p,
                         why: "a server is listening there already: give another path".into(),
                     })
                 }
+                Err(e) if e.errno == libc::EAGAIN => {
+                    return Err(HandoffError::Path {
+                        path: p,
+                        why: "a server is listening there already (its backlog full): give another path".into(),
+                    })
+                }
                 Err(e) if e.errno == libc::ECONNREFUSED => {
-                    // Left by a server that exited: nobody listens.
-                    std::fs::remove_file(path).map_err(|e| HandoffError::Path {
+                    // Left by a server that exited: nobody listens. The directory is safe
+                    // (checked above): nobody else can have put it there.
+                    std::fs::remove_file(&at).map_err(|e| HandoffError::Path {
                         path: p.clone(),
                         why: format!("a stale socket there cannot be removed: {e}"),
                     })?;
@@ -195,13 +274,17 @@ impl Server {
                 Err(_) => {} // e.g. EPROTOTYPE (a stream socket): the bind below says EADDRINUSE
             }
         }
-        let listener =
-            unix::seqpacket_listen(path, 16).map_err(|cause| HandoffError::Sys { path: p.clone(), cause })?;
-        let server = Server { listener, path: p };
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))
-            .map_err(|e| HandoffError::Path { path: server.path.clone(), why: format!("chmod 0666: {e}") })?;
-        Ok(server)
+        let listener = unix::seqpacket_listen(&at, MAX_CONNECTIONS as i32)
+            .map_err(|cause| HandoffError::Sys { path: p.clone(), cause })?;
+        let ident = match unix::chmod_socket_nofollow(&at, 0o666) {
+            Ok(i) => i,
+            Err(cause) => {
+                // Ours (the directory is safe): not left behind.
+                let _ = std::fs::remove_file(&at);
+                return Err(HandoffError::Sys { path: p, cause });
+            }
+        };
+        Ok(Server { listener, path: p, at, ident })
     }
 
     /// The socket path.
@@ -210,15 +293,21 @@ impl Server {
     }
 
     /// Serves `map` (the XSKMAP of `iface`) to every peer whose uid is in `allow`, until
-    /// `stop` is set (checked every 100 ms). Each connection is served on a thread of its own,
-    /// at most [`MAX_CONNECTIONS`] at once (more wait in the listen backlog), so a peer that
-    /// connects and stays silent holds up nobody else. `log` gets one line per connection
-    /// (who, what was asked, what was answered); when `serve` returns, every connection has
-    /// ended.
+    /// `stop` is set (checked every 100 ms, here and in every connection). The peer's uid
+    /// (`SO_PEERCRED`) is checked right after `accept`: a uid not in `allow`, or one more
+    /// connection than [`MAX_CONNECTIONS`] in all or [`MAX_PER_UID`] of one uid, is answered
+    /// `/error` at once, without reading, and closed. Each connection served has a thread of
+    /// its own and at most [`MAX_REQUESTS`] requests within [`CONN_DEADLINE`]. `log` gets one
+    /// line per connection (who, what was asked, what was answered); when `serve` returns,
+    /// every connection has ended (within 100 ms of `stop`, plus an answer being sent).
     ///
     /// # Errors
     ///
     /// [`HandoffError::Sys`] if polling or accepting on the listening socket fails.
+    ///
+    /// # Panics
+    ///
+    /// If the lock of the per-uid counts is poisoned (a connection thread panicked).
     pub fn serve(
         &self,
         map: BorrowedFd<'_>,
@@ -228,13 +317,9 @@ impl Server {
         log: &(dyn Fn(String) + Sync),
     ) -> Result<(), HandoffError> {
         let sys = |cause| HandoffError::Sys { path: self.path.clone(), cause };
-        let live = std::sync::atomic::AtomicUsize::new(0);
+        let live = std::sync::Mutex::new(std::collections::HashMap::<u32, usize>::new());
         std::thread::scope(|scope| {
             while !stop.load(Ordering::Relaxed) {
-                if live.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-                    std::thread::sleep(Duration::from_millis(10));
-                    continue;
-                }
                 if !crate::sys::poll_readable(self.listener.as_raw_fd(), 100).map_err(sys)? {
                     continue;
                 }
@@ -243,45 +328,74 @@ impl Server {
                     Err(e) if matches!(e.errno, libc::EAGAIN | libc::EINTR | libc::ECONNABORTED) => continue,
                     Err(e) => return Err(sys(e)),
                 };
-                live.fetch_add(1, Ordering::AcqRel);
+                let (uid, who) = match unix::peer_cred(conn.as_fd()) {
+                    Ok((pid, uid, _)) => (Some(uid), format!("uid {uid} pid {pid}")),
+                    Err(e) => (None, format!("unknown peer ({e})")),
+                };
+                let Some(uid) = uid.filter(|u| allow.contains(u)) else {
+                    let list: Vec<String> = allow.iter().map(u32::to_string).collect();
+                    let said = refuse(conn.as_fd());
+                    log(format!(
+                        "xsk-handoff {}: refused {who} (not in --xsk-handoff-allow {}): {said}",
+                        self.path.display(),
+                        list.join(",")
+                    ));
+                    continue;
+                };
+                let busy = {
+                    let mut l = live.lock().expect("per-uid counts");
+                    let total: usize = l.values().sum();
+                    let mine = l.entry(uid).or_insert(0);
+                    let busy = total >= MAX_CONNECTIONS || *mine >= MAX_PER_UID;
+                    if !busy {
+                        *mine += 1;
+                    }
+                    busy
+                };
+                if busy {
+                    let said = refuse(conn.as_fd());
+                    log(format!(
+                        "xsk-handoff {}: refused {who} (busy: {MAX_CONNECTIONS} connections in all or {MAX_PER_UID} of this uid served already): {said}",
+                        self.path.display()
+                    ));
+                    continue;
+                }
                 let live = &live;
                 scope.spawn(move || {
-                    log(self.serve_peer(&conn, map, iface, allow));
-                    live.fetch_sub(1, Ordering::AcqRel);
+                    let t = serve_conn(conn.as_fd(), map, iface, stop);
+                    drop(conn);
+                    if let Some(n) = live.lock().expect("per-uid counts").get_mut(&uid) {
+                        *n = n.saturating_sub(1);
+                    }
+                    let said: Vec<String> =
+                        t.iter().map(|(q, a)| format!("{q:?} -> {}", a.as_deref().unwrap_or("(nothing)"))).collect();
+                    let said = if said.is_empty() { "(no request)".to_string() } else { said.join(", ") };
+                    log(format!("xsk-handoff {}: {who}: {said}", self.path.display()));
                 });
             }
             Ok(())
         })
     }
+}
 
-    /// One connection, checked against `allow`; its log line.
-    fn serve_peer(&self, conn: &OwnedFd, map: BorrowedFd<'_>, iface: &str, allow: &[u32]) -> String {
-        let who = match unix::peer_cred(conn.as_fd()) {
-            Ok((pid, uid, _)) => (Some(uid), format!("uid {uid} pid {pid}")),
-            Err(e) => (None, format!("unknown peer ({e})")),
-        };
-        let allowed = who.0.is_some_and(|u| allow.contains(&u));
-        let t = serve_conn(conn.as_fd(), allowed, map, iface);
-        let said: Vec<String> =
-            t.iter().map(|(q, a)| format!("{q:?} -> {}", a.as_deref().unwrap_or("(nothing)"))).collect();
-        let said = if said.is_empty() { "(no request)".to_string() } else { said.join(", ") };
-        if allowed {
-            format!("xsk-handoff {}: {}: {said}", self.path.display(), who.1)
-        } else {
-            let list: Vec<String> = allow.iter().map(u32::to_string).collect();
-            format!(
-                "xsk-handoff {}: refused {} (not in --xsk-handoff-allow {}): {said}",
-                self.path.display(),
-                who.1,
-                list.join(",")
-            )
-        }
-    }
+/// Answers `/error` on a connection not served (a refused uid, too many connections) at once,
+/// without reading from it; the caller closes it. The log text.
+fn refuse(conn: BorrowedFd<'_>) -> String {
+    // A fresh connection's receive queue is empty: the send does not wait; bounded anyway.
+    let sent = unix::set_timeouts(conn, Duration::from_millis(100)).is_ok()
+        && unix::send_msg(conn, RESP_ERROR.as_bytes(), None).is_ok();
+    format!("(not read) -> {}", if sent { RESP_ERROR } else { "(nothing)" })
 }
 
 impl Drop for Server {
+    /// Removes the socket file if it is still the one bound (same device and inode).
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(m) = std::fs::symlink_metadata(&self.at) {
+            if (m.dev(), m.ino()) == self.ident {
+                let _ = std::fs::remove_file(&self.at);
+            }
+        }
     }
 }
 
@@ -299,26 +413,41 @@ fn arg_of<'a>(req: &'a str, cmd: &str) -> Option<&'a str> {
     (c.trim() == cmd && !a.is_empty() && !a.contains(',')).then_some(a)
 }
 
-/// Serves one connection (the server side of the protocol; `allowed`: the peer passed the
-/// allow list) until `/fin`, an out-of-order request, a refusal, the peer closing, or
-/// [`TIMEOUT`] without a request. Returns the transcript.
-pub fn serve_conn(conn: BorrowedFd<'_>, allowed: bool, map: BorrowedFd<'_>, iface: &str) -> Vec<Exchange> {
+/// Serves one connection (the server side of the protocol, to a peer that passed the allow
+/// list) until `/fin`, an out-of-order request, the peer closing, [`MAX_REQUESTS`] requests,
+/// [`CONN_DEADLINE`] since the start, or `stop` (checked every 100 ms). Returns the
+/// transcript (at most [`MAX_REQUESTS`] exchanges).
+pub fn serve_conn(conn: BorrowedFd<'_>, map: BorrowedFd<'_>, iface: &str, stop: &AtomicBool) -> Vec<Exchange> {
+    let deadline = std::time::Instant::now() + CONN_DEADLINE;
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
     let mut t = Vec::new();
-    if unix::set_timeouts(conn, TIMEOUT).is_err() {
-        return t;
-    }
     let mut connected = false;
     let mut buf = [0u8; MAX_MSG];
-    loop {
+    while t.len() < MAX_REQUESTS {
+        loop {
+            let l = left();
+            if stop.load(Ordering::Relaxed) || l.is_zero() {
+                return t;
+            }
+            match crate::sys::poll_readable(conn.as_raw_fd(), l.as_millis().clamp(1, 100) as i32) {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(e) if e.errno == libc::EINTR => {}
+                Err(_) => return t,
+            }
+        }
+        // Readable (a message or the peer's close): the receive does not wait; every call
+        // is bounded by what is left of the deadline anyway.
+        if unix::set_timeouts(conn, left().max(Duration::from_millis(1))).is_err() {
+            return t;
+        }
         let req = match unix::recv_msg(conn, &mut buf) {
             Ok((0, _)) => return t,
             Ok((n, _)) => text(&buf[..n]), // a descriptor sent to us is closed (dropped)
             Err(e) if e.errno == libc::EMSGSIZE => "(a request over 64 bytes)".to_string(),
             Err(_) => return t,
         };
-        let (answer, fd, end): (&str, Option<BorrowedFd<'_>>, bool) = if !allowed {
-            (RESP_ERROR, None, true)
-        } else if !connected {
+        let (answer, fd, end): (&str, Option<BorrowedFd<'_>>, bool) = if !connected {
             match arg_of(&req, REQ_CONNECT) {
                 Some(_) => {
                     connected = true;
@@ -348,6 +477,7 @@ pub fn serve_conn(conn: BorrowedFd<'_>, allowed: bool, map: BorrowedFd<'_>, ifac
             return t;
         }
     }
+    t
 }
 
 /// Sends `req`, waits for the answer (and any descriptor with it).
@@ -355,7 +485,15 @@ fn ask(conn: BorrowedFd<'_>, path: &Path, req: &str) -> Result<(String, Option<O
     let closed = || HandoffError::Closed { path: path.to_path_buf(), request: req.to_string() };
     match unix::send_msg(conn, req.as_bytes(), None) {
         Ok(()) => {}
-        Err(e) if matches!(e.errno, libc::EPIPE | libc::ECONNRESET) => return Err(closed()),
+        // The server may have answered (a refusal: `/error` without reading) and closed
+        // before the request went out: its answer is still queued here.
+        Err(e) if matches!(e.errno, libc::EPIPE | libc::ECONNRESET) => {
+            let mut buf = [0u8; 128];
+            return match unix::recv_msg(conn, &mut buf) {
+                Ok((n, fd)) if n > 0 => Ok((text(&buf[..n]), fd)),
+                _ => Err(closed()),
+            };
+        }
         Err(e) if e.errno == libc::EAGAIN => {
             return Err(HandoffError::Timeout { path: path.to_path_buf(), request: req.to_string() })
         }
@@ -421,16 +559,24 @@ fn hostname() -> String {
         .unwrap_or_else(|| "fastpath".into())
 }
 
-/// Connects to the server at `path` and asks the XSKMAP of `ifname`; the map is checked to be
-/// an XSKMAP.
+/// Connects to the server at `path` (waiting at most [`TIMEOUT`], a full backlog included)
+/// and asks the XSKMAP of `ifname`; the server must run as one of `server_uids` (its
+/// `SO_PEERCRED`; [`TRUSTED_SERVER_UIDS`], root, for the CLI: anyone who could bind `path`
+/// first would otherwise serve a map of their own), and the map is checked to be an XSKMAP.
 ///
 /// # Errors
 ///
-/// [`HandoffError::NoServer`] (nothing listens at `path`), then as [`handshake`], and
+/// [`HandoffError::NoServer`] (nothing listens at `path`, or no room within [`TIMEOUT`]),
+/// [`HandoffError::Untrusted`] (the server runs as another uid), then as [`handshake`], and
 /// [`HandoffError::BadFd`] if the descriptor is not an XSKMAP.
-pub fn request_xsk_map(path: &Path, ifname: &str) -> Result<HandedXskMap, HandoffError> {
-    let conn =
-        unix::seqpacket_connect(path).map_err(|cause| HandoffError::NoServer { path: path.to_path_buf(), cause })?;
+pub fn request_xsk_map(path: &Path, ifname: &str, server_uids: &[u32]) -> Result<HandedXskMap, HandoffError> {
+    let conn = unix::seqpacket_connect(path, TIMEOUT)
+        .map_err(|cause| HandoffError::NoServer { path: path.to_path_buf(), cause })?;
+    let uid = unix::peer_cred(conn.as_fd()).map_err(|cause| HandoffError::Sys { path: path.to_path_buf(), cause })?.1;
+    if !server_uids.contains(&uid) {
+        let list: Vec<String> = server_uids.iter().map(u32::to_string).collect();
+        return Err(HandoffError::Untrusted { path: path.to_path_buf(), uid, trusted: list.join(",") });
+    }
     let (fd, _) = handshake(conn.as_fd(), path, &hostname(), ifname)?;
     HandedXskMap::new(fd).map_err(|why| HandoffError::BadFd { path: path.to_path_buf(), why })
 }
@@ -486,7 +632,7 @@ mod tests {
     fn client_says(msgs: &[&str]) -> Vec<Exchange> {
         let (s, c) = unix::seqpacket_pair().unwrap();
         let map = some_fd();
-        let server = std::thread::spawn(move || serve_conn(s.as_fd(), true, map.as_fd(), "veth0"));
+        let server = std::thread::spawn(move || serve_conn(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false)));
         let mut got = Vec::new();
         let mut buf = [0u8; 128];
         for m in msgs {
@@ -545,17 +691,20 @@ mod tests {
     fn a_peer_not_allowed_gets_error_and_nothing_else() {
         let (s, c) = unix::seqpacket_pair().unwrap();
         let map = some_fd();
-        let server = std::thread::spawn(move || serve_conn(s.as_fd(), false, map.as_fd(), "veth0"));
+        let _ = map;
+        // Answered and closed before the client says anything: the client still reads the
+        // refusal, not a closed connection.
+        assert_eq!(refuse(s.as_fd()), "(not read) -> /error");
+        drop(s);
         let e = handshake(c.as_fd(), Path::new("/test"), "pod", "veth0").unwrap_err();
         assert!(matches!(&e, HandoffError::Refused { answer, .. } if answer == "/error"), "{e}");
-        assert_eq!(answers(&server.join().unwrap()), ["/error"]);
     }
 
     #[test]
     fn client_and_server_agree() {
         let (s, c) = unix::seqpacket_pair().unwrap();
         let map = some_fd();
-        let server = std::thread::spawn(move || serve_conn(s.as_fd(), true, map.as_fd(), "veth0"));
+        let server = std::thread::spawn(move || serve_conn(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false)));
         let (_fd, t) = handshake(c.as_fd(), Path::new("/test"), "pod", "veth0").unwrap();
         assert_eq!(
             t.iter().map(|(q, _)| q.as_str()).collect::<Vec<_>>(),
@@ -588,8 +737,7 @@ mod tests {
 
     #[test]
     fn a_silent_peer_holds_up_nobody() {
-        let dir = std::env::temp_dir().join(format!("fastpath-handoff-serve-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = private_dir("serve");
         let path = dir.join("sock");
         let server = Server::bind(&path).unwrap();
         let stop = AtomicBool::new(false);
@@ -600,10 +748,10 @@ mod tests {
             let h = s.spawn(|| {
                 server.serve(map.as_fd(), "veth0", &[me], &stop, &|l| lines.lock().unwrap().push(l)).unwrap()
             });
-            let _silent = unix::seqpacket_connect(&path).unwrap();
+            let _silent = unix::seqpacket_connect(&path, TIMEOUT).unwrap();
             std::thread::sleep(Duration::from_millis(200));
             let t0 = std::time::Instant::now();
-            let c = unix::seqpacket_connect(&path).unwrap();
+            let c = unix::seqpacket_connect(&path, TIMEOUT).unwrap();
             let (_fd, t) = handshake(c.as_fd(), &path, "pod", "veth0").unwrap();
             assert_eq!(t.len(), 4);
             assert!(t0.elapsed() < Duration::from_secs(2), "served while the silent peer waits");
@@ -621,8 +769,7 @@ mod tests {
 
     #[test]
     fn bind_refuses_what_it_must_not_replace() {
-        let dir = std::env::temp_dir().join(format!("fastpath-handoff-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = private_dir("bind");
         let file = dir.join("file");
         std::fs::write(&file, b"x").unwrap();
         assert!(matches!(Server::bind(&file), Err(HandoffError::Path { .. })));
@@ -638,9 +785,122 @@ mod tests {
         let _stale = unix::seqpacket_listen(&sock, 1).unwrap();
         drop(_stale);
         let s = Server::bind(&sock).unwrap();
-        assert!(matches!(request_xsk_map(&dir.join("none"), "veth0"), Err(HandoffError::NoServer { .. })));
+        assert!(matches!(request_xsk_map(&dir.join("none"), "veth0", &[0]), Err(HandoffError::NoServer { .. })));
         drop(s);
         assert!(!sock.exists(), "the server removes its socket");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A private directory (mode 0700) for a socket, removed afterwards.
+    fn private_dir(tag: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("fastpath-handoff-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn bind_refuses_a_directory_others_can_write_and_sets_the_mode_itself() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = private_dir("perm");
+        let open = dir.join("open");
+        std::fs::create_dir(&open).unwrap();
+        for mode in [0o777, 0o1777, 0o775, 0o757] {
+            std::fs::set_permissions(&open, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Server::bind(&open.join("sock")).unwrap_err();
+            assert!(
+                matches!(&e, HandoffError::Path { why, .. } if why.contains("writable by group or others")),
+                "{mode:o}: {e}"
+            );
+            assert!(!open.join("sock").exists());
+        }
+        // Through a symlinked directory: the real one is checked.
+        std::os::unix::fs::symlink(&open, dir.join("via")).unwrap();
+        assert!(matches!(Server::bind(&dir.join("via").join("sock")), Err(HandoffError::Path { .. })));
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let s = Server::bind(&open.join("sock")).unwrap();
+        let m = std::fs::symlink_metadata(open.join("sock")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o666);
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn drop_removes_only_the_socket_it_created() {
+        let dir = private_dir("drop");
+        let sock = dir.join("sock");
+        let s = Server::bind(&sock).unwrap();
+        std::fs::remove_file(&sock).unwrap();
+        std::fs::write(&sock, b"someone else's").unwrap();
+        drop(s);
+        assert_eq!(std::fs::read(&sock).unwrap(), b"someone else's");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_connection_ends_at_the_request_cap_the_deadline_or_stop() {
+        // The cap: an allowed peer asking forever gets MAX_REQUESTS answers, then the end.
+        let (s, c) = unix::seqpacket_pair().unwrap();
+        let map = some_fd();
+        let server = std::thread::spawn(move || serve_conn(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false)));
+        unix::set_timeouts(c.as_fd(), Duration::from_secs(2)).unwrap();
+        let mut buf = [0u8; 128];
+        unix::send_msg(c.as_fd(), b"/connect,pod", None).unwrap();
+        unix::recv_msg(c.as_fd(), &mut buf).unwrap();
+        for _ in 1..MAX_REQUESTS {
+            unix::send_msg(c.as_fd(), b"/version", None).unwrap();
+            unix::recv_msg(c.as_fd(), &mut buf).unwrap();
+        }
+        assert_eq!(server.join().unwrap().len(), MAX_REQUESTS);
+        let _ = unix::send_msg(c.as_fd(), b"/version", None);
+        assert!(matches!(unix::recv_msg(c.as_fd(), &mut buf), Ok((0, _))), "closed after the cap");
+        // Stop: a silent peer does not keep the server (nor `filter load`) from exiting.
+        let (s, _c) = unix::seqpacket_pair().unwrap();
+        let stop = AtomicBool::new(false);
+        let map = some_fd();
+        std::thread::scope(|sc| {
+            let h = sc.spawn(|| serve_conn(s.as_fd(), map.as_fd(), "veth0", &stop));
+            std::thread::sleep(Duration::from_millis(150));
+            let t0 = std::time::Instant::now();
+            stop.store(true, Ordering::Relaxed);
+            assert!(h.join().unwrap().is_empty());
+            assert!(t0.elapsed() < Duration::from_millis(500));
+        });
+    }
+
+    #[test]
+    fn refused_uids_and_untrusted_servers() {
+        let dir = private_dir("uids");
+        let path = dir.join("sock");
+        let server = Server::bind(&path).unwrap();
+        let stop = AtomicBool::new(false);
+        let me = crate::sys::geteuid();
+        let lines = std::sync::Mutex::new(Vec::new());
+        let map = some_fd();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                server.serve(map.as_fd(), "veth0", &[me.wrapping_add(1)], &stop, &|l| lines.lock().unwrap().push(l))
+            });
+            // Silent peers of a refused uid: each answered /error at once, none held.
+            let silent: Vec<_> =
+                (0..2 * MAX_CONNECTIONS).map(|_| unix::seqpacket_connect(&path, TIMEOUT).unwrap()).collect();
+            let mut buf = [0u8; 16];
+            for c in &silent {
+                let (n, _) = unix::recv_msg(c.as_fd(), &mut buf).unwrap();
+                assert_eq!(&buf[..n], b"/error");
+            }
+            // A client trusting only another uid as the server refuses this one.
+            let e = request_xsk_map(&path, "veth0", &[me.wrapping_add(1)]).unwrap_err();
+            assert!(matches!(e, HandoffError::Untrusted { uid, .. } if uid == me), "{e}");
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap().unwrap();
+        });
+        let lines = lines.into_inner().unwrap();
+        assert!(lines.len() >= 2 * MAX_CONNECTIONS, "{lines:?}");
+        assert!(lines.iter().all(|l| l.contains("refused") && l.ends_with("(not read) -> /error")), "{lines:?}");
+        drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
