@@ -277,11 +277,13 @@ pub enum FilterCmd {
         detach: bool,
         /// Serve the classifier's XSKMAP at this Unix socket (the AF_XDP device plugin's
         /// protocol) while running, for unprivileged programs (`bench rxdrop --xsk-handoff`,
-        /// DPDK af_xdp use_cni). Not with --detach.
+        /// DPDK af_xdp use_cni). Its directory must be owned by root and not writable by group
+        /// or others (e.g. /run/fastpath, 0755). Not with --detach.
         #[arg(long, value_name = "PATH")]
         xsk_handoff: Option<std::path::PathBuf>,
         /// Users allowed the XSKMAP at --xsk-handoff: uids, comma-separated (of the connecting
-        /// process, SO_PEERCRED); others get /error.
+        /// process, SO_PEERCRED); others get /error. An allowed uid controls the whole XSKMAP
+        /// (any queue's slot, all xsk-steered traffic): allow only uids that trust each other.
         #[arg(long, value_name = "UIDS", default_value = "0", requires = "xsk_handoff", value_parser = parse_uids)]
         xsk_handoff_allow: Uids,
         #[command(flatten)]
@@ -683,8 +685,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub rules: Option<std::path::PathBuf>,
     /// rxdrop: attach no program; take the XSKMAP from the server at this Unix socket
-    /// (`fastpath filter load --xsk-handoff PATH`) and put the socket in it. Needs CAP_NET_RAW
-    /// only.
+    /// (`fastpath filter load --xsk-handoff PATH`, which must run as root) and put the socket
+    /// in it. Needs CAP_NET_RAW (and nothing else on Linux 6.18, where this was measured).
     #[arg(long, value_name = "PATH")]
     pub xsk_handoff: Option<std::path::PathBuf>,
     #[command(flatten)]
