@@ -429,10 +429,11 @@ pub fn serve_conn(conn: BorrowedFd<'_>, map: BorrowedFd<'_>, iface: &str, stop: 
             if stop.load(Ordering::Relaxed) || l.is_zero() {
                 return t;
             }
-            match crate::sys::poll_readable(conn.as_raw_fd(), l.as_millis().clamp(1, 100) as i32) {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(e) if e.errno == libc::EINTR => {}
+            // Any event (a message, the peer's close, an error) means the receive below
+            // returns at once; 0 is the 100 ms slice (or EINTR) passing.
+            match crate::sys::poll_one(conn.as_raw_fd(), libc::POLLIN, l.as_millis().clamp(1, 100) as i32) {
+                Ok(0) => {}
+                Ok(_) => break,
                 Err(_) => return t,
             }
         }
