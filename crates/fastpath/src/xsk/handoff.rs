@@ -181,14 +181,14 @@ pub struct Server {
 /// group or others unless sticky (as /tmp: nobody else may rename or remove what is not theirs).
 fn check_parent(path: &Path, dir: &Path, euid: u32) -> Result<(), HandoffError> {
     use std::os::unix::fs::MetadataExt;
-    let refuse = |d: &Path, what: String| {
-        HandoffError::Path {
+    let accepted = format!(
+        "accepted is a directory owned by root (or uid {euid}, the server's) that group and others \
+         cannot write (e.g. /run/fastpath, mode 0755), below directories owned by root or uid {euid} \
+         that others cannot write unless sticky"
+    );
+    let refuse = |d: &Path, what: String| HandoffError::Path {
         path: path.to_path_buf(),
-        why: format!(
-            "directory {} {what}: accepted is a directory owned by root (or uid {euid}, the server's) that group and others cannot write (e.g. /run/fastpath, mode 0755), below directories owned by root or uid {euid} that others cannot write unless sticky",
-            d.display()
-        ),
-    }
+        why: format!("directory {} {what}: {accepted}", d.display()),
     };
     for (i, d) in dir.ancestors().enumerate() {
         let m = std::fs::metadata(d).map_err(|e| refuse(d, format!("cannot be read ({e})")))?;
@@ -833,8 +833,9 @@ mod tests {
         let dir = private_dir("drop");
         let sock = dir.join("sock");
         let s = Server::bind(&sock).unwrap();
-        std::fs::remove_file(&sock).unwrap();
-        std::fs::write(&sock, b"someone else's").unwrap();
+        // Replaced while the socket's inode still exists: the new file cannot reuse it.
+        std::fs::write(dir.join("other"), b"someone else's").unwrap();
+        std::fs::rename(dir.join("other"), &sock).unwrap();
         drop(s);
         assert_eq!(std::fs::read(&sock).unwrap(), b"someone else's");
         let _ = std::fs::remove_dir_all(&dir);
