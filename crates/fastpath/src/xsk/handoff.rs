@@ -29,8 +29,10 @@
 //! The first request names the client's host (DPDK sends `gethostname()`; the plugin checks it
 //! against the pod that owns the device). fastpath has no pods: any non-empty name is accepted
 //! and logged; who may connect is decided by the peer's credentials instead (`SO_PEERCRED`, the
-//! uid at `connect`) against an allow list. A peer not on it gets `/error` in answer to its
-//! first request and nothing else. A request before `/connect`, or a second `/connect`, is out
+//! uid at `connect`) against an allow list. A peer not on it gets `/error` at once, unread,
+//! and is closed. An allowed uid controls the whole XSKMAP (any queue's slot; it may pass the
+//! fd on): the allowed uids must trust each other. The client takes the map only from a server
+//! running as root ([`TRUSTED_SERVER_UIDS`]). A request before `/connect`, or a second `/connect`, is out
 //! of order: `/error`, and the server closes. The plugin's `/config_busy_poll` is not offered
 //! (answered `/nak`, the plugin's "not implemented"). Nothing but the XSKMAP of the one interface
 //! served is ever sent: no other map, no program fd.
