@@ -36,6 +36,10 @@ need_tool() { # command package
 need_tool promtool prometheus
 need_tool tshark tshark
 need_tool strace strace
+# The peers fastpath is measured against (issue 22): DPDK's testpmd with the af_xdp, af_packet
+# and tap PMDs, and xdp-tools (xdp-bench, xdp-trafficgen, xdp-filter).
+need_tool dpdk-testpmd dpdk-dev
+need_tool xdp-bench xdp-tools
 
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
