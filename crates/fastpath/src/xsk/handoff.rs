@@ -902,8 +902,11 @@ mod tests {
             h.join().unwrap().unwrap();
         });
         let lines = lines.into_inner().unwrap();
-        assert!(lines.len() >= 2 * MAX_CONNECTIONS, "{lines:?}");
-        assert!(lines.iter().all(|l| l.contains("refused") && l.ends_with("(not read) -> /error")), "{lines:?}");
+        // The silent peers first, each answered; then the client that refused the server,
+        // which may have closed before its /error went out.
+        assert!((2 * MAX_CONNECTIONS..=2 * MAX_CONNECTIONS + 1).contains(&lines.len()), "{lines:?}");
+        assert!(lines.iter().all(|l| l.contains("refused")), "{lines:?}");
+        assert!(lines[..2 * MAX_CONNECTIONS].iter().all(|l| l.ends_with("(not read) -> /error")), "{lines:?}");
         drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }
