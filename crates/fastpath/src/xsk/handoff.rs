@@ -553,13 +553,28 @@ pub fn handshake(
 }
 
 /// This host's name (`/proc/sys/kernel/hostname`, as DPDK's `gethostname()`), "fastpath" if
-/// it cannot be read.
+/// it cannot be read; see [`host_field`].
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty() && !s.contains(','))
-        .unwrap_or_else(|| "fastpath".into())
+    host_field(&std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default())
+}
+
+/// The name sent with `/connect`: `raw` trimmed and cut to what fits a request of
+/// [`MAX_MSG`] bytes (a host name may have 64, `/connect,` takes 9; the server only logs
+/// it), "fastpath" if empty or with a comma.
+fn host_field(raw: &str) -> String {
+    let mut h = raw.trim();
+    let room = MAX_MSG - REQ_CONNECT.len() - 1;
+    while h.len() > room {
+        let mut end = room;
+        while !h.is_char_boundary(end) {
+            end -= 1;
+        }
+        h = &h[..end];
+    }
+    if h.is_empty() || h.contains(',') {
+        return "fastpath".into();
+    }
+    h.to_string()
 }
 
 /// Connects to the server at `path` (waiting at most [`TIMEOUT`], a full backlog included)
@@ -662,6 +677,26 @@ mod tests {
         // The plugin's own clients put a space after the comma.
         let t = client_says(&["/connect, pod-1", "/xsk_map_fd, veth0", "/fin"]);
         assert_eq!(answers(&t), ["/host_ok", "/fd_ack", "/fin_ack"]);
+    }
+
+    #[test]
+    fn the_longest_host_name_fits_a_request() {
+        // HOST_NAME_MAX is 64: "/connect," and 64 bytes would be 73, over what the server
+        // reads (MAX_MSG), answered /error.
+        let long = "h".repeat(64);
+        let (s, c) = unix::seqpacket_pair().unwrap();
+        let map = some_fd();
+        let server = std::thread::spawn(move || serve_conn(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false)));
+        let e = handshake(c.as_fd(), Path::new("/test"), &long, "veth0").unwrap_err();
+        assert!(matches!(&e, HandoffError::Refused { answer, .. } if answer == "/error"), "sent whole: {e}");
+        assert_eq!(server.join().unwrap()[0].0, "(a request over 64 bytes)");
+        let h = host_field(&format!("{long}\n"));
+        assert_eq!(h.len(), MAX_MSG - "/connect,".len());
+        let t = client_says(&[&format!("/connect,{h}"), "/fin"]);
+        assert_eq!(answers(&t), ["/host_ok", "/fin_ack"]);
+        assert_eq!(host_field(&"é".repeat(40)).len(), 54, "cut at a character boundary");
+        assert_eq!(host_field(" \n"), "fastpath");
+        assert_eq!(host_field("a,b"), "fastpath");
     }
 
     #[test]
