@@ -420,7 +420,18 @@ fn arg_of<'a>(req: &'a str, cmd: &str) -> Option<&'a str> {
 /// [`CONN_DEADLINE`] since the start, or `stop` (checked every 100 ms). Returns the
 /// transcript (at most [`MAX_REQUESTS`] exchanges).
 pub fn serve_conn(conn: BorrowedFd<'_>, map: BorrowedFd<'_>, iface: &str, stop: &AtomicBool) -> Vec<Exchange> {
-    let deadline = std::time::Instant::now() + CONN_DEADLINE;
+    serve_conn_within(conn, map, iface, stop, CONN_DEADLINE)
+}
+
+/// [`serve_conn`] with its deadline `within` from now.
+fn serve_conn_within(
+    conn: BorrowedFd<'_>,
+    map: BorrowedFd<'_>,
+    iface: &str,
+    stop: &AtomicBool,
+    within: Duration,
+) -> Vec<Exchange> {
+    let deadline = std::time::Instant::now() + within;
     let left = || deadline.saturating_duration_since(std::time::Instant::now());
     let mut t = Vec::new();
     let mut connected = false;
@@ -713,16 +724,43 @@ mod tests {
         assert_eq!(answers(&t), ["/host_ok", "/fd_nak", "/nak", "/nak", "/nak", "/nak", "/fin_ack"]);
     }
 
+    /// Whether the server closes the connection after answering `msgs`, the client still
+    /// open (within 2 s).
+    fn server_closes_after(msgs: &[&str]) -> bool {
+        let (s, c) = unix::seqpacket_pair().unwrap();
+        let map = some_fd();
+        let server = std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            serve_conn_within(s.as_fd(), map.as_fd(), "veth0", &stop, Duration::from_secs(3))
+        });
+        unix::set_timeouts(c.as_fd(), Duration::from_secs(2)).unwrap();
+        let mut buf = [0u8; 128];
+        for m in msgs {
+            unix::send_msg(c.as_fd(), m.as_bytes(), None).unwrap();
+            unix::recv_msg(c.as_fd(), &mut buf).unwrap();
+        }
+        let closed = matches!(unix::recv_msg(c.as_fd(), &mut buf), Ok((0, _)));
+        drop(c);
+        server.join().unwrap();
+        closed
+    }
+
     #[test]
     fn out_of_order_gets_error_and_the_end() {
         for first in ["/version", "/xsk_map_fd,veth0", "/fin", "garbage"] {
             let t = client_says(&[first]);
             assert_eq!(answers(&t), ["/error"], "{first} before /connect");
+            assert!(server_closes_after(&[first]), "{first} before /connect: the end");
         }
         let t = client_says(&["/connect,a", "/connect,b"]);
         assert_eq!(answers(&t), ["/host_ok", "/error"]);
+        assert!(server_closes_after(&["/connect,a", "/connect,b"]));
         let t = client_says(&["/connect,"]);
         assert_eq!(answers(&t), ["/host_nak"]);
+        assert!(server_closes_after(&["/connect,"]));
+        assert!(server_closes_after(&["/connect,a", "/fin"]));
+        // Not the end: the server waits for the next request.
+        assert!(!server_closes_after(&["/connect,a", "/version", "/xsk_map_fd,eth9", "hello"]));
     }
 
     #[test]
@@ -895,6 +933,20 @@ mod tests {
         assert_eq!(server.join().unwrap().len(), MAX_REQUESTS);
         let _ = unix::send_msg(c.as_fd(), b"/version", None);
         assert!(matches!(unix::recv_msg(c.as_fd(), &mut buf), Ok((0, _))), "closed after the cap");
+        // The deadline: a peer that goes silent after /connect is closed when it passes.
+        let (s, c) = unix::seqpacket_pair().unwrap();
+        let map = some_fd();
+        let t0 = std::time::Instant::now();
+        let server = std::thread::spawn(move || {
+            serve_conn_within(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false), Duration::from_millis(400))
+        });
+        unix::set_timeouts(c.as_fd(), Duration::from_secs(3)).unwrap();
+        unix::send_msg(c.as_fd(), b"/connect,pod", None).unwrap();
+        unix::recv_msg(c.as_fd(), &mut buf).unwrap();
+        assert!(matches!(unix::recv_msg(c.as_fd(), &mut buf), Ok((0, _))), "closed at the deadline");
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(350) && waited < Duration::from_secs(2), "{waited:?}");
+        assert_eq!(server.join().unwrap().len(), 1);
         // Stop: a silent peer does not keep the server (nor `filter load`) from exiting.
         let (s, _c) = unix::seqpacket_pair().unwrap();
         let stop = AtomicBool::new(false);
