@@ -2,7 +2,7 @@
 //! listen, connect and socketpair, `accept`, `SO_PEERCRED`, receive/send timeouts, and one
 //! message with at most one file descriptor attached (`SCM_RIGHTS`).
 
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
@@ -34,11 +34,15 @@ fn seqpacket(call: &str) -> Result<OwnedFd, SysError> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// `socket(AF_UNIX, SOCK_SEQPACKET)`, `bind(path)`, `listen(backlog)`. The kernel creates the
-/// socket file and refuses (EADDRINUSE) if anything exists at `path`, a symlink included.
-pub fn seqpacket_listen(path: &Path, backlog: i32) -> Result<OwnedFd, SysError> {
+/// `socket(AF_UNIX, SOCK_SEQPACKET)`, [`refuse_passed_fds`], `bind(path)`, `listen(backlog)`.
+/// The kernel creates the socket file and refuses (EADDRINUSE) if anything exists at `path`, a
+/// symlink included. Returns the socket and whether peers are refused descriptors (false: a
+/// kernel without `SO_PASSRIGHTS`, before 6.16).
+pub fn seqpacket_listen(path: &Path, backlog: i32) -> Result<(OwnedFd, bool), SysError> {
     let a = sockaddr(path, "bind")?;
     let fd = seqpacket("bind")?;
+    // Before bind: no connection can be made before the setting is in place.
+    let refused = refuse_passed_fds(fd.as_fd())?;
     // SAFETY: a is a valid sockaddr_un and the length is its size.
     let rc = unsafe {
         libc::bind(
@@ -54,7 +58,27 @@ pub fn seqpacket_listen(path: &Path, backlog: i32) -> Result<OwnedFd, SysError> 
     if unsafe { libc::listen(fd.as_raw_fd(), backlog) } < 0 {
         return Err(SysError::last(format!("listen({}, {backlog})", path.display())));
     }
-    Ok(fd)
+    Ok((fd, refused))
+}
+
+/// `setsockopt(SOL_SOCKET, SO_PASSRIGHTS, 0)`: nobody can send this socket (or, set on a
+/// listening socket, any connection accepted from it) a descriptor; the sender's `sendmsg`
+/// with `SCM_RIGHTS` fails with EPERM. A descriptor received is one this process then closes,
+/// and the last close of some runs for as long as the sender chose (a TCP socket with unsent
+/// data and `SO_LINGER`, a FUSE file): refused, it cannot stall the receiver. Ok(false) if the
+/// kernel lacks the option (ENOPROTOOPT: before Linux 6.16).
+pub fn refuse_passed_fds(fd: BorrowedFd<'_>) -> Result<bool, SysError> {
+    match super::xsk::setsockopt_int(
+        &fd.as_raw_fd(),
+        libc::SOL_SOCKET,
+        super::uapi::SO_PASSRIGHTS,
+        0,
+        "SOL_SOCKET, SO_PASSRIGHTS",
+    ) {
+        Ok(()) => Ok(true),
+        Err(e) if e.errno == libc::ENOPROTOOPT => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// `socket(AF_UNIX, SOCK_SEQPACKET)`, [`set_timeouts`] to `timeout`, then `connect(path)`:
@@ -64,7 +88,7 @@ pub fn seqpacket_listen(path: &Path, backlog: i32) -> Result<OwnedFd, SysError> 
 pub fn seqpacket_connect(path: &Path, timeout: Duration) -> Result<OwnedFd, SysError> {
     let a = sockaddr(path, "connect")?;
     let fd = seqpacket("connect")?;
-    set_timeouts(std::os::fd::AsFd::as_fd(&fd), timeout)?;
+    set_timeouts(fd.as_fd(), timeout)?;
     // SAFETY: a is a valid sockaddr_un and the length is its size.
     let rc = unsafe {
         libc::connect(

@@ -30,7 +30,8 @@
 //! against the pod that owns the device). fastpath has no pods: any non-empty name is accepted
 //! and logged; who may connect is decided by the peer's credentials instead (`SO_PEERCRED`, the
 //! uid at `connect`) against an allow list. A peer not on it gets `/error` at once, unread,
-//! and is closed. An allowed uid controls the whole XSKMAP (any queue's slot; it may pass the
+//! and is closed. No peer can send the server a descriptor (`SO_PASSRIGHTS`, Linux 6.16+:
+//! closing one can block for as long as its sender chose). An allowed uid controls the whole XSKMAP (any queue's slot; it may pass the
 //! fd on): the allowed uids must trust each other. The client takes the map only from a server
 //! running as root ([`TRUSTED_SERVER_UIDS`]). A request before `/connect`, or a second `/connect`, is out
 //! of order: `/error`, and the server closes. The plugin's `/config_busy_poll` is not offered
@@ -83,6 +84,12 @@ pub const CONN_DEADLINE: Duration = Duration::from_secs(10);
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The uids a client accepts as the server (`SO_PEERCRED` of the listening side): root.
 pub const TRUSTED_SERVER_UIDS: &[u32] = &[0];
+/// Log lines [`Server::serve`] writes per [`LOG_WINDOW`] at most (one per connection): the
+/// lines over it are counted, and the count said when the next window starts (a local user
+/// connecting in a loop cannot flood the server's log).
+pub const LOG_BURST: usize = 50;
+/// See [`LOG_BURST`].
+pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 
 /// A failed hand-off, naming the socket path.
 #[derive(Debug, thiserror::Error)]
@@ -175,6 +182,8 @@ pub struct Server {
     at: PathBuf,
     /// Device and inode of the socket file bound.
     ident: (u64, u64),
+    /// Peers cannot send descriptors (`SO_PASSRIGHTS` 0, [`unix::refuse_passed_fds`]).
+    fds_refused: bool,
 }
 
 /// Checks that nobody but root or the server's own uid can replace entries of `dir` (the
@@ -276,7 +285,7 @@ impl Server {
                 Err(_) => {} // e.g. EPROTOTYPE (a stream socket): the bind below says EADDRINUSE
             }
         }
-        let listener = unix::seqpacket_listen(&at, MAX_CONNECTIONS as i32)
+        let (listener, fds_refused) = unix::seqpacket_listen(&at, MAX_CONNECTIONS as i32)
             .map_err(|cause| HandoffError::Sys { path: p.clone(), cause })?;
         let ident = match unix::chmod_socket_nofollow(&at, 0o666) {
             Ok(i) => i,
@@ -286,12 +295,20 @@ impl Server {
                 return Err(HandoffError::Sys { path: p, cause });
             }
         };
-        Ok(Server { listener, path: p, at, ident })
+        Ok(Server { listener, path: p, at, ident, fds_refused })
     }
 
     /// The socket path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether peers are refused sending descriptors (`SO_PASSRIGHTS`, Linux >= 6.16). If not,
+    /// one a peer sends is closed by the server (a refused peer's when its connection is
+    /// closed, still queued), and the last close of some (a TCP socket with unsent data and
+    /// `SO_LINGER`) lasts as long as the sender chose: any local user could stall the server.
+    pub fn refuses_passed_fds(&self) -> bool {
+        self.fds_refused
     }
 
     /// Serves `map` (the XSKMAP of `iface`) to every peer whose uid is in `allow`, until
@@ -301,7 +318,13 @@ impl Server {
     /// `/error` at once, without reading, and closed. Each connection served has a thread of
     /// its own and at most [`MAX_REQUESTS`] requests within [`CONN_DEADLINE`]. `log` gets one
     /// line per connection (who, what was asked, what was answered); when `serve` returns,
-    /// every connection has ended (within 100 ms of `stop`, plus an answer being sent).
+    /// every connection has ended (within 100 ms of `stop`, plus an answer being sent). At most
+    /// [`LOG_BURST`] lines per [`LOG_WINDOW`] go to `log`; the others are counted, and the
+    /// count is said next. An `accept` failing for want of descriptors or memory (EMFILE,
+    /// ENFILE, ENOBUFS, ENOMEM) and a connection thread that cannot be started are logged and
+    /// served again 100 ms later, not the end of the server. Peers
+    /// cannot send descriptors ([`Server::refuses_passed_fds`]); on a kernel where they can,
+    /// the first line `log` gets is a warning saying so.
     ///
     /// # Errors
     ///
@@ -320,15 +343,66 @@ impl Server {
     ) -> Result<(), HandoffError> {
         let sys = |cause| HandoffError::Sys { path: self.path.clone(), cause };
         let live = std::sync::Mutex::new(std::collections::HashMap::<u32, usize>::new());
+        let limit = std::sync::Mutex::new(LogLimit::new(std::time::Instant::now()));
+        let limited = |line: String| {
+            let mut l = limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match l.admit(std::time::Instant::now()) {
+                Some(0) => log(line),
+                Some(n) => {
+                    log(self.suppressed(n));
+                    log(line);
+                }
+                None => {}
+            }
+        };
+        let r = self.accept_loop(map, iface, allow, stop, &limited, &live);
+        let n = limit.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).dropped;
+        if n > 0 {
+            log(self.suppressed(n));
+        }
+        r.map_err(sys)
+    }
+
+    fn suppressed(&self, n: usize) -> String {
+        format!(
+            "xsk-handoff {}: {n} more lines not logged (at most {LOG_BURST} per {} s)",
+            self.path.display(),
+            LOG_WINDOW.as_secs()
+        )
+    }
+
+    /// [`Server::serve`] after the log is limited.
+    fn accept_loop(
+        &self,
+        map: BorrowedFd<'_>,
+        iface: &str,
+        allow: &[u32],
+        stop: &AtomicBool,
+        log: &(dyn Fn(String) + Sync),
+        live: &std::sync::Mutex<std::collections::HashMap<u32, usize>>,
+    ) -> Result<(), SysError> {
+        if !self.fds_refused {
+            log(format!(
+                "warning: xsk-handoff {}: this kernel has no SO_PASSRIGHTS (Linux < 6.16): a peer can send a descriptor whose close blocks (a TCP socket with SO_LINGER), stalling the server",
+                self.path.display()
+            ));
+        }
         std::thread::scope(|scope| {
             while !stop.load(Ordering::Relaxed) {
-                if !crate::sys::poll_readable(self.listener.as_raw_fd(), 100).map_err(sys)? {
+                if !crate::sys::poll_readable(self.listener.as_raw_fd(), 100)? {
                     continue;
                 }
                 let conn = match unix::accept(self.listener.as_fd()) {
                     Ok(c) => c,
                     Err(e) if matches!(e.errno, libc::EAGAIN | libc::EINTR | libc::ECONNABORTED) => continue,
-                    Err(e) => return Err(sys(e)),
+                    // Out of descriptors or memory: the connection stays queued, the listener
+                    // readable; waiting instead of spinning, and the server goes on.
+                    Err(e) if matches!(e.errno, libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM) => {
+                        log(format!("xsk-handoff {}: {e}: retrying in 100 ms", self.path.display()));
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
                 };
                 let (uid, who) = match unix::peer_cred(conn.as_fd()) {
                     Ok((pid, uid, _)) => (Some(uid), format!("uid {uid} pid {pid}")),
@@ -362,21 +436,63 @@ impl Server {
                     ));
                     continue;
                 }
-                let live = &live;
-                scope.spawn(move || {
-                    let t = serve_conn(conn.as_fd(), map, iface, stop);
-                    drop(conn);
+                let release = move || {
                     if let Some(n) = live.lock().expect("per-uid counts").get_mut(&uid) {
                         *n = n.saturating_sub(1);
                     }
+                };
+                let w = who.clone();
+                let spawned = std::thread::Builder::new().name("xsk-handoff".into()).spawn_scoped(scope, move || {
+                    let t = serve_conn(conn.as_fd(), map, iface, stop);
+                    drop(conn);
+                    release();
                     let said: Vec<String> =
                         t.iter().map(|(q, a)| format!("{q:?} -> {}", a.as_deref().unwrap_or("(nothing)"))).collect();
                     let said = if said.is_empty() { "(no request)".to_string() } else { said.join(", ") };
-                    log(format!("xsk-handoff {}: {who}: {said}", self.path.display()));
+                    log(format!("xsk-handoff {}: {w}: {said}", self.path.display()));
                 });
+                if let Err(e) = spawned {
+                    // The connection went with the closure (closed, unanswered).
+                    release();
+                    log(format!(
+                        "xsk-handoff {}: {who}: closed unanswered, no thread to serve it ({e})",
+                        self.path.display()
+                    ));
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
             Ok(())
         })
+    }
+}
+
+/// The log lines of [`Server::serve`]: at most [`LOG_BURST`] per [`LOG_WINDOW`].
+#[derive(Debug)]
+struct LogLimit {
+    start: std::time::Instant,
+    logged: usize,
+    /// Lines not logged, not yet said.
+    dropped: usize,
+}
+
+impl LogLimit {
+    fn new(now: std::time::Instant) -> Self {
+        Self { start: now, logged: 0, dropped: 0 }
+    }
+
+    /// Whether a line may be logged at `now`: `None` if not (counted), else how many were
+    /// not logged before it (to say first).
+    fn admit(&mut self, now: std::time::Instant) -> Option<usize> {
+        if now.saturating_duration_since(self.start) >= LOG_WINDOW {
+            self.start = now;
+            self.logged = 0;
+        }
+        if self.logged >= LOG_BURST {
+            self.dropped += 1;
+            return None;
+        }
+        self.logged += 1;
+        Some(std::mem::take(&mut self.dropped))
     }
 }
 
@@ -959,6 +1075,101 @@ mod tests {
             assert!(h.join().unwrap().is_empty());
             assert!(t0.elapsed() < Duration::from_millis(500));
         });
+    }
+
+    /// `sendmsg` of `/connect,pod` with a descriptor attached; the errno if refused.
+    fn send_with_fd(c: BorrowedFd<'_>) -> Option<i32> {
+        let f = some_fd();
+        unix::send_msg(c, b"/connect,pod", Some(f.as_fd())).err().map(|e| e.errno)
+    }
+
+    #[test]
+    fn peers_cannot_send_descriptors() {
+        // A descriptor sent to the server is closed by it (a refused peer's too, still queued
+        // when its connection is closed), and the last close of a TCP socket with unsent data
+        // and SO_LINGER lasts as long as the sender chose: refused by the kernel, at the
+        // sender's sendmsg, from connect on (before accept: what a refused peer would use) and
+        // on a connection being served.
+        let dir = private_dir("passfd");
+        let path = dir.join("sock");
+        let server = Server::bind(&path).unwrap();
+        if !server.refuses_passed_fds() {
+            eprintln!("skipped: this kernel has no SO_PASSRIGHTS");
+            return;
+        }
+        let early = unix::seqpacket_connect(&path, TIMEOUT).unwrap();
+        assert_eq!(send_with_fd(early.as_fd()), Some(libc::EPERM), "before accept");
+        drop(early);
+        let stop = AtomicBool::new(false);
+        let me = crate::sys::geteuid();
+        let map = some_fd();
+        let lines = std::sync::Mutex::new(Vec::new());
+        let served = std::thread::scope(|s| {
+            let h = s.spawn(|| server.serve(map.as_fd(), "veth0", &[me], &stop, &|l| lines.lock().unwrap().push(l)));
+            let c = unix::seqpacket_connect(&path, TIMEOUT).unwrap();
+            let mut buf = [0u8; 64];
+            let first =
+                unix::send_msg(c.as_fd(), b"/connect,pod", None).and_then(|_| unix::recv_msg(c.as_fd(), &mut buf));
+            let served = first.map(|(n, _)| text(&buf[..n])).ok();
+            let r = send_with_fd(c.as_fd());
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap().unwrap();
+            (served, r)
+        });
+        assert_eq!(served, (Some(RESP_HOST_OK.to_string()), Some(libc::EPERM)), "while served");
+        let lines = lines.into_inner().unwrap();
+        assert!(!lines.iter().any(|l| l.contains("SO_PASSRIGHTS")), "{lines:?}");
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_log_is_limited_and_says_what_it_left_out() {
+        let t0 = std::time::Instant::now();
+        let mut l = LogLimit::new(t0);
+        for _ in 0..LOG_BURST {
+            assert_eq!(l.admit(t0), Some(0));
+        }
+        for _ in 0..7 {
+            assert_eq!(l.admit(t0 + LOG_WINDOW / 2), None);
+        }
+        assert_eq!(l.dropped, 7);
+        // The next window: the first line comes with the count, once.
+        assert_eq!(l.admit(t0 + LOG_WINDOW), Some(7));
+        assert_eq!(l.admit(t0 + LOG_WINDOW), Some(0));
+    }
+
+    #[test]
+    fn a_connection_flood_does_not_flood_the_log() {
+        let dir = private_dir("flood");
+        let path = dir.join("sock");
+        let server = Server::bind(&path).unwrap();
+        let stop = AtomicBool::new(false);
+        let other = crate::sys::geteuid().wrapping_add(1);
+        let lines = std::sync::Mutex::new(Vec::new());
+        let map = some_fd();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| server.serve(map.as_fd(), "veth0", &[other], &stop, &|l| lines.lock().unwrap().push(l)));
+            let mut buf = [0u8; 16];
+            let answered = (0..3 * LOG_BURST)
+                .filter(|_| {
+                    let c = unix::seqpacket_connect(&path, TIMEOUT).unwrap();
+                    matches!(unix::recv_msg(c.as_fd(), &mut buf), Ok((6, _))) && &buf[..6] == b"/error"
+                })
+                .count();
+            stop.store(true, Ordering::Relaxed);
+            h.join().unwrap().unwrap();
+            assert_eq!(answered, 3 * LOG_BURST, "every one refused");
+        });
+        let lines = lines.into_inner().unwrap();
+        assert_eq!(lines.len(), LOG_BURST + 1, "{lines:?}");
+        let n = 2 * LOG_BURST;
+        assert!(
+            lines[LOG_BURST].ends_with(&format!(": {n} more lines not logged (at most {LOG_BURST} per 10 s)")),
+            "{lines:?}"
+        );
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
