@@ -190,9 +190,7 @@ fn load(
     let lost = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref());
     if let Some((quit, thread)) = serving {
         quit.store(true, Ordering::Relaxed);
-        if let Ok(Err(e)) = thread.join() {
-            eprintln!("warning: {e}");
-        }
+        let _ = thread.join(); // its end said by the thread itself, when it came
     }
     if let Some(ev) = lost {
         drop(cls); // detaches, if the interface is still there
@@ -210,13 +208,14 @@ fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliErro
 }
 
 /// The --xsk-handoff server on a thread of its own, until the returned flag is set; the
-/// socket file goes when it ends. One line on stderr per connection.
+/// socket file goes when it ends. One line on stderr per connection; if the server fails
+/// before the flag is set, a warning line then (the classifier stays attached, unserved).
 fn serve_handoff(
     server: fastpath::xsk::handoff::Server,
     map: std::os::fd::OwnedFd,
     iface: &str,
     allow: &[u32],
-) -> (Arc<AtomicBool>, std::thread::JoinHandle<Result<(), fastpath::xsk::handoff::HandoffError>>) {
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     use std::os::fd::AsFd;
     let quit = Arc::new(AtomicBool::new(false));
     let q = quit.clone();
@@ -227,7 +226,12 @@ fn serve_handoff(
         server.path().display(),
         users.join(",")
     );
-    let t = std::thread::spawn(move || server.serve(map.as_fd(), &iface, &allow, &q, &|line| eprintln!("{line}")));
+    let t = std::thread::spawn(move || {
+        if let Err(e) = server.serve(map.as_fd(), &iface, &allow, &q, &|line| eprintln!("{line}")) {
+            drop(server); // the socket file goes first: clients find no server, not a silent one
+            eprintln!("warning: {e}: the XSKMAP is no longer served");
+        }
+    });
     (quit, t)
 }
 
