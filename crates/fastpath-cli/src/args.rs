@@ -275,6 +275,17 @@ pub enum FilterCmd {
         /// `fastpath filter unload`.
         #[arg(long)]
         detach: bool,
+        /// Serve the classifier's XSKMAP at this Unix socket (the AF_XDP device plugin's
+        /// protocol) while running, for unprivileged programs (`bench rxdrop --xsk-handoff`,
+        /// DPDK af_xdp use_cni). Its directory must be owned by root and not writable by group
+        /// or others (e.g. /run/fastpath, 0755). Not with --detach.
+        #[arg(long, value_name = "PATH")]
+        xsk_handoff: Option<std::path::PathBuf>,
+        /// Users allowed the XSKMAP at --xsk-handoff: uids, comma-separated (of the connecting
+        /// process, SO_PEERCRED); others get /error. An allowed uid controls the whole XSKMAP
+        /// (any queue's slot, all xsk-steered traffic): allow only uids that trust each other.
+        #[arg(long, value_name = "UIDS", default_value = "0", requires = "xsk_handoff", value_parser = parse_uids)]
+        xsk_handoff_allow: Uids,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -681,6 +692,11 @@ pub struct BenchArgs {
     /// (rules with action "xsk" reach the socket) instead of the minimal redirect program.
     #[arg(long)]
     pub rules: Option<std::path::PathBuf>,
+    /// rxdrop: attach no program; take the XSKMAP from the server at this Unix socket
+    /// (`fastpath filter load --xsk-handoff PATH`, which must run as root) and put the socket
+    /// in it. Needs CAP_NET_RAW (and nothing else on Linux 6.18, where this was measured).
+    #[arg(long, value_name = "PATH")]
+    pub xsk_handoff: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub cpumap: CpumapArgs,
     #[command(flatten)]
@@ -970,4 +986,25 @@ mod tests {
             assert!(e.contains(bad) && e.contains("0.1..=3600"), "{e}");
         }
     }
+}
+
+/// A list of uids (`--xsk-handoff-allow`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Uids(pub Vec<u32>);
+
+fn parse_uids(s: &str) -> Result<Uids, String> {
+    let mut v = Vec::new();
+    for p in s.split(',') {
+        let u: u32 = p
+            .trim()
+            .parse()
+            .map_err(|_| format!("{p:?} is not a uid: give numeric uids 0..=4294967294, comma-separated"))?;
+        if u == u32::MAX {
+            return Err(format!("{p} is not a uid (it is (uid_t)-1): give numeric uids 0..=4294967294"));
+        }
+        if !v.contains(&u) {
+            v.push(u);
+        }
+    }
+    Ok(Uids(v))
 }

@@ -270,16 +270,88 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.xsk.iface.is_empty() {
         return Err(usage(anyhow!("bench {} needs -i/--iface", mode_name(a.mode))));
     }
+    if a.xsk_handoff.is_some() {
+        check_handoff(a)?;
+    }
     if a.path != crate::args::PathArg::Afxdp {
         return port_bench(a, stop);
     }
     let role = afxdp_role(a)?;
-    require_privileges("bench")?;
+    if a.xsk_handoff.is_none() {
+        require_privileges("bench")?;
+    }
     // Listening in the namespace the command was started in (before --netns is entered).
     let metrics = crate::metrics::start(a.run.metrics)?;
     enter_ns(&a.xsk.netns)?;
     let (sess, template, cpus, choice) = open_afxdp(a, role)?;
     run_afxdp(a, stop, sess, metrics.as_ref(), template, (&cpus, choice))
+}
+
+/// `--xsk-handoff`: a thread that checks every 200 ms that program `id` is still the one on
+/// `ifindex` (the serving process detaches it when it ends); if not, it sets `stop` and
+/// returns true. Ends when `stop` is set.
+fn watch_feeder(id: u32, ifindex: u32, stop: Arc<AtomicBool>) -> (u32, std::thread::JoinHandle<bool>) {
+    let t = std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            match fastpath::bpf::query_xdp(ifindex) {
+                Ok(Some(p)) if p.id == id => {}
+                Err(_) => {} // the link watch judges a vanished interface
+                _ => {
+                    stop.store(true, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        false
+    });
+    (id, t)
+}
+
+/// `--xsk-handoff` refused for want of CAP_NET_RAW, or the UMEM refused for RLIMIT_MEMLOCK (an
+/// unprivileged user: the kernel charges the UMEM's pages to the user at XDP_UMEM_REG,
+/// net/xdp/xdp_umem.c): what to change, in the same line.
+fn handoff_hint(e: crate::error::CliError, x: &crate::args::XskArgs) -> crate::error::CliError {
+    let msg = format!("{:#}", e.err);
+    if msg.contains("socket(AF_XDP") && msg.contains("EPERM") {
+        return crate::error::CliError {
+            code: e.code,
+            err: anyhow!(
+                "{msg}: creating an AF_XDP socket needs CAP_NET_RAW (the only capability --xsk-handoff needs)"
+            ),
+        };
+    }
+    if !(msg.contains("XDP_UMEM_REG") && msg.contains("ENOBUFS")) {
+        return e;
+    }
+    let mib = u64::from(x.frame_count) * u64::from(x.frame_size) / (1 << 20);
+    crate::error::CliError {
+        code: e.code,
+        err: anyhow!(
+            "{msg}: the UMEM ({} frames of {} bytes, {mib} MiB) is more than RLIMIT_MEMLOCK lets this user lock without CAP_IPC_LOCK (`ulimit -l`); use a smaller --frame-count or raise the limit",
+            x.frame_count,
+            x.frame_size
+        ),
+    }
+}
+
+/// `--xsk-handoff`: rxdrop only, on AF_XDP, without a program of its own (no --rules).
+fn check_handoff(a: &BenchArgs) -> CliResult<()> {
+    if a.mode != BenchMode::Rxdrop {
+        return Err(usage(anyhow!(
+            "--xsk-handoff is for rxdrop (a socket receiving from a program another process attached), not {}",
+            mode_name(a.mode)
+        )));
+    }
+    if a.path != crate::args::PathArg::Afxdp {
+        return Err(usage(anyhow!("--xsk-handoff is for AF_XDP sockets: leave out --path")));
+    }
+    if a.rules.is_some() {
+        return Err(usage(anyhow!(
+            "--rules with --xsk-handoff is not accepted: the rules are those of the `filter load` serving the XSKMAP"
+        )));
+    }
+    Ok(())
 }
 
 /// The session role of an AF_XDP bench mode, with the options checked against it.
@@ -319,7 +391,18 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
         None
     };
     let cpus = crate::session::worker_cpus(&a.xsk);
-    let mut sess = Session::open_on(iface, &a.xsk, role, compiled.as_ref())?;
+    let mut sess = match &a.xsk_handoff {
+        Some(path) => {
+            let map = fastpath::xsk::handoff::request_xsk_map(
+                path,
+                &a.xsk.iface,
+                fastpath::xsk::handoff::TRUSTED_SERVER_UIDS,
+            )
+            .map_err(crate::error::env)?;
+            Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
+        }
+        None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,
+    };
     let online = fastpath::workers::online_cpus();
     let choice = wait_choice(&a.xsk, &cpus, online);
     if receives(a.mode) {
@@ -373,9 +456,20 @@ fn run_afxdp(
         Vec::new()
     };
     let never = AtomicBool::new(false);
+    let feeder = sess.handoff_prog().map(|id| watch_feeder(id, sess.iface.ifindex(), stop.clone()));
     mon.watch(&watch, &stop, if workers.is_empty() { &never } else { &done });
     stop.store(true, Ordering::Relaxed);
     let mut lost = mon.link_lost();
+    if let Some((id, t)) = feeder {
+        if t.join().unwrap_or(false) && lost.is_none() {
+            let _ = fastpath::workers::join_all(workers);
+            return Err(crate::error::env(anyhow!(
+                "the XDP program (id {id}) that fed the XSKMAP handed over at {} left {}: the serving `fastpath filter load` ended or was replaced, nothing more can arrive",
+                a.xsk_handoff.as_deref().unwrap_or(std::path::Path::new("?")).display(),
+                a.xsk.iface
+            )));
+        }
+    }
     let results = fastpath::workers::join_all(workers).map_err(|_| runtime(anyhow!("the run loop panicked")))?;
     let first_err = results.into_iter().find_map(Result::err);
     if first_err.is_some() && lost.is_none() {
@@ -532,6 +626,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             frame: g.frame.clone(),
             verify: false,
             rules: None,
+            xsk_handoff: None,
             cpumap: Default::default(),
             ddos: Default::default(),
             flood_threads: 1,

@@ -65,8 +65,9 @@ fn uses_vlan(set: &RuleSet) -> bool {
 pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
     match cmd {
         FilterCmd::Check { rules, json } => check(rules, *json),
-        FilterCmd::Load { rules, target, xdp_mode, force, detach, run } => {
-            load(rules, target, AttachOpts { mode: xdp_mode.mode(), force: *force }, *detach, run, &stop)
+        FilterCmd::Load { rules, target, xdp_mode, force, detach, xsk_handoff, xsk_handoff_allow, run } => {
+            let handoff = xsk_handoff.as_deref().map(|p| (p, xsk_handoff_allow.0.as_slice()));
+            load(rules, target, AttachOpts { mode: xdp_mode.mode(), force: *force }, *detach, handoff, run, &stop)
         }
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
@@ -110,10 +111,16 @@ fn load(
     target: &FilterTarget,
     opts: AttachOpts,
     detach: bool,
+    handoff: Option<(&Path, &[u32])>,
     run: &RunArgs,
     stop: &AtomicBool,
 ) -> CliResult<()> {
     check_run(run)?;
+    if detach && handoff.is_some() {
+        return Err(usage(anyhow!(
+            "--xsk-handoff with --detach is not accepted: the XSKMAP is served by the running `filter load`, and with --detach it ends once the classifier is pinned; run without --detach"
+        )));
+    }
     if detach && run.metrics.is_some() {
         return Err(usage(anyhow!(
             "--metrics with --detach is not accepted: the command ends once the classifier is pinned; serve metrics from `fastpath filter stats --metrics ADDR:PORT`"
@@ -134,6 +141,12 @@ fn load(
             )));
         }
     }
+    // The socket is bound before anything is loaded: a path that cannot be served leaves
+    // nothing attached.
+    let server = match handoff {
+        Some((path, _)) => Some(fastpath::xsk::handoff::Server::bind(path).map_err(handoff_err)?),
+        None => None,
+    };
     let cls = Classifier::load()?;
     cls.swap_in(&c)?;
     // Success only with a program attached: each mode's error is kept, and the kernel is
@@ -170,11 +183,56 @@ fn load(
             set.rules.len()
         );
     }
-    if let Some(ev) = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref()) {
+    let serving = match (server, handoff) {
+        (Some(server), Some((_, allow))) => Some(serve_handoff(server, cls.xsk_map_fd()?, &target.iface, allow)),
+        _ => None,
+    };
+    let lost = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref());
+    if let Some((quit, thread)) = serving {
+        quit.store(true, Ordering::Relaxed);
+        let _ = thread.join(); // its end said by the thread itself, when it came
+    }
+    if let Some(ev) = lost {
         drop(cls); // detaches, if the interface is still there
         return Err(crate::common::link_lost_error(&target.iface, ev));
     }
     Ok(())
+}
+
+fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliError {
+    use fastpath::xsk::handoff::HandoffError;
+    match e {
+        HandoffError::Path { .. } => usage(e),
+        _ => env(e),
+    }
+}
+
+/// The --xsk-handoff server on a thread of its own, until the returned flag is set; the
+/// socket file goes when it ends. One line on stderr per connection; if the server fails
+/// before the flag is set, a warning line then (the classifier stays attached, unserved).
+fn serve_handoff(
+    server: fastpath::xsk::handoff::Server,
+    map: std::os::fd::OwnedFd,
+    iface: &str,
+    allow: &[u32],
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    use std::os::fd::AsFd;
+    let quit = Arc::new(AtomicBool::new(false));
+    let q = quit.clone();
+    let (iface, allow) = (iface.to_string(), allow.to_vec());
+    let users: Vec<String> = allow.iter().map(u32::to_string).collect();
+    eprintln!(
+        "note: serving the XSKMAP of {iface} at {} to uid {} (the AF_XDP device plugin's protocol)",
+        server.path().display(),
+        users.join(",")
+    );
+    let t = std::thread::spawn(move || {
+        if let Err(e) = server.serve(map.as_fd(), &iface, &allow, &q, &|line| eprintln!("{line}")) {
+            drop(server); // the socket file goes first: clients find no server, not a silent one
+            eprintln!("warning: {e}: the XSKMAP is no longer served");
+        }
+    });
+    (quit, t)
 }
 
 /// `filter reload`: swaps new rules into the classifier pinned on the interface.

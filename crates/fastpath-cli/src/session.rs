@@ -10,6 +10,7 @@ use fastpath::bpf::{
 use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
 use fastpath::netdev::Iface;
 use fastpath::rules::compile::Compiled;
+use fastpath::xsk::handoff::HandedXskMap;
 use fastpath::xsk::{BusyPoll, CopyMode, RxQueues, SocketConfig, UmemConfig, XskConfig};
 use serde::Serialize;
 
@@ -35,6 +36,10 @@ pub enum Prog {
     /// The rule classifier in front of the socket (`--rules`).
     Classifier(#[allow(dead_code)] Box<Classifier>),
     Drop(XdpDrop),
+    /// No program of ours: the sockets are in an XSKMAP handed over by another process
+    /// (`--xsk-handoff`), held for as long as the session; and the id of the XDP program on the
+    /// interface when it opened (the one that redirects into that map).
+    Handoff(#[allow(dead_code)] fastpath::xsk::handoff::HandedXskMap, u32),
     None,
 }
 
@@ -253,13 +258,21 @@ impl Session {
         let cfg = validate(x, role)?;
         // The one resolution of -i on this path: everything below works by its ifindex.
         let iface = Iface::resolve(&x.iface)?;
-        Self::open_checked(iface, cfg, x, role, rules)
+        Self::open_checked(iface, cfg, x, role, rules, None)
     }
 
     /// As [`Session::open_with`] on `iface`, -i resolved by the caller.
     pub fn open_on(iface: Iface, x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
         let cfg = validate(x, role)?;
-        Self::open_checked(iface, cfg, x, role, rules)
+        Self::open_checked(iface, cfg, x, role, rules, None)
+    }
+
+    /// A receive session on `iface` without a program of its own: each queue's socket goes
+    /// into `map`, an XSKMAP handed over by the process that attached the program
+    /// (`--xsk-handoff`). Needs CAP_NET_RAW (and RLIMIT_MEMLOCK for the UMEM), nothing else.
+    pub fn open_handoff(iface: Iface, x: &XskArgs, map: HandedXskMap) -> CliResult<Session> {
+        let cfg = validate(x, Role::Rx)?;
+        Self::open_checked(iface, cfg, x, Role::Rx, None, Some(map))
     }
 
     fn open_checked(
@@ -268,6 +281,7 @@ impl Session {
         x: &XskArgs,
         role: Role,
         rules: Option<&Compiled>,
+        handed: Option<HandedXskMap>,
     ) -> CliResult<Session> {
         let dev = iface.dev();
         let mb_note = if role == Role::Drop {
@@ -310,6 +324,27 @@ impl Session {
             // Every frame a FILL ring holds goes on it; the rest serve TX.
             fill_frames: if role == Role::Rx { u32::MAX } else { 0 },
         };
+        if let Some(map) = handed {
+            let prog_id = match fastpath::bpf::query_xdp(iface.ifindex()).map_err(crate::error::kernel)? {
+                Some(p) => p.id,
+                None => {
+                    return Err(crate::error::env(anyhow!(
+                    "no XDP program on {}: the process that handed over the XSKMAP has not attached one (or has ended)",
+                    x.iface
+                )))
+                }
+            };
+            let q = open_queues::<RxLoaded>(&setup, None)?;
+            for p in &q.ports {
+                let sock = p.socket();
+                map.insert_xsk(sock.queue_id(), sock.as_raw_fd())?;
+            }
+            info.notes.push(format!(
+                "no XDP program attached by this process: sockets in the XSKMAP handed over ({} slots)",
+                map.max_entries()
+            ));
+            return Self::finish(iface, Prog::Handoff(map, prog_id), q.ports, info);
+        }
         let prog = if role != Role::Rx {
             None
         } else {
@@ -337,18 +372,31 @@ impl Session {
             }
             None => Prog::None,
         };
-        let first = q.ports[0].socket();
+        Self::finish(iface, prog, q.ports, info)
+    }
+
+    /// What the sockets obtained, into `info`; the stats descriptors.
+    fn finish(iface: Iface, prog: Prog, ports: Vec<AfXdpPort>, mut info: PathInfo) -> CliResult<Session> {
+        let first = ports[0].socket();
         info.copy_mode = Some(first.copy_mode_name());
         info.tx_skb_budget = first.tx_skb_budget();
         info.notes.extend(first.notes().iter().cloned());
-        info.sockets = q.ports.iter().map(|p| p.info()).collect();
-        let stats_fds = q
-            .ports
+        info.sockets = ports.iter().map(|p| p.info()).collect();
+        let stats_fds = ports
             .iter()
             .map(|p| p.socket().try_clone_fd())
             .collect::<Result<Vec<_>, _>>()
             .map_err(crate::error::kernel)?;
-        Ok(Session { iface, prog, ports: q.ports, stats_fds, info })
+        Ok(Session { iface, prog, ports, stats_fds, info })
+    }
+
+    /// The XDP program that feeds a `--xsk-handoff` session's sockets (its id when the session
+    /// opened), if this is one.
+    pub fn handoff_prog(&self) -> Option<u32> {
+        match &self.prog {
+            Prog::Handoff(_, id) => Some(*id),
+            _ => None,
+        }
     }
 
     /// The xdp_drop program, if this is an xdpdrop session.

@@ -58,15 +58,24 @@ impl Running {
     // The child is waited for on the error path and by `terminate`/`finish` otherwise.
     #[allow(clippy::zombie_processes)]
     pub fn start(args: &[&str]) -> Running {
-        let mut child =
-            fastpath().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn fastpath");
+        let mut c = fastpath();
+        c.args(args).stderr(Stdio::piped());
+        Running::start_cmd(c)
+    }
+
+    /// As [`Running::start`], for a command built by the caller (e.g. fastpath run through
+    /// `setpriv` in a namespace); its stderr is left as the caller set it.
+    #[allow(clippy::zombie_processes)]
+    pub fn start_cmd(mut cmd: Command) -> Running {
+        let args = format!("{cmd:?}");
+        let mut child = cmd.stdout(Stdio::piped()).spawn().expect("spawn fastpath");
         let mut out = BufReader::new(child.stdout.take().expect("stdout"));
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let mut line = String::new();
             if out.read_line(&mut line).unwrap_or(0) == 0 || Instant::now() > deadline {
                 let o = child.wait_with_output().expect("wait");
-                panic!("fastpath {args:?} exited before it was ready: {}", stderr(&o));
+                panic!("{args} exited before it was ready: {}", stderr(&o));
             }
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
                 if v["type"] == "ready" {

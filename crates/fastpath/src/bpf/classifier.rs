@@ -604,6 +604,22 @@ impl<S: state::State> Classifier<S> {
         self.maps.xsks.set(queue_id, &(xsk_fd as u32))
     }
 
+    /// A new descriptor of the XSKMAP (`xsks`, keyed by queue id) that rules with
+    /// `action = "xsk"` redirect into: what `fastpath filter load --xsk-handoff` serves
+    /// ([`crate::xsk::handoff`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Sys`] if the descriptor cannot be duplicated (EMFILE).
+    pub fn xsk_map_fd(&self) -> Result<OwnedFd, BpfError> {
+        self.maps.xsks.handle().as_fd().try_clone_to_owned().map_err(|e| {
+            BpfError::Sys(SysError {
+                call: "fcntl(xsks, F_DUPFD_CLOEXEC)".into(),
+                errno: e.raw_os_error().unwrap_or(0),
+            })
+        })
+    }
+
     /// Rule set `set`'s config; all-zero (the map's initial value) if absent.
     fn config(&self, set: SetIndex) -> Result<fp_cls_config, BpfError> {
         Ok(self.maps.cls_config.get(set.index())?.unwrap_or_else(Zeroable::zeroed))

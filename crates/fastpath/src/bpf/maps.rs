@@ -99,6 +99,11 @@ impl<V: Pod> Array<V> {
         Ok(self.map.info().map_err(map_err(self.name))?.info.id)
     }
 
+    /// The handle (its descriptor).
+    pub(crate) fn handle(&self) -> &MapHandle {
+        &self.map
+    }
+
     /// The handle, to pin it.
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map

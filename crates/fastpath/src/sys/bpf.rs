@@ -121,6 +121,42 @@ pub fn map_update_batch(
     Ok(())
 }
 
+/// `bpf_map_update_elem(fd, &key, &value, BPF_ANY)` of a map with u32 keys and values (an
+/// XSKMAP: key the queue id, value an AF_XDP socket fd). The kernel checks the rights of the
+/// map fd (`map_get_sys_perms`: the fd must be open for writing), no capability.
+pub fn map_update_u32(fd: BorrowedFd<'_>, key: u32, value: u32, label: &str) -> Result<(), SysError> {
+    // SAFETY: key and value are live u32s, the sizes of the map's key and value (checked by
+    // the kernel against the map); the kernel only reads them.
+    let rc = unsafe {
+        libbpf_sys::bpf_map_update_elem(
+            fd.as_raw_fd(),
+            (&key as *const u32).cast(),
+            (&value as *const u32).cast(),
+            libbpf_sys::BPF_ANY as u64,
+        )
+    };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_map_update_elem({label}, key={key}, value={value})"), errno: -rc });
+    }
+    Ok(())
+}
+
+/// `BPF_MAP_TYPE_XSKMAP` (include/uapi/linux/bpf.h), for [`map_info`]'s type.
+pub const MAP_TYPE_XSKMAP: u32 = libbpf_sys::BPF_MAP_TYPE_XSKMAP;
+
+/// A map's type, key size, value size and max entries (`bpf_map_get_info_by_fd`).
+pub fn map_info(fd: BorrowedFd<'_>) -> Result<(u32, u32, u32, u32), SysError> {
+    // SAFETY: bpf_map_info is plain integers and byte arrays: valid when all-zero.
+    let mut info: libbpf_sys::bpf_map_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_map_info>() as u32;
+    // SAFETY: info is a live bpf_map_info and len its size; the kernel writes at most len bytes.
+    let rc = unsafe { libbpf_sys::bpf_map_get_info_by_fd(fd.as_raw_fd(), &mut info, &mut len) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_map_get_info_by_fd({})", fd.as_raw_fd()), errno: -rc });
+    }
+    Ok((info.type_, info.key_size, info.value_size, info.max_entries))
+}
+
 /// The next BPF link id after `id` (`bpf_link_get_next_id`); `None` at the end.
 pub fn link_next_id(id: u32) -> Option<u32> {
     let mut next = 0u32;

@@ -5,7 +5,7 @@
 //! (libbpf-sys calls, bpffs), [`signal`] (interrupting a blocked thread), [`affinity`] (CPU
 //! pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
 //! (`recvmmsg`), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`netlink`] (the
-//! sock_diag socket), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
+//! sock_diag socket), [`unix`] (the Unix sockets of the XSKMAP hand-off), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
 //! [`uapi`] (the kernel UAPI constants and structs the `libc` crate lacks, each defined once;
 //! everything else comes from `libc`). Programs and tests reach what they need through
 //! the public module that owns each concern: [`crate::workers`] (pinning, online CPUs,
@@ -30,6 +30,7 @@ pub(crate) mod signal;
 pub(crate) mod tun;
 pub(crate) mod uapi;
 pub(crate) mod udp;
+pub(crate) mod unix;
 pub(crate) mod xsk;
 
 pub(crate) use affinity::{online_cpus, pin_current_thread};
@@ -84,6 +85,12 @@ pub fn errno_text(errno: i32) -> String {
         libc::ERANGE => "ERANGE",
         libc::ENOLINK => "ENOLINK",
         libc::ELOOP => "ELOOP",
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::EPIPE => "EPIPE",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::EMSGSIZE => "EMSGSIZE",
+        libc::EADDRINUSE => "EADDRINUSE",
         _ => "",
     };
     let text = std::io::Error::from_raw_os_error(errno).to_string();

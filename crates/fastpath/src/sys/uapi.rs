@@ -15,6 +15,16 @@ pub(crate) const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 /// UMEM's own `headroom`).
 pub const XDP_PACKET_HEADROOM: u32 = libbpf_rs::libbpf_sys::XDP_PACKET_HEADROOM;
 
+/// `SO_PASSRIGHTS` (include/uapi/asm-generic/socket.h, kernel >= 6.16; sparc has its own
+/// number; not in libc 0.2.191 for these targets): with the value 0, a Unix socket refuses
+/// descriptors sent to it (`SCM_RIGHTS`: the sender's `sendmsg` fails with EPERM); a listening
+/// socket passes the setting to each connection at `connect`.
+#[cfg(not(target_arch = "sparc64"))]
+pub(crate) const SO_PASSRIGHTS: i32 = 83;
+/// `SO_PASSRIGHTS` on sparc (arch/sparc/include/uapi/asm/socket.h).
+#[cfg(target_arch = "sparc64")]
+pub(crate) const SO_PASSRIGHTS: i32 = 0x5c;
+
 /// `SOCK_DIAG_BY_FAMILY` (include/uapi/linux/sock_diag.h:7; not in libc): the netlink message
 /// type of a sock_diag request and of each answer.
 pub(crate) const SOCK_DIAG_BY_FAMILY: u16 = 20;

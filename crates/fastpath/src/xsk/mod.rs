@@ -64,6 +64,7 @@
 
 pub(crate) mod datapath;
 pub mod diag;
+pub mod handoff;
 mod pair;
 pub(crate) mod ring;
 mod socket;
