@@ -224,7 +224,7 @@ impl Server {
     /// writable by group or others, and the directories above it owned by root or this uid
     /// and not writable by others unless sticky: nobody else can then swap the socket for
     /// something else between the calls below. The socket's mode is set to 0666 without
-    /// following a symlink ([`unix::chmod_socket_nofollow`]).
+    /// following a symlink (`sys::unix::chmod_socket_nofollow`).
     ///
     /// # Errors
     ///
