@@ -152,7 +152,6 @@ static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, co
 	__u32 new_words[FP_PAYLOAD_LEN / 4];
 	struct fp_payload *p;
 	__u16 *udp_csum;
-	__s64 diff;
 	__u16 csum;
 
 	if (data + udp_off + 8 + FP_PAYLOAD_LEN > data_end)
@@ -188,10 +187,16 @@ static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, co
 	__builtin_memcpy(new_words, p, FP_PAYLOAD_LEN);
 
 	if (*udp_csum) {
-		/* HC' = ~(~HC + ~m + m'), RFC 1624 eqn. 3. */
-		diff = bpf_csum_diff(old_words, FP_PAYLOAD_LEN, new_words, FP_PAYLOAD_LEN,
-				     (__u16)~*udp_csum);
-		csum = ~csum_fold((__u32)diff);
+		/* HC' = ~(~HC + ~m + m'), RFC 1624 eqn. 3, over the payload's 32-bit words
+		 * inline (one's-complement sums of 32-bit words fold to the same 16-bit sum);
+		 * no helper call per frame. */
+		__u64 sum = (__u16)~*udp_csum;
+		int i;
+
+#pragma unroll
+		for (i = 0; i < FP_PAYLOAD_LEN / 4; i++)
+			sum += (__u32)~old_words[i] + (__u64)new_words[i];
+		csum = ~csum_fold(sum);
 		*udp_csum = csum ? csum : 0xffff;
 	}
 	return bpf_redirect(out_ifindex, 0);
