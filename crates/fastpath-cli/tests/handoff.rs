@@ -168,7 +168,11 @@ fn a_peer_not_on_the_allow_list_gets_error_and_nothing_else() {
     )
     .output()
     .unwrap();
-    assert_one_line_refusal("a refused uid", &o, 3, &[&sock, "\"/error\"", "/connect,"]);
+    // The server refuses at accept and closes: the client reads its "/error", or (a race CI
+    // met: the close came before the client's request was sent) finds the connection closed.
+    // Either way: exit 3, one line, no map.
+    let line = assert_one_line_refusal("a refused uid", &o, 3, &[&sock, "/connect,"]);
+    assert!(line.contains("\"/error\"") || line.contains("closed the connection before answering"), "{line}");
     let (_, st) = server.terminate();
     assert!(st.success());
     let log = std::fs::read_to_string(&log).unwrap();
