@@ -610,34 +610,44 @@ fn serve_conn_within(
     t
 }
 
+/// Receives one message; if the first receive reports `ECONNRESET`, receives once more.
+///
+/// A peer that closes with our request unread in its queue (the server's refusal: `/error`
+/// sent at accept, the request never read) sets `ECONNRESET` on this socket
+/// (`unix_release_sock()`, net/unix/af_unix.c), and the next receive reports that error
+/// before it looks at the queue (`sock_error()` in `__skb_try_recv_datagram()`,
+/// net/core/datagram.c). That read clears the error, so a second receive returns the answer
+/// that was already queued, or 0 (end of file) if there is none.
+fn recv_queued(conn: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(usize, Option<OwnedFd>), crate::sys::SysError> {
+    match unix::recv_msg(conn, buf) {
+        Err(e) if e.errno == libc::ECONNRESET => match unix::recv_msg(conn, buf) {
+            Ok((0, _)) => Err(e),
+            r => r,
+        },
+        r => r,
+    }
+}
+
 /// Sends `req`, waits for the answer (and any descriptor with it).
 fn ask(conn: BorrowedFd<'_>, path: &Path, req: &str) -> Result<(String, Option<OwnedFd>), HandoffError> {
     let closed = || HandoffError::Closed { path: path.to_path_buf(), request: req.to_string() };
-    match unix::send_msg(conn, req.as_bytes(), None) {
-        Ok(()) => {}
-        // The server may have answered (a refusal: `/error` without reading) and closed
-        // before the request went out: its answer is still queued here.
-        Err(e) if matches!(e.errno, libc::EPIPE | libc::ECONNRESET) => {
-            let mut buf = [0u8; 128];
-            return match unix::recv_msg(conn, &mut buf) {
-                Ok((n, fd)) if n > 0 => Ok((text(&buf[..n]), fd)),
-                _ => Err(closed()),
-            };
+    let fail = |e: crate::sys::SysError| match e.errno {
+        libc::EPIPE | libc::ECONNRESET => closed(),
+        libc::EAGAIN => HandoffError::Timeout { path: path.to_path_buf(), request: req.to_string() },
+        _ => HandoffError::Sys { path: path.to_path_buf(), cause: e },
+    };
+    // A send that finds the server gone (EPIPE, ECONNRESET) still reads what it may have
+    // answered before closing (a refusal: `/error` without reading).
+    if let Err(e) = unix::send_msg(conn, req.as_bytes(), None) {
+        if !matches!(e.errno, libc::EPIPE | libc::ECONNRESET) {
+            return Err(fail(e));
         }
-        Err(e) if e.errno == libc::EAGAIN => {
-            return Err(HandoffError::Timeout { path: path.to_path_buf(), request: req.to_string() })
-        }
-        Err(cause) => return Err(HandoffError::Sys { path: path.to_path_buf(), cause }),
     }
     let mut buf = [0u8; 128];
-    match unix::recv_msg(conn, &mut buf) {
+    match recv_queued(conn, &mut buf) {
         Ok((0, _)) => Err(closed()),
         Ok((n, fd)) => Ok((text(&buf[..n]), fd)),
-        Err(e) if e.errno == libc::ECONNRESET => Err(closed()),
-        Err(e) if e.errno == libc::EAGAIN => {
-            Err(HandoffError::Timeout { path: path.to_path_buf(), request: req.to_string() })
-        }
-        Err(cause) => Err(HandoffError::Sys { path: path.to_path_buf(), cause }),
+        Err(e) => Err(fail(e)),
     }
 }
 
@@ -824,6 +834,33 @@ mod tests {
         assert_eq!(host_field(&"é".repeat(40)).len(), 54, "cut at a character boundary");
         assert_eq!(host_field(" \n"), "fastpath");
         assert_eq!(host_field("a,b"), "fastpath");
+    }
+
+    #[test]
+    fn a_refusal_queued_before_a_close_is_read_not_lost() {
+        // The race CI met: the server answers /error at accept without reading; the client's
+        // /connect is already in the server's queue when the server closes.
+        let race = || {
+            let (s, c) = unix::seqpacket_pair().unwrap();
+            assert_eq!(refuse(s.as_fd()), "(not read) -> /error");
+            unix::send_msg(c.as_fd(), b"/connect,pod", None).unwrap();
+            drop(s);
+            c
+        };
+        let mut buf = [0u8; 128];
+        // What the kernel does: the first receive reports ECONNRESET, the answer is still queued.
+        let c = race();
+        assert_eq!(unix::recv_msg(c.as_fd(), &mut buf).unwrap_err().errno, libc::ECONNRESET);
+        // The client's receive reads it.
+        let c = race();
+        let (n, fd) = recv_queued(c.as_fd(), &mut buf).unwrap();
+        assert_eq!((text(&buf[..n]).as_str(), fd.is_none()), ("/error", true));
+        // Closed with nothing queued: still ECONNRESET (the client's Closed), not a hang and
+        // not a made-up answer.
+        let (s, c) = unix::seqpacket_pair().unwrap();
+        unix::send_msg(c.as_fd(), b"/connect,pod", None).unwrap();
+        drop(s);
+        assert_eq!(recv_queued(c.as_fd(), &mut buf).unwrap_err().errno, libc::ECONNRESET);
     }
 
     #[test]
