@@ -155,7 +155,7 @@ fn a_peer_not_on_the_allow_list_gets_error_and_nothing_else() {
     let o = handed_rxdrop(&bed, &sock, &["--duration", "2"]).output().unwrap();
     // The server refuses at accept and closes; whether its close comes before or after the
     // client's /connect, the client reads the queued "/error": exit 3, one line, no map.
-    let line = assert_one_line_refusal("a refused uid", &o, 3, &[&sock, "/connect,", "\"/error\""]);
+    assert_one_line_refusal("a refused uid", &o, 3, &[&sock, "/connect,", "\"/error\""]);
     let (_, st) = server.terminate();
     assert!(st.success());
     let log = std::fs::read_to_string(&log).unwrap();
