@@ -17,6 +17,10 @@ use crate::sys::{self, Mmap};
 pub(crate) use libc::SOL_XDP;
 use libc::XDP_UMEM_REG;
 
+/// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on a 64-bit kernel: the bytes at a frame's
+/// end that the kernel keeps out of the UMEM headroom (net/xdp/xdp_umem.c).
+const SKB_SHARED_INFO_BYTES: u32 = 320;
+
 /// Shape of a UMEM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct UmemConfig {
@@ -57,14 +61,18 @@ impl UmemConfig {
     /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096, the
     /// frame count one from 64 to 2^20, and the FILL and COMPLETION sizes ones from 64 to 65536;
     /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` - 256 (XDP_PACKET_HEADROOM)
-    /// - 128.
+    /// - 320 (the aligned `skb_shared_info` of a 64-bit kernel) - 128: what current kernels
+    /// accept (net/xdp/xdp_umem.c, xdp_umem_reg(), Linux 6.18 here; older kernels took up to
+    /// `frame_size` - 257), so a headroom that passes here passes there.
     pub fn validate(&self) -> Result<(), XskError> {
         check_pow2("frame size", self.frame_size, 2048, 4096)?;
         check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
         check_pow2("fill ring size", self.fill_size, 64, 65536)?;
         check_pow2("completion ring size", self.comp_size, 64, 65536)?;
-        // The kernel needs XDP_PACKET_HEADROOM (256) plus our headroom plus room for a packet.
-        let max = self.frame_size - crate::sys::uapi::XDP_PACKET_HEADROOM - 128;
+        // The kernel keeps XDP_PACKET_HEADROOM (256), the skb_shared_info a multi-buffer
+        // frame needs at its end (SKB_DATA_ALIGN(sizeof(struct skb_shared_info)) = 320 on
+        // 64-bit) and 128 bytes of packet after our headroom.
+        let max = self.frame_size - crate::sys::uapi::XDP_PACKET_HEADROOM - SKB_SHARED_INFO_BYTES - 128;
         if self.headroom > max {
             return Err(XskError::BadHeadroom { headroom: self.headroom, frame_size: self.frame_size, max });
         }

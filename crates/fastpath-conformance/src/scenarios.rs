@@ -1,0 +1,349 @@
+//! The scenarios, by the kernel's names (`prog_tests/test_xsk.h`), each a function of the bed
+//! and the mode. What each sends and checks is in its doc line; the kernel's descriptions
+//! (xskxceiver) are the source, the code is fastpath's own.
+
+use fastpath::xsk::{SocketConfig, UmemConfig, XDP_PACKET_HEADROOM};
+use fastpath_testbed::Testbed;
+
+use crate::xsk::{
+    self, packets, packets_with, redirect, same_packets, socket_config, transfer, umem_config, Port, Wait,
+};
+use crate::{ensure, Check, Mode, Outcome};
+
+/// One scenario: its kernel name and how it runs.
+pub struct Scenario {
+    /// The kernel's name (`test_xsk.h`).
+    pub name: &'static str,
+    /// Runs it on the bed in one mode.
+    pub run: fn(&Testbed, Mode) -> Outcome,
+}
+
+fn outcome(c: Check) -> Outcome {
+    match c {
+        Ok(s) => Outcome::Pass(s),
+        Err(s) => Outcome::Fail(s),
+    }
+}
+
+/// What a plain send-and-receive run varies.
+#[derive(Debug, Clone)]
+struct Run {
+    umem: UmemConfig,
+    count: usize,
+    len: usize,
+    wait: Wait,
+    multi_buffer: bool,
+}
+
+impl Run {
+    fn new(count: usize, len: usize) -> Self {
+        Run { umem: umem_config(), count, len, wait: Wait::default(), multi_buffer: false }
+    }
+}
+
+/// The two sides of a scenario: the redirect program and the RX socket on the bed's b end
+/// (queue 0, in XSKMAP slot 0), the TX socket on its a end.
+struct Sides {
+    prog: fastpath::bpf::Attached<fastpath::bpf::XskRedirect>,
+    rx: Port,
+    tx: Port,
+}
+
+fn sides(bed: &Testbed, umem: &UmemConfig, rx_cfg: SocketConfig, tx_cfg: SocketConfig) -> Result<Sides, String> {
+    let prog = redirect(bed.ns_b(), bed.iface_b(), rx_cfg.multi_buffer)?;
+    let rx = Port::open(bed.ns_b(), bed.iface_b(), 0, umem.clone(), rx_cfg)?;
+    prog.prog.insert(0, rx.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+    let tx = Port::open(bed.ns_a(), bed.iface_a(), 0, umem.clone(), tx_cfg)?;
+    Ok(Sides { prog, rx, tx })
+}
+
+/// The RX side on the bed's b end (queue 0, redirect attached, socket in the XSKMAP) and the
+/// TX side on its a end; then the packets of `r` through them, checked byte for byte, in order.
+fn send_receive(bed: &Testbed, mode: Mode, r: &Run) -> Check {
+    let mut sc = socket_config(mode);
+    sc.multi_buffer = r.multi_buffer;
+    let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &r.umem, sc.clone(), sc)?;
+    let pkts = packets(bed, r.count, r.len, 1);
+    let t = transfer(&mut tx, &mut rx, &pkts, pkts.len(), r.wait);
+    same_packets(&t.received, &pkts)?;
+    // Copy mode: the kernel puts the packet at XDP_PACKET_HEADROOM + the UMEM's headroom
+    // into the frame (net/xdp/xsk.c, __xsk_rcv; Documentation/networking/af_xdp.rst).
+    let want_off = (XDP_PACKET_HEADROOM + r.umem.headroom) as u64;
+    let fs = r.umem.frame_size as u64;
+    if let Some((i, p)) = t.received.iter().enumerate().find(|(_, p)| p.addrs[0] % fs != want_off) {
+        return Err(format!(
+            "packet {} at frame offset {} (expected XDP_PACKET_HEADROOM {XDP_PACKET_HEADROOM} + headroom {})",
+            i + 1,
+            p.addrs[0] % fs,
+            r.umem.headroom
+        ));
+    }
+    let st = rx.stats()?;
+    ensure(st.rx_dropped == 0 && st.rx_invalid_descs == 0, || format!("RX socket counted drops: {st:?}"))?;
+    Ok(format!("{} packets of {} bytes, in order, intact", r.count, r.len))
+}
+
+fn send_receive_default(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome(send_receive(bed, mode, &Run::new(xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE)))
+}
+
+fn send_receive_2k_frame(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE);
+    r.umem.frame_size = 2048;
+    outcome(send_receive(bed, mode, &r))
+}
+
+fn send_receive_single_pkt(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome(send_receive(bed, mode, &Run::new(1, xsk::MIN_PKT_SIZE)))
+}
+
+fn poll_rx(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE);
+    r.wait.poll_rx = true;
+    outcome(send_receive(bed, mode, &r))
+}
+
+fn poll_tx(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE);
+    r.wait.poll_tx = true;
+    outcome(send_receive(bed, mode, &r))
+}
+
+fn umem_headroom(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE);
+    r.umem.headroom = 128;
+    outcome(send_receive(bed, mode, &r))
+}
+
+fn send_receive_9k(bed: &Testbed, mode: Mode) -> Outcome {
+    if let Err(e) = bed.set_mtu(9000) {
+        return Outcome::Fail(format!("MTU 9000 on the bed: {e}"));
+    }
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT / 4, 9000);
+    r.multi_buffer = true;
+    let c = send_receive(bed, mode, &r);
+    let back = bed.set_mtu(1500);
+    match (c, back) {
+        (c, Ok(())) => outcome(c),
+        (_, Err(e)) => Outcome::Fail(format!("MTU back to 1500: {e}")),
+    }
+}
+
+/// The largest UMEM headroom: the kernel keeps room in each frame for XDP_PACKET_HEADROOM,
+/// the aligned `skb_shared_info` (320 bytes on 64-bit) and 128 bytes of packet
+/// (net/xdp/xdp_umem.c, xdp_umem_reg(); older kernels allowed up to frame - 256 - 1).
+fn max_headroom(frame_size: u32) -> u32 {
+    frame_size - XDP_PACKET_HEADROOM - 320 - 128
+}
+
+/// The largest headroom: every other packet is 512 bytes, more than the frame keeps after it
+/// (frame size - XDP_PACKET_HEADROOM - headroom = 448): those are dropped and counted in
+/// `rx_dropped`, one each; the 64-byte ones arrive, in order. One more byte of headroom is
+/// refused by the kernel (EINVAL) and by fastpath before it.
+fn stat_rx_dropped(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let mut umem = umem_config();
+        umem.headroom = max_headroom(umem.frame_size);
+        let big = 512;
+        let room = (umem.frame_size - XDP_PACKET_HEADROOM - umem.headroom) as usize;
+        ensure(big > room, || format!("a {big}-byte packet fits the {room} bytes a frame keeps"))?;
+        let sc = socket_config(mode);
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem, sc.clone(), sc)?;
+        let n = xsk::DEFAULT_PKT_CNT;
+        let pkts = packets_with(bed, n, |i| if i % 2 == 1 { big } else { xsk::MIN_PKT_SIZE }, 1, false);
+        let small: Vec<Vec<u8>> = pkts.iter().filter(|p| p.len() == xsk::MIN_PKT_SIZE).cloned().collect();
+        let t = transfer(&mut tx, &mut rx, &pkts, small.len(), Wait::default());
+        settle(&mut tx, &mut rx);
+        same_packets(&t.received, &small)?;
+        let st = rx.stats()?;
+        ensure(st.rx_dropped == (n / 2) as u64, || {
+            format!("rx_dropped {} (expected {}): {st:?}", st.rx_dropped, n / 2)
+        })?;
+        let mut over = umem.clone();
+        over.headroom += 1;
+        ensure(over.validate().is_err(), || format!("UmemConfig::validate accepts headroom {}", over.headroom))?;
+        Ok(format!(
+            "{} of {n} packets (64 bytes) arrived, rx_dropped = {} ({big} bytes, over the {room} a frame keeps after headroom {})",
+            small.len(),
+            n / 2,
+            umem.headroom
+        ))
+    })())
+}
+
+/// An RX ring of 64 descriptors that is never read: 64 packets fill it, every later one is
+/// counted in `rx_ring_full`, exactly.
+fn stat_rx_full(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let mut rx_cfg = socket_config(mode);
+        rx_cfg.ring_size = 64;
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem_config(), rx_cfg, socket_config(mode))?;
+        let n = 1024;
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        rx.fill(usize::MAX);
+        let mut sent = 0;
+        let t0 = std::time::Instant::now();
+        while sent < n && t0.elapsed() < xsk::STALL {
+            sent += tx.send(&pkts[sent..]);
+            let _ = tx.sock.kick_tx();
+            tx.reap();
+            rx.sock.kick_rx();
+        }
+        settle(&mut tx, &mut rx);
+        let st = rx.stats()?;
+        let mut got = Vec::new();
+        rx.recv(&mut got);
+        ensure(sent == n, || format!("only {sent} of {n} packets went out"))?;
+        same_packets(&got, &pkts[..64])?;
+        ensure(st.rx_ring_full == (n - 64) as u64, || {
+            format!("rx_ring_full {} (expected {} = {n} sent - 64 held by the ring): {st:?}", st.rx_ring_full, n - 64)
+        })?;
+        Ok(format!("64 packets held by the ring, rx_ring_full = {}", n - 64))
+    })())
+}
+
+/// Nothing on the FILL ring: every packet is dropped, counted once in
+/// `rx_fill_ring_empty_descs` and once in `rx_dropped`; then, with the FILL ring stocked, the
+/// next packets arrive.
+fn stat_fill_empty(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem_config(), sc.clone(), sc)?;
+        let n = 256;
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let mut sent = 0;
+        let t0 = std::time::Instant::now();
+        while sent < n && t0.elapsed() < xsk::STALL {
+            sent += tx.send(&pkts[sent..]);
+            let _ = tx.sock.kick_tx();
+            tx.reap();
+            rx.sock.kick_rx();
+        }
+        settle(&mut tx, &mut rx);
+        let st = rx.stats()?;
+        ensure(sent == n, || format!("only {sent} of {n} packets went out"))?;
+        ensure(st.rx_fill_ring_empty_descs == n as u64 && st.rx_dropped == n as u64, || {
+            format!("expected rx_fill_ring_empty_descs = rx_dropped = {n}: {st:?}")
+        })?;
+        let more = packets(bed, 64, xsk::MIN_PKT_SIZE, 2);
+        let t = transfer(&mut tx, &mut rx, &more, more.len(), Wait::default());
+        same_packets(&t.received, &more)?;
+        Ok(format!("{n} dropped and counted with an empty FILL ring, then 64 of 64 arrived"))
+    })())
+}
+
+/// Wakes both sides for 100 ms so that everything sent has been through the receiver's XDP.
+fn settle(tx: &mut Port, rx: &mut Port) {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_millis(100) {
+        let _ = tx.sock.kick_tx();
+        tx.reap();
+        rx.sock.kick_rx();
+    }
+}
+
+/// Sockets and redirect programs on both ends: a to b, then b to a on the same sockets.
+fn bidirectional(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let Sides { prog: _prog_b, rx: mut b, tx: mut a } = sides(bed, &umem_config(), sc.clone(), sc)?;
+        let prog_a = redirect(bed.ns_a(), bed.iface_a(), false)?;
+        prog_a.prog.insert(0, a.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+        let n = xsk::DEFAULT_PKT_CNT;
+        let ab = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let t = transfer(&mut a, &mut b, &ab, n, Wait::default());
+        same_packets(&t.received, &ab).map_err(|e| format!("a to b: {e}"))?;
+        let ba = packets_with(bed, n, |_| xsk::MIN_PKT_SIZE, 2, true);
+        let t = transfer(&mut b, &mut a, &ba, n, Wait::default());
+        same_packets(&t.received, &ba).map_err(|e| format!("b to a: {e}"))?;
+        Ok(format!("{n} packets each way, in order, intact"))
+    })())
+}
+
+/// Ten times: program, sockets, 64 packets through, everything closed; each round must work
+/// on what the last one left.
+fn teardown(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        for round in 1..=10 {
+            send_receive(bed, mode, &Run::new(64, xsk::MIN_PKT_SIZE)).map_err(|e| format!("round {round}: {e}"))?;
+        }
+        Ok("10 rounds of set-up, 64 packets, tear-down".into())
+    })())
+}
+
+/// Two sockets on the b end's queue 0 over one UMEM (the second shares the first's FILL and
+/// COMPLETION rings); the program alternates between their XSKMAP slots: each gets every other
+/// packet, in order, and together all of them.
+fn xdp_shared_umem(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let prog = xsk::redirect_with(
+            bed.ns_b(),
+            bed.iface_b(),
+            fastpath::bpf::XskRedirectOpts { socks_per_queue: 2, frags: false },
+        )?;
+        let mut rx0 = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), sc.clone())?;
+        let mut rx1 = rx0.share(bed.ns_b(), bed.iface_b(), 0, sc.clone(), 0)?;
+        prog.prog.insert(0, rx0.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+        prog.prog.insert(1, rx1.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+        let mut tx = Port::open(bed.ns_a(), bed.iface_a(), 0, umem_config(), sc)?;
+        let n = xsk::DEFAULT_PKT_CNT;
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let (mut got0, mut got1) = (Vec::new(), Vec::new());
+        rx0.fill(usize::MAX);
+        let mut sent = 0;
+        let mut last = std::time::Instant::now();
+        while got0.len() + got1.len() < n && last.elapsed() < xsk::STALL {
+            let s = tx.send(&pkts[sent..]);
+            sent += s;
+            let _ = tx.sock.kick_tx();
+            tx.reap();
+            rx0.sock.kick_rx();
+            let r = rx0.recv(&mut got0) + rx1.recv(&mut got1);
+            // Frames received on the second socket go back on the shared FILL ring.
+            rx0.free.append(&mut rx1.free);
+            rx0.fill(usize::MAX);
+            if s + r > 0 {
+                last = std::time::Instant::now();
+            }
+        }
+        ensure(got0.len() + got1.len() == n, || format!("{} + {} of {n} packets arrived", got0.len(), got1.len()))?;
+        ensure(got0.len() > 0 && got1.len() > 0, || {
+            format!("one socket got nothing: {} and {}", got0.len(), got1.len())
+        })?;
+        let seqs = |g: &[xsk::Received]| -> Vec<u64> {
+            g.iter().filter_map(|r| fastpath::packet::payload(&r.data)).map(|p| p.seq).collect()
+        };
+        let (s0, s1) = (seqs(&got0), seqs(&got1));
+        ensure(s0.windows(2).all(|w| w[0] < w[1]) && s1.windows(2).all(|w| w[0] < w[1]), || {
+            "a socket's packets out of order".into()
+        })?;
+        let mut all: Vec<u64> = s0.iter().chain(&s1).copied().collect();
+        all.sort_unstable();
+        ensure(all == (1..=n as u64).collect::<Vec<_>>(), || "together not every packet exactly once".into())?;
+        Ok(format!(
+            "{} + {} packets on two sockets sharing one UMEM and FILL ring, each in order, all exactly once",
+            got0.len(),
+            got1.len()
+        ))
+    })())
+}
+
+/// Every scenario, in the kernel's order.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario { name: "SEND_RECEIVE", run: send_receive_default },
+        Scenario { name: "SEND_RECEIVE_2K_FRAME", run: send_receive_2k_frame },
+        Scenario { name: "SEND_RECEIVE_SINGLE_PKT", run: send_receive_single_pkt },
+        Scenario { name: "POLL_RX", run: poll_rx },
+        Scenario { name: "POLL_TX", run: poll_tx },
+        Scenario { name: "UMEM_HEADROOM", run: umem_headroom },
+        Scenario { name: "BIDIRECTIONAL", run: bidirectional },
+        Scenario { name: "STAT_RX_DROPPED", run: stat_rx_dropped },
+        Scenario { name: "STAT_RX_FULL", run: stat_rx_full },
+        Scenario { name: "STAT_FILL_EMPTY", run: stat_fill_empty },
+        Scenario { name: "XDP_SHARED_UMEM", run: xdp_shared_umem },
+        Scenario { name: "SEND_RECEIVE_9K_PACKETS", run: send_receive_9k },
+        Scenario { name: "TEARDOWN", run: teardown },
+    ]
+}

@@ -1,0 +1,362 @@
+//! The scenarios' tools: a 4-queue veth bed, a socket with its free frames ([`Port`]), the
+//! redirect program, packets with sequence numbers, and one sending-and-receiving loop
+//! ([`transfer`]) that every traffic scenario uses.
+//!
+//! Everything is single-threaded, as the kernel's suite runs a scenario's two sides: the loop
+//! sends what the TX ring takes, wakes the kernel (`sendto`), takes what the RX ring holds and
+//! gives frames back to the FILL ring, until every expected packet arrived or nothing moved
+//! for [`STALL`].
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fastpath::bpf::{AttachOpts, Attached, XdpMode, XskRedirect, XskRedirectOpts};
+use fastpath::netdev::Iface;
+use fastpath::packet::{self, Payload, UdpFrameSpec};
+use fastpath::xsk::{Frame, SocketConfig, Umem, UmemConfig, XskSocket, XskStats};
+use fastpath_testbed::{run_in_netns, Testbed, TestbedConfig};
+
+use crate::Mode;
+
+/// Queues on each veth end (the kernel's suite: 4).
+pub const QUEUES: u32 = 4;
+/// Packets of a default run (the kernel's DEFAULT_PKT_CNT).
+pub const DEFAULT_PKT_CNT: usize = 4096;
+/// Smallest packet (the kernel's MIN_PKT_SIZE): 64 bytes.
+pub const MIN_PKT_SIZE: usize = 64;
+/// How long the loop waits without any progress before it gives up.
+pub const STALL: Duration = Duration::from_secs(2);
+
+/// Brings up the bed: veth pair with [`QUEUES`] queues, addresses 10.99.x.x.
+///
+/// # Errors
+///
+/// The test bed's error, as text (needs root).
+pub fn bed() -> Result<Testbed, String> {
+    // No IPv6: the kernel's own router solicitations and DAD frames would reach the sockets.
+    Testbed::up(&TestbedConfig { queues: QUEUES, ipv6: false, ..TestbedConfig::default() })
+        .map_err(|e| format!("test bed: {e}"))
+}
+
+/// One AF_XDP socket and the free frames of its UMEM that user space holds.
+#[derive(Debug)]
+pub struct Port {
+    /// The socket.
+    pub sock: XskSocket,
+    /// Its UMEM (shared with other ports for XDP_SHARED_UMEM).
+    pub umem: Arc<Umem>,
+    /// Frames user space owns and is not using.
+    pub free: Vec<Frame>,
+}
+
+/// A received packet: the UMEM address of each of its buffers and the bytes, joined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// `addr` of each descriptor (frame base + offset).
+    pub addrs: Vec<u64>,
+    /// The packet's bytes (every buffer's, in order).
+    pub data: Vec<u8>,
+}
+
+/// The socket shape a scenario asks for, in `mode`.
+pub fn socket_config(mode: Mode) -> SocketConfig {
+    SocketConfig {
+        ring_size: 2048,
+        busy_poll: mode.busy_poll(),
+        copy_mode: fastpath::xsk::CopyMode::Copy,
+        ..SocketConfig::default()
+    }
+}
+
+/// The UMEM shape of the kernel's default: 4096 frames of 4096 bytes, no headroom.
+pub fn umem_config() -> UmemConfig {
+    UmemConfig { frame_size: 4096, frame_count: 4096, headroom: 0, fill_size: 2048, comp_size: 2048, huge_pages: false }
+}
+
+impl Port {
+    /// A UMEM of `umem` and a socket on (`iface`, `queue`) in namespace `ns`.
+    ///
+    /// # Errors
+    ///
+    /// Entering `ns`, resolving `iface`, the UMEM or the bind, as text.
+    pub fn open(ns: &str, iface: &str, queue: u32, umem: UmemConfig, socket: SocketConfig) -> Result<Port, String> {
+        let iface = iface.to_string();
+        run_in_netns(ns, move || {
+            let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
+            let (umem, free) = Umem::new(&umem).map_err(|e| format!("UMEM: {e}"))?;
+            let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind: {e}"))?;
+            Ok(Port { sock, umem, free })
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// A second socket on (`iface`, `queue`) in `ns` over this port's UMEM (XDP_SHARED_UMEM),
+    /// with `frames` of this port's free frames.
+    ///
+    /// # Errors
+    ///
+    /// As [`Port::open`].
+    pub fn share(
+        &mut self,
+        ns: &str,
+        iface: &str,
+        queue: u32,
+        socket: SocketConfig,
+        frames: usize,
+    ) -> Result<Port, String> {
+        let iface = iface.to_string();
+        let umem = self.umem.clone();
+        let free = self.free.split_off(self.free.len().saturating_sub(frames));
+        run_in_netns(ns, move || {
+            let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
+            let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind (shared UMEM): {e}"))?;
+            Ok(Port { sock, umem, free })
+        })
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Puts free frames on the FILL ring while it has room (at most `max`); returns how many.
+    pub fn fill(&mut self, max: usize) -> usize {
+        let Some(ring) = self.sock.fill.as_mut() else { return 0 };
+        let want = self.free.len().min(max) as u32;
+        let mut b = ring.reserve(want);
+        let mut n = 0;
+        while b.room() > 0 {
+            let Some(f) = self.free.pop() else { break };
+            b.push(f);
+            n += 1;
+        }
+        n
+    }
+
+    /// Frames the kernel has finished sending go back to the free list; returns how many.
+    pub fn reap(&mut self) -> usize {
+        let fs = self.umem.frame_size();
+        let Some(ring) = self.sock.comp.as_mut() else { return 0 };
+        let mut n = 0;
+        for mut f in ring.peek(u32::MAX) {
+            f.reset(fs);
+            self.free.push(f);
+            n += 1;
+        }
+        n
+    }
+
+    /// Puts whole packets from `pkts` on the TX ring while it (and the free list) has room,
+    /// each over as many frames as it needs (XDP_PKT_CONTD on all but the last); returns how
+    /// many packets went.
+    pub fn send(&mut self, pkts: &[Vec<u8>]) -> usize {
+        self.send_split(pkts, self.umem.frame_size() as usize)
+    }
+
+    /// As [`Port::send`], each packet cut into buffers of at most `chunk` bytes (1..=frame size).
+    pub fn send_split(&mut self, pkts: &[Vec<u8>], chunk: usize) -> usize {
+        let fs = chunk.clamp(1, self.umem.frame_size() as usize);
+        let mut batch = self.sock.tx.reserve(self.free.len() as u32);
+        let mut room = batch.room() as usize;
+        let mut sent = 0;
+        for p in pkts {
+            let frames = p.len().div_ceil(fs).max(1);
+            if frames > room || frames > self.free.len() {
+                break;
+            }
+            for (i, chunk) in p.chunks(fs).enumerate() {
+                let mut f = self.free.pop().expect("counted above");
+                self.umem.resize(&mut f, chunk.len() as u32).copy_from_slice(chunk);
+                f.set_contd(i + 1 < frames);
+                batch.push(f);
+            }
+            if p.is_empty() {
+                let mut f = self.free.pop().expect("counted above");
+                self.umem.resize(&mut f, 0);
+                batch.push(f);
+            }
+            room -= frames;
+            sent += 1;
+        }
+        drop(batch);
+        sent
+    }
+
+    /// Takes every whole packet on the RX ring into `out` (frames back to the free list);
+    /// returns how many packets.
+    pub fn recv(&mut self, out: &mut Vec<Received>) -> usize {
+        let fs = self.umem.frame_size();
+        let mut n = 0;
+        let mut b = self.sock.rx.peek_packets(u32::MAX);
+        while let Some((frames, _)) = b.next_packet() {
+            let mut r = Received { addrs: Vec::new(), data: Vec::new() };
+            for _ in 0..frames {
+                let mut f = b.next().expect("counted by next_packet");
+                r.addrs.push(f.addr());
+                r.data.extend_from_slice(self.umem.data(&f));
+                f.reset(fs);
+                self.free.push(f);
+            }
+            out.push(r);
+            n += 1;
+        }
+        n
+    }
+
+    /// XDP_STATISTICS now.
+    ///
+    /// # Errors
+    ///
+    /// The getsockopt's, as text.
+    pub fn stats(&self) -> Result<XskStats, String> {
+        self.sock.stats().map_err(|e| e.to_string())
+    }
+}
+
+/// Attaches `xsk_redirect` (native, as on veth) to `iface` in `ns`, frags-aware if asked.
+///
+/// # Errors
+///
+/// Loading or attaching, as text.
+pub fn redirect(ns: &str, iface: &str, frags: bool) -> Result<Attached<XskRedirect>, String> {
+    redirect_with(ns, iface, XskRedirectOpts { socks_per_queue: 1, frags })
+}
+
+/// [`redirect`] with every load option.
+///
+/// # Errors
+///
+/// Loading or attaching, as text.
+pub fn redirect_with(ns: &str, iface: &str, opts: XskRedirectOpts) -> Result<Attached<XskRedirect>, String> {
+    let iface = iface.to_string();
+    run_in_netns(ns, move || {
+        let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
+        XskRedirect::load(opts)
+            .and_then(|l| l.attach(&ifc, AttachOpts::mode(Some(XdpMode::Native))))
+            .map_err(|e| format!("xsk_redirect: {e}"))
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// `count` packets of `len` bytes (IPv4/UDP from the bed's a side to its b side), payload
+/// stamped with sequence numbers 1..=count (stream `stream`).
+pub fn packets(bed: &Testbed, count: usize, len: usize, stream: u16) -> Vec<Vec<u8>> {
+    packets_with(bed, count, |_| len, stream, false)
+}
+
+/// `count` packets, packet `i` (from 0) of `len(i)` bytes, sequence numbers 1..=count;
+/// `reverse`: from the b side to the a side.
+pub fn packets_with(
+    bed: &Testbed,
+    count: usize,
+    len: impl Fn(usize) -> usize,
+    stream: u16,
+    reverse: bool,
+) -> Vec<Vec<u8>> {
+    let (mut src, mut dst) = ((bed.mac_a(), bed.ip4_a()), (bed.mac_b(), bed.ip4_b()));
+    if reverse {
+        std::mem::swap(&mut src, &mut dst);
+    }
+    (0..count)
+        .map(|i| {
+            let spec = UdpFrameSpec {
+                src_mac: src.0,
+                dst_mac: dst.0,
+                src_ip: IpAddr::V4(src.1),
+                dst_ip: IpAddr::V4(dst.1),
+                src_port: 9000 + stream,
+                dst_port: 9,
+                frame_len: len(i),
+            };
+            let mut p = vec![0u8; spec.frame_len];
+            packet::build_udp_frame(&spec, &mut p);
+            packet::stamp(&mut p, &Payload { stream, seq: i as u64 + 1, tstamp_ns: 0 });
+            p
+        })
+        .collect()
+}
+
+/// How a transfer waits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wait {
+    /// Wait for RX with `poll(POLLIN)` (the kernel's POLL_RX) rather than spinning.
+    pub poll_rx: bool,
+    /// Wait for TX ring room with `poll(POLLOUT)` (POLL_TX).
+    pub poll_tx: bool,
+}
+
+/// What a transfer saw.
+#[derive(Debug, Default)]
+pub struct Transfer {
+    /// Packets put on the TX ring.
+    pub sent: usize,
+    /// Packets received, in order.
+    pub received: Vec<Received>,
+}
+
+/// `poll` on one fd for `events`, `timeout_ms`; the revents (0 on timeout).
+pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> i16 {
+    let mut p = libc::pollfd { fd, events, revents: 0 };
+    // SAFETY: one valid pollfd, count 1.
+    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+    if r > 0 {
+        p.revents
+    } else {
+        0
+    }
+}
+
+/// Sends `pkts` from `tx` and receives on `rx` until `expect` packets arrived or nothing moved
+/// for [`STALL`]. `rx` is `None` when the packets are received by `tx` itself (not used) or
+/// when nothing should arrive.
+pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Transfer {
+    let mut t = Transfer::default();
+    rx.fill(usize::MAX);
+    let mut last = Instant::now();
+    while t.received.len() < expect || t.sent < pkts.len() {
+        let mut moved = 0;
+        if t.sent < pkts.len() {
+            if wait.poll_tx {
+                poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 10);
+            }
+            let n = tx.send(&pkts[t.sent..]);
+            t.sent += n;
+            moved += n;
+        }
+        let _ = tx.sock.kick_tx();
+        moved += tx.reap();
+        if wait.poll_rx {
+            poll_fd(rx.sock.as_raw_fd(), libc::POLLIN, 10);
+        } else {
+            rx.sock.kick_rx();
+        }
+        moved += rx.recv(&mut t.received);
+        moved += rx.fill(usize::MAX);
+        if moved > 0 {
+            last = Instant::now();
+        } else if last.elapsed() > STALL {
+            break;
+        }
+    }
+    // Let the last completions come back.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(50) {
+        let _ = tx.sock.kick_tx();
+        tx.reap();
+    }
+    t
+}
+
+/// Checks that `got` is exactly `want`, in order: the first difference as text.
+pub fn same_packets(got: &[Received], want: &[Vec<u8>]) -> Result<(), String> {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.data != *w {
+            let what = match packet::payload(&g.data) {
+                Some(p) => format!("seq {} of {} bytes", p.seq, g.data.len()),
+                None => format!("{} bytes without a payload stamp", g.data.len()),
+            };
+            return Err(format!("packet {} differs: expected seq {} of {} bytes, got {what}", i + 1, i + 1, w.len()));
+        }
+    }
+    if got.len() != want.len() {
+        return Err(format!("{} of {} packets arrived", got.len(), want.len()));
+    }
+    Ok(())
+}

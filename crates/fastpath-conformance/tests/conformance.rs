@@ -1,0 +1,51 @@
+//! `make conformance`: every scenario of `fastpath_conformance::scenarios` in both modes on one
+//! 4-queue veth bed; one line per scenario and mode, then a summary. Exits 1 if any scenario
+//! FAILs or is MISSING, or if the bed cannot be built (root is needed: in CI a test that
+//! cannot run fails). `CONFORMANCE=NAME[,NAME]` runs only those scenarios.
+
+use std::io::Write;
+use std::time::Instant;
+
+use fastpath_conformance::{scenarios, Mode, Outcome};
+
+fn main() {
+    let only: Option<Vec<String>> =
+        std::env::var("CONFORMANCE").ok().map(|s| s.split(',').map(|n| n.trim().to_uppercase()).collect());
+    let bed = match fastpath_conformance::xsk::bed() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("conformance: cannot run: {e}");
+            std::process::exit(1);
+        }
+    };
+    let (mut pass, mut fail, mut missing, mut not_here) = (0, 0, 0, 0);
+    for s in scenarios::all() {
+        if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == s.name)) {
+            continue;
+        }
+        for mode in Mode::ALL {
+            let t0 = Instant::now();
+            let o = (s.run)(&bed, mode);
+            println!(
+                "{:<36} {:<9} {:<12} {} ({:.1} s)",
+                s.name,
+                mode.name(),
+                o.word(),
+                o.detail(),
+                t0.elapsed().as_secs_f64()
+            );
+            let _ = std::io::stdout().flush();
+            match o {
+                Outcome::Pass(_) => pass += 1,
+                Outcome::Fail(_) => fail += 1,
+                Outcome::Missing(_) => missing += 1,
+                Outcome::NotHere(_) => not_here += 1,
+            }
+        }
+    }
+    println!("conformance: {pass} passed, {fail} failed, {missing} missing in fastpath, {not_here} not runnable here");
+    drop(bed);
+    if fail + missing > 0 {
+        std::process::exit(1);
+    }
+}
