@@ -2,11 +2,12 @@
 //! and the mode. What each sends and checks is in its doc line; the kernel's descriptions
 //! (xskxceiver) are the source, the code is fastpath's own.
 
-use fastpath::xsk::{SocketConfig, UmemConfig, XDP_PACKET_HEADROOM};
+use fastpath::xsk::{SocketConfig, UmemConfig, XdpDesc, XDP_PACKET_HEADROOM, XDP_PKT_CONTD};
 use fastpath_testbed::Testbed;
 
 use crate::xsk::{
-    self, packets, packets_with, redirect, same_packets, socket_config, transfer, umem_config, Port, Wait,
+    self, packets, packets_with, redirect, same_packets, socket_config, transfer, transfer_items, umem_config, Port,
+    TxItem, Wait,
 };
 use crate::{ensure, Check, Mode, Outcome};
 
@@ -329,6 +330,156 @@ fn xdp_shared_umem(bed: &Testbed, mode: Mode) -> Outcome {
     })())
 }
 
+/// Every odd packet is a descriptor at address 0 of 9001 bytes (longer than a frame): each is
+/// skipped and counted in `tx_invalid_descs`, exactly, and never completed; the even ones
+/// arrive, in order.
+fn stat_tx_invalid(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem_config(), sc.clone(), sc)?;
+        let n = xsk::DEFAULT_PKT_CNT;
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let bad = XdpDesc { addr: 0, len: 9001, options: 0 };
+        let items: Vec<TxItem> = pkts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if i % 2 == 1 { TxItem::Raw(bad) } else { TxItem::Packet(p.clone()) })
+            .collect();
+        let good: Vec<Vec<u8>> = pkts.iter().step_by(2).cloned().collect();
+        let t = transfer_items(&mut tx, &mut rx, &items, good.len(), Wait::default())?;
+        same_packets(&t.received, &good).map_err(|e| {
+            format!("{e}; sent {} completed {} rx {:?} tx {:?}", t.sent, t.completed, rx.stats(), tx.stats())
+        })?;
+        let st = tx.stats()?;
+        ensure(st.tx_invalid_descs == (n / 2) as u64, || {
+            format!("tx_invalid_descs {} (expected {}): {st:?}", st.tx_invalid_descs, n / 2)
+        })?;
+        let also = completions(t.completed, good.len(), n / 2)?;
+        Ok(format!("{} valid packets arrived, tx_invalid_descs = {}, {also}", good.len(), n / 2))
+    })())
+}
+
+/// Completions of a stream with `valid` and `invalid` descriptors: every valid one completes;
+/// the kernel completes the refused ones too, or none of them (Linux 6.18 in copy mode
+/// completes them, with their addresses as given; the kernel's selftests of older kernels
+/// count none). Anything else is a failure. Says which.
+fn completions(completed: usize, valid: usize, invalid: usize) -> Result<String, String> {
+    match completed {
+        c if c == valid + invalid && invalid > 0 => Ok(format!("all {c} completed (the invalid ones too)")),
+        c if c == valid => Ok(format!("{c} completed (the valid ones)")),
+        c => Err(format!("{c} completions for {valid} valid and {invalid} invalid descriptors")),
+    }
+}
+
+/// One row of an invalid-descriptor table: the descriptor and whether the kernel takes it.
+struct Row {
+    desc: XdpDesc,
+    valid: bool,
+}
+
+/// Sends `rows` (a valid row carries packet `i + 1` of the table, written at its address)
+/// and checks: exactly the valid rows arrive, in order, intact; every valid row completes
+/// and no invalid one does; `tx_invalid_descs` counts each invalid row.
+fn inv_desc_table(bed: &Testbed, mode: Mode, umem: &UmemConfig, rows: &[Row], multi_buffer: bool) -> Check {
+    let mut sc = socket_config(mode);
+    sc.multi_buffer = multi_buffer;
+    let Sides { prog: _prog, mut rx, mut tx } = sides(bed, umem, sc.clone(), sc)?;
+    let lens: Vec<usize> = rows.iter().map(|r| r.desc.len.clamp(xsk::MIN_PKT_SIZE as u32, 9000) as usize).collect();
+    let pkts = packets_with(bed, rows.len(), |i| lens[i], 1, false);
+    let items: Vec<TxItem> = rows
+        .iter()
+        .zip(&pkts)
+        .map(|(r, p)| match r.valid {
+            true => TxItem::At { addr: r.desc.addr, bytes: p[..r.desc.len as usize].to_vec(), options: r.desc.options },
+            false => TxItem::Raw(r.desc),
+        })
+        .collect();
+    let want: Vec<Vec<u8>> = rows.iter().zip(&pkts).filter(|(r, _)| r.valid).map(|(_, p)| p.clone()).collect();
+    let t = transfer_items(&mut tx, &mut rx, &items, want.len(), Wait::default())?;
+    same_packets(&t.received, &want)
+        .map_err(|e| format!("{e}; completed {:x?}; TX {:?}; RX {:?}", tx.completed_addrs, tx.stats(), rx.stats()))?;
+    let valid = rows.iter().filter(|r| r.valid).count();
+    let invalid = rows.len() - valid;
+    let also = completions(t.completed, valid, invalid)?;
+    let st = tx.stats()?;
+    ensure(st.tx_invalid_descs == invalid as u64, || {
+        format!("tx_invalid_descs {} (expected {invalid}): {st:?}", st.tx_invalid_descs)
+    })?;
+    Ok(format!("{valid} valid descriptors arrived, {invalid} invalid ones skipped and counted, {also}"))
+}
+
+/// The kernel's aligned table: address 0; a plain frame; before the UMEM (-2); longer than a
+/// frame (9001); ending exactly at the UMEM's end; at the end; crossing the end; crossing a
+/// 4K frame; crossing a 2K frame (valid with 4K frames); a plain frame.
+fn aligned_rows(umem: &UmemConfig) -> Vec<Row> {
+    let fs = umem.frame_size as u64;
+    let u = fs * umem.frame_count as u64;
+    let row = |addr: u64, len: u32, valid: bool| Row { desc: XdpDesc { addr, len, options: 0 }, valid };
+    vec![
+        row(0, 64, true),
+        row(fs, 64, true),
+        row(u64::MAX - 1, 64, false),
+        row(2 * fs, 9001, false),
+        row(u - 64, 64, true),
+        row(u, 64, false),
+        row(u - 32, 64, false),
+        row(4 * fs + 0x1000 - 32, 64, false),
+        row(8 * fs + 0x800 - 32, 64, fs == 4096),
+        row(12 * fs, 64, true),
+    ]
+}
+
+fn aligned_inv_desc(bed: &Testbed, mode: Mode) -> Outcome {
+    let umem = umem_config();
+    outcome(inv_desc_table(bed, mode, &umem, &aligned_rows(&umem), false))
+}
+
+fn aligned_inv_desc_2k(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut umem = umem_config();
+    umem.frame_size = 2048;
+    outcome(inv_desc_table(bed, mode, &umem, &aligned_rows(&umem), false))
+}
+
+/// Multi-buffer packets with one bad buffer (a zero-length last buffer, a buffer beyond the
+/// UMEM, one longer than a frame, unknown options): the whole packet is dropped, each of its
+/// descriptors counted invalid; the packets around it arrive.
+fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
+    if let Err(e) = bed.set_mtu(9000) {
+        return Outcome::Fail(format!("MTU 9000 on the bed: {e}"));
+    }
+    let umem = umem_config();
+    let fs = umem.frame_size as u64;
+    let u = fs * umem.frame_count as u64;
+    let c = XDP_PKT_CONTD;
+    let row = |addr: u64, len: u32, options: u32, valid: bool| Row { desc: XdpDesc { addr, len, options }, valid };
+    let rows = vec![
+        row(0, 64, 0, true),
+        // Ends with a zero-length buffer.
+        row(fs, 3072, c, false),
+        row(2 * fs, 3072, c, false),
+        row(3 * fs, 0, 0, false),
+        // Second buffer beyond the UMEM.
+        row(4 * fs, 3072, c, false),
+        row(u, 3072, c, false),
+        row(5 * fs, 64, 0, false),
+        // Second buffer longer than a frame.
+        row(6 * fs, 3072, c, false),
+        row(7 * fs, 9001, 0, false),
+        // Second buffer with unknown options (0xffff, XDP_PKT_CONTD among them): the packet
+        // is dropped through its end, the next buffer without XDP_PKT_CONTD.
+        row(8 * fs, 3072, c, false),
+        row(9 * fs, 3072, 0xffff, false),
+        row(10 * fs, 64, 0, false),
+        row(11 * fs, 64, 0, true),
+    ];
+    let r = inv_desc_table(bed, mode, &umem, &rows, true);
+    let back = bed.set_mtu(1500);
+    match (r, back) {
+        (r, Ok(())) => outcome(r),
+        (_, Err(e)) => Outcome::Fail(format!("MTU back to 1500: {e}")),
+    }
+}
+
 /// Every scenario, in the kernel's order.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -337,9 +488,13 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "SEND_RECEIVE_SINGLE_PKT", run: send_receive_single_pkt },
         Scenario { name: "POLL_RX", run: poll_rx },
         Scenario { name: "POLL_TX", run: poll_tx },
+        Scenario { name: "ALIGNED_INV_DESC", run: aligned_inv_desc },
+        Scenario { name: "ALIGNED_INV_DESC_2K_FRAME_SIZE", run: aligned_inv_desc_2k },
+        Scenario { name: "ALIGNED_INV_DESC_MULTI_BUFF", run: aligned_inv_desc_multi_buff },
         Scenario { name: "UMEM_HEADROOM", run: umem_headroom },
         Scenario { name: "BIDIRECTIONAL", run: bidirectional },
         Scenario { name: "STAT_RX_DROPPED", run: stat_rx_dropped },
+        Scenario { name: "STAT_TX_INVALID", run: stat_tx_invalid },
         Scenario { name: "STAT_RX_FULL", run: stat_rx_full },
         Scenario { name: "STAT_FILL_EMPTY", run: stat_fill_empty },
         Scenario { name: "XDP_SHARED_UMEM", run: xdp_shared_umem },

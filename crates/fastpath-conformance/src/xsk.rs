@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use fastpath::bpf::{AttachOpts, Attached, XdpMode, XskRedirect, XskRedirectOpts};
 use fastpath::netdev::Iface;
 use fastpath::packet::{self, Payload, UdpFrameSpec};
-use fastpath::xsk::{Frame, SocketConfig, Umem, UmemConfig, XskSocket, XskStats};
+use fastpath::xsk::{Frame, SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket, XskStats};
 use fastpath_testbed::{run_in_netns, Testbed, TestbedConfig};
 
 use crate::Mode;
@@ -48,6 +48,10 @@ pub struct Port {
     pub umem: Arc<Umem>,
     /// Frames user space owns and is not using.
     pub free: Vec<Frame>,
+    /// Frame addresses taken out of circulation for [`TxItem::Raw`] descriptors.
+    pub retired: Vec<u64>,
+    /// Every address the COMPLETION ring returned, in order.
+    pub completed_addrs: Vec<u64>,
 }
 
 /// A received packet: the UMEM address of each of its buffers and the bytes, joined.
@@ -86,7 +90,7 @@ impl Port {
             let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
             let (umem, free) = Umem::new(&umem).map_err(|e| format!("UMEM: {e}"))?;
             let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind: {e}"))?;
-            Ok(Port { sock, umem, free })
+            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new() })
         })
         .map_err(|e| e.to_string())?
     }
@@ -111,7 +115,7 @@ impl Port {
         run_in_netns(ns, move || {
             let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
             let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind (shared UMEM): {e}"))?;
-            Ok(Port { sock, umem, free })
+            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new() })
         })
         .map_err(|e| e.to_string())?
     }
@@ -130,15 +134,24 @@ impl Port {
         n
     }
 
-    /// Frames the kernel has finished sending go back to the free list; returns how many.
+    /// Frames the kernel has finished sending go back to the free list, except retired ones
+    /// and addresses outside the UMEM (completions of refused descriptors, see
+    /// [`TxItem::Raw`]); returns how many completions there were.
     pub fn reap(&mut self) -> usize {
         let fs = self.umem.frame_size();
+        let umem_len = fs as u64 * self.umem.config().frame_count as u64;
         let Some(ring) = self.sock.comp.as_mut() else { return 0 };
         let mut n = 0;
         for mut f in ring.peek(u32::MAX) {
-            f.reset(fs);
-            self.free.push(f);
             n += 1;
+            self.completed_addrs.push(f.addr());
+            if f.addr() >= umem_len {
+                continue;
+            }
+            f.reset(fs);
+            if !self.retired.contains(&f.addr()) {
+                self.free.push(f);
+            }
         }
         n
     }
@@ -167,16 +180,90 @@ impl Port {
                 f.set_contd(i + 1 < frames);
                 batch.push(f);
             }
-            if p.is_empty() {
-                let mut f = self.free.pop().expect("counted above");
-                self.umem.resize(&mut f, 0);
-                batch.push(f);
-            }
             room -= frames;
             sent += 1;
         }
         drop(batch);
         sent
+    }
+
+    /// Puts `items` on the TX ring in order while it has room; returns how many went. A
+    /// [`TxItem::Packet`] goes over free frames as [`Port::send`] sends it, a [`TxItem::At`]
+    /// is written into the free frame that holds its address, and a [`TxItem::Raw`] goes as
+    /// it is (its bytes are not written).
+    ///
+    /// # Errors
+    ///
+    /// An `At` whose frame is not free, or whose bytes do not fit that frame.
+    pub fn send_items(&mut self, items: &[TxItem]) -> Result<usize, String> {
+        let fs = self.umem.frame_size() as u64;
+        let mut batch = self.sock.tx.reserve(items.len().min(u32::MAX as usize) as u32);
+        let mut done = 0;
+        for item in items {
+            match item {
+                TxItem::Packet(p) => {
+                    let frames = p.len().div_ceil(fs as usize).max(1);
+                    if frames as u32 > batch.room() || frames > self.free.len() {
+                        break;
+                    }
+                    for (i, chunk) in p.chunks(fs as usize).enumerate() {
+                        let mut f = self.free.pop().expect("counted above");
+                        self.umem.resize(&mut f, chunk.len() as u32).copy_from_slice(chunk);
+                        f.set_contd(i + 1 < frames);
+                        batch.push(f);
+                    }
+                }
+                TxItem::At { addr, bytes, options } => {
+                    if batch.room() == 0 {
+                        break;
+                    }
+                    let base = addr - addr % fs;
+                    let off = (addr % fs) as usize;
+                    let i = self
+                        .free
+                        .iter()
+                        .position(|f| f.addr() == base)
+                        .ok_or_else(|| format!("frame {base:#x} of descriptor {addr:#x} is not free"))?;
+                    let mut f = self.free.swap_remove(i);
+                    ensure_fits(off + bytes.len(), fs)?;
+                    self.umem.resize(&mut f, (off + bytes.len()) as u32)[off..].copy_from_slice(bytes);
+                    // The token is given up: the completion's token for `addr` replaces it.
+                    drop(f);
+                    let d = XdpDesc { addr: *addr, len: bytes.len() as u32, options: *options };
+                    // SAFETY: no token for the frame holding `addr` is held any more (dropped
+                    // just above) and no other item names it before its completion (the
+                    // scenarios' tables name each valid frame once).
+                    unsafe { batch.push_raw(d) };
+                }
+                TxItem::Raw(d) => {
+                    if batch.room() == 0 {
+                        break;
+                    }
+                    // The kernel may complete a descriptor it refused (Linux 6.18 does, in
+                    // copy mode, with its address as given): every frame the descriptor
+                    // touches leaves circulation for good (a free one's token is dropped now,
+                    // one in flight is marked), and `reap` drops whatever token comes back
+                    // for a retired frame or an address outside the UMEM.
+                    let umem_len = fs * self.umem.config().frame_count as u64;
+                    let end = d.addr.saturating_add(d.len.max(1) as u64).min(umem_len);
+                    let mut base = d.addr - d.addr % fs;
+                    while base < end {
+                        if let Some(i) = self.free.iter().position(|f| f.addr() == base) {
+                            drop(self.free.swap_remove(i));
+                        }
+                        if !self.retired.contains(&base) {
+                            self.retired.push(base);
+                        }
+                        base += fs;
+                    }
+                    // SAFETY: no token is held for any frame `d` touches (dropped above), and
+                    // none comes back into use (`reap` drops them).
+                    unsafe { batch.push_raw(*d) };
+                }
+            }
+            done += 1;
+        }
+        Ok(done)
     }
 
     /// Takes every whole packet on the RX ring into `out` (frames back to the free list);
@@ -208,6 +295,33 @@ impl Port {
     pub fn stats(&self) -> Result<XskStats, String> {
         self.sock.stats().map_err(|e| e.to_string())
     }
+}
+
+/// One entry of a crafted TX stream ([`Port::send_items`]).
+#[derive(Debug, Clone)]
+pub enum TxItem {
+    /// A packet over free frames (several, chained, if longer than a frame).
+    Packet(Vec<u8>),
+    /// `bytes` written at UMEM address `addr` (its frame must be free), one descriptor with
+    /// `options`.
+    At {
+        /// UMEM address of the first byte.
+        addr: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+        /// Descriptor options.
+        options: u32,
+    },
+    /// A descriptor as it is, nothing written: one the kernel must refuse. The frames it
+    /// touches leave circulation for good (the kernel may complete it anyway).
+    Raw(XdpDesc),
+}
+
+fn ensure_fits(end: usize, fs: u64) -> Result<(), String> {
+    if end as u64 > fs {
+        return Err(format!("{end} bytes do not fit a {fs}-byte frame"));
+    }
+    Ok(())
 }
 
 /// Attaches `xsk_redirect` (native, as on veth) to `iface` in `ns`, frags-aware if asked.
@@ -285,8 +399,10 @@ pub struct Wait {
 /// What a transfer saw.
 #[derive(Debug, Default)]
 pub struct Transfer {
-    /// Packets put on the TX ring.
+    /// Items put on the TX ring.
     pub sent: usize,
+    /// Frames the kernel completed (COMPLETION ring).
+    pub completed: usize,
     /// Packets received, in order.
     pub received: Vec<Received>,
 }
@@ -304,24 +420,41 @@ pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> i16 {
 }
 
 /// Sends `pkts` from `tx` and receives on `rx` until `expect` packets arrived or nothing moved
-/// for [`STALL`]. `rx` is `None` when the packets are received by `tx` itself (not used) or
-/// when nothing should arrive.
+/// for [`STALL`].
 pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Transfer {
+    let items: Vec<TxItem> = pkts.iter().cloned().map(TxItem::Packet).collect();
+    transfer_items(tx, rx, &items, expect, wait).expect("plain packets are always sendable")
+}
+
+/// [`transfer`] of a crafted stream ([`Port::send_items`]).
+///
+/// # Errors
+///
+/// As [`Port::send_items`].
+pub fn transfer_items(
+    tx: &mut Port,
+    rx: &mut Port,
+    items: &[TxItem],
+    expect: usize,
+    wait: Wait,
+) -> Result<Transfer, String> {
     let mut t = Transfer::default();
     rx.fill(usize::MAX);
     let mut last = Instant::now();
-    while t.received.len() < expect || t.sent < pkts.len() {
+    while t.received.len() < expect || t.sent < items.len() {
         let mut moved = 0;
-        if t.sent < pkts.len() {
+        if t.sent < items.len() {
             if wait.poll_tx {
                 poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 10);
             }
-            let n = tx.send(&pkts[t.sent..]);
+            let n = tx.send_items(&items[t.sent..])?;
             t.sent += n;
             moved += n;
         }
         let _ = tx.sock.kick_tx();
-        moved += tx.reap();
+        let c = tx.reap();
+        t.completed += c;
+        moved += c;
         if wait.poll_rx {
             poll_fd(rx.sock.as_raw_fd(), libc::POLLIN, 10);
         } else {
@@ -335,13 +468,16 @@ pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, w
             break;
         }
     }
-    // Let the last completions come back.
+    // Let the last completions (and anything unexpected) come.
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_millis(50) {
         let _ = tx.sock.kick_tx();
-        tx.reap();
+        t.completed += tx.reap();
+        rx.sock.kick_rx();
+        rx.recv(&mut t.received);
+        rx.fill(usize::MAX);
     }
-    t
+    Ok(t)
 }
 
 /// Checks that `got` is exactly `want`, in order: the first difference as text.

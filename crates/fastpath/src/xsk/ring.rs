@@ -360,7 +360,47 @@ pub struct RxRing {
 pub struct TxRing {
     ring: ProdRing<XdpDesc>,
     umem_id: u32,
+    check: TxCheck,
     _map: Option<Mmap>,
+}
+
+/// What a TX descriptor must respect for the kernel to take it (xp_validate_desc() and
+/// xsk_build_skb() in net/xdp/: inside the UMEM, inside one chunk in aligned mode, a length of
+/// 1 or more, XDP_PKT_CONTD only on a multi-buffer socket). Checked on every
+/// [`TxBatch::push`] in debug builds: a descriptor the kernel would count in
+/// `tx_invalid_descs` is a bug of fastpath, never sent by accident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TxCheck {
+    /// Chunk (frame) size in bytes.
+    pub chunk_size: u32,
+    /// UMEM length in bytes.
+    pub umem_len: u64,
+    /// The socket was bound with XDP_USE_SG (or shares a UMEM whose first socket was).
+    pub multi_buffer: bool,
+}
+
+impl TxCheck {
+    /// Why the kernel would refuse `d`, or `None`.
+    pub(crate) fn refusal(&self, d: &XdpDesc) -> Option<String> {
+        let cs = self.chunk_size as u64;
+        let end = d.addr.checked_add(d.len as u64);
+        if d.len == 0 {
+            return Some(format!("TX descriptor addr {:#x} of length 0", d.addr));
+        }
+        if end.is_none_or(|e| e > self.umem_len) {
+            return Some(format!("TX descriptor {:#x}+{} beyond the UMEM ({} bytes)", d.addr, d.len, self.umem_len));
+        }
+        if d.addr % cs + d.len as u64 > cs {
+            return Some(format!("TX descriptor {:#x}+{} crosses its {}-byte chunk", d.addr, d.len, cs));
+        }
+        if d.options & !XDP_PKT_CONTD != 0 || (d.options & XDP_PKT_CONTD != 0 && !self.multi_buffer) {
+            return Some(format!(
+                "TX descriptor {:#x} with options {:#x} (XDP_PKT_CONTD only, on an XDP_USE_SG socket)",
+                d.addr, d.options
+            ));
+        }
+        None
+    }
 }
 
 impl FillRing {
@@ -458,9 +498,14 @@ impl RxRing {
 impl TxRing {
     /// # Safety
     /// As for [`FillRing::new`].
-    pub(crate) unsafe fn new(raw: RawRing<XdpDesc>, map: Option<Mmap>, umem_id: u32) -> Self {
+    pub(crate) unsafe fn new(raw: RawRing<XdpDesc>, map: Option<Mmap>, umem_id: u32, check: TxCheck) -> Self {
         // SAFETY: the caller's contract.
-        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, _map: map }
+        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, check, _map: map }
+    }
+
+    /// Once bound: whether the socket takes multi-buffer packets.
+    pub(crate) fn set_multi_buffer(&mut self, on: bool) {
+        self.check.multi_buffer = on;
     }
 
     /// Reserves up to `n` slots. The batch submits what was pushed when it goes out of scope.
@@ -469,7 +514,7 @@ impl TxRing {
         // No batch is alive (it would borrow the ring): anything reserved is a leaked batch's.
         self.ring.cancel_unsubmitted();
         let (idx, cap) = self.ring.reserve_up_to(n);
-        TxBatch { idx, cap, n: 0, umem_id: self.umem_id, ring: &mut self.ring }
+        TxBatch { idx, cap, n: 0, umem_id: self.umem_id, check: self.check, ring: &mut self.ring }
     }
 
     /// Descriptors submitted that the kernel has not taken yet.
@@ -542,6 +587,7 @@ pub struct TxBatch<'r> {
     cap: u32,
     n: u32,
     umem_id: u32,
+    check: TxCheck,
 }
 
 impl TxBatch<'_> {
@@ -555,14 +601,60 @@ impl TxBatch<'_> {
     ///
     /// # Panics
     ///
-    /// If the batch is full ([`TxBatch::room`] is 0) or `f` belongs to another UMEM.
+    /// If the batch is full ([`TxBatch::room`] is 0) or `f` belongs to another UMEM; in debug
+    /// builds also if the kernel would refuse the descriptor (`tx_invalid_descs`): length 0,
+    /// or `contd` set on a socket without XDP_USE_SG (a token's bytes always lie inside one
+    /// frame of its UMEM).
     #[inline]
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);
         assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
         let options = if f.contd() { XDP_PKT_CONTD } else { 0 };
-        self.ring.write(self.idx.wrapping_add(self.n), XdpDesc { addr: f.addr(), len: f.len(), options });
+        let d = XdpDesc { addr: f.addr(), len: f.len(), options };
+        #[cfg(debug_assertions)]
+        if let Some(why) = self.check.refusal(&d) {
+            panic!("{why}: the kernel would count it in tx_invalid_descs");
+        }
+        self.ring.write(self.idx.wrapping_add(self.n), d);
         self.n += 1;
+    }
+
+    /// Queues a descriptor as given, valid or not: for tests of what the kernel does with
+    /// invalid descriptors (the kernel's AF_XDP selftests send them on purpose), and the only
+    /// way to name bytes outside a [`Frame`] token. The kernel skips a descriptor it finds
+    /// invalid (in a multi-buffer packet: the whole packet, through its last buffer) and counts
+    /// it in `tx_invalid_descs` (XDP_STATISTICS). Whether `desc` would be refused:
+    /// [`TxBatch::refusal`].
+    ///
+    /// **Refused descriptors may complete too**: Linux 6.18 in copy mode puts the address of
+    /// every descriptor it consumed on the COMPLETION ring, refused or not, even an address
+    /// outside the UMEM (measured by the invalid-descriptor scenarios of
+    /// `crates/fastpath-conformance`; older kernels' selftests expect no completion). A token
+    /// for an address outside the UMEM cannot reach any bytes ([`super::Umem::data`] panics).
+    ///
+    /// # Safety
+    ///
+    /// The kernel reads the bytes `desc` names until it completes it, and the COMPLETION ring
+    /// then yields a [`Frame`] token for `desc.addr`, whether the kernel took `desc` or
+    /// refused it. So the caller must hold no token for any frame `desc` touches (a token
+    /// dropped is given up; the completion's token replaces it), and must not name those
+    /// frames in another descriptor before `desc`'s completion.
+    ///
+    /// # Panics
+    ///
+    /// If the batch is full.
+    #[inline]
+    pub unsafe fn push_raw(&mut self, desc: XdpDesc) {
+        assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);
+        self.ring.write(self.idx.wrapping_add(self.n), desc);
+        self.n += 1;
+    }
+
+    /// Why the kernel would refuse `desc` on this socket (it counts it in `tx_invalid_descs`),
+    /// or `None`: outside the UMEM, crossing a chunk, length 0, options other than
+    /// XDP_PKT_CONTD, or XDP_PKT_CONTD without XDP_USE_SG. Aligned mode only.
+    pub fn refusal(&self, desc: &XdpDesc) -> Option<String> {
+        self.check.refusal(desc)
     }
 
     /// Packets pushed so far.
@@ -739,6 +831,36 @@ mod tests {
         let raw = mem.raw();
         // SAFETY: mem outlives both rings in every test; one producer and one consumer.
         unsafe { (ProdRing::new(raw), ConsRing::new(raw)) }
+    }
+
+    #[test]
+    fn the_tx_check_refuses_what_the_kernel_counts_invalid() {
+        // The rows of the kernel's aligned invalid-descriptor table (4096-byte chunks, a UMEM
+        // of 16 chunks), which the conformance scenario ALIGNED_INV_DESC sends to a real kernel.
+        let c = TxCheck { chunk_size: 4096, umem_len: 16 * 4096, multi_buffer: false };
+        let u = c.umem_len;
+        let d = |addr: u64, len: u32, options: u32| XdpDesc { addr, len, options };
+        for ok in [d(0, 64, 0), d(4096, 64, 0), d(u - 64, 64, 0), d(4096 + 2016, 64, 0), d(0, 4096, 0)] {
+            assert_eq!(c.refusal(&ok), None, "{ok:?}");
+        }
+        for bad in [
+            d(u64::MAX - 1, 64, 0),
+            d(0, 9001, 0),
+            d(u, 64, 0),
+            d(u - 32, 64, 0),
+            d(4096 + 4064, 64, 0),
+            d(0, 4097, 0),
+            d(0, 0, 0),
+            d(0, 64, XDP_PKT_CONTD),
+            d(0, 64, 2),
+        ] {
+            assert!(c.refusal(&bad).is_some(), "{bad:?}");
+        }
+        let mb = TxCheck { multi_buffer: true, ..c };
+        assert_eq!(mb.refusal(&d(0, 64, XDP_PKT_CONTD)), None);
+        assert!(mb.refusal(&d(0, 64, 0xffff)).is_some());
+        let c2k = TxCheck { chunk_size: 2048, umem_len: 16 * 2048, multi_buffer: false };
+        assert!(c2k.refusal(&d(2048 + 2016, 64, 0)).is_some(), "crosses a 2K chunk");
     }
 
     #[test]

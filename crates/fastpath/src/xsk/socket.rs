@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::ring::{CompRing, FillRing, RawRing, RxRing, TxRing, XdpDesc};
+use super::ring::{CompRing, FillRing, RawRing, RxRing, TxCheck, TxRing, XdpDesc};
 use super::umem::{Bound, Umem, UmemConfig, SOL_XDP};
 use crate::netdev::{Iface, NetDev};
 use crate::sys::{self, Mmap, SysError};
@@ -567,7 +567,12 @@ impl XskSocket {
         }
         let (rxr, txr) = (raw::<XdpDesc>(&rx_map, &off.rx, rs), raw::<XdpDesc>(&tx_map, &off.tx, rs));
         // SAFETY: as above.
-        let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id)) };
+        let check = TxCheck {
+            chunk_size: uc.frame_size,
+            umem_len: uc.frame_size as u64 * uc.frame_count as u64,
+            multi_buffer: false,
+        };
+        let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };
         let mut notes = Vec::new();
         if let Some(bp) = config.busy_poll {
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1, "SOL_SOCKET, SO_PREFER_BUSY_POLL")?;
@@ -653,6 +658,7 @@ impl XskSocket {
         if shared_fd.is_none() {
             self.umem.set_multi_buffer(self.config.multi_buffer);
         }
+        self.tx.set_multi_buffer(self.umem.multi_buffer());
         let (opts, _): (libc::xdp_options, usize) =
             sys::getsockopt(&*self.fd, SOL_XDP, XDP_OPTIONS, "SOL_XDP, XDP_OPTIONS")?;
         self.zero_copy = opts.flags & XDP_OPTIONS_ZEROCOPY != 0;
