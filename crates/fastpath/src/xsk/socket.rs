@@ -566,12 +566,12 @@ impl XskSocket {
             }
         }
         let (rxr, txr) = (raw::<XdpDesc>(&rx_map, &off.rx, rs), raw::<XdpDesc>(&tx_map, &off.tx, rs));
-        // SAFETY: as above.
         let check = TxCheck {
             chunk_size: uc.frame_size,
             umem_len: uc.frame_size as u64 * uc.frame_count as u64,
             multi_buffer: false,
         };
+        // SAFETY: as above.
         let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };
         let mut notes = Vec::new();
         if let Some(bp) = config.busy_poll {

@@ -60,10 +60,10 @@ impl UmemConfig {
     ///
     /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096, the
     /// frame count one from 64 to 2^20, and the FILL and COMPLETION sizes ones from 64 to 65536;
-    /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` - 256 (XDP_PACKET_HEADROOM)
-    /// - 320 (the aligned `skb_shared_info` of a 64-bit kernel) - 128: what current kernels
-    /// accept (net/xdp/xdp_umem.c, xdp_umem_reg(), Linux 6.18 here; older kernels took up to
-    /// `frame_size` - 257), so a headroom that passes here passes there.
+    /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` less 256
+    /// (XDP_PACKET_HEADROOM), 320 (the aligned `skb_shared_info` of a 64-bit kernel) and 128:
+    /// what current kernels accept (net/xdp/xdp_umem.c, xdp_umem_reg(), Linux 6.18 here; older
+    /// kernels took up to `frame_size` - 257), so a headroom that passes here passes there.
     pub fn validate(&self) -> Result<(), XskError> {
         check_pow2("frame size", self.frame_size, 2048, 4096)?;
         check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
