@@ -86,7 +86,11 @@ impl Outcome {
 /// A scenario's result before it is an [`Outcome`]: `Err` is a failure with its text.
 pub type Check = Result<String, String>;
 
-/// `Err(what)` unless `cond`.
+/// `Ok` if `cond`.
+///
+/// # Errors
+///
+/// `what()` unless `cond`.
 pub fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     if cond {
         Ok(())

@@ -309,7 +309,7 @@ fn xdp_shared_umem(bed: &Testbed, mode: Mode) -> Outcome {
             }
         }
         ensure(got0.len() + got1.len() == n, || format!("{} + {} of {n} packets arrived", got0.len(), got1.len()))?;
-        ensure(got0.len() > 0 && got1.len() > 0, || {
+        ensure(!got0.is_empty() && !got1.is_empty(), || {
             format!("one socket got nothing: {} and {}", got0.len(), got1.len())
         })?;
         let seqs = |g: &[xsk::Received]| -> Vec<u64> {

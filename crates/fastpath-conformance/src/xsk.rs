@@ -164,6 +164,10 @@ impl Port {
     }
 
     /// As [`Port::send`], each packet cut into buffers of at most `chunk` bytes (1..=frame size).
+    ///
+    /// # Panics
+    ///
+    /// Never: free frames are counted before they are taken.
     pub fn send_split(&mut self, pkts: &[Vec<u8>], chunk: usize) -> usize {
         let fs = chunk.clamp(1, self.umem.frame_size() as usize);
         let mut batch = self.sock.tx.reserve(self.free.len() as u32);
@@ -195,6 +199,10 @@ impl Port {
     /// # Errors
     ///
     /// An `At` whose frame is not free, or whose bytes do not fit that frame.
+    ///
+    /// # Panics
+    ///
+    /// Never: free frames are counted before they are taken.
     pub fn send_items(&mut self, items: &[TxItem]) -> Result<usize, String> {
         let fs = self.umem.frame_size() as u64;
         let mut batch = self.sock.tx.reserve(items.len().min(u32::MAX as usize) as u32);
@@ -228,7 +236,7 @@ impl Port {
                     ensure_fits(off + bytes.len(), fs)?;
                     self.umem.resize(&mut f, (off + bytes.len()) as u32)[off..].copy_from_slice(bytes);
                     // The token is given up: the completion's token for `addr` replaces it.
-                    drop(f);
+                    let _given_up: Frame = f;
                     let d = XdpDesc { addr: *addr, len: bytes.len() as u32, options: *options };
                     // SAFETY: no token for the frame holding `addr` is held any more (dropped
                     // just above) and no other item names it before its completion (the
@@ -249,7 +257,7 @@ impl Port {
                     let mut base = d.addr - d.addr % fs;
                     while base < end {
                         if let Some(i) = self.free.iter().position(|f| f.addr() == base) {
-                            drop(self.free.swap_remove(i));
+                            let _given_up: Frame = self.free.swap_remove(i);
                         }
                         if !self.retired.contains(&base) {
                             self.retired.push(base);
@@ -268,6 +276,10 @@ impl Port {
 
     /// Takes every whole packet on the RX ring into `out` (frames back to the free list);
     /// returns how many packets.
+    ///
+    /// # Panics
+    ///
+    /// Never: a packet's frames are counted before they are taken.
     pub fn recv(&mut self, out: &mut Vec<Received>) -> usize {
         let fs = self.umem.frame_size();
         let mut n = 0;
@@ -421,6 +433,10 @@ pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> i16 {
 
 /// Sends `pkts` from `tx` and receives on `rx` until `expect` packets arrived or nothing moved
 /// for [`STALL`].
+///
+/// # Panics
+///
+/// Never: whole packets are always sendable.
 pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Transfer {
     let items: Vec<TxItem> = pkts.iter().cloned().map(TxItem::Packet).collect();
     transfer_items(tx, rx, &items, expect, wait).expect("plain packets are always sendable")
@@ -480,7 +496,11 @@ pub fn transfer_items(
     Ok(t)
 }
 
-/// Checks that `got` is exactly `want`, in order: the first difference as text.
+/// Checks that `got` is exactly `want`, in order.
+///
+/// # Errors
+///
+/// The first difference, as text.
 pub fn same_packets(got: &[Received], want: &[Vec<u8>]) -> Result<(), String> {
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         if g.data != *w {
