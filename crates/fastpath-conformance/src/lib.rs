@@ -17,6 +17,7 @@
 //! Privileges: root (namespaces, XDP programs, AF_XDP sockets). Kernel: as each scenario says;
 //! the suite as a whole wants >= 6.6 (multi-buffer AF_XDP).
 
+pub mod progs;
 pub mod scenarios;
 pub mod xsk;
 

@@ -9,7 +9,7 @@ use crate::xsk::{
     self, packets, packets_with, redirect, same_packets, socket_config, transfer, transfer_items, umem_config, Port,
     TxItem, Wait,
 };
-use crate::{ensure, Check, Mode, Outcome};
+use crate::{ensure, progs, Check, Mode, Outcome};
 
 /// One scenario: its kernel name and how it runs.
 pub struct Scenario {
@@ -66,7 +66,13 @@ fn send_receive(bed: &Testbed, mode: Mode, r: &Run) -> Check {
     let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &r.umem, sc.clone(), sc)?;
     let pkts = packets(bed, r.count, r.len, 1);
     let t = transfer(&mut tx, &mut rx, &pkts, pkts.len(), r.wait);
-    same_packets(&t.received, &pkts)?;
+    same_packets(&t.received, &pkts).map_err(|e| {
+        let seqs: Vec<u64> = t.received.iter().filter_map(|p| fastpath::packet::payload(&p.data)).map(|p| p.seq).collect();
+        let missing: Vec<u64> = (1..=pkts.len() as u64).filter(|s| !seqs.contains(s)).take(8).collect();
+        let veth = fastpath_testbed::Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
+            .map(|v| v.into_iter().filter(|(k, v)| *v > 0 && (k.contains("drop") || k.contains("err"))).collect::<Vec<_>>());
+        format!("{e}; sent {} completed {} tx free {} pending {}; missing seqs {missing:?}; RX {:?}; TX {:?}; veth b {veth:?}", t.sent, t.completed, tx.free.len(), tx.sock.tx.pending(), rx.stats(), tx.stats())
+    })?;
     // Copy mode: the kernel puts the packet at XDP_PACKET_HEADROOM + the UMEM's headroom
     // into the frame (net/xdp/xsk.c, __xsk_rcv; Documentation/networking/af_xdp.rst).
     let want_off = (XDP_PACKET_HEADROOM + r.umem.headroom) as u64;
@@ -480,6 +486,257 @@ fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
     }
 }
 
+/// The RX socket behind one of the scenarios' own programs ([`progs::Prog`]) on the b end,
+/// the TX socket on the a end.
+fn sides_with(
+    bed: &Testbed,
+    which: progs::Prog,
+    umem: &UmemConfig,
+    sc: SocketConfig,
+) -> Result<(progs::TestProg, Port, Port), String> {
+    let prog = progs::attach(bed.ns_b(), bed.iface_b(), which)?;
+    let rx = Port::open(bed.ns_b(), bed.iface_b(), 0, umem.clone(), sc.clone())?;
+    prog.insert(0, rx.sock.as_raw_fd())?;
+    let tx = Port::open(bed.ns_a(), bed.iface_a(), 0, umem.clone(), sc)?;
+    Ok((prog, rx, tx))
+}
+
+/// An XDP program drops every other frame by arrival (XDP_DROP): the 1st, 3rd, ... arrive,
+/// in order, intact; the socket counts no drop of its own.
+fn xdp_drop_half(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let (_prog, mut rx, mut tx) = sides_with(bed, progs::Prog::DropHalf, &umem_config(), socket_config(mode))?;
+        let n = xsk::DEFAULT_PKT_CNT;
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let kept: Vec<Vec<u8>> = pkts.iter().step_by(2).cloned().collect();
+        let t = transfer(&mut tx, &mut rx, &pkts, kept.len(), Wait::default());
+        same_packets(&t.received, &kept)?;
+        let st = rx.stats()?;
+        ensure(st.rx_dropped == 0 && st.rx_ring_full == 0, || format!("the socket counted drops: {st:?}"))?;
+        Ok(format!("{} of {n} packets (every other, dropped by XDP) arrived in order", kept.len()))
+    })())
+}
+
+/// An XDP program puts 32 bytes of metadata in front of each frame, the first 8 its arrival
+/// count: the kernel copies them into the UMEM with the frame, each packet's count is its
+/// position (from 0).
+fn metadata_copy(bed: &Testbed, mode: Mode, multi_buffer: bool) -> Check {
+    let mut sc = socket_config(mode);
+    sc.multi_buffer = multi_buffer;
+    let (_prog, mut rx, mut tx) = sides_with(bed, progs::Prog::Meta, &umem_config(), sc)?;
+    let n = xsk::DEFAULT_PKT_CNT;
+    let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+    let t = transfer(&mut tx, &mut rx, &pkts, n, Wait::default());
+    same_packets(&t.received, &pkts)?;
+    for (i, r) in t.received.iter().enumerate() {
+        let count = r.meta.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
+        ensure(count == Some(i as u64), || format!("packet {}: metadata count {count:?}, expected {i}", i + 1))?;
+    }
+    Ok(format!("{n} packets, each with its arrival count in the 32 bytes of metadata before it"))
+}
+
+fn xdp_metadata_copy(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome(metadata_copy(bed, mode, false))
+}
+
+fn xdp_metadata_copy_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
+    with_mtu(bed, 9000, || metadata_copy(bed, mode, true))
+}
+
+/// Runs `f` with the bed's MTU at `mtu`, then puts 1500 back.
+fn with_mtu(bed: &Testbed, mtu: u32, f: impl FnOnce() -> Check) -> Outcome {
+    if let Err(e) = bed.set_mtu(mtu) {
+        return Outcome::Fail(format!("MTU {mtu} on the bed: {e}"));
+    }
+    let r = f();
+    match bed.set_mtu(1500) {
+        Ok(()) => outcome(r),
+        Err(e) => Outcome::Fail(format!("MTU back to 1500: {e}")),
+    }
+}
+
+/// An XDP program shrinks every frame by `by` bytes (`bpf_xdp_adjust_tail`): `count` packets
+/// of `len` bytes arrive as their first `len - by` bytes.
+fn adjust_tail(bed: &Testbed, mode: Mode, count: usize, len: usize, by: usize, multi_buffer: bool) -> Check {
+    let mut sc = socket_config(mode);
+    sc.multi_buffer = multi_buffer;
+    let (_prog, mut rx, mut tx) = sides_with(bed, progs::Prog::AdjustTail(-(by as i32)), &umem_config(), sc)?;
+    let pkts = packets(bed, count, len, 1);
+    let want: Vec<Vec<u8>> = pkts.iter().map(|p| p[..len - by].to_vec()).collect();
+    let t = transfer(&mut tx, &mut rx, &pkts, count, Wait::default());
+    same_packets(&t.received, &want)?;
+    Ok(format!("{count} packets of {len} bytes arrived as their first {} bytes", len - by))
+}
+
+fn xdp_adjust_tail_shrink(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome(adjust_tail(bed, mode, 64, 128, 4, false))
+}
+
+fn xdp_adjust_tail_shrink_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
+    with_mtu(bed, 9000, || adjust_tail(bed, mode, 64, 6144, 4096, true))
+}
+
+/// An RX socket with a stocked FILL ring and nobody sending: `poll(POLLIN)` waits its whole
+/// timeout (1 s, the kernel's POLL_TMOUT) and returns 0, not an error and not early.
+fn poll_rxq_full(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let prog = redirect(bed.ns_b(), bed.iface_b(), false)?;
+        let mut rx = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), socket_config(mode))?;
+        prog.prog.insert(0, rx.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+        rx.fill(usize::MAX);
+        let t0 = std::time::Instant::now();
+        let r = xsk::poll_fd(rx.sock.as_raw_fd(), libc::POLLIN, 1000);
+        let waited = t0.elapsed();
+        ensure(r == 0, || format!("poll(POLLIN) returned revents {r:#x} with nothing sent"))?;
+        ensure(waited >= std::time::Duration::from_millis(990), || {
+            format!("poll returned after {waited:?}, before its 1 s")
+        })?;
+        Ok(format!("poll(POLLIN) timed out after {:.2} s", waited.as_secs_f64()))
+    })())
+}
+
+/// A TX socket whose COMPLETION ring is never read: once it is full the kernel stops taking
+/// from the TX ring, the TX ring fills, and `poll(POLLOUT)` times out (1 s); after the
+/// completions are read, `poll(POLLOUT)` reports room again and every packet is sent.
+fn poll_txq_full(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let mut umem = umem_config();
+        umem.frame_size = 2048;
+        (umem.frame_count, umem.fill_size, umem.comp_size) = (1024, 64, 64);
+        let mut sc = socket_config(mode);
+        sc.ring_size = 64;
+        let mut tx = Port::open(bed.ns_a(), bed.iface_a(), 0, umem, sc)?;
+        let pkts = packets(bed, 512, xsk::MIN_PKT_SIZE, 1);
+        let mut sent = 0;
+        let t0 = std::time::Instant::now();
+        // Until the TX ring is full and stays so: the COMPLETION ring (64) is full behind it.
+        while t0.elapsed() < xsk::STALL {
+            sent += tx.send(&pkts[sent..]);
+            let _ = tx.sock.kick_tx();
+            if tx.sock.tx.pending() == 64 && sent > 64 {
+                break;
+            }
+        }
+        ensure(tx.sock.tx.pending() == 64, || {
+            format!("the TX ring holds {} of 64 after {sent} packets", tx.sock.tx.pending())
+        })?;
+        let r = xsk::poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 1000);
+        ensure(r & libc::POLLOUT == 0, || {
+            format!("poll(POLLOUT) reported room with the TX ring full (revents {r:#x})")
+        })?;
+        let done = tx.reap();
+        ensure(done == 64, || format!("{done} completions waiting, expected 64 (the COMPLETION ring's size)"))?;
+        let r = xsk::poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 1000);
+        ensure(r & libc::POLLOUT != 0, || format!("poll(POLLOUT) after the completions were read: revents {r:#x}"))?;
+        Ok(format!("TX ring full behind a full COMPLETION ring after {sent} packets: poll(POLLOUT) timed out; room again once 64 completions were read"))
+    })())
+}
+
+/// A socket in the XSKMAP closes: its slot empties by itself (the kernel removes a closed
+/// socket from every XSKMAP), frames then go to the kernel's stack (XDP_PASS), none to the
+/// dead socket; a new socket in the slot takes the traffic, in order; and once the program is
+/// dropped, nothing is left attached to the interface.
+fn xdp_prog_cleanup(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let Sides { prog, mut rx, mut tx } = sides(bed, &umem_config(), sc.clone(), sc.clone())?;
+        let first = packets(bed, 256, xsk::MIN_PKT_SIZE, 1);
+        let t = transfer(&mut tx, &mut rx, &first, first.len(), Wait::default());
+        same_packets(&t.received, &first).map_err(|e| format!("first socket: {e}"))?;
+        drop(rx);
+        let mut rx2 = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), sc)?;
+        // Frames with the slot empty are passed to the stack, not to anyone's ring.
+        let gap = packets(bed, 64, xsk::MIN_PKT_SIZE, 2);
+        let t = transfer(&mut tx, &mut rx2, &gap, 0, Wait::default());
+        ensure(t.received.is_empty(), || format!("{} frames reached a socket not in the map", t.received.len()))?;
+        prog.prog.insert(0, rx2.sock.as_raw_fd()).map_err(|e| e.to_string())?;
+        let second = packets(bed, 256, xsk::MIN_PKT_SIZE, 3);
+        let t = transfer(&mut tx, &mut rx2, &second, second.len(), Wait::default());
+        same_packets(&t.received, &second).map_err(|e| format!("second socket: {e}"))?;
+        let ifindex = rx2.sock.ifindex();
+        drop(prog);
+        let left = fastpath_testbed::run_in_netns(bed.ns_b(), move || fastpath::bpf::query_xdp(ifindex))
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        ensure(left.is_none(), || format!("an XDP program is still attached: {left:?}"))?;
+        Ok("256 packets to the first socket; none while the slot was empty; 256 to its successor; nothing left attached".into())
+    })())
+}
+
+/// A multi-buffer packet may have at most `net.core.max_skb_frags` + 1 buffers (18 by
+/// default): one of exactly that many arrives whole; one with one buffer more is dropped, its
+/// buffers counted invalid; the packets around them arrive.
+fn too_many_frags(bed: &Testbed, mode: Mode) -> Outcome {
+    with_mtu(bed, 9000, || {
+        let frags: usize = std::fs::read_to_string("/proc/sys/net/core/max_skb_frags")
+            .map_err(|e| format!("/proc/sys/net/core/max_skb_frags: {e}"))?
+            .trim()
+            .parse::<usize>()
+            .map_err(|e| format!("max_skb_frags: {e}"))?
+            + 1;
+        let mut sc = socket_config(mode);
+        sc.multi_buffer = true;
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem_config(), sc.clone(), sc)?;
+        let chunk = xsk::MIN_PKT_SIZE;
+        let p = packets_with(
+            bed,
+            4,
+            |i| if i == 1 || i == 2 { chunk * frags + if i == 2 { chunk } else { 0 } } else { 64 },
+            1,
+            false,
+        );
+        rx.fill(usize::MAX);
+        let mut sent = 0;
+        let t0 = std::time::Instant::now();
+        while sent < 4 && t0.elapsed() < xsk::STALL {
+            sent += tx.send_split(&p[sent..], chunk);
+            let _ = tx.sock.kick_tx();
+            tx.reap();
+        }
+        let want = vec![p[0].clone(), p[1].clone(), p[3].clone()];
+        let none: Vec<Vec<u8>> = Vec::new();
+        let t = transfer(&mut tx, &mut rx, &none, want.len(), Wait::default());
+        same_packets(&t.received, &want)?;
+        let st = tx.stats()?;
+        ensure(st.tx_invalid_descs == (frags + 1) as u64, || {
+            format!(
+                "tx_invalid_descs {} (expected the {} buffers of the over-long packet): {st:?}",
+                st.tx_invalid_descs,
+                frags + 1
+            )
+        })?;
+        Ok(format!(
+            "a packet of {frags} buffers arrived whole; one of {} was dropped, its buffers counted invalid",
+            frags + 1
+        ))
+    })
+}
+
+/// 33 packets on the TX ring and one wake-up (`sendto`): the kernel takes exactly its TX
+/// budget, 32, in that call (copy mode, XDP_MAX_TX_SKB_BUDGET default; net/xdp/xsk.c), and
+/// publishes its consumer index so the ring shows 1 left; the next wake-up takes it; all 33
+/// arrive.
+fn tx_queue_consumer(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let sc = socket_config(mode);
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem_config(), sc.clone(), sc)?;
+        rx.fill(usize::MAX);
+        let pkts = packets(bed, 33, xsk::MIN_PKT_SIZE, 1);
+        ensure(tx.send(&pkts) == 33, || "33 packets did not fit the TX ring".into())?;
+        let before = tx.sock.tx.pending();
+        xsk::wake_tx(&tx);
+        let after = tx.sock.tx.pending();
+        ensure(before == 33 && after == 1, || {
+            format!("TX ring: {before} before one sendto, {after} after (expected 33 and 1)")
+        })?;
+        xsk::wake_tx(&tx);
+        let none: Vec<Vec<u8>> = Vec::new();
+        let t = transfer(&mut tx, &mut rx, &none, 33, Wait::default());
+        same_packets(&t.received, &pkts)?;
+        Ok("one sendto took 32 of 33 descriptors, the next the last; 33 arrived".into())
+    })())
+}
+
 /// Every scenario, in the kernel's order.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -488,6 +745,8 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "SEND_RECEIVE_SINGLE_PKT", run: send_receive_single_pkt },
         Scenario { name: "POLL_RX", run: poll_rx },
         Scenario { name: "POLL_TX", run: poll_tx },
+        Scenario { name: "POLL_RXQ_FULL", run: poll_rxq_full },
+        Scenario { name: "POLL_TXQ_FULL", run: poll_txq_full },
         Scenario { name: "ALIGNED_INV_DESC", run: aligned_inv_desc },
         Scenario { name: "ALIGNED_INV_DESC_2K_FRAME_SIZE", run: aligned_inv_desc_2k },
         Scenario { name: "ALIGNED_INV_DESC_MULTI_BUFF", run: aligned_inv_desc_multi_buff },
@@ -498,6 +757,14 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "STAT_RX_FULL", run: stat_rx_full },
         Scenario { name: "STAT_FILL_EMPTY", run: stat_fill_empty },
         Scenario { name: "XDP_SHARED_UMEM", run: xdp_shared_umem },
+        Scenario { name: "XDP_PROG_CLEANUP", run: xdp_prog_cleanup },
+        Scenario { name: "XDP_DROP_HALF", run: xdp_drop_half },
+        Scenario { name: "XDP_METADATA_COPY", run: xdp_metadata_copy },
+        Scenario { name: "XDP_METADATA_COPY_MULTI_BUFF", run: xdp_metadata_copy_multi_buff },
+        Scenario { name: "TOO_MANY_FRAGS", run: too_many_frags },
+        Scenario { name: "XDP_ADJUST_TAIL_SHRINK", run: xdp_adjust_tail_shrink },
+        Scenario { name: "XDP_ADJUST_TAIL_SHRINK_MULTI_BUFF", run: xdp_adjust_tail_shrink_multi_buff },
+        Scenario { name: "TX_QUEUE_CONSUMER", run: tx_queue_consumer },
         Scenario { name: "SEND_RECEIVE_9K_PACKETS", run: send_receive_9k },
         Scenario { name: "TEARDOWN", run: teardown },
     ]

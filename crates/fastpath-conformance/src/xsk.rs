@@ -61,7 +61,12 @@ pub struct Received {
     pub addrs: Vec<u64>,
     /// The packet's bytes (every buffer's, in order).
     pub data: Vec<u8>,
+    /// The [`META_LEN`] bytes in front of its first buffer (an XDP program's metadata).
+    pub meta: Vec<u8>,
 }
+
+/// Bytes of metadata [`Received::meta`] keeps (the scenarios' program writes 32).
+pub const META_LEN: u32 = 32;
 
 /// The socket shape a scenario asks for, in `mode`.
 pub fn socket_config(mode: Mode) -> SocketConfig {
@@ -205,7 +210,8 @@ impl Port {
     /// Never: free frames are counted before they are taken.
     pub fn send_items(&mut self, items: &[TxItem]) -> Result<usize, String> {
         let fs = self.umem.frame_size() as u64;
-        let mut batch = self.sock.tx.reserve(items.len().min(u32::MAX as usize) as u32);
+        // Every free slot: a packet may need several (one per frame).
+        let mut batch = self.sock.tx.reserve(u32::MAX);
         let mut done = 0;
         for item in items {
             match item {
@@ -285,9 +291,12 @@ impl Port {
         let mut n = 0;
         let mut b = self.sock.rx.peek_packets(u32::MAX);
         while let Some((frames, _)) = b.next_packet() {
-            let mut r = Received { addrs: Vec::new(), data: Vec::new() };
+            let mut r = Received { addrs: Vec::new(), data: Vec::new(), meta: Vec::new() };
             for _ in 0..frames {
                 let mut f = b.next().expect("counted by next_packet");
+                if r.addrs.is_empty() && f.addr() % fs as u64 >= META_LEN as u64 {
+                    r.meta = self.umem.meta(&f, META_LEN).to_vec();
+                }
                 r.addrs.push(f.addr());
                 r.data.extend_from_slice(self.umem.data(&f));
                 f.reset(fs);
@@ -417,6 +426,13 @@ pub struct Transfer {
     pub completed: usize,
     /// Packets received, in order.
     pub received: Vec<Received>,
+}
+
+/// One `sendto` on `port`'s socket, whatever its need_wakeup flag says (copy mode sends up
+/// to its TX budget in the call).
+pub fn wake_tx(port: &Port) {
+    // SAFETY: a zero-length sendto with no address on a valid socket fd.
+    unsafe { libc::sendto(port.sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
 }
 
 /// `poll` on one fd for `events`, `timeout_ms`; the revents (0 on timeout).

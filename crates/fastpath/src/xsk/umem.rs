@@ -318,6 +318,26 @@ impl Umem {
         self.data_mut(f)
     }
 
+    /// The `len` bytes right in front of `f`'s packet, in its frame: where an XDP program's
+    /// metadata lands when it called `bpf_xdp_adjust_meta` (the kernel copies the metadata
+    /// area with the packet in copy mode and leaves it in place in zero-copy mode,
+    /// Documentation/networking/af_xdp.rst "XDP_USE_SG" and xdp-rx-metadata.rst; kernel >= 4.18
+    /// for copy, 5.x drivers for zero-copy). Bytes no program wrote are whatever the frame held.
+    ///
+    /// # Panics
+    ///
+    /// If `len` is more than `f`'s offset in its frame (the bytes would belong to the frame
+    /// before), or `f` belongs to another UMEM.
+    #[inline]
+    pub fn meta<'a>(&'a self, f: &'a Frame, len: u32) -> &'a [u8] {
+        let off = f.addr & (self.config.frame_size as u64 - 1);
+        assert!(len as u64 <= off, "{len} bytes in front of a packet at offset {off} of its frame");
+        let start = Frame { addr: f.addr - len as u64, len, umem_id: f.umem_id, contd: false };
+        let (o, n) = self.range(&start, len);
+        // SAFETY: as in `data`: inside our mapping, in the frame `f` owns (checked above).
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(o), n) }
+    }
+
     /// Bytes a frame starting at `addr` can hold up to the end of its frame.
     #[inline]
     pub fn room(&self, f: &Frame) -> u32 {

@@ -1,0 +1,80 @@
+//! The scenarios' own XDP programs (`bpf/xsk_progs.bpf.c`): XDP_DROP of every other frame,
+//! metadata in front of the frame, a tail adjustment. Loaded fresh for each use (their
+//! counters start at 0) and attached natively with `fastpath::bpf::XdpLink`.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
+
+use fastpath::bpf::{AttachOpts, Attached, XdpLink, XdpMode};
+use fastpath::netdev::Iface;
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/xsk_progs.skel.rs"));
+}
+
+/// Which program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prog {
+    /// `xsk_drop_half`: XDP_DROP of the 2nd, 4th, ... frame by arrival.
+    DropHalf,
+    /// `xsk_meta`: a 32-byte metadata area before each frame, its first u64 the frame's
+    /// arrival count from 0 (`bpf_xdp_adjust_meta`).
+    Meta,
+    /// `xsk_adjust_tail`: every frame's length changed by this many bytes
+    /// (`bpf_xdp_adjust_tail`).
+    AdjustTail(i32),
+}
+
+/// One of the programs, attached; its XSKMAP slot 0 takes what it keeps. Detached on drop.
+#[derive(Debug)]
+pub struct TestProg {
+    _link: Attached<XdpLink>,
+    xsks: MapHandle,
+    _prog: OwnedFd,
+}
+
+impl TestProg {
+    /// Puts AF_XDP socket `fd` in XSKMAP slot `slot` (0..4).
+    ///
+    /// # Errors
+    ///
+    /// The map update's, as text.
+    pub fn insert(&self, slot: u32, fd: RawFd) -> Result<(), String> {
+        self.xsks
+            .update(&slot.to_ne_bytes(), &(fd as u32).to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| format!("xsks: {e}"))
+    }
+}
+
+/// Loads `which` and attaches it (native) to `iface` in namespace `ns`.
+///
+/// # Errors
+///
+/// Loading (verifier, privileges) or attaching, as text.
+pub fn attach(ns: &str, iface: &str, which: Prog) -> Result<TestProg, String> {
+    let iface = iface.to_string();
+    fastpath_testbed::run_in_netns(ns, move || load_and_attach(&iface, which)).map_err(|e| e.to_string())?
+}
+
+fn load_and_attach(iface: &str, which: Prog) -> Result<TestProg, String> {
+    let ifc = Iface::resolve(iface).map_err(|e| e.to_string())?;
+    let mut storage = MaybeUninit::uninit();
+    let mut open = skel::XskProgsSkelBuilder::default().open(&mut storage).map_err(|e| format!("open: {e}"))?;
+    if let (Prog::AdjustTail(by), Some(ro)) = (which, open.maps.rodata_data.as_deref_mut()) {
+        ro.adjust_by = by;
+    }
+    let s = open.load().map_err(|e| format!("load: {e}"))?;
+    let p = match which {
+        Prog::DropHalf => &s.progs.xsk_drop_half,
+        Prog::Meta => &s.progs.xsk_meta,
+        Prog::AdjustTail(_) => &s.progs.xsk_adjust_tail,
+    };
+    let prog = p.as_fd().try_clone_to_owned().map_err(|e| format!("dup: {e}"))?;
+    let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|e| format!("xsks: {e}"))?;
+    let link =
+        XdpLink::attach(prog.as_fd(), &ifc, AttachOpts::mode(Some(XdpMode::Native))).map_err(|e| e.to_string())?;
+    Ok(TestProg { _link: link, xsks, _prog: prog })
+}
