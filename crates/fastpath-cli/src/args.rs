@@ -423,9 +423,12 @@ pub struct XskArgs {
     /// AF_XDP data path: auto walks zero-copy -> copy.
     #[arg(long, value_enum, default_value_t = CopyModeArg::Auto)]
     pub copy_mode: CopyModeArg,
-    /// UMEM frame size in bytes (2048 or 4096).
+    /// UMEM frame size in bytes (2048 or 4096; with --unaligned-chunks any size 2048..=4096).
     #[arg(long, default_value_t = 4096)]
     pub frame_size: u32,
+    /// UMEM in unaligned chunk mode (XDP_UMEM_UNALIGNED_CHUNK_FLAG, kernel >= 5.4).
+    #[arg(long)]
+    pub unaligned_chunks: bool,
     /// Frames in the UMEM (power of two).
     #[arg(long, default_value_t = 4096)]
     pub frame_count: u32,
@@ -505,6 +508,7 @@ impl XskArgs {
             xdp_mode: XdpModeArg::Auto,
             copy_mode: CopyModeArg::Auto,
             frame_size: 4096,
+            unaligned_chunks: false,
             frame_count: 4096,
             headroom: 0,
             huge_pages: false,

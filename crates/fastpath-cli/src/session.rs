@@ -124,6 +124,7 @@ pub fn xsk_config(x: &XskArgs) -> XskConfig {
             fill_size: x.ring_size.saturating_mul(2),
             comp_size: x.ring_size.saturating_mul(2),
             huge_pages: x.huge_pages,
+            unaligned: x.unaligned_chunks,
         },
         socket: SocketConfig {
             ring_size: x.ring_size,

@@ -429,7 +429,7 @@ fn aligned_rows(umem: &UmemConfig) -> Vec<Row> {
         row(u - 64, 64, true),
         row(u, 64, false),
         row(u - 32, 64, false),
-        row(4 * fs + 0x1000 - 32, 64, false),
+        row(13 * fs + 0x1000 - 32, 64, false),
         row(8 * fs + 0x800 - 32, 64, fs == 4096),
         row(12 * fs, 64, true),
     ]
@@ -449,11 +449,7 @@ fn aligned_inv_desc_2k(bed: &Testbed, mode: Mode) -> Outcome {
 /// Multi-buffer packets with one bad buffer (a zero-length last buffer, a buffer beyond the
 /// UMEM, one longer than a frame, unknown options): the whole packet is dropped, each of its
 /// descriptors counted invalid; the packets around it arrive.
-fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
-    if let Err(e) = bed.set_mtu(9000) {
-        return Outcome::Fail(format!("MTU 9000 on the bed: {e}"));
-    }
-    let umem = umem_config();
+fn inv_desc_multi_buff(bed: &Testbed, mode: Mode, umem: &UmemConfig) -> Check {
     let fs = umem.frame_size as u64;
     let u = fs * umem.frame_count as u64;
     let c = XDP_PKT_CONTD;
@@ -478,12 +474,11 @@ fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
         row(10 * fs, 64, 0, false),
         row(11 * fs, 64, 0, true),
     ];
-    let r = inv_desc_table(bed, mode, &umem, &rows, true);
-    let back = bed.set_mtu(1500);
-    match (r, back) {
-        (r, Ok(())) => outcome(r),
-        (_, Err(e)) => Outcome::Fail(format!("MTU back to 1500: {e}")),
-    }
+    inv_desc_table(bed, mode, umem, &rows, true)
+}
+
+fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
+    with_mtu(bed, 9000, || inv_desc_multi_buff(bed, mode, &umem_config()))
 }
 
 /// The RX socket behind one of the scenarios' own programs ([`progs::Prog`]) on the b end,
@@ -737,6 +732,92 @@ fn tx_queue_consumer(bed: &Testbed, mode: Mode) -> Outcome {
     })())
 }
 
+/// The UMEM of the unaligned scenarios: unaligned chunk mode, `frame_size`-byte chunks.
+fn unaligned_umem(frame_size: u32) -> UmemConfig {
+    UmemConfig { frame_size, unaligned: true, ..umem_config() }
+}
+
+/// Unaligned chunk mode on huge pages (2 MiB, reserved for the run and given back): every
+/// other packet is a TX buffer 32 bytes before a frame's end, so it crosses into the next
+/// frame (allowed only in unaligned mode); all arrive in order, intact, at XDP_PACKET_HEADROOM
+/// into their frames.
+fn send_receive_unaligned(bed: &Testbed, mode: Mode) -> Outcome {
+    outcome((|| {
+        let umem = UmemConfig { huge_pages: true, ..unaligned_umem(4096) };
+        let pages = (umem.frame_size as usize * umem.frame_count as usize).div_ceil(2 << 20) * 2;
+        let _reserved = xsk::HugePages::reserve(pages)?;
+        let sc = socket_config(mode);
+        let Sides { prog: _prog, mut rx, mut tx } = sides(bed, &umem, sc.clone(), sc)?;
+        let fs = umem.frame_size as u64;
+        let n = xsk::DEFAULT_PKT_CNT / 2;
+        // Frames 2j and 2j+1 of the upper half carry straddling packet j (odd ones).
+        let first = umem.frame_count as u64 / 2;
+        tx.hold(|a| a >= first * fs);
+        let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+        let items: Vec<TxItem> = pkts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match i % 2 {
+                0 => TxItem::Packet(p.clone()),
+                _ => TxItem::At { addr: (first + i as u64) * fs - 32, bytes: p.clone(), options: 0 },
+            })
+            .collect();
+        let t = transfer_items(&mut tx, &mut rx, &items, n, Wait::default())?;
+        same_packets(&t.received, &pkts)?;
+        let off = XDP_PACKET_HEADROOM as u64;
+        ensure(t.received.iter().all(|r| r.addrs[0] % fs == off), || {
+            "a packet not at XDP_PACKET_HEADROOM into its frame".into()
+        })?;
+        ensure(tx.stats()?.tx_invalid_descs == 0, || format!("TX counted invalid descriptors: {:?}", tx.stats()))?;
+        Ok(format!("{n} packets on huge pages, every other one a TX buffer across two frames, in order, intact"))
+    })())
+}
+
+/// The aligned table in unaligned mode: crossing a frame (4K or 2K) is allowed now; before,
+/// at or across the UMEM's end, longer than a frame, still refused.
+fn unaligned_rows(umem: &UmemConfig) -> Vec<Row> {
+    let mut rows = aligned_rows(umem);
+    rows[7].valid = true;
+    rows[8].valid = true;
+    rows
+}
+
+fn unaligned_inv_desc(bed: &Testbed, mode: Mode) -> Outcome {
+    let umem = unaligned_umem(4096);
+    outcome(inv_desc_table(bed, mode, &umem, &unaligned_rows(&umem), false))
+}
+
+/// Chunks of 4001 bytes (not a power of two, only unaligned mode takes them).
+fn unaligned_inv_desc_4001(bed: &Testbed, mode: Mode) -> Outcome {
+    let umem = unaligned_umem(4001);
+    outcome(inv_desc_table(bed, mode, &umem, &unaligned_rows(&umem), false))
+}
+
+fn unaligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
+    with_mtu(bed, 9000, || inv_desc_multi_buff(bed, mode, &unaligned_umem(4096)))
+}
+
+fn send_receive_unaligned_9k(bed: &Testbed, mode: Mode) -> Outcome {
+    let mut r = Run::new(xsk::DEFAULT_PKT_CNT / 4, 9000);
+    r.multi_buffer = true;
+    r.umem = unaligned_umem(4096);
+    with_mtu(bed, 9000, || send_receive(bed, mode, &r))
+}
+
+/// The kernel sets hardware ring sizes with ethtool; veth has none.
+fn hw_ring_size(bed: &Testbed, _mode: Mode) -> Outcome {
+    match fastpath_testbed::ns_command(bed.ns_a(), "ethtool").args(["-g", bed.iface_a()]).output() {
+        Ok(o) if o.status.success() => {
+            Outcome::Missing("the driver has ring parameters; fastpath does not set them yet".into())
+        }
+        Ok(o) => Outcome::NotHere(format!(
+            "veth has no hardware rings (ethtool -g: {})",
+            String::from_utf8_lossy(&o.stderr).trim().replace('\n', " ")
+        )),
+        Err(e) => Outcome::NotHere(format!("ethtool: {e}")),
+    }
+}
+
 /// Every scenario, in the kernel's order.
 pub fn all() -> Vec<Scenario> {
     vec![
@@ -750,6 +831,10 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "ALIGNED_INV_DESC", run: aligned_inv_desc },
         Scenario { name: "ALIGNED_INV_DESC_2K_FRAME_SIZE", run: aligned_inv_desc_2k },
         Scenario { name: "ALIGNED_INV_DESC_MULTI_BUFF", run: aligned_inv_desc_multi_buff },
+        Scenario { name: "SEND_RECEIVE_UNALIGNED", run: send_receive_unaligned },
+        Scenario { name: "UNALIGNED_INV_DESC", run: unaligned_inv_desc },
+        Scenario { name: "UNALIGNED_INV_DESC_4001_FRAME_SIZE", run: unaligned_inv_desc_4001 },
+        Scenario { name: "UNALIGNED_INV_DESC_MULTI_BUFF", run: unaligned_inv_desc_multi_buff },
         Scenario { name: "UMEM_HEADROOM", run: umem_headroom },
         Scenario { name: "BIDIRECTIONAL", run: bidirectional },
         Scenario { name: "STAT_RX_DROPPED", run: stat_rx_dropped },
@@ -766,6 +851,9 @@ pub fn all() -> Vec<Scenario> {
         Scenario { name: "XDP_ADJUST_TAIL_SHRINK_MULTI_BUFF", run: xdp_adjust_tail_shrink_multi_buff },
         Scenario { name: "TX_QUEUE_CONSUMER", run: tx_queue_consumer },
         Scenario { name: "SEND_RECEIVE_9K_PACKETS", run: send_receive_9k },
+        Scenario { name: "SEND_RECEIVE_UNALIGNED_9K_PACKETS", run: send_receive_unaligned_9k },
+        Scenario { name: "HW_SW_MIN_RING_SIZE", run: hw_ring_size },
+        Scenario { name: "HW_SW_MAX_RING_SIZE", run: hw_ring_size },
         Scenario { name: "TEARDOWN", run: teardown },
     ]
 }

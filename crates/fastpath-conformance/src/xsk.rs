@@ -39,6 +39,47 @@ pub fn bed() -> Result<Testbed, String> {
         .map_err(|e| format!("test bed: {e}"))
 }
 
+/// 2 MiB huge pages reserved (`/proc/sys/vm/nr_hugepages` raised by the number asked) until
+/// dropped, when the old count is written back.
+#[derive(Debug)]
+pub struct HugePages {
+    before: usize,
+}
+
+const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
+
+impl HugePages {
+    /// Reserves `n` more huge pages.
+    ///
+    /// # Errors
+    ///
+    /// Reading or writing the count (root), or the kernel reserving fewer (memory too
+    /// fragmented); the old count is back in both cases.
+    pub fn reserve(n: usize) -> Result<HugePages, String> {
+        let read = || -> Result<usize, String> {
+            std::fs::read_to_string(NR_HUGEPAGES)
+                .map_err(|e| format!("{NR_HUGEPAGES}: {e}"))?
+                .trim()
+                .parse()
+                .map_err(|e| format!("{NR_HUGEPAGES}: {e}"))
+        };
+        let before = read()?;
+        std::fs::write(NR_HUGEPAGES, (before + n).to_string()).map_err(|e| format!("{NR_HUGEPAGES}: {e}"))?;
+        let guard = HugePages { before };
+        let now = read()?;
+        if now < before + n {
+            return Err(format!("asked for {} huge pages in {NR_HUGEPAGES}, the kernel reserved {now}", before + n));
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for HugePages {
+    fn drop(&mut self) {
+        let _ = std::fs::write(NR_HUGEPAGES, self.before.to_string());
+    }
+}
+
 /// One AF_XDP socket and the free frames of its UMEM that user space holds.
 #[derive(Debug)]
 pub struct Port {
@@ -52,6 +93,8 @@ pub struct Port {
     pub retired: Vec<u64>,
     /// Every address the COMPLETION ring returned, in order.
     pub completed_addrs: Vec<u64>,
+    /// Free frames set aside for [`TxItem::At`] ([`Port::hold`]).
+    pub held: Vec<Frame>,
 }
 
 /// A received packet: the UMEM address of each of its buffers and the bytes, joined.
@@ -80,7 +123,14 @@ pub fn socket_config(mode: Mode) -> SocketConfig {
 
 /// The UMEM shape of the kernel's default: 4096 frames of 4096 bytes, no headroom.
 pub fn umem_config() -> UmemConfig {
-    UmemConfig { frame_size: 4096, frame_count: 4096, headroom: 0, fill_size: 2048, comp_size: 2048, huge_pages: false }
+    UmemConfig {
+        frame_size: 4096,
+        frame_count: 4096,
+        headroom: 0,
+        fill_size: 2048,
+        comp_size: 2048,
+        ..UmemConfig::default()
+    }
 }
 
 impl Port {
@@ -95,7 +145,7 @@ impl Port {
             let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
             let (umem, free) = Umem::new(&umem).map_err(|e| format!("UMEM: {e}"))?;
             let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind: {e}"))?;
-            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new() })
+            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new(), held: Vec::new() })
         })
         .map_err(|e| e.to_string())?
     }
@@ -120,7 +170,7 @@ impl Port {
         run_in_netns(ns, move || {
             let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
             let sock = XskSocket::bind(&umem, &ifc, queue, &socket).map_err(|e| format!("bind (shared UMEM): {e}"))?;
-            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new() })
+            Ok(Port { sock, umem, free, retired: Vec::new(), completed_addrs: Vec::new(), held: Vec::new() })
         })
         .map_err(|e| e.to_string())?
     }
@@ -231,22 +281,33 @@ impl Port {
                     if batch.room() == 0 {
                         break;
                     }
-                    let base = addr - addr % fs;
-                    let off = (addr % fs) as usize;
-                    let i = self
-                        .free
-                        .iter()
-                        .position(|f| f.addr() == base)
-                        .ok_or_else(|| format!("frame {base:#x} of descriptor {addr:#x} is not free"))?;
-                    let mut f = self.free.swap_remove(i);
-                    ensure_fits(off + bytes.len(), fs)?;
-                    self.umem.resize(&mut f, (off + bytes.len()) as u32)[off..].copy_from_slice(bytes);
-                    // The token is given up: the completion's token for `addr` replaces it.
-                    let _given_up: Frame = f;
+                    // The bytes go into every frame they touch (several only in unaligned
+                    // mode); every one of those tokens is given up: the completion's token
+                    // for `addr` (its first frame) replaces the first, the others stay out of
+                    // circulation.
+                    let mut at = *addr;
+                    let mut rest = &bytes[..];
+                    while !rest.is_empty() || at == *addr {
+                        let base = at - at % fs;
+                        let off = (at % fs) as usize;
+                        let mut f = take_frame(&mut self.held, &mut self.free, base)
+                            .ok_or_else(|| format!("frame {base:#x} of descriptor {addr:#x} is not free"))?;
+                        let n = rest.len().min(fs as usize - off);
+                        self.umem.resize(&mut f, (off + n) as u32)[off..].copy_from_slice(&rest[..n]);
+                        let _given_up: Frame = f;
+                        if base != *addr - *addr % fs && !self.retired.contains(&base) {
+                            self.retired.push(base);
+                        }
+                        rest = &rest[n..];
+                        at = base + fs;
+                        if n == 0 {
+                            break;
+                        }
+                    }
                     let d = XdpDesc { addr: *addr, len: bytes.len() as u32, options: *options };
-                    // SAFETY: no token for the frame holding `addr` is held any more (dropped
-                    // just above) and no other item names it before its completion (the
-                    // scenarios' tables name each valid frame once).
+                    // SAFETY: no token for any frame `d` touches is held any more (given up
+                    // just above) and no other item names them before its completion (the
+                    // scenarios name each valid frame once).
                     unsafe { batch.push_raw(d) };
                 }
                 TxItem::Raw(d) => {
@@ -278,6 +339,14 @@ impl Port {
             done += 1;
         }
         Ok(done)
+    }
+
+    /// Moves the free frames whose address `keep` accepts to [`Port::held`]: [`TxItem::At`]
+    /// finds them there, and [`TxItem::Packet`] does not use them.
+    pub fn hold(&mut self, keep: impl Fn(u64) -> bool) {
+        let (held, free): (Vec<Frame>, Vec<Frame>) = self.free.drain(..).partition(|f| keep(f.addr()));
+        self.held.extend(held);
+        self.free = free;
     }
 
     /// Takes every whole packet on the RX ring into `out` (frames back to the free list);
@@ -318,13 +387,22 @@ impl Port {
     }
 }
 
+/// The frame at `base`, from `held` or else `free`.
+fn take_frame(held: &mut Vec<Frame>, free: &mut Vec<Frame>, base: u64) -> Option<Frame> {
+    if let Some(i) = held.iter().position(|f| f.addr() == base) {
+        return Some(held.swap_remove(i));
+    }
+    let i = free.iter().position(|f| f.addr() == base)?;
+    Some(free.swap_remove(i))
+}
+
 /// One entry of a crafted TX stream ([`Port::send_items`]).
 #[derive(Debug, Clone)]
 pub enum TxItem {
     /// A packet over free frames (several, chained, if longer than a frame).
     Packet(Vec<u8>),
-    /// `bytes` written at UMEM address `addr` (its frame must be free), one descriptor with
-    /// `options`.
+    /// `bytes` written at UMEM address `addr` (the frames it touches must be free or held;
+    /// several only in unaligned mode), one descriptor with `options`.
     At {
         /// UMEM address of the first byte.
         addr: u64,
@@ -336,13 +414,6 @@ pub enum TxItem {
     /// A descriptor as it is, nothing written: one the kernel must refuse. The frames it
     /// touches leave circulation for good (the kernel may complete it anyway).
     Raw(XdpDesc),
-}
-
-fn ensure_fits(end: usize, fs: u64) -> Result<(), String> {
-    if end as u64 > fs {
-        return Err(format!("{end} bytes do not fit a {fs}-byte frame"));
-    }
-    Ok(())
 }
 
 /// Attaches `xsk_redirect` (native, as on veth) to `iface` in `ns`, frags-aware if asked.

@@ -306,11 +306,11 @@ impl AfXdpPort {
         let Some(comp) = self.sock.comp.as_mut() else { return 0 };
         let fill = if to_fill { self.sock.fill.as_mut() } else { None };
         let fs = self.umem.frame_size();
-        let shift = fs.trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(fs);
         let (mb, eop, holds) = (self.mb, &mut self.eop, &mut self.holds);
-        let ends = |f: &Frame| packet_end(mb, eop, f, shift);
+        let ends = |f: &Frame| packet_end(mb, eop, f, fidx);
         // A frame on FILL is the kernel's to write: it no longer holds a template.
-        let untemplate = |f: &Frame| holds[(f.addr() >> shift) as usize] = 0;
+        let untemplate = |f: &Frame| holds[fidx.index(f.addr())] = 0;
         let n = datapath::reap(comp, fill, &mut self.free, fs, ends, untemplate);
         self.outstanding = self.outstanding.saturating_sub(n);
         self.unreported += n;
@@ -332,9 +332,9 @@ impl AfXdpPort {
 
     /// Marks `f` as the last frame of a packet going to the TX ring (multi-buffer ports).
     #[inline]
-    fn mark_eop(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) {
+    fn mark_eop(mb: bool, eop: &mut [u64], f: &Frame, fidx: crate::xsk::FrameIndexer) {
         if mb && !f.contd() {
-            let idx = (f.addr() >> shift) as usize;
+            let idx = fidx.index(f.addr());
             eop[idx / 64] |= 1 << (idx % 64);
         }
     }
@@ -349,11 +349,11 @@ impl AfXdpPort {
 /// True if the completed frame `f` ended a packet (always on a single-buffer port; on a
 /// multi-buffer port if it was marked when sent), clearing the mark.
 #[inline]
-fn packet_end(mb: bool, eop: &mut [u64], f: &Frame, shift: u32) -> bool {
+fn packet_end(mb: bool, eop: &mut [u64], f: &Frame, fidx: crate::xsk::FrameIndexer) -> bool {
     if !mb {
         return true;
     }
-    let idx = (f.addr() >> shift) as usize;
+    let idx = fidx.index(f.addr());
     let bit = 1u64 << (idx % 64);
     let was = eop[idx / 64] & bit != 0;
     eop[idx / 64] &= !bit;
@@ -447,7 +447,7 @@ impl Port for AfXdpPort {
     ) -> Result<(usize, usize), PortError> {
         self.reap_to_fill();
         let max = max.min(u32::MAX as usize) as u32;
-        let shift = self.umem.frame_size().trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
         for attempt in 0..2 {
             let umem = &*self.umem;
             let XskSocket { rx, tx, .. } = &mut self.sock;
@@ -498,7 +498,7 @@ impl Port for AfXdpPort {
                         };
                         if keep {
                             for fr in self.chain.drain(..) {
-                                Self::mark_eop(true, &mut self.eop, &fr, shift);
+                                Self::mark_eop(true, &mut self.eop, &fr, fidx);
                                 tb.push(fr);
                             }
                             bytes += len as u64;
@@ -550,7 +550,7 @@ impl Port for AfXdpPort {
                 },
             });
         }
-        let shift = self.umem.frame_size().trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
         let umem = &*self.umem;
         // TX slots for every frame of every packet (a multi-buffer packet takes several).
         let want: usize = frames.iter().map(|f| f.len().div_ceil(fs)).sum();
@@ -564,10 +564,10 @@ impl Port for AfXdpPort {
             for (k, piece) in fr.chunks(fs).enumerate() {
                 let mut f = self.free.pop().expect("nf <= free");
                 // The frame's bytes change: it no longer holds any template.
-                self.holds[(f.addr() >> shift) as usize] = 0;
+                self.holds[fidx.index(f.addr())] = 0;
                 umem.resize(&mut f, piece.len() as u32).copy_from_slice(piece);
                 f.set_contd(k + 1 < nf);
-                Self::mark_eop(self.mb, &mut self.eop, &f, shift);
+                Self::mark_eop(self.mb, &mut self.eop, &f, fidx);
                 tb.push(f);
             }
             self.stats.tx_bytes += fr.len() as u64;
@@ -610,7 +610,7 @@ impl Port for AfXdpPort {
             self.template.extend_from_slice(template);
             self.holds.iter_mut().for_each(|h| *h = 0);
         }
-        let shift = self.umem.frame_size().trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
         let nf = template.len().div_ceil(fs);
         let want = n.min(self.free.len() / nf).min(u32::MAX as usize / nf);
         let umem = &*self.umem;
@@ -622,7 +622,7 @@ impl Port for AfXdpPort {
             for k in (0..nf).rev() {
                 let piece = &template[k * fs..template.len().min((k + 1) * fs)];
                 let mut f = self.free.pop().expect("got * nf <= free");
-                let idx = (f.addr() >> shift) as usize;
+                let idx = fidx.index(f.addr());
                 let bytes = umem.resize(&mut f, piece.len() as u32);
                 if self.holds[idx] != k as u8 + 1 {
                     bytes.copy_from_slice(piece);
@@ -638,10 +638,10 @@ impl Port for AfXdpPort {
             let mut f = first.expect("nf >= 1");
             // A multi-frame packet: `stamp` gets its first frame (the headers).
             stamp(i, umem.data_mut(&mut f));
-            Self::mark_eop(self.mb, &mut self.eop, &f, shift);
+            Self::mark_eop(self.mb, &mut self.eop, &f, fidx);
             tb.push(f);
             while let Some(f) = self.chain.pop() {
-                Self::mark_eop(self.mb, &mut self.eop, &f, shift);
+                Self::mark_eop(self.mb, &mut self.eop, &f, fidx);
                 tb.push(f);
             }
         }

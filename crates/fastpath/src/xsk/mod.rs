@@ -76,6 +76,7 @@ pub use ring::{
     XDP_RING_NEED_WAKEUP,
 };
 pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub(crate) use umem::FrameIndexer;
 pub use umem::{Frame, Umem, UmemConfig};
 
 pub use crate::sys::uapi::XDP_PACKET_HEADROOM;

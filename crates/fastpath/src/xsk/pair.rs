@@ -151,7 +151,7 @@ impl XskPair {
     fn reap(&mut self, tx: usize) {
         let rx = 1 - tx;
         let fs = self.umem.frame_size();
-        let shift = fs.trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(fs);
         let [s0, s1] = &mut self.socks;
         let (txs, rxs) = if tx == 0 { (s0, s1) } else { (s1, s0) };
         let Some(comp) = txs.comp.as_mut() else { return };
@@ -159,7 +159,7 @@ impl XskPair {
         let sent = &mut self.sent;
         let mut bytes = 0u64;
         let ends = |f: &Frame| {
-            let s = std::mem::take(&mut sent[(f.addr() >> shift) as usize]);
+            let s = std::mem::take(&mut sent[fidx.index(f.addr())]);
             bytes += (s & !LAST_FRAME) as u64;
             s & LAST_FRAME != 0
         };
@@ -187,7 +187,7 @@ impl XskPair {
         let mut moved = 0u32;
         let mut bytes = 0u64;
         let mut batch = batch;
-        let shift = self.umem.frame_size().trailing_zeros();
+        let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
         // What is not taken stays on RX: the batch releases only the frames taken. A packet
         // moves whole or not at all.
         while let Some((nf, len)) = batch.next_packet() {
@@ -203,7 +203,7 @@ impl XskPair {
             for _ in 0..nf {
                 let f = batch.next().expect("next_packet counted this frame");
                 let last = if f.contd() { 0 } else { LAST_FRAME };
-                self.sent[(f.addr() >> shift) as usize] = f.len() | last;
+                self.sent[fidx.index(f.addr())] = f.len() | last;
                 tb.push(f);
             }
             self.in_flight_bytes[tx] += len as u64;

@@ -332,7 +332,7 @@ impl<T: Copy> ConsRing<T> {
 pub struct FillRing {
     ring: ProdRing<u64>,
     umem_id: u32,
-    frame_mask: u64,
+    frame_size: u32,
     _map: Option<Mmap>,
 }
 
@@ -377,6 +377,8 @@ pub(crate) struct TxCheck {
     pub umem_len: u64,
     /// The socket was bound with XDP_USE_SG (or shares a UMEM whose first socket was).
     pub multi_buffer: bool,
+    /// Unaligned chunk mode: a buffer may cross a chunk.
+    pub unaligned: bool,
 }
 
 impl TxCheck {
@@ -390,7 +392,7 @@ impl TxCheck {
         if end.is_none_or(|e| e > self.umem_len) {
             return Some(format!("TX descriptor {:#x}+{} beyond the UMEM ({} bytes)", d.addr, d.len, self.umem_len));
         }
-        if d.addr % cs + d.len as u64 > cs {
+        if !self.unaligned && d.addr % cs + d.len as u64 > cs {
             return Some(format!("TX descriptor {:#x}+{} crosses its {}-byte chunk", d.addr, d.len, cs));
         }
         if d.options & !XDP_PKT_CONTD != 0 || (d.options & XDP_PKT_CONTD != 0 && !self.multi_buffer) {
@@ -409,7 +411,7 @@ impl FillRing {
     /// when `map` is `None`), and the ring belongs to a socket of the UMEM `umem_id`.
     pub(crate) unsafe fn new(raw: RawRing<u64>, map: Option<Mmap>, umem_id: u32, frame_size: u32) -> Self {
         // SAFETY: the caller's contract.
-        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_mask: !(frame_size as u64 - 1), _map: map }
+        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_size, _map: map }
     }
 
     /// Reserves up to `n` slots (fewer, even 0, when the kernel has not consumed enough).
@@ -419,7 +421,7 @@ impl FillRing {
         // No batch is alive (it would borrow the ring): anything reserved is a leaked batch's.
         self.ring.cancel_unsubmitted();
         let (idx, cap) = self.ring.reserve_up_to(n);
-        FillBatch { idx, cap, n: 0, umem_id: self.umem_id, frame_mask: self.frame_mask, ring: &mut self.ring }
+        FillBatch { idx, cap, n: 0, umem_id: self.umem_id, frame_size: self.frame_size, ring: &mut self.ring }
     }
 
     /// True if the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`): call `recvfrom`/`poll`.
@@ -545,7 +547,7 @@ pub struct FillBatch<'r> {
     cap: u32,
     n: u32,
     umem_id: u32,
-    frame_mask: u64,
+    frame_size: u32,
 }
 
 impl FillBatch<'_> {
@@ -564,7 +566,7 @@ impl FillBatch<'_> {
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "FILL batch full ({} slots)", self.cap);
         assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
-        self.ring.write(self.idx.wrapping_add(self.n), f.addr() & self.frame_mask);
+        self.ring.write(self.idx.wrapping_add(self.n), f.addr() - super::umem::offset_in(f.addr(), self.frame_size));
         self.n += 1;
     }
 }
@@ -692,7 +694,7 @@ impl Iterator for RxBatch<'_> {
         }
         let d = self.ring.read(self.idx.wrapping_add(self.taken));
         self.taken += 1;
-        Some(Frame::with_contd(d.addr, d.len, self.umem_id, d.options & XDP_PKT_CONTD != 0))
+        Some(Frame::with_contd(super::umem::rx_addr(d.addr), d.len, self.umem_id, d.options & XDP_PKT_CONTD != 0))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -837,7 +839,7 @@ mod tests {
     fn the_tx_check_refuses_what_the_kernel_counts_invalid() {
         // The rows of the kernel's aligned invalid-descriptor table (4096-byte chunks, a UMEM
         // of 16 chunks), which the conformance scenario ALIGNED_INV_DESC sends to a real kernel.
-        let c = TxCheck { chunk_size: 4096, umem_len: 16 * 4096, multi_buffer: false };
+        let c = TxCheck { chunk_size: 4096, umem_len: 16 * 4096, multi_buffer: false, unaligned: false };
         let u = c.umem_len;
         let d = |addr: u64, len: u32, options: u32| XdpDesc { addr, len, options };
         for ok in [d(0, 64, 0), d(4096, 64, 0), d(u - 64, 64, 0), d(4096 + 2016, 64, 0), d(0, 4096, 0)] {
@@ -859,8 +861,11 @@ mod tests {
         let mb = TxCheck { multi_buffer: true, ..c };
         assert_eq!(mb.refusal(&d(0, 64, XDP_PKT_CONTD)), None);
         assert!(mb.refusal(&d(0, 64, 0xffff)).is_some());
-        let c2k = TxCheck { chunk_size: 2048, umem_len: 16 * 2048, multi_buffer: false };
+        let c2k = TxCheck { chunk_size: 2048, umem_len: 16 * 2048, multi_buffer: false, unaligned: false };
         assert!(c2k.refusal(&d(2048 + 2016, 64, 0)).is_some(), "crosses a 2K chunk");
+        let un = TxCheck { unaligned: true, ..c };
+        assert_eq!(un.refusal(&d(4096 + 4064, 64, 0)), None, "unaligned: may cross a chunk");
+        assert!(un.refusal(&d(u - 32, 64, 0)).is_some(), "never beyond the UMEM");
     }
 
     #[test]

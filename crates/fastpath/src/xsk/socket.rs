@@ -570,6 +570,7 @@ impl XskSocket {
             chunk_size: uc.frame_size,
             umem_len: uc.frame_size as u64 * uc.frame_count as u64,
             multi_buffer: false,
+            unaligned: uc.unaligned,
         };
         // SAFETY: as above.
         let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };

@@ -24,7 +24,8 @@ const SKB_SHARED_INFO_BYTES: u32 = 320;
 /// Shape of a UMEM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct UmemConfig {
-    /// Frame (chunk) size in bytes: 2048 or 4096 (aligned mode, include/uapi/linux/if_xdp.h).
+    /// Frame (chunk) size in bytes: 2048 or 4096 in aligned mode; any size from 2048 to the
+    /// page size (4096) with `unaligned` (include/uapi/linux/if_xdp.h, net/xdp/xdp_umem.c).
     pub frame_size: u32,
     /// Number of frames; a power of two from 64 to 2^20.
     pub frame_count: u32,
@@ -38,11 +39,27 @@ pub struct UmemConfig {
     /// Back the UMEM with huge pages (MAP_HUGETLB; pages must be reserved in
     /// /proc/sys/vm/nr_hugepages).
     pub huge_pages: bool,
+    /// Unaligned chunk mode (`XDP_UMEM_UNALIGNED_CHUNK_FLAG`, kernel >= 5.4): the kernel takes
+    /// FILL and TX addresses anywhere in the UMEM, not only at multiples of the frame size,
+    /// and a TX buffer may cross a frame (in zero-copy mode only where the pages are
+    /// physically contiguous: huge pages). fastpath still lays its frames at multiples of the
+    /// frame size; RX descriptors, which carry their offset in the upper 16 bits of `addr`
+    /// (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`), are decoded on the way in
+    /// (Documentation/networking/af_xdp.rst "XDP_UMEM_REG setsockopt").
+    pub unaligned: bool,
 }
 
 impl Default for UmemConfig {
     fn default() -> Self {
-        Self { frame_size: 4096, frame_count: 8192, headroom: 0, fill_size: 4096, comp_size: 4096, huge_pages: false }
+        Self {
+            frame_size: 4096,
+            frame_count: 8192,
+            headroom: 0,
+            fill_size: 4096,
+            comp_size: 4096,
+            huge_pages: false,
+            unaligned: false,
+        }
     }
 }
 
@@ -58,14 +75,21 @@ impl UmemConfig {
     ///
     /// # Errors
     ///
-    /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096, the
+    /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096 (with
+    /// `unaligned`: any size from 2048 to 4096), the
     /// frame count one from 64 to 2^20, and the FILL and COMPLETION sizes ones from 64 to 65536;
     /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` less 256
     /// (XDP_PACKET_HEADROOM), 320 (the aligned `skb_shared_info` of a 64-bit kernel) and 128:
     /// what current kernels accept (net/xdp/xdp_umem.c, xdp_umem_reg(), Linux 6.18 here; older
     /// kernels took up to `frame_size` - 257), so a headroom that passes here passes there.
     pub fn validate(&self) -> Result<(), XskError> {
-        check_pow2("frame size", self.frame_size, 2048, 4096)?;
+        if self.unaligned {
+            if !(2048..=4096).contains(&self.frame_size) {
+                return Err(XskError::BadSize { what: "frame size", value: self.frame_size, min: 2048, max: 4096 });
+            }
+        } else {
+            check_pow2("frame size", self.frame_size, 2048, 4096)?;
+        }
         check_pow2("frame count", self.frame_count, 64, 1 << 20)?;
         check_pow2("fill ring size", self.fill_size, 64, 65536)?;
         check_pow2("completion ring size", self.comp_size, 64, 65536)?;
@@ -145,10 +169,55 @@ impl Frame {
     /// Back to the start of its frame, empty: a free frame, whatever offset it was received at.
     #[inline]
     pub fn reset(&mut self, frame_size: u32) {
-        self.addr &= !(frame_size as u64 - 1);
+        self.addr -= offset_in(self.addr, frame_size);
         self.len = 0;
         self.contd = false;
     }
+}
+
+/// `addr`'s offset in its frame of `frame_size` bytes (frames at multiples of the size): a
+/// mask for the power-of-two sizes of aligned mode, a division otherwise.
+#[inline]
+pub(crate) fn offset_in(addr: u64, frame_size: u32) -> u64 {
+    if frame_size.is_power_of_two() {
+        addr & (frame_size as u64 - 1)
+    } else {
+        addr % frame_size as u64
+    }
+}
+
+/// Frame index of a UMEM address (frames at multiples of the frame size): a shift for the
+/// power-of-two sizes of aligned mode, a division for the other sizes unaligned mode allows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FrameIndexer {
+    shift: u32,
+    size: u64,
+}
+
+impl FrameIndexer {
+    pub(crate) fn new(frame_size: u32) -> Self {
+        let shift = if frame_size.is_power_of_two() { frame_size.trailing_zeros() } else { u32::MAX };
+        Self { shift, size: frame_size as u64 }
+    }
+
+    /// The index of the frame holding `addr`.
+    #[inline]
+    pub(crate) fn index(self, addr: u64) -> usize {
+        if self.shift != u32::MAX {
+            (addr >> self.shift) as usize
+        } else {
+            (addr / self.size) as usize
+        }
+    }
+}
+
+/// An RX descriptor's `addr` as a plain UMEM offset: in unaligned chunk mode the kernel puts
+/// the packet's offset from the FILL address in the upper 16 bits
+/// (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`, 48; include/uapi/linux/if_xdp.h, libxdp's
+/// `xsk_umem__add_offset_to_addr`); in aligned mode those bits are 0 and this is `addr`.
+#[inline]
+pub(crate) fn rx_addr(addr: u64) -> u64 {
+    (addr & ((1 << 48) - 1)) + (addr >> 48)
 }
 
 static NEXT_UMEM_ID: AtomicU32 = AtomicU32::new(1);
@@ -220,7 +289,7 @@ impl Umem {
             len: len as u64,
             chunk_size: config.frame_size,
             headroom: config.headroom,
-            flags: 0,
+            flags: if config.unaligned { libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG } else { 0 },
             tx_metadata_len: 0,
         };
         sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
@@ -312,7 +381,7 @@ impl Umem {
     /// if `f` belongs to another UMEM.
     #[inline]
     pub fn resize<'a>(&'a self, f: &'a mut Frame, len: u32) -> &'a mut [u8] {
-        let room = self.config.frame_size as u64 - (f.addr & (self.config.frame_size as u64 - 1));
+        let room = self.config.frame_size as u64 - offset_in(f.addr, self.config.frame_size);
         assert!(len as u64 <= room, "packet length {len} does not fit: {room} bytes left in the frame");
         f.len = len;
         self.data_mut(f)
@@ -330,7 +399,7 @@ impl Umem {
     /// before), or `f` belongs to another UMEM.
     #[inline]
     pub fn meta<'a>(&'a self, f: &'a Frame, len: u32) -> &'a [u8] {
-        let off = f.addr & (self.config.frame_size as u64 - 1);
+        let off = offset_in(f.addr, self.config.frame_size);
         assert!(len as u64 <= off, "{len} bytes in front of a packet at offset {off} of its frame");
         let start = Frame { addr: f.addr - len as u64, len, umem_id: f.umem_id, contd: false };
         let (o, n) = self.range(&start, len);
@@ -341,7 +410,7 @@ impl Umem {
     /// Bytes a frame starting at `addr` can hold up to the end of its frame.
     #[inline]
     pub fn room(&self, f: &Frame) -> u32 {
-        self.config.frame_size - (f.addr & (self.config.frame_size as u64 - 1)) as u32
+        self.config.frame_size - offset_in(f.addr, self.config.frame_size) as u32
     }
 
     #[inline]
