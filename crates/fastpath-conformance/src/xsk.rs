@@ -25,6 +25,9 @@ pub const QUEUES: u32 = 4;
 pub const DEFAULT_PKT_CNT: usize = 4096;
 /// Smallest packet (the kernel's MIN_PKT_SIZE): 64 bytes.
 pub const MIN_PKT_SIZE: usize = 64;
+/// Frames [`transfer_items`] lets the kernel have taken from the TX ring and not yet
+/// delivered (see there).
+pub const IN_FLIGHT: usize = 192;
 /// How long the loop waits without any progress before it gives up.
 pub const STALL: Duration = Duration::from_secs(2);
 
@@ -37,6 +40,57 @@ pub fn bed() -> Result<Testbed, String> {
     // No IPv6: the kernel's own router solicitations and DAD frames would reach the sockets.
     Testbed::up(&TestbedConfig { queues: QUEUES, ipv6: false, ..TestbedConfig::default() })
         .map_err(|e| format!("test bed: {e}"))
+}
+
+/// The per-device NAPI knobs `napi_defer_hard_irqs` and `gro_flush_timeout` (ns) of both
+/// veth ends set (sysfs, /sys/class/net/DEV/, kernel >= 5.10 for the first) until dropped,
+/// when the old values are written back (Documentation/networking/napi.rst "Busy polling").
+#[derive(Debug)]
+pub struct NapiDefer {
+    /// (namespace, interface, old defer, old timeout).
+    old: Vec<(String, String, String, String)>,
+}
+
+fn sysfs(ns: &str, iface: &str, knob: &str, value: Option<&str>) -> Result<String, String> {
+    let path = format!("/sys/class/net/{iface}/{knob}");
+    let script = match value {
+        Some(v) => format!("echo {v} > {path}"),
+        None => format!("cat {path}"),
+    };
+    let o =
+        fastpath_testbed::ns_command(ns, "sh").args(["-c", &script]).output().map_err(|e| format!("{path}: {e}"))?;
+    if !o.status.success() {
+        return Err(format!("{path} in {ns}: {}", String::from_utf8_lossy(&o.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+impl NapiDefer {
+    /// Sets `defer` and `timeout_ns` on both ends of `bed`.
+    ///
+    /// # Errors
+    ///
+    /// Reading or writing a knob, as text (what was set before is put back).
+    pub fn set(bed: &Testbed, defer: u32, timeout_ns: u64) -> Result<NapiDefer, String> {
+        let mut g = NapiDefer { old: Vec::new() };
+        for (ns, iface) in [(bed.ns_a(), bed.iface_a()), (bed.ns_b(), bed.iface_b())] {
+            let d = sysfs(ns, iface, "napi_defer_hard_irqs", None)?;
+            let t = sysfs(ns, iface, "gro_flush_timeout", None)?;
+            g.old.push((ns.to_string(), iface.to_string(), d, t));
+            sysfs(ns, iface, "napi_defer_hard_irqs", Some(&defer.to_string()))?;
+            sysfs(ns, iface, "gro_flush_timeout", Some(&timeout_ns.to_string()))?;
+        }
+        Ok(g)
+    }
+}
+
+impl Drop for NapiDefer {
+    fn drop(&mut self) {
+        for (ns, iface, d, t) in &self.old {
+            let _ = sysfs(ns, iface, "napi_defer_hard_irqs", Some(d));
+            let _ = sysfs(ns, iface, "gro_flush_timeout", Some(t));
+        }
+    }
 }
 
 /// 2 MiB huge pages reserved (`/proc/sys/vm/nr_hugepages` raised by the number asked) until
@@ -358,23 +412,30 @@ impl Port {
     pub fn recv(&mut self, out: &mut Vec<Received>) -> usize {
         let fs = self.umem.frame_size();
         let mut n = 0;
-        let mut b = self.sock.rx.peek_packets(u32::MAX);
-        while let Some((frames, _)) = b.next_packet() {
-            let mut r = Received { addrs: Vec::new(), data: Vec::new(), meta: Vec::new() };
-            for _ in 0..frames {
-                let mut f = b.next().expect("counted by next_packet");
-                if r.addrs.is_empty() && f.addr() % fs as u64 >= META_LEN as u64 {
-                    r.meta = self.umem.meta(&f, META_LEN).to_vec();
+        // A peek sees what the ring's cached producer index shows and reads the kernel's
+        // again only once that is used up (as libxdp's xsk_ring_cons__peek): peek until empty.
+        loop {
+            let before = n;
+            let mut b = self.sock.rx.peek_packets(u32::MAX);
+            while let Some((frames, _)) = b.next_packet() {
+                let mut r = Received { addrs: Vec::new(), data: Vec::new(), meta: Vec::new() };
+                for _ in 0..frames {
+                    let mut f = b.next().expect("counted by next_packet");
+                    if r.addrs.is_empty() && f.addr() % fs as u64 >= META_LEN as u64 {
+                        r.meta = self.umem.meta(&f, META_LEN).to_vec();
+                    }
+                    r.addrs.push(f.addr());
+                    r.data.extend_from_slice(self.umem.data(&f));
+                    f.reset(fs);
+                    self.free.push(f);
                 }
-                r.addrs.push(f.addr());
-                r.data.extend_from_slice(self.umem.data(&f));
-                f.reset(fs);
-                self.free.push(f);
+                out.push(r);
+                n += 1;
             }
-            out.push(r);
-            n += 1;
+            if n == before {
+                return n;
+            }
         }
-        n
     }
 
     /// XDP_STATISTICS now.
@@ -544,6 +605,7 @@ pub fn transfer_items(
     let mut t = Transfer::default();
     rx.fill(usize::MAX);
     let mut last = Instant::now();
+    let mut last_rx = Instant::now();
     while t.received.len() < expect || t.sent < items.len() {
         let mut moved = 0;
         if t.sent < items.len() {
@@ -554,7 +616,14 @@ pub fn transfer_items(
             t.sent += n;
             moved += n;
         }
-        let _ = tx.sock.kick_tx();
+        // At most IN_FLIGHT frames taken by the kernel and not received yet (the veth's
+        // receive ring holds 256; with deferred NAPI interrupts in busy-poll mode nothing
+        // empties it until the receiver polls), unless nothing arrived for a millisecond
+        // (frames the scenario drops on purpose never arrive).
+        let taken = t.sent.saturating_sub(tx.sock.tx.pending() as usize);
+        if taken.saturating_sub(t.received.len()) < IN_FLIGHT || last_rx.elapsed() > Duration::from_millis(1) {
+            let _ = tx.sock.kick_tx();
+        }
         let c = tx.reap();
         t.completed += c;
         moved += c;
@@ -563,8 +632,11 @@ pub fn transfer_items(
         } else {
             rx.sock.kick_rx();
         }
-        moved += rx.recv(&mut t.received);
-        moved += rx.fill(usize::MAX);
+        let r = rx.recv(&mut t.received);
+        if r > 0 {
+            last_rx = Instant::now();
+        }
+        moved += r + rx.fill(usize::MAX);
         if moved > 0 {
             last = Instant::now();
         } else if last.elapsed() > STALL {
@@ -581,6 +653,40 @@ pub fn transfer_items(
         rx.fill(usize::MAX);
     }
     Ok(t)
+}
+
+/// Sends every packet of `pkts` from `tx` without reading `rx`'s RX ring (the scenarios that
+/// fill it or starve its FILL ring), one TX budget (32) per wake-up, each time waiting (at
+/// most 5 ms) until the receiver has accounted for every frame taken: on its RX ring, or
+/// counted in `rx_ring_full` or `rx_dropped`. Returns how many packets went out.
+///
+/// # Errors
+///
+/// Reading the RX socket's statistics.
+pub fn deliver_unread(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>]) -> Result<usize, String> {
+    let mut sent = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < STALL {
+        sent += tx.send(&pkts[sent..]);
+        let _ = tx.sock.kick_tx();
+        tx.reap();
+        let taken = sent - tx.sock.tx.pending() as usize;
+        let w = Instant::now();
+        loop {
+            rx.sock.kick_rx();
+            let st = rx.stats()?;
+            let on_ring = rx.sock.rx.peek(u32::MAX).len();
+            if on_ring as u64 + st.rx_ring_full + st.rx_dropped >= taken as u64
+                || w.elapsed() > Duration::from_millis(5)
+            {
+                break;
+            }
+        }
+        if taken == pkts.len() {
+            break;
+        }
+    }
+    Ok(sent)
 }
 
 /// Checks that `got` is exactly `want`, in order.

@@ -421,3 +421,43 @@ impl Umem {
         (off, len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rx_addresses_of_unaligned_mode_are_decoded() {
+        // The kernel's encoding: the FILL address in the low 48 bits, the packet's offset from
+        // it in the upper 16 (xp_get_handle(), net/xdp/xsk_buff_pool.c).
+        assert_eq!(rx_addr((256u64 << 48) | 0x1234_0000), 0x1234_0000 + 256);
+        assert_eq!(rx_addr(0x1234_0100), 0x1234_0100, "aligned mode: the upper bits are 0");
+        assert_eq!(rx_addr((0xffffu64 << 48) | ((1 << 48) - 1)), (1 << 48) - 1 + 0xffff);
+    }
+
+    #[test]
+    fn frames_of_any_size_are_found_by_division() {
+        for fs in [2048u32, 4096, 4001, 3000] {
+            let ix = FrameIndexer::new(fs);
+            for i in [0u64, 1, 7, 4095, 1 << 20] {
+                for off in [0u64, 1, fs as u64 - 1] {
+                    let a = i * fs as u64 + off;
+                    assert_eq!(ix.index(a), i as usize, "frame size {fs}, addr {a}");
+                    assert_eq!(offset_in(a, fs), off, "frame size {fs}, addr {a}");
+                }
+            }
+        }
+        let mut f = Frame::new(3 * 4001 + 300, 64, 1);
+        f.reset(4001);
+        assert_eq!((f.addr(), f.len()), (3 * 4001, 0));
+    }
+
+    #[test]
+    fn unaligned_mode_takes_any_frame_size_in_range() {
+        let u = UmemConfig { frame_size: 4001, unaligned: true, ..UmemConfig::default() };
+        assert!(u.validate().is_ok());
+        assert!(UmemConfig { unaligned: false, ..u.clone() }.validate().is_err(), "aligned: powers of two only");
+        assert!(UmemConfig { frame_size: 2047, ..u.clone() }.validate().is_err());
+        assert!(UmemConfig { frame_size: 4097, ..u }.validate().is_err());
+    }
+}
