@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test bench figures figures-check lint clean
+.PHONY: deps build demo test conformance bench figures figures-check lint clean
 
 deps:
 	@scripts/deps.sh
@@ -19,6 +19,11 @@ demo: build
 test: build
 	python3 -m unittest discover -s scripts -p 'test_*.py'
 	$(CARGO) test --release --workspace --locked -- --test-threads=2
+
+# The kernel's AF_XDP selftest scenarios as fastpath's own tests, softirq and busy-poll modes:
+# one line per scenario and mode (root; also part of `make test`). CONFORMANCE=NAME,... for some.
+conformance: build
+	$(CARGO) test --release --workspace --locked -p fastpath-conformance --test conformance
 
 bench: build
 	scripts/bench.py

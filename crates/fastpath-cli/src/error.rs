@@ -58,6 +58,7 @@ impl From<XskError> for CliError {
             XskError::NoSuchInterface { .. }
             | XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
+            | XskError::BadUnalignedFrameSize { .. }
             | XskError::BadHeadroom { .. } => usage(e),
             XskError::Unsupported(_) => unsupported(e),
             _ => kernel(e),

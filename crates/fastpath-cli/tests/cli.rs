@@ -75,6 +75,18 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
         &["frame size 3000", "power of two", "2048", "4096"],
     );
     assert_refused(&bed, &call(&base(&["--frame-size", "8192"])), 2, &["frame size 8192", "2048", "4096"]);
+    assert_refused(
+        &bed,
+        &call(&base(&["--frame-size", "4097", "--unaligned-chunks"])),
+        2,
+        &["frame size 4097", "unaligned", "2048 to 4096"],
+    );
+    assert_refused(
+        &bed,
+        &call(&base(&["--frame-size", "4096", "--headroom", "3393"])),
+        2,
+        &["headroom 3393", "below 3392"],
+    );
     assert_refused(&bed, &call(&base(&["--ring-size", "1000"])), 2, &["ring size 1000", "power of two"]);
     assert_refused(&bed, &call(&base(&["--cpu", "64"])), 2, &["--cpu 64"]);
     assert_refused(&bed, &["bench", "rxdrop", "--netns", "fpnosuchns", "-i", i, "--duration", "0"], 3, &["fpnosuchns"]);

@@ -10,7 +10,7 @@ use fastpath::netdev::Iface;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
+#[allow(clippy::all, clippy::pedantic, missing_docs, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/xsk_progs.skel.rs"));
 }

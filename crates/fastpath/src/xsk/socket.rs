@@ -144,6 +144,14 @@ pub enum XskError {
         /// Largest accepted.
         max: u32,
     },
+    /// A frame size outside what unaligned chunk mode takes.
+    #[error(
+        "frame size {value} is not accepted in unaligned chunk mode: use a size from 2048 to 4096 (the page size)"
+    )]
+    BadUnalignedFrameSize {
+        /// The value given.
+        value: u32,
+    },
     /// Headroom leaves no room for a frame.
     #[error("headroom {headroom} is too large for frame size {frame_size}: keep it below {max}")]
     BadHeadroom {

@@ -76,7 +76,7 @@ impl UmemConfig {
     /// # Errors
     ///
     /// [`XskError::BadSize`] unless the frame size is a power of two from 2048 to 4096 (with
-    /// `unaligned`: any size from 2048 to 4096), the
+    /// `unaligned`: [`XskError::BadUnalignedFrameSize`] unless it is from 2048 to 4096), the
     /// frame count one from 64 to 2^20, and the FILL and COMPLETION sizes ones from 64 to 65536;
     /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` less 256
     /// (XDP_PACKET_HEADROOM), 320 (the aligned `skb_shared_info` of a 64-bit kernel) and 128:
@@ -85,7 +85,7 @@ impl UmemConfig {
     pub fn validate(&self) -> Result<(), XskError> {
         if self.unaligned {
             if !(2048..=4096).contains(&self.frame_size) {
-                return Err(XskError::BadSize { what: "frame size", value: self.frame_size, min: 2048, max: 4096 });
+                return Err(XskError::BadUnalignedFrameSize { value: self.frame_size });
             }
         } else {
             check_pow2("frame size", self.frame_size, 2048, 4096)?;
