@@ -46,6 +46,27 @@ struct fp_payload {
 } __attribute__((packed));
 
 
+/*
+ * RX metadata (bpf/xsk_redirect_meta.bpf.c): what the driver's XDP metadata kfuncs
+ * (bpf_xdp_metadata_rx_timestamp / _rx_hash / _rx_vlan_tag, Linux >= 6.3, VLAN tag >= 6.8;
+ * Documentation/networking/xdp-rx-metadata.rst) returned for one frame, put in front of it with
+ * bpf_xdp_adjust_meta: user space reads it at the frame's address - sizeof(struct fp_rx_meta).
+ * `valid` says which fields the driver filled (FP_RX_META_*); the others are 0.
+ */
+#define FP_RX_META_TIMESTAMP 1
+#define FP_RX_META_HASH      2
+#define FP_RX_META_VLAN      4
+
+struct fp_rx_meta {
+	__u64 rx_timestamp_ns;  /* the driver's RX timestamp (hardware clock), ns */
+	__u32 rx_hash;          /* the RSS hash */
+	__u32 rx_hash_type;     /* enum xdp_rss_hash_type: L3/L4 bits (include/net/xdp.h) */
+	__u16 vlan_proto;       /* network order, e.g. 0x8100 */
+	__u16 vlan_tci;         /* host order: PCP 3 bits, DEI 1, VID 12 */
+	__u32 valid;            /* FP_RX_META_* */
+};
+_Static_assert(sizeof(struct fp_rx_meta) == 24, "fp_rx_meta is 24 bytes");
+
 /* ---- classifier (bpf/classifier.bpf.c; Rust side: crates/fastpath/src/rules/compile.rs) ---- */
 
 #define FP_CLS_MAX_RULES     131072  /* per rule set */

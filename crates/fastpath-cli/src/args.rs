@@ -686,6 +686,12 @@ pub struct BenchArgs {
     /// received once, twice or not at all; reported in the summary.
     #[arg(long)]
     pub verify: bool,
+    /// rxdrop: receive behind a device-bound program that reads the driver's RX metadata
+    /// (RX timestamp, RSS hash and type, VLAN tag: the XDP metadata kfuncs, Linux >= 6.3) and
+    /// puts it in front of every frame; the summary counts which fields came and shows the
+    /// first frame's.
+    #[arg(long)]
+    pub rx_meta: bool,
     /// rxdrop/txonly: the port backend (one API over every path).
     #[arg(long, value_enum, default_value_t = PathArg::Afxdp)]
     pub path: PathArg,

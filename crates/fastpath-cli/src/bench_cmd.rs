@@ -17,7 +17,7 @@ use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, XskArgs};
 use crate::common::{check_run, compile_rules, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
 use crate::report::{print_summary, Monitor};
-use crate::session::{Role, Session};
+use crate::session::{Role, RxChoice, Session};
 
 /// Sets the flag when dropped: a worker's "I am done", on every exit path including panics.
 struct SetOnDrop(Arc<AtomicBool>);
@@ -365,6 +365,16 @@ fn afxdp_role(a: &BenchArgs) -> CliResult<Role> {
     if a.rules.is_some() && role != Role::Rx {
         return Err(usage(anyhow!("--rules is for rxdrop and l2fwd (the AF_XDP receive paths)")));
     }
+    if a.rx_meta {
+        if a.mode != BenchMode::Rxdrop {
+            return Err(usage(anyhow!("--rx-meta is for rxdrop, not {}", mode_name(a.mode))));
+        }
+        if a.rules.is_some() || a.xsk_handoff.is_some() {
+            return Err(usage(anyhow!(
+                "--rx-meta brings its own program (xsk_redirect_meta): it does not go with --rules or --xsk-handoff"
+            )));
+        }
+    }
     Ok(role)
 }
 
@@ -401,7 +411,14 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
             .map_err(crate::error::env)?;
             Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
         }
-        None => Session::open_on(iface, &a.xsk, role, compiled.as_ref())?,
+        None => {
+            let choice = match (&compiled, a.rx_meta) {
+                (_, true) => RxChoice::RxMeta,
+                (Some(c), false) => RxChoice::Rules(c),
+                (None, false) => RxChoice::Redirect,
+            };
+            Session::open_on(iface, &a.xsk, role, choice)?
+        }
     };
     let online = fastpath::workers::online_cpus();
     let choice = wait_choice(&a.xsk, &cpus, online);
@@ -436,6 +453,7 @@ fn run_afxdp(
     let counters: Vec<Arc<Counters>> = (0..nq).map(|_| Arc::new(Counters::default())).collect();
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
+    let rx_meta = Arc::new(Mutex::new(None::<bench::RxMetaTally>));
     let labels: Vec<String> = sess.info.queues.iter().map(|q| format!("{}:q{q}", a.xsk.iface)).collect();
     let prefix = if nq > 1 { format!("{}:all", a.xsk.iface) } else { labels[0].clone() };
     let mon = Monitor {
@@ -450,7 +468,13 @@ fn run_afxdp(
     // Baselines first, then the workers: nothing they move may fall before them.
     let watch = mon.start();
     let workers = if a.run.duration > 0.0 {
-        let shared = QueueShared { counters, stop: stop.clone(), done: done.clone(), tracker: tracker.clone() };
+        let shared = QueueShared {
+            counters,
+            stop: stop.clone(),
+            done: done.clone(),
+            tracker: tracker.clone(),
+            rx_meta: rx_meta.clone(),
+        };
         spawn_queues(a, ports, &shared, template, (cpus, choice))
     } else {
         Vec::new()
@@ -492,6 +516,10 @@ fn run_afxdp(
     if let Some(t) = tracker.lock().expect("tracker lock").as_ref() {
         extra.insert("verify".into(), tracker_json(t));
     }
+    if a.rx_meta {
+        let t = rx_meta.lock().expect("rx-meta lock").take().unwrap_or_default();
+        extra.insert("rx_meta".into(), serde_json::to_value(&t).unwrap_or(Value::Null));
+    }
     if a.mode == BenchMode::Txonly {
         crate::report::insert_delivery(&mut extra, &summary);
     }
@@ -508,6 +536,8 @@ struct QueueShared {
     stop: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     tracker: Arc<Mutex<Option<SeqTracker>>>,
+    /// --rx-meta: the workers' tallies, merged.
+    rx_meta: Arc<Mutex<Option<bench::RxMetaTally>>>,
 }
 
 /// What one AF_XDP bench worker runs: the mode's loop over its queue's port.
@@ -516,6 +546,7 @@ struct QueueJob {
     mode: BenchMode,
     opts: LoopOpts,
     verify: bool,
+    rx_meta: bool,
     template: Option<Vec<u8>>,
     flows: Option<fastpath::packet::Flows>,
     share: SendLimits,
@@ -537,7 +568,7 @@ fn spawn_queues(
         .into_iter()
         .enumerate()
         .map(|(i, port)| {
-            let (c, s, t) = (sh.counters[i].clone(), sh.stop.clone(), sh.tracker.clone());
+            let (c, s, t, m) = (sh.counters[i].clone(), sh.stop.clone(), sh.tracker.clone(), sh.rx_meta.clone());
             // Tell the monitor when the last worker ends, however it ends (error, panic).
             let last = LastDone(finished.clone(), sh.done.clone(), nq);
             let job = QueueJob {
@@ -545,6 +576,7 @@ fn spawn_queues(
                 mode: a.mode,
                 opts: loop_opts(&a.xsk, choice),
                 verify: a.verify,
+                rx_meta: a.rx_meta,
                 template: template.clone(),
                 flows: flows(&a.frame),
                 // --count and --rate are totals: each queue sends its share.
@@ -556,7 +588,7 @@ fn spawn_queues(
             let cpu = cpus.get(i).copied().flatten();
             fastpath::workers::spawn_pinned(format!("bench-q{i}"), cpu, move || {
                 let _done = last;
-                run_queue(port, &job, &c, &s, &t)
+                run_queue(port, &job, &c, &s, (&t, &m))
             })
         })
         .collect()
@@ -569,10 +601,32 @@ fn run_queue(
     job: &QueueJob,
     c: &Counters,
     s: &AtomicBool,
-    t: &Mutex<Option<SeqTracker>>,
+    (t, m): (&Mutex<Option<SeqTracker>>, &Mutex<Option<bench::RxMetaTally>>),
 ) -> Result<(), fastpath::io::PortError> {
     let opts = job.opts;
     match job.mode {
+        BenchMode::Rxdrop if job.rx_meta => {
+            let mut tally = bench::RxMetaTally::default();
+            let mut tr = job.verify.then(SeqTracker::default);
+            let r = bench::rxdrop_meta(&mut port, opts, c, s, &mut tally, |p| {
+                if let Some(tr) = tr.as_mut() {
+                    tr.record(p);
+                }
+            });
+            let mut slot = m.lock().expect("rx-meta lock");
+            match slot.as_mut() {
+                Some(all) => all.merge(&tally),
+                None => *slot = Some(tally),
+            }
+            if let Some(tr) = tr {
+                let mut slot = t.lock().expect("tracker lock");
+                match slot.as_mut() {
+                    Some(all) => all.merge(&tr),
+                    None => *slot = Some(tr),
+                }
+            }
+            r
+        }
         BenchMode::Rxdrop if job.verify => {
             let mut tr = SeqTracker::default();
             let r = bench::rxdrop(&mut port, opts, c, s, |p| tr.record(p));
@@ -626,6 +680,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             frame: g.frame.clone(),
             verify: false,
             rules: None,
+            rx_meta: false,
             xsk_handoff: None,
             cpumap: Default::default(),
             ddos: Default::default(),
@@ -776,6 +831,11 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
 fn check_port_bench(a: &BenchArgs) -> CliResult<()> {
     if !matches!(a.mode, BenchMode::Rxdrop | BenchMode::Txonly | BenchMode::L2fwd) {
         return Err(usage(anyhow!("--path is for rxdrop, txonly and l2fwd; {} runs on AF_XDP", mode_name(a.mode))));
+    }
+    if a.rx_meta {
+        return Err(usage(anyhow!(
+            "--rx-meta reads what an XDP program puts in front of AF_XDP frames: it is for --path afxdp"
+        )));
     }
     if a.mode == BenchMode::Txonly && frame_len(&a.frame) > 1514 {
         return Err(usage(anyhow!(

@@ -200,6 +200,16 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
             v["tx_queues"].as_u64().map(|n| n.to_string()).unwrap_or("?".into()),
         );
         println!("  xdp features   {xf}");
+        let names = |key: &str| -> Option<String> {
+            let list: Vec<&str> = v["xdp_features"][key].as_array()?.iter().filter_map(|s| s.as_str()).collect();
+            Some(if list.is_empty() { "none".to_string() } else { list.join(" ") })
+        };
+        if let Some(rx) = names("rx_metadata") {
+            println!("  rx metadata    {rx} (the driver's XDP metadata kfuncs: bench rxdrop --rx-meta)");
+        }
+        if let Some(tx) = names("xsk") {
+            println!("  xsk tx meta    {tx} (AF_XDP TX metadata the driver implements)");
+        }
         if let serde_json::Value::Object(a) = &v["xdp_attached"] {
             println!("  attached       XDP program id {} ({})", a["prog_id"], a["mode"].as_str().unwrap_or(""));
         }

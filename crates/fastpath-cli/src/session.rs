@@ -59,6 +59,17 @@ impl XskMap for RxProg {
 }
 
 /// Either program, loaded and not yet attached.
+/// Which program feeds a receive session's sockets.
+#[derive(Debug, Clone, Copy)]
+pub enum RxChoice<'a> {
+    /// `xsk_redirect` (frags-aware when the MTU needs multi-buffer).
+    Redirect,
+    /// The classifier with these rules.
+    Rules(&'a Compiled),
+    /// `xsk_redirect_meta`: the driver's RX metadata in front of every frame (`--rx-meta`).
+    RxMeta,
+}
+
 enum RxLoaded {
     Redirect(Loaded<XskRedirect>),
     Classifier(Box<LoadedClassifier>),
@@ -89,6 +100,8 @@ pub struct PathInfo {
     pub copy_mode: Option<&'static str>,
     /// One UMEM shared by every queue's socket.
     pub shared_umem: bool,
+    /// The sockets receive the driver's RX metadata in front of every frame (`--rx-meta`).
+    pub rx_meta: bool,
     pub need_wakeup: bool,
     pub busy_poll: bool,
     pub tx_skb_budget: Option<u32>,
@@ -259,13 +272,14 @@ impl Session {
         let cfg = validate(x, role)?;
         // The one resolution of -i on this path: everything below works by its ifindex.
         let iface = Iface::resolve(&x.iface)?;
-        Self::open_checked(iface, cfg, x, role, rules, None)
+        let choice = rules.map_or(RxChoice::Redirect, RxChoice::Rules);
+        Self::open_checked(iface, cfg, x, role, choice, None)
     }
 
     /// As [`Session::open_with`] on `iface`, -i resolved by the caller.
-    pub fn open_on(iface: Iface, x: &XskArgs, role: Role, rules: Option<&Compiled>) -> CliResult<Session> {
+    pub fn open_on(iface: Iface, x: &XskArgs, role: Role, prog: RxChoice<'_>) -> CliResult<Session> {
         let cfg = validate(x, role)?;
-        Self::open_checked(iface, cfg, x, role, rules, None)
+        Self::open_checked(iface, cfg, x, role, prog, None)
     }
 
     /// A receive session on `iface` without a program of its own: each queue's socket goes
@@ -273,7 +287,7 @@ impl Session {
     /// (`--xsk-handoff`). Needs CAP_NET_RAW (and RLIMIT_MEMLOCK for the UMEM), nothing else.
     pub fn open_handoff(iface: Iface, x: &XskArgs, map: HandedXskMap) -> CliResult<Session> {
         let cfg = validate(x, Role::Rx)?;
-        Self::open_checked(iface, cfg, x, Role::Rx, None, Some(map))
+        Self::open_checked(iface, cfg, x, Role::Rx, RxChoice::Redirect, Some(map))
     }
 
     fn open_checked(
@@ -281,7 +295,7 @@ impl Session {
         mut cfg: XskConfig,
         x: &XskArgs,
         role: Role,
-        rules: Option<&Compiled>,
+        choice: RxChoice<'_>,
         handed: Option<HandedXskMap>,
     ) -> CliResult<Session> {
         let dev = iface.dev();
@@ -289,7 +303,14 @@ impl Session {
             None
         } else {
             let mtu = dev.mtu().map_err(crate::error::kernel)?;
-            decide_multi_buffer(&x.iface, mtu, &mut cfg)?
+            let note = decide_multi_buffer(&x.iface, mtu, &mut cfg)?;
+            if cfg.socket.multi_buffer && matches!(choice, RxChoice::RxMeta) {
+                return Err(crate::error::usage(anyhow!(
+                    "--rx-meta reads single-buffer frames: {} has MTU {mtu}, which needs multi-buffer sockets; lower its MTU or leave --rx-meta out",
+                    x.iface
+                )));
+            }
+            note
         };
         let queues = RxQueues::check(&iface, queue_ids(x))?;
         let driver = dev.driver().unwrap_or_else(|_| "unknown".into());
@@ -301,6 +322,7 @@ impl Session {
             xdp_mode: None,
             copy_mode: None,
             shared_umem: x.shared_umem,
+            rx_meta: false,
             need_wakeup: cfg.socket.need_wakeup,
             busy_poll: cfg.socket.busy_poll.is_some(),
             tx_skb_budget: None,
@@ -349,19 +371,26 @@ impl Session {
         let prog = if role != Role::Rx {
             None
         } else {
-            Some(match rules {
-                None => RxLoaded::Redirect(XskRedirect::load(XskRedirectOpts {
+            Some(match choice {
+                RxChoice::Redirect => RxLoaded::Redirect(XskRedirect::load(XskRedirectOpts {
                     frags: cfg.socket.multi_buffer,
                     ..Default::default()
                 })?),
-                Some(c) => {
+                RxChoice::RxMeta => RxLoaded::Redirect(XskRedirect::load_rx_meta(&iface)?),
+                RxChoice::Rules(c) => {
                     let cls = Classifier::load()?;
                     cls.swap_in(c)?;
                     RxLoaded::Classifier(Box::new(cls))
                 }
             })
         };
-        let q = open_queues(&setup, prog)?;
+        let mut q = open_queues(&setup, prog)?;
+        if matches!(choice, RxChoice::RxMeta) {
+            info.rx_meta = true;
+            for p in &mut q.ports {
+                p.set_rx_meta(true);
+            }
+        }
         let prog = match q.attached {
             Some(a) => {
                 info.notes.extend(a.notes);

@@ -55,6 +55,7 @@ unsafe impl bytemuck::Pod for bpf_devmap_val__bindgen_ty_1 {}
 // The sizes fastpath_abi.h asserts with _Static_assert, checked again for the host target.
 const _: () = assert!(size_of::<fp_pkt_stats>() == 64 && std::mem::align_of::<fp_pkt_stats>() == 64);
 const _: () = assert!(size_of::<fp_payload>() == FP_PAYLOAD_LEN as usize);
+const _: () = assert!(size_of::<fp_rx_meta>() == 24);
 const _: () = assert!(size_of::<fp_cls_key>() == 56);
 const _: () = assert!(size_of::<fp_cls_tuple>() == 48);
 const _: () = assert!(size_of::<fp_cls_action>() == 24);

@@ -128,6 +128,119 @@ pub fn rxdrop<P: Port>(
     Ok(())
 }
 
+/// What `bench rxdrop --rx-meta` saw of the driver's RX metadata ([`crate::xsk::RxMeta`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RxMetaTally {
+    /// Packets seen.
+    pub frames: u64,
+    /// Of those, with an RX timestamp.
+    pub with_timestamp: u64,
+    /// With an RSS hash.
+    pub with_hash: u64,
+    /// With a VLAN tag.
+    pub with_vlan: u64,
+    /// Packets per RSS hash type (`enum xdp_rss_hash_type` bits; serialized as a map from
+    /// [`crate::xsk::RssType::name`] to the count).
+    #[serde(serialize_with = "hash_type_names")]
+    pub hash_types: Vec<(u32, u64)>,
+    /// Distinct RSS hashes seen, counted up to [`RxMetaTally::MAX_DISTINCT`].
+    pub distinct_hashes: u64,
+    /// The first packet's metadata.
+    pub first: Option<crate::xsk::RxMeta>,
+    #[serde(skip)]
+    hashes: std::collections::HashSet<u32>,
+}
+
+impl RxMetaTally {
+    /// Distinct hashes kept (a flood of flows does not grow the set beyond this).
+    pub const MAX_DISTINCT: usize = 4096;
+
+    /// Counts one packet's metadata.
+    #[inline]
+    pub fn record(&mut self, m: &crate::xsk::RxMeta) {
+        if self.frames == 0 {
+            self.first = Some(*m);
+        }
+        self.frames += 1;
+        self.with_timestamp += m.timestamp.is_some() as u64;
+        self.with_vlan += m.vlan.is_some() as u64;
+        if let Some((h, t)) = m.hash {
+            self.with_hash += 1;
+            // A handful of types at most: a linear search, no allocation after the first of each.
+            match self.hash_types.iter_mut().find(|(k, _)| *k == t.0) {
+                Some((_, n)) => *n += 1,
+                None => self.hash_types.push((t.0, 1)),
+            }
+            if self.hashes.len() < Self::MAX_DISTINCT && self.hashes.insert(h) {
+                self.distinct_hashes += 1;
+            }
+        }
+    }
+
+    /// Adds another worker's tally.
+    pub fn merge(&mut self, o: &RxMetaTally) {
+        if self.first.is_none() {
+            self.first = o.first;
+        }
+        self.frames += o.frames;
+        self.with_timestamp += o.with_timestamp;
+        self.with_hash += o.with_hash;
+        self.with_vlan += o.with_vlan;
+        for &(k, v) in &o.hash_types {
+            match self.hash_types.iter_mut().find(|(t, _)| *t == k) {
+                Some((_, n)) => *n += v,
+                None => self.hash_types.push((k, v)),
+            }
+        }
+        for h in &o.hashes {
+            if self.hashes.len() < Self::MAX_DISTINCT && self.hashes.insert(*h) {
+                self.distinct_hashes += 1;
+            }
+        }
+    }
+}
+
+fn hash_type_names<S: serde::Serializer>(types: &[(u32, u64)], s: S) -> Result<S::Ok, S::Error> {
+    let m: std::collections::BTreeMap<String, u64> =
+        types.iter().map(|&(t, n)| (crate::xsk::RssType(t).name(), n)).collect();
+    serde::Serialize::serialize(&m, s)
+}
+
+/// rxdrop with the driver's RX metadata of every packet counted into `tally`
+/// ([`crate::io::afxdp::AfXdpPort::rx_burst_meta`]); `on_packet` sees each packet as in
+/// [`rxdrop`]. Runs until `stop`.
+///
+/// # Errors
+///
+/// The first error of the port's receive, which ends the loop.
+pub fn rxdrop_meta(
+    port: &mut crate::io::afxdp::AfXdpPort,
+    opts: LoopOpts,
+    counters: &Counters,
+    stop: &AtomicBool,
+    tally: &mut RxMetaTally,
+    mut on_packet: impl FnMut(&[u8]),
+) -> Result<(), PortError> {
+    let timeout = opts.wait.timeout_ms();
+    while !stop.load(Ordering::Relaxed) {
+        let mut bytes = 0u64;
+        let n = port.rx_burst_meta(opts.batch_size as usize, timeout, |p, m| {
+            bytes += p.len() as u64;
+            tally.record(m);
+            on_packet(p);
+        })?;
+        if n == 0 {
+            if timeout > 0 {
+                counters.add(Ctr::Wakeups, 1);
+            }
+            continue;
+        }
+        counters.add(Ctr::RxPackets, n as u64);
+        counters.add(Ctr::RxBytes, bytes);
+    }
+    Ok(())
+}
+
 /// l2fwd: swap the MAC addresses of each received frame and send it back out of the same port
 /// (on AF_XDP from the same UMEM frame, no copy). Runs until `stop`.
 ///

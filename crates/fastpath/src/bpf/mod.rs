@@ -532,6 +532,35 @@ impl XskRedirect {
         Ok(Loaded::new(prog, move |link| Self { link, xsks }))
     }
 
+    /// Loads `bpf/xsk_redirect_meta.bpf.c` bound to `iface` (BPF_F_XDP_DEV_BOUND_ONLY; it can
+    /// be attached to that interface only): `xsk_redirect` that also calls the driver's XDP
+    /// RX metadata kfuncs and puts their answers in front of every frame
+    /// ([`crate::xsk::RxMeta`]). One socket per queue, single-buffer frames. Needs root, or
+    /// CAP_BPF (+ CAP_NET_ADMIN to attach); Linux >= 6.3 (device-bound programs, the timestamp
+    /// and hash kfuncs; the VLAN kfunc >= 6.8, skipped where absent).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Load`] (a kernel < 6.3, a driver whose XDP does not support device-bound
+    /// programs, privileges), [`BpfError::Map`].
+    pub fn load_rx_meta(iface: &Iface) -> Result<Loaded<Self>, BpfError> {
+        let ifindex = iface.ifindex();
+        let (prog, xsks) = load_skel!(
+            skel::xsk_redirect_meta::XskRedirectMetaSkelBuilder,
+            "xsk_redirect_meta",
+            |open| {
+                open.progs.xsk_redirect_meta.set_ifindex(ifindex);
+                open.progs.xsk_redirect_meta.set_flags(sys::uapi::BPF_F_XDP_DEV_BOUND_ONLY);
+            },
+            |s| {
+                let prog = owned_prog_fd(s.progs.xsk_redirect_meta.as_fd())?;
+                let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
+                (prog, xsks)
+            }
+        );
+        Ok(Loaded::new(prog, move |link| Self { link, xsks }))
+    }
+
     /// Puts the AF_XDP socket `xsk_fd` into XSKMAP slot `queue_id`.
     ///
     /// # Errors

@@ -36,7 +36,7 @@ pub use crate::bpf::{Attach, AttachOpts, Attached};
 use crate::bpf::{BpfError, XdpMode, XskRedirect, XskRedirectOpts};
 use crate::netdev::Iface;
 use crate::xsk::datapath::{self, TxKick};
-use crate::xsk::{CopyMode, Frame, RxBatch, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
+use crate::xsk::{CopyMode, Frame, RxBatch, RxMeta, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
@@ -185,6 +185,8 @@ pub struct AfXdpPort {
     template: Vec<u8>,
     /// Bound with XDP_USE_SG.
     mb: bool,
+    /// The sockets receive from the RX-metadata program: [`AfXdpPort::rx_burst_meta`] reads it.
+    rx_meta: bool,
     /// Per frame index, one bit: on the TX ring as the last frame of a packet (multi-buffer).
     eop: Vec<u64>,
     /// A multi-frame packet gathered for a callback (capacity: 64 KiB, allocated once).
@@ -263,6 +265,7 @@ impl AfXdpPort {
             holds: vec![0; nframes],
             template: Vec::new(),
             mb,
+            rx_meta: false,
             eop: if mb { vec![0; nframes.div_ceil(64)] } else { Vec::new() },
             scratch: if mb { Vec::with_capacity(1 << 16) } else { Vec::new() },
             chain: if mb { Vec::with_capacity(64) } else { Vec::new() },
@@ -330,6 +333,107 @@ impl AfXdpPort {
         }
     }
 
+    /// The receive loop of [`Port::rx_burst`] and [`AfXdpPort::rx_burst_meta`]: `f` gets the
+    /// UMEM, the packet's first frame and its bytes.
+    #[inline]
+    fn rx_each<F: FnMut(&Umem, &Frame, &[u8])>(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        mut f: F,
+    ) -> Result<usize, PortError> {
+        let max = max.min(u32::MAX as usize) as u32;
+        for attempt in 0..2 {
+            let umem = &*self.umem;
+            let XskSocket { rx, fill, .. } = &mut self.sock;
+            let fill = fill.as_mut().expect("a port's socket has its own FILL ring");
+            let mut batch = if self.mb { rx.peek_packets(max.saturating_add(MB_PEEK_EXTRA)) } else { rx.peek(max) };
+            let avail = batch.len() as u32;
+            if avail > 0 {
+                // Frames are conserved (FILL holds every frame the port has), so room appears as
+                // soon as the kernel consumes; without room, leave the packets on RX for now.
+                let mut fb = fill.reserve(avail);
+                let mut bytes = 0u64;
+                let mut packets = 0u32;
+                if !self.mb {
+                    packets = fb.room();
+                    for fr in batch.by_ref().take(packets as usize) {
+                        f(umem, &fr, umem.data(&fr));
+                        bytes += fr.len() as u64;
+                        fb.push(fr);
+                    }
+                } else {
+                    while packets < max {
+                        let Some((nf, len)) = batch.next_packet() else { break };
+                        if fb.room() < nf {
+                            break;
+                        }
+                        if nf == 1 {
+                            let fr = batch.next().expect("counted");
+                            f(umem, &fr, umem.data(&fr));
+                            fb.push(fr);
+                        } else {
+                            Self::gather(umem, &mut self.chain, &mut self.scratch, &mut batch, nf);
+                            f(umem, &self.chain[0], &self.scratch);
+                            for fr in self.chain.drain(..) {
+                                fb.push(fr);
+                            }
+                        }
+                        bytes += len as u64;
+                        packets += 1;
+                    }
+                }
+                let no_room = fb.room() == 0 && packets == 0;
+                drop(fb);
+                drop(batch);
+                self.stats.rx_packets += packets as u64;
+                self.stats.rx_bytes += bytes;
+                if no_room {
+                    self.sock.kick_rx();
+                }
+                return Ok(packets as usize);
+            }
+            drop(batch);
+            if attempt == 0 {
+                if timeout_ms > 0 {
+                    self.sock.poll_rx(timeout_ms)?;
+                } else {
+                    self.sock.kick_rx();
+                }
+            }
+        }
+        Ok(0)
+    }
+
+    /// As [`Port::rx_burst`], with the driver's RX metadata of each packet ([`RxMeta`]: RX
+    /// timestamp, RSS hash and type, VLAN tag; the first frame's for a multi-buffer packet).
+    /// The metadata is read only on a port [`AfXdpPort::set_rx_meta`] turned on, whose
+    /// sockets are fed by [`crate::bpf::XskRedirect::load_rx_meta`]'s program; on any other
+    /// port every field is `None` (the bytes in front of a frame are then not metadata).
+    ///
+    /// # Errors
+    ///
+    /// As [`Port::rx_burst`].
+    #[inline]
+    pub fn rx_burst_meta<F: FnMut(&[u8], &RxMeta)>(
+        &mut self,
+        max: usize,
+        timeout_ms: i32,
+        mut f: F,
+    ) -> Result<usize, PortError> {
+        if !self.rx_meta {
+            return self.rx_each(max, timeout_ms, |_, _, p| f(p, &RxMeta::default()));
+        }
+        self.rx_each(max, timeout_ms, |umem, fr, p| f(p, &RxMeta::read(umem, fr)))
+    }
+
+    /// Says that this port's sockets receive from the RX-metadata program
+    /// ([`crate::bpf::XskRedirect::load_rx_meta`]), so [`AfXdpPort::rx_burst_meta`] reads the
+    /// metadata in front of each frame.
+    pub fn set_rx_meta(&mut self, on: bool) {
+        self.rx_meta = on;
+    }
+
     /// Marks `f` as the last frame of a packet going to the TX ring (multi-buffer ports).
     #[inline]
     fn mark_eop(mb: bool, eop: &mut [u64], f: &Frame, fidx: crate::xsk::FrameIndexer) {
@@ -375,67 +479,7 @@ impl Port for AfXdpPort {
 
     #[inline]
     fn rx_burst<F: FnMut(&[u8])>(&mut self, max: usize, timeout_ms: i32, mut f: F) -> Result<usize, PortError> {
-        let max = max.min(u32::MAX as usize) as u32;
-        for attempt in 0..2 {
-            let umem = &*self.umem;
-            let XskSocket { rx, fill, .. } = &mut self.sock;
-            let fill = fill.as_mut().expect("a port's socket has its own FILL ring");
-            let mut batch = if self.mb { rx.peek_packets(max.saturating_add(MB_PEEK_EXTRA)) } else { rx.peek(max) };
-            let avail = batch.len() as u32;
-            if avail > 0 {
-                // Frames are conserved (FILL holds every frame the port has), so room appears as
-                // soon as the kernel consumes; without room, leave the packets on RX for now.
-                let mut fb = fill.reserve(avail);
-                let mut bytes = 0u64;
-                let mut packets = 0u32;
-                if !self.mb {
-                    packets = fb.room();
-                    for fr in batch.by_ref().take(packets as usize) {
-                        f(umem.data(&fr));
-                        bytes += fr.len() as u64;
-                        fb.push(fr);
-                    }
-                } else {
-                    while packets < max {
-                        let Some((nf, len)) = batch.next_packet() else { break };
-                        if fb.room() < nf {
-                            break;
-                        }
-                        if nf == 1 {
-                            let fr = batch.next().expect("counted");
-                            f(umem.data(&fr));
-                            fb.push(fr);
-                        } else {
-                            Self::gather(umem, &mut self.chain, &mut self.scratch, &mut batch, nf);
-                            f(&self.scratch);
-                            for fr in self.chain.drain(..) {
-                                fb.push(fr);
-                            }
-                        }
-                        bytes += len as u64;
-                        packets += 1;
-                    }
-                }
-                let no_room = fb.room() == 0 && packets == 0;
-                drop(fb);
-                drop(batch);
-                self.stats.rx_packets += packets as u64;
-                self.stats.rx_bytes += bytes;
-                if no_room {
-                    self.sock.kick_rx();
-                }
-                return Ok(packets as usize);
-            }
-            drop(batch);
-            if attempt == 0 {
-                if timeout_ms > 0 {
-                    self.sock.poll_rx(timeout_ms)?;
-                } else {
-                    self.sock.kick_rx();
-                }
-            }
-        }
-        Ok(0)
+        self.rx_each(max, timeout_ms, |_, _, p| f(p))
     }
 
     #[inline]

@@ -15,6 +15,11 @@ pub(crate) const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 /// UMEM's own `headroom`).
 pub const XDP_PACKET_HEADROOM: u32 = libbpf_rs::libbpf_sys::XDP_PACKET_HEADROOM;
 
+/// `BPF_F_XDP_DEV_BOUND_ONLY` (include/uapi/linux/bpf.h, kernel >= 6.3; from libbpf-sys's
+/// bindings): a program loaded for one device (`prog_ifindex`), which may then call that
+/// driver's XDP metadata kfuncs and attach to that device only.
+pub(crate) const BPF_F_XDP_DEV_BOUND_ONLY: u32 = libbpf_rs::libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY;
+
 /// `SO_PASSRIGHTS` (include/uapi/asm-generic/socket.h, kernel >= 6.16; sparc has its own
 /// number; not in libc 0.2.191 for these targets): with the value 0, a Unix socket refuses
 /// descriptors sent to it (`SCM_RIGHTS`: the sender's `sendmsg` fails with EPERM); a listening

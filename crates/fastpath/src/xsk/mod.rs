@@ -67,6 +67,7 @@ pub mod diag;
 pub mod handoff;
 mod pair;
 pub(crate) mod ring;
+pub mod rx_meta;
 mod socket;
 mod umem;
 
@@ -75,6 +76,7 @@ pub use ring::{
     CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_PKT_CONTD,
     XDP_RING_NEED_WAKEUP,
 };
+pub use rx_meta::{RssType, RxMeta, Timestamp, VlanTag, RX_META_LEN};
 pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub(crate) use umem::FrameIndexer;
 pub use umem::{Frame, Umem, UmemConfig};
