@@ -109,13 +109,27 @@ pub fn rxdrop<P: Port>(
     stop: &AtomicBool,
     mut on_packet: impl FnMut(&[u8]),
 ) -> Result<(), PortError> {
+    rx_loop(opts, counters, stop, |timeout, bytes| {
+        port.rx_burst(opts.batch_size as usize, timeout, |p| {
+            *bytes += p.len() as u64;
+            on_packet(p);
+        })
+    })
+}
+
+/// The receive loop of [`rxdrop`] and [`rxdrop_meta`]: `burst(timeout_ms, &mut bytes)` takes a
+/// burst and adds its bytes; packets, bytes and wake-ups go to `counters`. Runs until `stop`.
+#[inline]
+fn rx_loop(
+    opts: LoopOpts,
+    counters: &Counters,
+    stop: &AtomicBool,
+    mut burst: impl FnMut(i32, &mut u64) -> Result<usize, PortError>,
+) -> Result<(), PortError> {
     let timeout = opts.wait.timeout_ms();
     while !stop.load(Ordering::Relaxed) {
         let mut bytes = 0u64;
-        let n = port.rx_burst(opts.batch_size as usize, timeout, |p| {
-            bytes += p.len() as u64;
-            on_packet(p);
-        })?;
+        let n = burst(timeout, &mut bytes)?;
         if n == 0 {
             if timeout > 0 {
                 counters.add(Ctr::Wakeups, 1);
@@ -221,24 +235,13 @@ pub fn rxdrop_meta(
     tally: &mut RxMetaTally,
     mut on_packet: impl FnMut(&[u8]),
 ) -> Result<(), PortError> {
-    let timeout = opts.wait.timeout_ms();
-    while !stop.load(Ordering::Relaxed) {
-        let mut bytes = 0u64;
-        let n = port.rx_burst_meta(opts.batch_size as usize, timeout, |p, m| {
-            bytes += p.len() as u64;
+    rx_loop(opts, counters, stop, |timeout, bytes| {
+        port.rx_burst_meta(opts.batch_size as usize, timeout, |p, m| {
+            *bytes += p.len() as u64;
             tally.record(m);
             on_packet(p);
-        })?;
-        if n == 0 {
-            if timeout > 0 {
-                counters.add(Ctr::Wakeups, 1);
-            }
-            continue;
-        }
-        counters.add(Ctr::RxPackets, n as u64);
-        counters.add(Ctr::RxBytes, bytes);
-    }
-    Ok(())
+        })
+    })
 }
 
 /// l2fwd: swap the MAC addresses of each received frame and send it back out of the same port
