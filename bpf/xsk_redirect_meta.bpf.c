@@ -32,7 +32,8 @@ struct {
 } xsks SEC(".maps");
 
 /* Frames whose metadata could not be put in front (bpf_xdp_adjust_meta refused: the driver
- * keeps no room); they go to the socket without it. Per CPU. */
+ * keeps no room). They go to the kernel's stack (XDP_PASS), not to the socket: a frame there
+ * without fresh metadata would show whatever its UMEM frame held before. Per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -65,7 +66,7 @@ int xsk_redirect_meta(struct xdp_md *ctx)
 
 		if (c)
 			*c += 1;
-		return bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
+		return XDP_PASS;
 	}
 	data = (void *)(long)ctx->data;
 	m = (void *)(long)ctx->data_meta;

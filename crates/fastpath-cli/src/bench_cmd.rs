@@ -518,7 +518,10 @@ fn run_afxdp(
     }
     if a.rx_meta {
         let t = rx_meta.lock().expect("rx-meta lock").take().unwrap_or_default();
-        extra.insert("rx_meta".into(), serde_json::to_value(&t).unwrap_or(Value::Null));
+        let mut v = serde_json::to_value(&t).unwrap_or(Value::Null);
+        // Frames the program passed to the stack: no room for the metadata in front of them.
+        v["no_room"] = json!(sess.rx_meta_no_room());
+        extra.insert("rx_meta".into(), v);
     }
     if a.mode == BenchMode::Txonly {
         crate::report::insert_delivery(&mut extra, &summary);

@@ -59,6 +59,7 @@ impl From<XskError> for CliError {
             | XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadUnalignedFrameSize { .. }
+            | XskError::UnalignedZeroCopy { .. }
             | XskError::BadHeadroom { .. } => usage(e),
             XskError::Unsupported(_) => unsupported(e),
             _ => kernel(e),

@@ -32,7 +32,7 @@ pub enum Role {
 #[derive(Debug)]
 pub enum Prog {
     /// Held so that dropping the session detaches it.
-    Redirect(#[allow(dead_code)] XskRedirect),
+    Redirect(XskRedirect),
     /// The rule classifier in front of the socket (`--rules`).
     Classifier(#[allow(dead_code)] Box<Classifier>),
     Drop(XdpDrop),
@@ -331,7 +331,16 @@ impl Session {
             wait: None,
             notes: mb_note.into_iter().collect(),
         };
-        let opts = AttachOpts { mode: x.xdp_mode.mode(), force: x.force };
+        let mut opts = AttachOpts { mode: x.xdp_mode.mode(), force: x.force };
+        if matches!(choice, RxChoice::RxMeta) {
+            // A device-bound program runs in the driver only: the kernel refuses it in skb mode.
+            if opts.mode == Some(fastpath::bpf::XdpMode::Skb) {
+                return Err(crate::error::usage(anyhow!(
+                    "--rx-meta needs native XDP (the driver's metadata kfuncs; a device-bound program cannot attach in skb mode): use --xdp-mode native or auto"
+                )));
+            }
+            opts.mode = Some(fastpath::bpf::XdpMode::Native);
+        }
         if role == Role::Drop {
             let a = XdpDrop::load()?.attach(&iface, opts)?;
             info.notes.extend(a.notes);
@@ -376,7 +385,16 @@ impl Session {
                     frags: cfg.socket.multi_buffer,
                     ..Default::default()
                 })?),
-                RxChoice::RxMeta => RxLoaded::Redirect(XskRedirect::load_rx_meta(&iface)?),
+                RxChoice::RxMeta => RxLoaded::Redirect(XskRedirect::load_rx_meta(&iface).map_err(|e| match &e {
+                    e if e.is_load_unsupported() => {
+                        crate::error::unsupported(anyhow!(
+                            "--rx-meta: {} (driver {driver}) refused a device-bound XDP program (EOPNOTSUPP): its driver has no native XDP, which the RX metadata kfuncs need",
+                            x.iface,
+                            driver = iface.dev().driver().unwrap_or_default()
+                        ))
+                    }
+                    _ => e.into(),
+                })?),
                 RxChoice::Rules(c) => {
                     let cls = Classifier::load()?;
                     cls.swap_in(c)?;
@@ -425,6 +443,15 @@ impl Session {
     pub fn handoff_prog(&self) -> Option<u32> {
         match &self.prog {
             Prog::Handoff(_, id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// `--rx-meta`: frames the RX-metadata program passed to the stack for want of room for
+    /// the metadata; `None` on other sessions.
+    pub fn rx_meta_no_room(&self) -> Option<u64> {
+        match &self.prog {
+            Prog::Redirect(p) => p.rx_meta_no_room().ok().flatten(),
             _ => None,
         }
     }

@@ -83,9 +83,15 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     );
     assert_refused(
         &bed,
+        &call(&base(&["--frame-size", "4001", "--unaligned-chunks", "--copy-mode", "zero-copy"])),
+        2,
+        &["zero-copy", "4001", "cross page boundaries"],
+    );
+    assert_refused(
+        &bed,
         &call(&base(&["--frame-size", "4096", "--headroom", "3393"])),
         2,
-        &["headroom 3393", "below 3392"],
+        &["headroom 3393", "at most 3392"],
     );
     assert_refused(&bed, &call(&base(&["--ring-size", "1000"])), 2, &["ring size 1000", "power of two"]);
     assert_refused(&bed, &call(&base(&["--cpu", "64"])), 2, &["--cpu 64"]);

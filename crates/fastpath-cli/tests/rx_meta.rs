@@ -80,6 +80,7 @@ fn frames_sent_as_skbs_carry_veths_hash_and_nothing_else() {
     let s = run_meta(&bed, "xsk", 20_000);
     let m = &s["rx_meta"];
     assert_eq!(n(&m["frames"]), 20_000, "{m}");
+    assert_eq!(n(&m["no_room"]), 0, "veth keeps room for the metadata: none passed to the stack: {m}");
     assert_eq!(n(&m["with_hash"]), 20_000, "veth hashes every skb: {m}");
     assert_eq!(m["hash_types"], serde_json::json!({"none": 20_000}), "veth's type: none (not an L4 hash)");
     assert_eq!(n(&m["with_timestamp"]), 0, "veth has no RX timestamp (0 is none): {m}");
@@ -127,6 +128,7 @@ fn rx_meta_is_refused_where_it_cannot_work() {
         &["--rx-meta", "rxdrop"],
     );
     assert_one_line_refusal("with --path", &call(base(&["--path", "tpacket"])), 2, &["--rx-meta", "--path afxdp"]);
+    assert_one_line_refusal("skb mode", &call(base(&["--xdp-mode", "skb"])), 2, &["--rx-meta", "native XDP"]);
     bed.set_mtu(9000).unwrap();
     assert_one_line_refusal("multi-buffer MTU", &call(base(&[])), 2, &["--rx-meta", "MTU 9000"]);
     assert!(attached(ns, i).is_none(), "nothing left attached");

@@ -471,6 +471,20 @@ fn aligned_inv_desc_multi_buff(bed: &Testbed, mode: Mode) -> Outcome {
     with_mtu(bed, 9000, || inv_desc_multi_buff(bed, mode, &umem_config()))
 }
 
+/// `Udp: NoPorts` of namespace `ns` (/proc/net/snmp): datagrams to a port nobody listens on.
+fn udp_no_ports(ns: &str) -> Result<u64, String> {
+    let o = fastpath_testbed::ns_command(ns, "cat").arg("/proc/net/snmp").output().map_err(|e| format!("cat: {e}"))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut udp = text.lines().filter(|l| l.starts_with("Udp: "));
+    let (names, values) = (udp.next().unwrap_or_default(), udp.next().unwrap_or_default());
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(n, _)| *n == "NoPorts")
+        .and_then(|(_, v)| v.parse().ok())
+        .ok_or_else(|| format!("no Udp NoPorts in {ns}'s /proc/net/snmp"))
+}
+
 /// The RX socket behind one of the scenarios' own programs ([`progs::Prog`]) on the b end,
 /// the TX socket on the a end.
 fn sides_with(
@@ -509,15 +523,18 @@ fn metadata_copy(bed: &Testbed, mode: Mode, multi_buffer: bool) -> Check {
     let mut sc = socket_config(mode);
     sc.multi_buffer = multi_buffer;
     let (_prog, mut rx, mut tx) = sides_with(bed, progs::Prog::Meta, &umem_config(), sc)?;
-    let n = xsk::DEFAULT_PKT_CNT;
-    let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
+    // Multi-buffer: packets of two frames each, the metadata in front of the first.
+    let (n, len) =
+        if multi_buffer { (xsk::DEFAULT_PKT_CNT / 4, 5000) } else { (xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE) };
+    let pkts = packets(bed, n, len, 1);
     let t = transfer(&mut tx, &mut rx, &pkts, n, Wait::default());
     same_packets(&t.received, &pkts)?;
     for (i, r) in t.received.iter().enumerate() {
         let count = r.meta.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
         ensure(count == Some(i as u64), || format!("packet {}: metadata count {count:?}, expected {i}", i + 1))?;
+        ensure(!multi_buffer || r.addrs.len() > 1, || format!("packet {} came in one buffer", i + 1))?;
     }
-    Ok(format!("{n} packets, each with its arrival count in the 32 bytes of metadata before it"))
+    Ok(format!("{n} packets of {len} bytes, each with its arrival count in the 32 bytes of metadata before it"))
 }
 
 fn xdp_metadata_copy(bed: &Testbed, mode: Mode) -> Outcome {
@@ -613,7 +630,16 @@ fn poll_txq_full(bed: &Testbed, mode: Mode) -> Outcome {
         ensure(done == 64, || format!("{done} completions waiting, expected 64 (the COMPLETION ring's size)"))?;
         let r = xsk::poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 1000);
         ensure(r & libc::POLLOUT != 0, || format!("poll(POLLOUT) after the completions were read: revents {r:#x}"))?;
-        Ok(format!("TX ring full behind a full COMPLETION ring after {sent} packets: poll(POLLOUT) timed out; room again once 64 completions were read"))
+        // And the rest goes out: every packet completes.
+        let mut completed = done;
+        let t0 = std::time::Instant::now();
+        while completed < pkts.len() && t0.elapsed() < xsk::STALL {
+            sent += tx.send(&pkts[sent..]);
+            let _ = tx.sock.kick_tx();
+            completed += tx.reap();
+        }
+        ensure(completed == pkts.len(), || format!("{completed} of {} packets completed", pkts.len()))?;
+        Ok(format!("TX ring full behind a full COMPLETION ring: poll(POLLOUT) timed out; room again once 64 completions were read; all {} completed", pkts.len()))
     })())
 }
 
@@ -630,10 +656,15 @@ fn xdp_prog_cleanup(bed: &Testbed, mode: Mode) -> Outcome {
         same_packets(&t.received, &first).map_err(|e| format!("first socket: {e}"))?;
         drop(rx);
         let mut rx2 = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), sc)?;
-        // Frames with the slot empty are passed to the stack, not to anyone's ring.
+        // Frames with the slot empty are passed to the stack (XDP_PASS, xsk_redirect's
+        // default), not to anyone's ring: b's UDP layer sees each, to a port nobody listens on.
+        let no_ports = || udp_no_ports(bed.ns_b());
+        let before = no_ports()?;
         let gap = packets(bed, 64, xsk::MIN_PKT_SIZE, 2);
         let t = transfer(&mut tx, &mut rx2, &gap, 0, Wait::default());
         ensure(t.received.is_empty(), || format!("{} frames reached a socket not in the map", t.received.len()))?;
+        let passed = no_ports()? - before;
+        ensure(passed == 64, || format!("{passed} of 64 frames reached b's stack (Udp NoPorts) with the slot empty"))?;
         prog.prog.insert(0, rx2.sock.as_raw_fd()).map_err(|e| e.to_string())?;
         let second = packets(bed, 256, xsk::MIN_PKT_SIZE, 3);
         let t = transfer(&mut tx, &mut rx2, &second, second.len(), Wait::default());
@@ -644,7 +675,7 @@ fn xdp_prog_cleanup(bed: &Testbed, mode: Mode) -> Outcome {
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
         ensure(left.is_none(), || format!("an XDP program is still attached: {left:?}"))?;
-        Ok("256 packets to the first socket; none while the slot was empty; 256 to its successor; nothing left attached".into())
+        Ok("256 packets to the first socket; with its slot emptied by its close, 64 to the stack and none to a socket; 256 to its successor; nothing left attached".into())
     })())
 }
 

@@ -97,7 +97,7 @@ impl Drop for NapiDefer {
 /// dropped, when the old count is written back.
 #[derive(Debug)]
 pub struct HugePages {
-    before: usize,
+    added: usize,
 }
 
 const NR_HUGEPAGES: &str = "/proc/sys/vm/nr_hugepages";
@@ -119,8 +119,10 @@ impl HugePages {
         };
         let before = read()?;
         std::fs::write(NR_HUGEPAGES, (before + n).to_string()).map_err(|e| format!("{NR_HUGEPAGES}: {e}"))?;
-        let guard = HugePages { before };
         let now = read()?;
+        // What the kernel added comes off again on drop (relative: another process's change
+        // in the meantime stays).
+        let guard = HugePages { added: now.saturating_sub(before) };
         if now < before + n {
             return Err(format!("asked for {} huge pages in {NR_HUGEPAGES}, the kernel reserved {now}", before + n));
         }
@@ -130,7 +132,9 @@ impl HugePages {
 
 impl Drop for HugePages {
     fn drop(&mut self) {
-        let _ = std::fs::write(NR_HUGEPAGES, self.before.to_string());
+        if let Some(now) = std::fs::read_to_string(NR_HUGEPAGES).ok().and_then(|s| s.trim().parse::<usize>().ok()) {
+            let _ = std::fs::write(NR_HUGEPAGES, now.saturating_sub(self.added).to_string());
+        }
     }
 }
 
@@ -257,7 +261,7 @@ impl Port {
             if f.addr() >= umem_len {
                 continue;
             }
-            f.reset(fs);
+            self.umem.reset(&mut f);
             if !self.retired.contains(&f.addr()) {
                 self.free.push(f);
             }
@@ -385,8 +389,12 @@ impl Port {
                         }
                         base += fs;
                     }
-                    // SAFETY: no token is held for any frame `d` touches (dropped above), and
-                    // none comes back into use (`reap` drops them).
+                    // SAFETY: no token is held for any frame `d` touches (dropped above, or
+                    // retired earlier), and these frames never come back into use: `reap` drops
+                    // every completion for a retired frame. The contract's second rule (no
+                    // other descriptor naming the frame before the completion) is broken on
+                    // purpose by the tables (an invalid descriptor over a frame in flight); it
+                    // stays sound because the duplicate completion tokens are dropped unused.
                     unsafe { batch.push_raw(*d) };
                 }
             }
@@ -426,7 +434,7 @@ impl Port {
                     }
                     r.addrs.push(f.addr());
                     r.data.extend_from_slice(self.umem.data(&f));
-                    f.reset(fs);
+                    self.umem.reset(&mut f);
                     self.free.push(f);
                 }
                 out.push(r);
@@ -620,9 +628,17 @@ pub fn transfer_items(
         // receive ring holds 256; with deferred NAPI interrupts in busy-poll mode nothing
         // empties it until the receiver polls), unless nothing arrived for a millisecond
         // (frames the scenario drops on purpose never arrive).
+        // Raw items never arrive; descriptors and packets are told apart by counting items.
         let taken = t.sent.saturating_sub(tx.sock.tx.pending() as usize);
-        if taken.saturating_sub(t.received.len()) < IN_FLIGHT || last_rx.elapsed() > Duration::from_millis(1) {
+        let raw_taken = items[..taken.min(items.len())].iter().filter(|i| matches!(i, TxItem::Raw(_))).count();
+        let in_flight = taken.saturating_sub(t.received.len() + raw_taken);
+        if in_flight < IN_FLIGHT {
             let _ = tx.sock.kick_tx();
+        } else if last_rx.elapsed() > Duration::from_millis(1) {
+            // Frames the scenario drops on purpose never arrive either: one wake-up (a TX
+            // budget, 32) per quiet millisecond, so a stalled receiver cannot be flooded.
+            let _ = tx.sock.kick_tx();
+            last_rx = Instant::now();
         }
         let c = tx.reap();
         t.completed += c;

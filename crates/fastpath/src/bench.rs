@@ -163,6 +163,8 @@ pub struct RxMetaTally {
     pub first: Option<crate::xsk::RxMeta>,
     #[serde(skip)]
     hashes: std::collections::HashSet<u32>,
+    #[serde(skip)]
+    last_hash: Option<u32>,
 }
 
 impl RxMetaTally {
@@ -185,8 +187,12 @@ impl RxMetaTally {
                 Some((_, n)) => *n += 1,
                 None => self.hash_types.push((t.0, 1)),
             }
-            if self.hashes.len() < Self::MAX_DISTINCT && self.hashes.insert(h) {
-                self.distinct_hashes += 1;
+            // Consecutive packets are mostly of one flow: the set is asked only on a change.
+            if self.last_hash != Some(h) {
+                self.last_hash = Some(h);
+                if self.hashes.len() < Self::MAX_DISTINCT && self.hashes.insert(h) {
+                    self.distinct_hashes += 1;
+                }
             }
         }
     }

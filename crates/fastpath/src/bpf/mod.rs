@@ -219,6 +219,12 @@ impl BpfError {
     pub fn is_mode_refusal(&self) -> bool {
         matches!(self, BpfError::ModeUnsupported { .. } | BpfError::MtuTooLarge { .. } | BpfError::Sys(_))
     }
+
+    /// True if the kernel refused to load a program with EOPNOTSUPP (for a device-bound
+    /// program: the device's driver has no native XDP).
+    pub fn is_load_unsupported(&self) -> bool {
+        matches!(self, BpfError::Load { cause, .. } if cause.kind() == libbpf_rs::ErrorKind::Unsupported)
+    }
 }
 
 /// What the kernel says about a bpf_link (BPF_OBJ_GET_INFO_BY_FD).
@@ -479,6 +485,9 @@ macro_rules! load_skel {
 pub struct XskRedirect {
     link: XdpLink,
     xsks: MapHandle,
+    /// The RX-metadata program's per-CPU count of frames it passed to the stack for want of
+    /// room for the metadata ([`XskRedirect::load_rx_meta`]).
+    no_room: Option<MapHandle>,
 }
 
 /// How to load [`XskRedirect`] (load-time properties; the attach ones are [`AttachOpts`]).
@@ -529,7 +538,7 @@ impl XskRedirect {
                 (prog, xsks)
             }
         );
-        Ok(Loaded::new(prog, move |link| Self { link, xsks }))
+        Ok(Loaded::new(prog, move |link| Self { link, xsks, no_room: None }))
     }
 
     /// Loads `bpf/xsk_redirect_meta.bpf.c` bound to `iface` (BPF_F_XDP_DEV_BOUND_ONLY; it can
@@ -545,7 +554,7 @@ impl XskRedirect {
     /// programs, privileges), [`BpfError::Map`].
     pub fn load_rx_meta(iface: &Iface) -> Result<Loaded<Self>, BpfError> {
         let ifindex = iface.ifindex();
-        let (prog, xsks) = load_skel!(
+        let (prog, xsks, no_room) = load_skel!(
             skel::xsk_redirect_meta::XskRedirectMetaSkelBuilder,
             "xsk_redirect_meta",
             |open| {
@@ -555,10 +564,27 @@ impl XskRedirect {
             |s| {
                 let prog = owned_prog_fd(s.progs.xsk_redirect_meta.as_fd())?;
                 let xsks = MapHandle::try_from(&s.maps.xsks).map_err(|cause| BpfError::Map { map: "xsks", cause })?;
-                (prog, xsks)
+                let no_room =
+                    MapHandle::try_from(&s.maps.no_room).map_err(|cause| BpfError::Map { map: "no_room", cause })?;
+                (prog, xsks, no_room)
             }
         );
-        Ok(Loaded::new(prog, move |link| Self { link, xsks }))
+        Ok(Loaded::new(prog, move |link| Self { link, xsks, no_room: Some(no_room) }))
+    }
+
+    /// The RX-metadata program's frames passed to the kernel's stack because the driver kept no
+    /// room for the metadata in front of them (summed over CPUs); `None` for the plain program.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`] if the map cannot be read.
+    pub fn rx_meta_no_room(&self) -> Result<Option<u64>, BpfError> {
+        let Some(m) = &self.no_room else { return Ok(None) };
+        let per_cpu = m
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|cause| BpfError::Map { map: "no_room", cause })?
+            .unwrap_or_default();
+        Ok(Some(per_cpu.iter().filter_map(|v| crate::abi::read::<u64>(v)).sum()))
     }
 
     /// Puts the AF_XDP socket `xsk_fd` into XSKMAP slot `queue_id`.

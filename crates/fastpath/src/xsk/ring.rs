@@ -351,6 +351,8 @@ pub struct CompRing {
 pub struct RxRing {
     ring: ConsRing<XdpDesc>,
     umem_id: u32,
+    /// Unaligned chunk mode: the frame size, to check each decoded address (see `RxBatch`).
+    unaligned_frame: Option<u32>,
     _map: Option<Mmap>,
 }
 
@@ -385,14 +387,20 @@ impl TxCheck {
     /// Why the kernel would refuse `d`, or `None`.
     pub(crate) fn refusal(&self, d: &XdpDesc) -> Option<String> {
         let cs = self.chunk_size as u64;
-        let end = d.addr.checked_add(d.len as u64);
+        // Unaligned mode: the kernel adds an offset carried in the upper 16 bits
+        // (xp_unaligned_add_offset_to_addr, net/xdp/xsk_buff_pool.c).
+        let addr = if self.unaligned { super::umem::rx_addr(d.addr) } else { d.addr };
+        let end = addr.checked_add(d.len as u64);
         if d.len == 0 {
             return Some(format!("TX descriptor addr {:#x} of length 0", d.addr));
+        }
+        if d.len as u64 > cs {
+            return Some(format!("TX descriptor {:#x} of {} bytes, longer than a {cs}-byte chunk", d.addr, d.len));
         }
         if end.is_none_or(|e| e > self.umem_len) {
             return Some(format!("TX descriptor {:#x}+{} beyond the UMEM ({} bytes)", d.addr, d.len, self.umem_len));
         }
-        if !self.unaligned && d.addr % cs + d.len as u64 > cs {
+        if !self.unaligned && addr % cs + d.len as u64 > cs {
             return Some(format!("TX descriptor {:#x}+{} crosses its {}-byte chunk", d.addr, d.len, cs));
         }
         if d.options & !XDP_PKT_CONTD != 0 || (d.options & XDP_PKT_CONTD != 0 && !self.multi_buffer) {
@@ -463,7 +471,13 @@ impl RxRing {
     /// As for [`FillRing::new`].
     pub(crate) unsafe fn new(raw: RawRing<XdpDesc>, map: Option<Mmap>, umem_id: u32) -> Self {
         // SAFETY: the caller's contract.
-        Self { ring: unsafe { ConsRing::new(raw) }, umem_id, _map: map }
+        Self { ring: unsafe { ConsRing::new(raw) }, umem_id, unaligned_frame: None, _map: map }
+    }
+
+    /// Unaligned chunk mode with frames of `frame_size` bytes: every received buffer is checked
+    /// to lie inside one frame once its offset is decoded.
+    pub(crate) fn set_unaligned(&mut self, frame_size: u32) {
+        self.unaligned_frame = Some(frame_size);
     }
 
     /// Takes up to `n` received packets. Packets not taken from the batch stay on the ring.
@@ -471,7 +485,7 @@ impl RxRing {
     pub fn peek(&mut self, n: u32) -> RxBatch<'_> {
         self.ring.release_unreleased();
         let (idx, n) = self.ring.peek(n);
-        RxBatch { idx, n, taken: 0, umem_id: self.umem_id, ring: &mut self.ring }
+        RxBatch { idx, n, taken: 0, umem_id: self.umem_id, unaligned_frame: self.unaligned_frame, ring: &mut self.ring }
     }
 
     /// As [`RxRing::peek`] for multi-buffer sockets: up to `n` descriptors, or the whole ring
@@ -653,8 +667,11 @@ impl TxBatch<'_> {
     }
 
     /// Why the kernel would refuse `desc` on this socket (it counts it in `tx_invalid_descs`),
-    /// or `None`: outside the UMEM, crossing a chunk, length 0, options other than
-    /// XDP_PKT_CONTD, or XDP_PKT_CONTD without XDP_USE_SG. Aligned mode only.
+    /// or `None`: outside the UMEM, longer than a chunk, crossing a chunk (aligned mode only),
+    /// length 0, options other than XDP_PKT_CONTD, or XDP_PKT_CONTD without XDP_USE_SG. In
+    /// unaligned mode the offset in the upper 16 bits of `addr` is added first, as the kernel
+    /// does. Crossing a page boundary in zero-copy mode is not checked (the kernel refuses it
+    /// where the pages are not physically contiguous).
     pub fn refusal(&self, desc: &XdpDesc) -> Option<String> {
         self.check.refusal(desc)
     }
@@ -682,6 +699,7 @@ pub struct RxBatch<'r> {
     n: u32,
     taken: u32,
     umem_id: u32,
+    unaligned_frame: Option<u32>,
 }
 
 impl Iterator for RxBatch<'_> {
@@ -694,7 +712,18 @@ impl Iterator for RxBatch<'_> {
         }
         let d = self.ring.read(self.idx.wrapping_add(self.taken));
         self.taken += 1;
-        Some(Frame::with_contd(super::umem::rx_addr(d.addr), d.len, self.umem_id, d.options & XDP_PKT_CONTD != 0))
+        let addr = super::umem::rx_addr(d.addr);
+        if let Some(fs) = self.unaligned_frame {
+            // The decoded buffer must lie in one frame (a kernel that counted the headroom
+            // twice in the offset would point past it, into a frame the kernel may own).
+            assert!(
+                super::umem::offset_in(addr, fs) + d.len as u64 <= fs as u64,
+                "RX descriptor {:#x}+{} crosses its {fs}-byte frame",
+                d.addr,
+                d.len
+            );
+        }
+        Some(Frame::with_contd(addr, d.len, self.umem_id, d.options & XDP_PKT_CONTD != 0))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -866,6 +895,9 @@ mod tests {
         let un = TxCheck { unaligned: true, ..c };
         assert_eq!(un.refusal(&d(4096 + 4064, 64, 0)), None, "unaligned: may cross a chunk");
         assert!(un.refusal(&d(u - 32, 64, 0)).is_some(), "never beyond the UMEM");
+        assert!(un.refusal(&d(0, 4097, 0)).is_some(), "never longer than a chunk");
+        assert!(un.refusal(&d((64 << 48) | (u - 64), 64, 0)).is_some(), "the offset bits count");
+        assert_eq!(un.refusal(&d((32 << 48) | (u - 96), 64, 0)), None);
     }
 
     #[test]

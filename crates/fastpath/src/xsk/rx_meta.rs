@@ -113,6 +113,7 @@ pub struct RxMeta {
 
 impl RxMeta {
     /// Decodes `struct fp_rx_meta` as the program wrote it.
+    #[inline]
     pub fn from_bytes(b: &[u8]) -> Option<RxMeta> {
         let m = crate::abi::read::<fp_rx_meta>(b)?;
         Some(RxMeta {
@@ -131,6 +132,7 @@ impl RxMeta {
     ///
     /// If `f` sits less than [`RX_META_LEN`] bytes into its frame (never for a received frame:
     /// the kernel puts it at XDP_PACKET_HEADROOM, 256, or more), or belongs to another UMEM.
+    #[inline]
     pub fn read(umem: &Umem, f: &Frame) -> RxMeta {
         RxMeta::from_bytes(umem.meta(f, RX_META_LEN)).unwrap_or_default()
     }

@@ -153,7 +153,7 @@ pub enum XskError {
         value: u32,
     },
     /// Headroom leaves no room for a frame.
-    #[error("headroom {headroom} is too large for frame size {frame_size}: keep it below {max}")]
+    #[error("headroom {headroom} is too large for frame size {frame_size}: use at most {max}")]
     BadHeadroom {
         /// Requested headroom.
         headroom: u32,
@@ -187,6 +187,12 @@ pub enum XskError {
     /// A kernel feature this needs is absent ([`crate::features`]).
     #[error(transparent)]
     Unsupported(#[from] crate::features::Unsupported),
+    /// Zero-copy asked with unaligned frames that cross page boundaries.
+    #[error("zero-copy is not accepted with unaligned frames of {frame_size} bytes: they cross page boundaries, which zero-copy drops; use a frame size of 2048 or 4096, or copy mode")]
+    UnalignedZeroCopy {
+        /// The frame size.
+        frame_size: u32,
+    },
     /// A socket cannot share this UMEM any more.
     #[error("the UMEM cannot be shared: {why}")]
     UmemUnusable {
@@ -459,9 +465,29 @@ impl XskSocket {
             }
         };
         let shared_fd = share_with.as_ref().map(|f| f.as_raw_fd());
-        match s.bind_mode(dev, config.copy_mode, shared_fd) {
+        // Unaligned frames whose size does not divide the page (2048 and 4096 are the only
+        // ones that do) cross page boundaries; in zero-copy mode the kernel drops a FILL or TX
+        // address whose chunk crosses pages that are not physically contiguous
+        // (xp_check_unaligned / xp_desc_crosses_non_contig_pg, net/xdp/xsk_buff_pool.c), so such
+        // frames would vanish: copy mode only.
+        let mut mode = config.copy_mode;
+        let uc = umem.config();
+        if uc.unaligned && !matches!(uc.frame_size, 2048 | 4096) && shared_fd.is_none() {
+            match mode {
+                CopyMode::ZeroCopy => return Err(XskError::UnalignedZeroCopy { frame_size: uc.frame_size }),
+                CopyMode::Auto => {
+                    mode = CopyMode::Copy;
+                    s.notes.push(format!(
+                        "copy mode: unaligned frames of {} bytes cross page boundaries, which zero-copy would drop",
+                        uc.frame_size
+                    ));
+                }
+                CopyMode::Copy => {}
+            }
+        }
+        match s.bind_mode(dev, mode, shared_fd) {
             Ok(()) => {
-                if config.copy_mode == CopyMode::Auto && !s.zero_copy && shared_fd.is_none() {
+                if mode == CopyMode::Auto && !s.zero_copy && shared_fd.is_none() {
                     // Auto binds with neither XDP_COPY nor XDP_ZEROCOPY: the kernel tries
                     // zero-copy and falls back to copy on any driver refusal (xp_assign_dev in
                     // net/xdp/xsk_buff_pool.c); XDP_OPTIONS says which it chose.
@@ -581,7 +607,10 @@ impl XskSocket {
             unaligned: uc.unaligned,
         };
         // SAFETY: as above.
-        let (rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };
+        let (mut rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };
+        if uc.unaligned {
+            rx.set_unaligned(uc.frame_size);
+        }
         let mut notes = Vec::new();
         if let Some(bp) = config.busy_poll {
             sys::setsockopt_int(&fd, libc::SOL_SOCKET, SO_PREFER_BUSY_POLL, 1, "SOL_SOCKET, SO_PREFER_BUSY_POLL")?;

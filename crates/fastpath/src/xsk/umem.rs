@@ -167,8 +167,10 @@ impl Frame {
     }
 
     /// Back to the start of its frame, empty: a free frame, whatever offset it was received at.
+    /// Crate-private: `frame_size` must be its UMEM's (a wrong size would move the token into
+    /// another frame); outside the crate, [`Umem::reset`] takes the size from the UMEM.
     #[inline]
-    pub fn reset(&mut self, frame_size: u32) {
+    pub(crate) fn reset(&mut self, frame_size: u32) {
         self.addr -= offset_in(self.addr, frame_size);
         self.len = 0;
         self.contd = false;
@@ -182,8 +184,15 @@ pub(crate) fn offset_in(addr: u64, frame_size: u32) -> u64 {
     if frame_size.is_power_of_two() {
         addr & (frame_size as u64 - 1)
     } else {
-        addr % frame_size as u64
+        offset_by_division(addr, frame_size)
     }
+}
+
+/// The division of [`offset_in`], out of line: the aligned path stays a mask, inlined.
+#[cold]
+#[inline(never)]
+fn offset_by_division(addr: u64, frame_size: u32) -> u64 {
+    addr % frame_size as u64
 }
 
 /// Frame index of a UMEM address (frames at multiples of the frame size): a shift for the
@@ -206,9 +215,16 @@ impl FrameIndexer {
         if self.shift != u32::MAX {
             (addr >> self.shift) as usize
         } else {
-            (addr / self.size) as usize
+            index_by_division(addr, self.size)
         }
     }
+}
+
+/// The division of [`FrameIndexer::index`], out of line.
+#[cold]
+#[inline(never)]
+fn index_by_division(addr: u64, size: u64) -> usize {
+    (addr / size) as usize
 }
 
 /// An RX descriptor's `addr` as a plain UMEM offset: in unaligned chunk mode the kernel puts
@@ -344,6 +360,18 @@ impl Umem {
         self.id
     }
 
+    /// `f` back to the start of its frame, empty: a free frame to fill or send again, whatever
+    /// offset it was received at.
+    ///
+    /// # Panics
+    ///
+    /// If `f` belongs to another UMEM.
+    #[inline]
+    pub fn reset(&self, f: &mut Frame) {
+        assert_eq!(f.umem_id, self.id, "frame of another UMEM");
+        f.reset(self.config.frame_size);
+    }
+
     /// The packet bytes of `f` (`addr .. addr + len`).
     ///
     /// # Panics
@@ -450,6 +478,9 @@ mod tests {
         let mut f = Frame::new(3 * 4001 + 300, 64, 1);
         f.reset(4001);
         assert_eq!((f.addr(), f.len()), (3 * 4001, 0));
+        let mut g = Frame::new(4096 * 5 + 256, 64, 1);
+        g.reset(4096);
+        assert_eq!(g.addr(), 4096 * 5);
     }
 
     #[test]
