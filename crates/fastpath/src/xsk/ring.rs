@@ -333,6 +333,7 @@ pub struct FillRing {
     ring: ProdRing<u64>,
     umem_id: u32,
     frame_size: u32,
+    frame_mask: u64,
     _map: Option<Mmap>,
 }
 
@@ -419,7 +420,9 @@ impl FillRing {
     /// when `map` is `None`), and the ring belongs to a socket of the UMEM `umem_id`.
     pub(crate) unsafe fn new(raw: RawRing<u64>, map: Option<Mmap>, umem_id: u32, frame_size: u32) -> Self {
         // SAFETY: the caller's contract.
-        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_size, _map: map }
+        // A power-of-two frame size finds a frame's start with a mask (0: another size).
+        let frame_mask = if frame_size.is_power_of_two() { !(frame_size as u64 - 1) } else { 0 };
+        Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_size, frame_mask, _map: map }
     }
 
     /// Reserves up to `n` slots (fewer, even 0, when the kernel has not consumed enough).
@@ -429,7 +432,15 @@ impl FillRing {
         // No batch is alive (it would borrow the ring): anything reserved is a leaked batch's.
         self.ring.cancel_unsubmitted();
         let (idx, cap) = self.ring.reserve_up_to(n);
-        FillBatch { idx, cap, n: 0, umem_id: self.umem_id, frame_size: self.frame_size, ring: &mut self.ring }
+        FillBatch {
+            idx,
+            cap,
+            n: 0,
+            umem_id: self.umem_id,
+            frame_size: self.frame_size,
+            frame_mask: self.frame_mask,
+            ring: &mut self.ring,
+        }
     }
 
     /// True if the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`): call `recvfrom`/`poll`.
@@ -562,6 +573,7 @@ pub struct FillBatch<'r> {
     n: u32,
     umem_id: u32,
     frame_size: u32,
+    frame_mask: u64,
 }
 
 impl FillBatch<'_> {
@@ -576,13 +588,23 @@ impl FillBatch<'_> {
     /// # Panics
     ///
     /// If the batch is full ([`FillBatch::room`] is 0) or `f` belongs to another UMEM.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "FILL batch full ({} slots)", self.cap);
         assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
-        self.ring.write(self.idx.wrapping_add(self.n), f.addr() - super::umem::offset_in(f.addr(), self.frame_size));
+        let a = f.addr();
+        let base = if self.frame_mask != 0 { a & self.frame_mask } else { base_by_division(a, self.frame_size) };
+        self.ring.write(self.idx.wrapping_add(self.n), base);
         self.n += 1;
     }
+}
+
+/// The start of the frame holding `addr` for a frame size that is not a power of two
+/// (unaligned chunk mode), out of line.
+#[cold]
+#[inline(never)]
+fn base_by_division(addr: u64, frame_size: u32) -> u64 {
+    addr - addr % frame_size as u64
 }
 
 impl Drop for FillBatch<'_> {
