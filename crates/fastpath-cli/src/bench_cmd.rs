@@ -20,7 +20,7 @@ use crate::report::{print_summary, Monitor};
 use crate::session::{Role, Session};
 
 /// Sets the flag when dropped: a worker's "I am done", on every exit path including panics.
-struct SetOnDrop(Arc<AtomicBool>);
+pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
 
 impl Drop for SetOnDrop {
     fn drop(&mut self) {
@@ -217,7 +217,7 @@ fn tracker_json(t: &SeqTracker) -> Value {
 
 /// Says that set-up is done and what was obtained: `{"type":"ready",...}` with --json (scripts
 /// and tests wait for it), a header line and the notes otherwise.
-fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
+pub(crate) fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
     use std::io::Write;
     if json_out {
         println!("{}", json!({"type": "ready", "bench": kind, "path": path}));

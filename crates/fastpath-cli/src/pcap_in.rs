@@ -1,0 +1,287 @@
+//! Reading a capture for `fastpath gen --pcap FILE`: pcap (micro- or nanosecond, either byte
+//! order) or pcapng (any if_tsresol, several interfaces and sections), read with the
+//! `pcap-file` crate. Every frame must be a whole Ethernet frame: the replay sends it byte for
+//! byte, so a frame cut by a snap length or another link type is refused, naming the frame.
+
+use std::path::Path;
+
+use anyhow::anyhow;
+use pcap_file::pcap::PcapParser;
+use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
+use pcap_file::pcapng::{Block, PcapNgParser};
+use pcap_file::{DataLink, PcapError};
+
+use crate::error::{usage, CliResult};
+
+/// The frames of a capture, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    /// "pcap" or "pcapng".
+    pub format: &'static str,
+    /// Whole Ethernet frames (14 bytes or more, without FCS as captured).
+    pub frames: Vec<Vec<u8>>,
+    /// Each frame's timestamp, ns since the epoch as the file gives it (or an arbitrary
+    /// origin: only the differences are used).
+    pub ts_ns: Vec<u64>,
+}
+
+/// pcapng's section header magic (byte-order independent), and pcap's in both byte orders
+/// and both resolutions (micro- and nanoseconds).
+const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
+const PCAP_MAGICS: [[u8; 4]; 4] =
+    [[0xd4, 0xc3, 0xb2, 0xa1], [0xa1, 0xb2, 0xc3, 0xd4], [0x4d, 0x3c, 0xb2, 0xa1], [0xa1, 0xb2, 0x3c, 0x4d]];
+
+/// Reads `path` whole. Errors (usage, exit 2), each one line naming the file and, where one
+/// is at fault, the frame (from 1): unreadable, empty, neither pcap nor pcapng, a link type
+/// other than Ethernet, a frame cut by the snap length or shorter than an Ethernet header, a
+/// record the file ends inside (truncated), no frames at all.
+pub fn read(path: &Path) -> CliResult<Capture> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| usage(anyhow!("--pcap {shown} cannot be read: {e}")))?;
+    if bytes.is_empty() {
+        return Err(usage(anyhow!("--pcap {shown} is empty: use a pcap or pcapng file with Ethernet frames")));
+    }
+    let magic: [u8; 4] = bytes.get(..4).and_then(|m| m.try_into().ok()).unwrap_or([0; 4]);
+    let cap = if magic == PCAPNG_MAGIC {
+        read_pcapng(&bytes, path)?
+    } else if PCAP_MAGICS.contains(&magic) {
+        read_pcap(&bytes, path)?
+    } else {
+        return Err(usage(anyhow!(
+            "--pcap {shown} is not a pcap or pcapng file (it starts with {}): use a capture as fastpath capture, tcpdump -w or tshark -w write it",
+            bytes.iter().take(4).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
+        )));
+    };
+    if cap.frames.is_empty() {
+        return Err(usage(anyhow!("--pcap {shown} holds no frames: nothing to replay")));
+    }
+    Ok(cap)
+}
+
+/// The one-line message of a parse error at frame `frame` (the next one, from 1).
+fn parse_error(path: &Path, frame: usize, e: &PcapError) -> crate::error::CliError {
+    let shown = path.display();
+    match e {
+        PcapError::IncompleteBuffer => usage(anyhow!(
+            "--pcap {shown} is truncated: it ends inside the record of frame {frame} (a capture still being written, or a cut copy)"
+        )),
+        e => usage(anyhow!("--pcap {shown}: the record of frame {frame} cannot be read: {e}")),
+    }
+}
+
+/// Checks one frame (number `i` from 1) and adds it.
+fn push(cap: &mut Capture, path: &Path, (link, data, orig_len, ts_ns): (DataLink, &[u8], u32, u64)) -> CliResult<()> {
+    let i = cap.frames.len() + 1;
+    let shown = path.display();
+    if link != DataLink::ETHERNET {
+        return Err(usage(anyhow!(
+            "--pcap {shown}: frame {i} has link type {link:?} ({}): only Ethernet frames (LINKTYPE_ETHERNET, 1) can be replayed",
+            u32::from(link)
+        )));
+    }
+    if (data.len() as u64) < u64::from(orig_len) {
+        return Err(usage(anyhow!(
+            "--pcap {shown}: frame {i} was cut to {} of its {orig_len} bytes when captured (snap length): it cannot be sent as it was; capture again without a snap length (fastpath capture's default, tcpdump -s 0)",
+            data.len()
+        )));
+    }
+    if data.len() < 14 {
+        return Err(usage(anyhow!(
+            "--pcap {shown}: frame {i} is {} bytes, shorter than an Ethernet header (14)",
+            data.len()
+        )));
+    }
+    cap.frames.push(data.to_vec());
+    cap.ts_ns.push(ts_ns);
+    Ok(())
+}
+
+fn read_pcap(bytes: &[u8], path: &Path) -> CliResult<Capture> {
+    let (mut rest, parser) = PcapParser::new(bytes).map_err(|e| match e {
+        PcapError::IncompleteBuffer => {
+            usage(anyhow!("--pcap {} is truncated: it ends inside the pcap file header (24 bytes)", path.display()))
+        }
+        e => usage(anyhow!("--pcap {}: its pcap file header cannot be read: {e}", path.display())),
+    })?;
+    let link = parser.header().datalink;
+    let mut cap = Capture { format: "pcap", frames: Vec::new(), ts_ns: Vec::new() };
+    while !rest.is_empty() {
+        let (r, p) = parser.next_packet(rest).map_err(|e| parse_error(path, cap.frames.len() + 1, &e))?;
+        rest = r;
+        let ts = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+        push(&mut cap, path, (link, &p.data, p.orig_len, ts))?;
+    }
+    Ok(cap)
+}
+
+/// Nanoseconds of `raw` timestamp units of interface `idb` (if_tsresol: 10^-n s, or 2^-n s
+/// with the high bit set; 10^-6 s without the option, pcapng's default). The `pcap-file`
+/// crate hands the raw 64-bit count over as if it were nanoseconds.
+fn ts_ns(raw: u64, idb: Option<&InterfaceDescriptionBlock<'_>>) -> u64 {
+    let resol = idb
+        .and_then(|i| {
+            i.options.iter().find_map(|o| match o {
+                InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
+                _ => None,
+            })
+        })
+        .unwrap_or(6);
+    let ns = if resol & 0x80 != 0 {
+        let shift = u32::from(resol & 0x7f);
+        if shift >= 128 {
+            0
+        } else {
+            (u128::from(raw) * 1_000_000_000) >> shift
+        }
+    } else {
+        match 10u128.checked_pow(u32::from(resol)) {
+            Some(per_s) => u128::from(raw) * 1_000_000_000 / per_s,
+            None => 0,
+        }
+    };
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
+    let (mut rest, mut parser) = PcapNgParser::new(bytes).map_err(|e| match e {
+        PcapError::IncompleteBuffer => {
+            usage(anyhow!("--pcap {} is truncated: it ends inside its section header block", path.display()))
+        }
+        e => usage(anyhow!("--pcap {}: its section header block cannot be read: {e}", path.display())),
+    })?;
+    let mut cap = Capture { format: "pcapng", frames: Vec::new(), ts_ns: Vec::new() };
+    let no_iface = |id: u32, i: usize| {
+        usage(anyhow!("--pcap {}: frame {i} names interface {id}, which the file does not describe", path.display()))
+    };
+    let mut last_ts = 0u64;
+    while !rest.is_empty() {
+        let next = cap.frames.len() + 1;
+        let (r, block) = parser.next_block(rest).map_err(|e| parse_error(path, next, &e))?;
+        rest = r;
+        let ifaces = parser.interfaces();
+        let (link, data, orig, ts) = match block {
+            Block::EnhancedPacket(p) => {
+                let idb = ifaces.get(p.interface_id as usize).ok_or_else(|| no_iface(p.interface_id, next))?;
+                let raw = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
+                (idb.linktype, p.data, p.original_len, ts_ns(raw, Some(idb)))
+            }
+            Block::Packet(p) => {
+                let id = u32::from(p.interface_id);
+                let idb = ifaces.get(id as usize).ok_or_else(|| no_iface(id, next))?;
+                (idb.linktype, p.data, p.original_len, ts_ns(p.timestamp, Some(idb)))
+            }
+            Block::SimplePacket(p) => {
+                // No timestamp: right after the frame before it. Interface 0; the block's data
+                // may carry padding beyond the frame.
+                let idb = ifaces.first().ok_or_else(|| no_iface(0, next))?;
+                let mut d = p.data;
+                let keep = d.len().min(p.original_len as usize);
+                if keep < d.len() {
+                    d.to_mut().truncate(keep);
+                }
+                (idb.linktype, d, p.original_len, last_ts)
+            }
+            _ => continue,
+        };
+        last_ts = ts;
+        push(&mut cap, path, (link, &data, orig, ts))?;
+    }
+    Ok(cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn tmp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let p = std::env::temp_dir().join(format!("fp-pcap-in-{}-{name}", std::process::id()));
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    fn pcap(link: DataLink, frames: &[(u64, &[u8], u32)]) -> Vec<u8> {
+        use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+        let h = PcapHeader { datalink: link, ..Default::default() };
+        let mut w = PcapWriter::with_header(Vec::new(), h).unwrap();
+        for (us, d, orig) in frames {
+            w.write_packet(&PcapPacket::new(Duration::from_micros(*us), *orig, d)).unwrap();
+        }
+        w.into_writer()
+    }
+
+    fn err(p: &Path) -> String {
+        format!("{:#}", read(p).unwrap_err().err)
+    }
+
+    #[test]
+    fn pcap_frames_and_times() {
+        let a = [1u8; 60];
+        let b = [2u8; 1514];
+        let p = tmp("ok.pcap", &pcap(DataLink::ETHERNET, &[(1_000_000, &a, 60), (1_200_000, &b, 1514)]));
+        let c = read(&p).unwrap();
+        assert_eq!(c.format, "pcap");
+        assert_eq!(c.frames, vec![a.to_vec(), b.to_vec()]);
+        assert_eq!(c.ts_ns, vec![1_000_000_000, 1_200_000_000]);
+        let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn refusals_name_the_file_and_frame() {
+        let a = [1u8; 60];
+        let p = tmp("empty", b"");
+        assert!(err(&p).contains("is empty"), "{}", err(&p));
+        let p2 = tmp("text", b"hello world, not a capture");
+        assert!(err(&p2).contains("not a pcap or pcapng file (it starts with 68 65 6c 6c)"), "{}", err(&p2));
+        let p3 = tmp("raw.pcap", &pcap(DataLink::RAW, &[(0, &a, 60)]));
+        assert!(err(&p3).contains("frame 1 has link type RAW (101)"), "{}", err(&p3));
+        let p4 = tmp("snap.pcap", &pcap(DataLink::ETHERNET, &[(0, &a, 60), (1, &a[..40], 60)]));
+        assert!(err(&p4).contains("frame 2 was cut to 40 of its 60 bytes"), "{}", err(&p4));
+        let full = pcap(DataLink::ETHERNET, &[(0, &a, 60), (1, &a, 60)]);
+        let p5 = tmp("trunc.pcap", &full[..full.len() - 10]);
+        assert!(err(&p5).contains("truncated: it ends inside the record of frame 2"), "{}", err(&p5));
+        let p6 = tmp("hdr.pcap", &full[..24]);
+        assert!(err(&p6).contains("holds no frames"), "{}", err(&p6));
+        let p7 = tmp("short.pcap", &pcap(DataLink::ETHERNET, &[(0, &a[..10], 10)]));
+        assert!(err(&p7).contains("frame 1 is 10 bytes, shorter than an Ethernet header"), "{}", err(&p7));
+        let p8 = tmp("cuthdr.pcap", &full[..12]);
+        assert!(err(&p8).contains("truncated: it ends inside the pcap file header"), "{}", err(&p8));
+        for p in [p, p2, p3, p4, p5, p6, p7, p8] {
+            assert!(!err(&p).contains('\n'), "one line");
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    #[test]
+    fn pcapng_resolutions_and_interfaces() {
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::PcapNgWriter;
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        // Interface 0: nanoseconds (as fastpath capture writes); interface 1: the default
+        // microseconds.
+        let mut ns = InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0);
+        ns.options.push(InterfaceDescriptionOption::IfTsResol(9));
+        w.write_pcapng_block(ns).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0)).unwrap();
+        let f = [7u8; 64];
+        let epb = |iface, raw| EnhancedPacketBlock {
+            interface_id: iface,
+            timestamp: Duration::from_nanos(raw),
+            original_len: 64,
+            data: std::borrow::Cow::Borrowed(&f[..]),
+            options: vec![],
+        };
+        w.write_pcapng_block(epb(0, 5_000_000_000)).unwrap();
+        w.write_pcapng_block(epb(1, 5_000_100)).unwrap();
+        let p = tmp("ok.pcapng", &w.into_inner());
+        let c = read(&p).unwrap();
+        assert_eq!(c.format, "pcapng");
+        assert_eq!(c.ts_ns, vec![5_000_000_000, 5_000_100_000]);
+        assert_eq!(c.frames.len(), 2);
+        let _ = std::fs::remove_file(p);
+        assert_eq!(ts_ns(3, None), 3000, "microseconds by default");
+        let mut bin = InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0);
+        bin.options.push(InterfaceDescriptionOption::IfTsResol(0x80 | 10));
+        assert_eq!(ts_ns(1024, Some(&bin)), 1_000_000_000, "2^-10 s units");
+    }
+}
