@@ -8,7 +8,7 @@
  * distinct frame (each call sets up and tears down a page pool, ~24 ms back to back on a
  * 6.18 VM, see XdpGen::run) the frames of the capture sit in map replay_frames, and each
  * run writes the next one over the page in full: bpf_xdp_adjust_tail to its length, then
- * bpf_xdp_store_bytes of all its bytes (both kernel >= 5.18 for live frames anyway). The
+ * bpf_xdp_store_bytes of all its bytes (these and bpf_xdp_get_buff_len: kernel >= 5.18 for live frames anyway). The
  * page's earlier bytes (live-frames pages keep the bytes of their previous use) never
  * show: the frame leaves byte for byte as it is in the file. Nothing is rewritten.
  *
@@ -76,7 +76,8 @@ int xdp_replay(struct xdp_md *ctx)
 	/* Bounds the verifier can see: 14..=FP_REPLAY_FRAME_MAX bytes of the map value. */
 	if (len < 14 || len > FP_REPLAY_FRAME_MAX)
 		goto refused;
-	cur = (__u32)(ctx->data_end - ctx->data);
+	/* The page's current length (pkt_end arithmetic is refused by the verifier). */
+	cur = (__u32)bpf_xdp_get_buff_len(ctx);
 	if (bpf_xdp_adjust_tail(ctx, (int)len - (int)cur))
 		goto refused;
 	if (bpf_xdp_store_bytes(ctx, 0, f->data, len))
