@@ -1,0 +1,294 @@
+//! `fastpath gen --pcap FILE`: a capture replayed out of a veth on both engines arrives byte
+//! for byte, in order, as many times as --loop says (checked by capturing it again with
+//! `fastpath capture` on the peer, and replaying that pcapng too); --rate paces it, the
+//! file's own gaps time it by default; bad captures and options are refused in one line
+//! with nothing left attached.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use fastpath_testbed::{Testbed, TestbedConfig};
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+use pcap_file::pcapng::{Block, PcapNgReader};
+use pcap_file::DataLink;
+
+fn bed() -> Testbed {
+    Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed")
+}
+
+/// A scratch directory of this test process, removed by the caller.
+fn dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("fpreplay-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Writes a pcap file (Ethernet unless `link` says otherwise) of `frames`, frame i at
+/// `gaps_us[..i]` summed from 1 s.
+fn write_pcap(path: &std::path::Path, link: DataLink, frames: &[Vec<u8>], gap_us: u64) {
+    let h = PcapHeader { datalink: link, snaplen: 65535, ..Default::default() };
+    let mut w = PcapWriter::with_header(std::fs::File::create(path).unwrap(), h).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        let ts = Duration::from_micros(1_000_000 + i as u64 * gap_us);
+        w.write_packet(&PcapPacket::new(ts, f.len() as u32, f)).unwrap();
+    }
+}
+
+/// Ethernet header to broadcast from a local address, then `ethertype`.
+fn eth(ethertype: u16) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0x99, 0x01]);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f
+}
+
+/// `len` bytes of a pattern that differs per frame `k` (no two frames alike).
+fn fill(f: &mut Vec<u8>, len: usize, k: u8) {
+    let mut i = 0u32;
+    while f.len() < len {
+        f.push((i.wrapping_mul(31) as u8) ^ k.wrapping_mul(17));
+        i += 1;
+    }
+}
+
+/// Varied frames: IPv4/UDP of 60 and 1514 bytes, IPv6/UDP, ARP (42 bytes, shorter than the
+/// Ethernet minimum as a capture on the sending host has it), an unknown ethertype, VLAN
+/// tagged; each with its own bytes.
+fn varied_frames() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    // IPv4 / UDP, 60 bytes and 1514 bytes (the header's lengths as a sender would set them;
+    // the checksums are not checked anywhere on the path).
+    for (k, len) in [(1u8, 60usize), (2, 1514), (3, 333)] {
+        let mut f = eth(0x0800);
+        let ip_len = (len - 14) as u16;
+        f.extend_from_slice(&[0x45, 0, (ip_len >> 8) as u8, ip_len as u8, 0, k, 0, 0, 64, 17, 0, 0]);
+        f.extend_from_slice(&[10, 99, 0, 1, 10, 99, 0, 2]);
+        let udp_len = ip_len - 20;
+        f.extend_from_slice(&[0x23, 0x28, 0, 9, (udp_len >> 8) as u8, udp_len as u8, 0, 0]);
+        fill(&mut f, len, k);
+        out.push(f);
+    }
+    // IPv6 / UDP, 100 bytes.
+    let mut f = eth(0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 46, 17, 64]);
+    f.extend_from_slice(&[0xfd, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    f.extend_from_slice(&[0xfd, 0x99, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    fill(&mut f, 100, 4);
+    out.push(f);
+    // ARP request, 42 bytes.
+    let mut f = eth(0x0806);
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0x99, 1, 10, 99, 0, 1, 0, 0, 0, 0, 0, 0, 10, 99, 0, 2]);
+    out.push(f);
+    // An ethertype nobody speaks (0x88b5, local experimental), 61 and 1000 bytes.
+    for (k, len) in [(6u8, 61usize), (7, 1000)] {
+        let mut f = eth(0x88b5);
+        fill(&mut f, len, k);
+        out.push(f);
+    }
+    // 802.1Q VLAN 5 carrying IPv4 bytes, 64 bytes.
+    let mut f = eth(0x8100);
+    f.extend_from_slice(&[0, 5, 0x08, 0x00]);
+    fill(&mut f, 64, 8);
+    out.push(f);
+    out
+}
+
+/// The frames (bytes) and their timestamps (ns) of a pcapng file as `fastpath capture` wrote
+/// it (if_tsresol 9).
+fn captured(file: &str) -> (Vec<Vec<u8>>, Vec<u64>) {
+    let mut r = PcapNgReader::new(std::fs::File::open(file).unwrap()).expect("a pcapng file");
+    let (mut frames, mut ts) = (Vec::new(), Vec::new());
+    while let Some(b) = r.next_block() {
+        if let Block::EnhancedPacket(p) = b.expect("a valid block") {
+            assert_eq!(p.original_len as usize, p.data.len(), "captured whole");
+            ts.push(p.timestamp.as_nanos() as u64);
+            frames.push(p.data.into_owned());
+        }
+    }
+    (frames, ts)
+}
+
+/// Captures `count` frames on b while `gen --pcap` runs on a with `extra`; returns the gen
+/// summary and the captured frames with their receive times.
+fn round(bed: &Testbed, file: &str, out: &str, count: usize, extra: &[&str]) -> (serde_json::Value, Vec<Vec<u8>>, Vec<u64>) {
+    let c = count.to_string();
+    let cap = Running::start(&[
+        "capture",
+        "--netns",
+        bed.ns_b(),
+        "-i",
+        bed.iface_b(),
+        "-w",
+        out,
+        "--overwrite",
+        "--count",
+        &c,
+        "--json",
+        "--duration",
+        "60",
+    ]);
+    let mut args = vec!["gen", "--pcap", file, "--netns", bed.ns_a(), "-i", bed.iface_a(), "--json"];
+    args.extend_from_slice(extra);
+    let g = run(&args);
+    assert!(g.status.success(), "gen {extra:?}: {}", stderr(&g));
+    let gs = last_json(&g);
+    let (cs, st) = cap.finish();
+    assert!(st.success(), "capture: {cs}");
+    assert_eq!(n(&cs["dropped"]), 0, "{cs}");
+    assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached on a");
+    let (frames, ts) = captured(out);
+    (gs, frames, ts)
+}
+
+/// Both engines, --loop 2, as fast as they go: every frame of the file arrives twice, byte
+/// for byte, in the file's order; the capture of the first round (pcapng, as `fastpath
+/// capture` writes it) replayed again arrives identical too.
+#[test]
+fn replay_round_trip_is_byte_identical_on_both_engines() {
+    if !privileged("replay_round_trip_is_byte_identical_on_both_engines") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("rt");
+    let file = d.join("varied.pcap").to_string_lossy().into_owned();
+    let frames = varied_frames();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 1000);
+    let want: Vec<Vec<u8>> = frames.iter().chain(frames.iter()).cloned().collect();
+    for engine in ["xsk", "xdp-live"] {
+        let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
+        let (gs, got, _) = round(&bed, &file, &out, want.len(), &["--engine", engine, "--loop", "2", "--topspeed"]);
+        assert_eq!(n(&gs["sent"]), want.len() as u64, "{engine}: {gs}");
+        assert_eq!(n(&gs["totals"]["tx_packets"]), want.len() as u64, "{engine}: {gs}");
+        assert_eq!(gs["timing"], "topspeed", "{gs}");
+        assert_eq!(gs["path"]["engine"], engine, "{gs}");
+        assert_eq!(got.len(), want.len(), "{engine}: frames captured");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "{engine}: frame {} (of {}) differs: {} bytes captured, {} sent", i + 1, want.len(), g.len(), w.len());
+        }
+        // The capture, replayed on the other engine at the file's own timing (1 ms gaps).
+        let other = if engine == "xsk" { "xdp-live" } else { "xsk" };
+        let again = d.join(format!("{engine}-again.pcapng")).to_string_lossy().into_owned();
+        let (gs, got2, _) = round(&bed, &out, &again, want.len(), &["--engine", other]);
+        assert_eq!(gs["pcap_format"], "pcapng", "{gs}");
+        assert_eq!(gs["timing"], "file", "{gs}");
+        assert_eq!(got2, want, "{engine} capture replayed on {other}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// --rate 4000 over 2,000 frames: the frames arrive at 4,000/s within 10% (first to last
+/// receive time), on both engines.
+#[test]
+fn replay_rate_paces_the_frames() {
+    if !privileged("replay_rate_paces_the_frames") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("rate");
+    let file = d.join("many.pcap").to_string_lossy().into_owned();
+    // 500 frames 1 s apart in the file: --rate must override the file's timing.
+    let frames: Vec<Vec<u8>> = (0..500u32)
+        .map(|k| {
+            let mut f = eth(0x88b5);
+            f.extend_from_slice(&k.to_be_bytes());
+            fill(&mut f, 60 + (k as usize % 200), k as u8);
+            f
+        })
+        .collect();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 1_000_000);
+    for engine in ["xsk", "xdp-live"] {
+        let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
+        let (gs, got, ts) = round(&bed, &file, &out, 2000, &["--engine", engine, "--loop", "4", "--rate", "4000"]);
+        assert_eq!(n(&gs["sent"]), 2000, "{gs}");
+        assert_eq!(gs["timing"], "rate", "{gs}");
+        assert_eq!(got.len(), 2000);
+        assert!(got.iter().zip(frames.iter().cycle()).all(|(g, w)| g == w), "{engine}: in order, unchanged");
+        let secs = (ts[ts.len() - 1] - ts[0]) as f64 / 1e9;
+        let pps = 1999.0 / secs;
+        assert!((3600.0..=4400.0).contains(&pps), "{engine}: {pps:.0} frames/s over {secs:.3} s, want 4,000 within 10%");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// By default the file's own gaps: 3 frames 200 ms apart arrive ~200 ms apart and the run
+/// takes ~400 ms (not 10 s: --duration is the replay's end unless given), on both engines.
+#[test]
+fn replay_keeps_the_files_own_timing() {
+    if !privileged("replay_keeps_the_files_own_timing") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("timing");
+    let file = d.join("slow.pcap").to_string_lossy().into_owned();
+    let frames: Vec<Vec<u8>> = (0..3u8)
+        .map(|k| {
+            let mut f = eth(0x88b5);
+            fill(&mut f, 100, k);
+            f
+        })
+        .collect();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 200_000);
+    for engine in ["xsk", "xdp-live"] {
+        let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
+        let (gs, got, ts) = round(&bed, &file, &out, 3, &["--engine", engine]);
+        assert_eq!(got, frames, "{engine}");
+        for w in ts.windows(2) {
+            let gap_ms = (w[1] - w[0]) as f64 / 1e6;
+            assert!((180.0..=240.0).contains(&gap_ms), "{engine}: gap {gap_ms:.1} ms, want 200");
+        }
+        let dur = gs["duration_s"].as_f64().expect("duration_s");
+        assert!((0.38..=0.9).contains(&dur), "{engine}: the replay took {dur:.3} s, want ~0.4 s: {gs}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Bad captures and options: one line on stderr naming the problem, exit 2, nothing attached.
+#[test]
+fn replay_refuses_bad_input_in_one_line() {
+    if !privileged("replay_refuses_bad_input_in_one_line") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("bad");
+    let p = |name: &str| d.join(name).to_string_lossy().into_owned();
+    let frame = {
+        let mut f = eth(0x88b5);
+        fill(&mut f, 80, 1);
+        f
+    };
+    std::fs::write(p("empty.pcap"), b"").unwrap();
+    std::fs::write(p("text.pcap"), b"this is not a capture\n").unwrap();
+    write_pcap(std::path::Path::new(&p("raw.pcap")), DataLink::RAW, std::slice::from_ref(&frame), 10);
+    write_pcap(std::path::Path::new(&p("good.pcap")), DataLink::ETHERNET, &[frame.clone(), frame.clone()], 10);
+    let good = std::fs::read(p("good.pcap")).unwrap();
+    std::fs::write(p("trunc.pcap"), &good[..good.len() - 20]).unwrap();
+    let mut long = eth(0x88b5);
+    fill(&mut long, 1600, 2);
+    write_pcap(std::path::Path::new(&p("long.pcap")), DataLink::ETHERNET, &[frame.clone(), long], 10);
+    let cases: Vec<(String, Vec<&str>, Vec<&str>)> = vec![
+        (p("missing.pcap"), vec![], vec!["missing.pcap", "cannot be read"]),
+        (p("empty.pcap"), vec![], vec!["empty.pcap", "is empty"]),
+        (p("text.pcap"), vec![], vec!["text.pcap", "not a pcap or pcapng file"]),
+        (p("raw.pcap"), vec![], vec!["frame 1", "link type RAW (101)", "only Ethernet"]),
+        (p("trunc.pcap"), vec![], vec!["truncated", "frame 2"]),
+        (p("long.pcap"), vec![], vec!["frame 2 is 1600 bytes", "MTU 1500", "1514"]),
+        (p("good.pcap"), vec!["--frame-len", "100"], vec!["--frame-len", "--pcap"]),
+        (p("good.pcap"), vec!["--threads", "2"], vec!["--threads 2", "--pcap"]),
+    ];
+    for engine in ["xsk", "xdp-live"] {
+        for (file, extra, needles) in &cases {
+            let mut args = vec!["gen", "--pcap", file.as_str(), "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", engine];
+            args.extend_from_slice(extra);
+            let o = run(&args);
+            assert_one_line_refusal(&format!("{engine} {file} {extra:?}"), &o, 2, needles);
+            assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
