@@ -292,3 +292,43 @@ fn replay_refuses_bad_input_in_one_line() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The longest live frame (3408 bytes with 4 KiB pages) between short ones, at MTU 3500: the
+/// page shrinks and grows back frame after frame and every frame arrives whole on both
+/// engines; a 3409-byte frame is refused on xdp-live, naming the limit.
+#[test]
+fn replay_longest_live_frame() {
+    if !privileged("replay_longest_live_frame") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    bed.set_mtu(3500).expect("mtu 3500");
+    let d = dir("long");
+    let file = d.join("long.pcap").to_string_lossy().into_owned();
+    let frames: Vec<Vec<u8>> = [60usize, 3408, 60, 3408, 100]
+        .iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let mut f = eth(0x88b5);
+            fill(&mut f, len, k as u8);
+            f
+        })
+        .collect();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 10);
+    for engine in ["xsk", "xdp-live"] {
+        let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
+        let (gs, got, _) = round(&bed, &file, &out, 10, &["--engine", engine, "--loop", "2", "--topspeed"]);
+        assert_eq!(n(&gs["sent"]), 10, "{gs}");
+        let want: Vec<Vec<u8>> = frames.iter().chain(frames.iter()).cloned().collect();
+        assert_eq!(got, want, "{engine}");
+    }
+    let mut over = eth(0x88b5);
+    fill(&mut over, 3409, 9);
+    let file2 = d.join("over.pcap").to_string_lossy().into_owned();
+    write_pcap(std::path::Path::new(&file2), DataLink::ETHERNET, &[frames[0].clone(), over], 10);
+    let o = run(&["gen", "--pcap", &file2, "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", "xdp-live"]);
+    assert_one_line_refusal("3409 bytes on xdp-live", &o, 2, &["frame 2 is 3409 bytes", "at most 3408", "--engine xsk"]);
+    assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached");
+    let _ = std::fs::remove_dir_all(&d);
+}
