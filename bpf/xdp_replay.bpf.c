@@ -7,10 +7,13 @@
  * (data_in), copied into every page of the call's page pool: so instead of a call per
  * distinct frame (each call sets up and tears down a page pool, ~24 ms back to back on a
  * 6.18 VM, see XdpGen::run) the frames of the capture sit in map replay_frames, and each
- * run writes the next one over the page in full: bpf_xdp_adjust_tail to its length, then
- * bpf_xdp_store_bytes of all its bytes (these and bpf_xdp_get_buff_len: kernel >= 5.18 for live frames anyway). The
- * page's earlier bytes (live-frames pages keep the bytes of their previous use) never
- * show: the frame leaves byte for byte as it is in the file. Nothing is rewritten.
+ * run writes the next one over the page in full: bpf_xdp_adjust_tail to its length
+ * (from bpf_xdp_get_buff_len), then bpf_xdp_store_bytes of all its bytes (all three
+ * kernel >= 5.18, as live frames). The page's earlier bytes (live-frames pages keep the
+ * bytes of their previous use) never show: the frame leaves byte for byte as it is in
+ * the file. Nothing is rewritten. Longest frame: the page less struct xdp_page_head,
+ * XDP_PACKET_HEADROOM and skb_shared_info (bpf_xdp_adjust_tail grows no further), 3408
+ * bytes with 4 KiB pages (crates/fastpath/src/bpf/replay.rs, max_frame_len).
  *
  * Timing (struct fp_replay_state, map replay_state): a run whose send is not yet due
  * (FP_REPLAY_FILE: the file's own gaps; FP_REPLAY_RATE: one per interval) is XDP_DROPped,

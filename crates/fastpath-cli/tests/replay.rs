@@ -112,7 +112,13 @@ fn captured(file: &str) -> (Vec<Vec<u8>>, Vec<u64>) {
 
 /// Captures `count` frames on b while `gen --pcap` runs on a with `extra`; returns the gen
 /// summary and the captured frames with their receive times.
-fn round(bed: &Testbed, file: &str, out: &str, count: usize, extra: &[&str]) -> (serde_json::Value, Vec<Vec<u8>>, Vec<u64>) {
+fn round(
+    bed: &Testbed,
+    file: &str,
+    out: &str,
+    count: usize,
+    extra: &[&str],
+) -> (serde_json::Value, Vec<Vec<u8>>, Vec<u64>) {
     let c = count.to_string();
     let cap = Running::start(&[
         "capture",
@@ -166,7 +172,15 @@ fn replay_round_trip_is_byte_identical_on_both_engines() {
         assert_eq!(gs["path"]["engine"], engine, "{gs}");
         assert_eq!(got.len(), want.len(), "{engine}: frames captured");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(g, w, "{engine}: frame {} (of {}) differs: {} bytes captured, {} sent", i + 1, want.len(), g.len(), w.len());
+            assert_eq!(
+                g,
+                w,
+                "{engine}: frame {} (of {}) differs: {} bytes captured, {} sent",
+                i + 1,
+                want.len(),
+                g.len(),
+                w.len()
+            );
         }
         // The capture, replayed on the other engine at the file's own timing (1 ms gaps).
         let other = if engine == "xsk" { "xdp-live" } else { "xsk" };
@@ -209,7 +223,10 @@ fn replay_rate_paces_the_frames() {
         assert!(got.iter().zip(frames.iter().cycle()).all(|(g, w)| g == w), "{engine}: in order, unchanged");
         let secs = (ts[ts.len() - 1] - ts[0]) as f64 / 1e9;
         let pps = 1999.0 / secs;
-        assert!((3600.0..=4400.0).contains(&pps), "{engine}: {pps:.0} frames/s over {secs:.3} s, want 4,000 within 10%");
+        assert!(
+            (3600.0..=4400.0).contains(&pps),
+            "{engine}: {pps:.0} frames/s over {secs:.3} s, want 4,000 within 10%"
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -283,7 +300,8 @@ fn replay_refuses_bad_input_in_one_line() {
     ];
     for engine in ["xsk", "xdp-live"] {
         for (file, extra, needles) in &cases {
-            let mut args = vec!["gen", "--pcap", file.as_str(), "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", engine];
+            let mut args =
+                vec!["gen", "--pcap", file.as_str(), "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", engine];
             args.extend_from_slice(extra);
             let o = run(&args);
             assert_one_line_refusal(&format!("{engine} {file} {extra:?}"), &o, 2, needles);
@@ -328,7 +346,12 @@ fn replay_longest_live_frame() {
     let file2 = d.join("over.pcap").to_string_lossy().into_owned();
     write_pcap(std::path::Path::new(&file2), DataLink::ETHERNET, &[frames[0].clone(), over], 10);
     let o = run(&["gen", "--pcap", &file2, "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", "xdp-live"]);
-    assert_one_line_refusal("3409 bytes on xdp-live", &o, 2, &["frame 2 is 3409 bytes", "at most 3408", "--engine xsk"]);
+    assert_one_line_refusal(
+        "3409 bytes on xdp-live",
+        &o,
+        2,
+        &["frame 2 is 3409 bytes", "at most 3408", "--engine xsk"],
+    );
     assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -42,9 +42,7 @@ impl Schedule<'_> {
     pub fn due_ns(&self, k: u64) -> u64 {
         let n = self.at_ns.len().max(1) as u64;
         match self.timing {
-            ReplayTiming::File => {
-                (k / n).saturating_mul(self.span_ns()).saturating_add(self.at_ns[(k % n) as usize])
-            }
+            ReplayTiming::File => (k / n).saturating_mul(self.span_ns()).saturating_add(self.at_ns[(k % n) as usize]),
             ReplayTiming::IntervalNs(i) => k.saturating_mul(i),
             ReplayTiming::TopSpeed => 0,
         }
@@ -210,7 +208,9 @@ impl ReplayLive {
     /// panicked.
     pub fn stop(self) -> Result<u64, SysError> {
         self.stop.store(true, Ordering::Relaxed);
-        self.controller.join().map_err(|_| SysError { call: "xdp-live replay thread panicked".into(), errno: libc::EIO })?
+        self.controller
+            .join()
+            .map_err(|_| SysError { call: "xdp-live replay thread panicked".into(), errno: libc::EIO })?
     }
 }
 
@@ -280,7 +280,8 @@ fn control(
         sys::interrupt_thread(sender.as_pthread_t());
         std::thread::sleep(Duration::from_millis(2));
     }
-    let joined = sender.join().map_err(|_| SysError { call: "xdp-live replay sender panicked".into(), errno: libc::EIO })?;
+    let joined =
+        sender.join().map_err(|_| SysError { call: "xdp-live replay sender panicked".into(), errno: libc::EIO })?;
     // The last sends, counted after the sender ended.
     if let Ok(st) = replay.state() {
         counters.add(Ctr::TxPackets, st.next - sent);

@@ -83,16 +83,13 @@ impl XdpReplay {
             ro.out_ifindex = out_ifindex;
             ro.nframes = n;
         }
-        open.maps
-            .replay_frames
-            .set_max_entries(n)
-            .map_err(|cause| BpfError::Map { map: "replay_frames", cause })?;
+        open.maps.replay_frames.set_max_entries(n).map_err(|cause| BpfError::Map { map: "replay_frames", cause })?;
         let s = open.load().map_err(|cause| BpfError::Load { prog: "xdp_replay", cause })?;
         let prog = owned_prog_fd(s.progs.xdp_replay.as_fd())?;
         let frames_map = MapHandle::try_from(&s.maps.replay_frames)
             .map_err(|cause| BpfError::Map { map: "replay_frames", cause })?;
-        let state = MapHandle::try_from(&s.maps.replay_state)
-            .map_err(|cause| BpfError::Map { map: "replay_state", cause })?;
+        let state =
+            MapHandle::try_from(&s.maps.replay_state).map_err(|cause| BpfError::Map { map: "replay_state", cause })?;
         let hdr_len = std::mem::size_of::<fp_replay_frame_hdr>();
         let mut value = vec![0u8; hdr_len + FP_REPLAY_FRAME_MAX as usize];
         for (i, (at_ns, f)) in frames.iter().enumerate() {
@@ -162,7 +159,9 @@ impl XdpReplay {
             repeat,
             sys::bpf::BPF_F_TEST_XDP_LIVE_FRAMES,
             batch_size,
-            || format!("bpf_prog_test_run(xdp_replay, BPF_F_TEST_XDP_LIVE_FRAMES, repeat={repeat}, batch_size={batch_size})"),
+            || {
+                format!("bpf_prog_test_run(xdp_replay, BPF_F_TEST_XDP_LIVE_FRAMES, repeat={repeat}, batch_size={batch_size})")
+            },
         );
         match r {
             Err(e) if e.errno == libc::EINTR => Ok(false),
