@@ -170,6 +170,7 @@ fn replay_round_trip_is_byte_identical_on_both_engines() {
         assert_eq!(n(&gs["totals"]["tx_packets"]), want.len() as u64, "{engine}: {gs}");
         assert_eq!(gs["timing"], "topspeed", "{gs}");
         assert_eq!(gs["path"]["engine"], engine, "{gs}");
+        assert_json_keys(&format!("gen_pcap_{}", engine.replace('-', "_")), &gs);
         assert_eq!(got.len(), want.len(), "{engine}: frames captured");
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(
