@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use fastpath::bpf::{ReplayTiming, XdpReplay};
 use fastpath::netdev::{Iface, LinkWatch};
-use fastpath::replay::{self, ReplayLive, Schedule};
+use fastpath::replay::{self, LivePlan, ReplayLive, Schedule};
 use fastpath::stats::{Counters, Ctr};
 use serde_json::{json, Value};
 
@@ -217,10 +217,10 @@ fn run_live(
         ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], vec![counters.clone()], &g.run)
     };
     let watch = mon.start();
-    let span = job.at_ns.last().copied().unwrap_or(0);
     let live = if g.run.duration > 0.0 {
         let batch = g.xsk.batch_size.min(256);
-        Some(ReplayLive::start(rp, cpu, (job.timing, job.total, span), batch, counters).map_err(runtime)?)
+        let plan = LivePlan { timing: job.timing, total: job.total, at_ns: job.at_ns };
+        Some(ReplayLive::start(rp, cpu, plan, batch, counters).map_err(runtime)?)
     } else {
         None
     };

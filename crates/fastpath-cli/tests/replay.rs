@@ -356,3 +356,67 @@ fn replay_longest_live_frame() {
     assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Two frames 60 s apart in the file: `--duration 2` ends the replay after ~2 s (one frame
+/// sent), and SIGINT in the gap ends it at once, on both engines; neither waits out the gap.
+#[test]
+fn replay_long_gap_ends_on_duration_and_sigint() {
+    if !privileged("replay_long_gap_ends_on_duration_and_sigint") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("gap");
+    let file = d.join("gap60s.pcap").to_string_lossy().into_owned();
+    let frames: Vec<Vec<u8>> = (0..2u8)
+        .map(|k| {
+            let mut f = eth(0x88b5);
+            fill(&mut f, 60, k);
+            f
+        })
+        .collect();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 60_000_000);
+    for engine in ["xsk", "xdp-live"] {
+        let t0 = std::time::Instant::now();
+        let o = run(&[
+            "gen",
+            "--pcap",
+            &file,
+            "--netns",
+            bed.ns_a(),
+            "-i",
+            bed.iface_a(),
+            "--engine",
+            engine,
+            "--duration",
+            "2",
+            "--json",
+        ]);
+        let took = t0.elapsed();
+        assert!(o.status.success(), "{engine}: {}", stderr(&o));
+        assert_eq!(n(&last_json(&o)["sent"]), 1, "{engine}: the first frame only");
+        assert!(took < Duration::from_secs(6), "{engine}: --duration 2 took {took:?} (the 60 s gap waited out?)");
+        let r = Running::start(&[
+            "gen",
+            "--pcap",
+            &file,
+            "--netns",
+            bed.ns_a(),
+            "-i",
+            bed.iface_a(),
+            "--engine",
+            engine,
+            "--json",
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        let pid = r.child.id().to_string();
+        let t1 = std::time::Instant::now();
+        let _ = std::process::Command::new("kill").args(["-INT", &pid]).status();
+        let (summary, st) = r.finish();
+        let took = t1.elapsed();
+        assert!(st.success(), "{engine}: SIGINT mid-gap: {st:?}");
+        assert_eq!(n(&summary["sent"]), 1, "{engine}: {summary}");
+        assert!(took < Duration::from_secs(2), "{engine}: SIGINT mid-gap took {took:?} to end the replay");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -14,6 +14,18 @@ use crate::sys::{self, SysError};
 /// Most frames one [`replay_port`] call hands to [`Port::tx_burst`] at a time.
 pub const MAX_BATCH: usize = 256;
 
+/// Longest single sleep while waiting for a send that is not yet due: a long gap in the
+/// file's timing is slept in slices this long, the stop flag checked between them, so
+/// --duration, Ctrl-C and SIGTERM end the replay within it.
+pub const GAP_SLICE_NS: u64 = 50_000_000;
+
+/// xdp-live: a send due further away than this ends the BPF_PROG_RUN call (the controller
+/// interrupts it) and the sender sleeps in [`GAP_SLICE_NS`] slices instead of spinning
+/// through dropped runs; it calls again [`LIVE_WAKE_NS`] before the send is due.
+const LIVE_GAP_NS: u64 = 50_000_000;
+/// xdp-live: how long before a send's due time the sender ends a gap's sleep.
+const LIVE_WAKE_NS: u64 = 20_000_000;
+
 /// When each send of a replay is due, and how many there are.
 ///
 /// Send k (from 0) carries frame `k % n` of pass `k / n`; its due time from the first send,
@@ -74,7 +86,8 @@ pub fn relative_times(timestamps_ns: &[u64]) -> Vec<u64> {
 /// Sends `frames` (whole Ethernet frames; `sched` says when and how many) out of `port`, in
 /// order and unchanged, until the schedule ends or `stop`; counts them in `counters`
 /// (tx_packets, tx_bytes, tx_completed). Waits for a send that is not yet due by sleeping
-/// to within 100 us of it, then spinning. At the end waits up to 5 s for outstanding
+/// to within 100 us of it (in slices of at most [`GAP_SLICE_NS`], `stop` checked between
+/// them), then spinning. At the end waits up to 5 s for outstanding
 /// completions (missing ones then are an error, as in [`crate::bench::txonly`]), 300 ms when
 /// stopped early. Returns the frames sent. Allocates nothing per frame.
 ///
@@ -124,7 +137,7 @@ pub fn replay_port<P: Port>(
             port.tx_outstanding()?;
             let wait = sched.due_ns(k).saturating_sub(start.elapsed().as_nanos() as u64);
             if wait > 200_000 {
-                std::thread::sleep(Duration::from_nanos(wait - 100_000));
+                std::thread::sleep(Duration::from_nanos((wait - 100_000).min(GAP_SLICE_NS)));
             } else {
                 std::hint::spin_loop();
             }
@@ -155,7 +168,10 @@ pub fn replay_port<P: Port>(
 /// The xdp-live replay: a thread pinned to one CPU running [`XdpReplay::run`] until the
 /// schedule ends, and a controller thread reading the program's counts every millisecond
 /// into `counters` (tx_packets, tx_bytes), interrupting the sender once the last send is out
-/// (or on [`ReplayLive::stop`]). Kernel >= 5.18; root or CAP_BPF + CAP_NET_ADMIN.
+/// (or on [`ReplayLive::stop`]). A send due more than 50 ms away (a long gap in the file's
+/// timing, or a slow --rate) ends the sender's call too: it sleeps, in slices of at most
+/// [`GAP_SLICE_NS`], until shortly before the send is due, instead of spinning its CPU
+/// through dropped runs. Kernel >= 5.18; root or CAP_BPF + CAP_NET_ADMIN.
 #[derive(Debug)]
 pub struct ReplayLive {
     stop: Arc<AtomicBool>,
@@ -163,10 +179,38 @@ pub struct ReplayLive {
     controller: std::thread::JoinHandle<Result<u64, SysError>>,
 }
 
+/// What [`ReplayLive`] sends and when: the timing, the sends in all (None: until stopped), and
+/// the frames' times from the first frame (see [`relative_times`]; one per frame loaded into
+/// the [`XdpReplay`]).
+#[derive(Debug, Clone)]
+pub struct LivePlan {
+    /// How sends are timed.
+    pub timing: ReplayTiming,
+    /// Sends in all; None: until stopped.
+    pub total: Option<u64>,
+    /// The frames' times from the first frame, ns.
+    pub at_ns: Vec<u64>,
+}
+
+impl LivePlan {
+    fn schedule(&self) -> Schedule<'_> {
+        Schedule { at_ns: &self.at_ns, timing: self.timing, total: self.total }
+    }
+
+    /// How long until the next send (`st.next`) is due, ns: 0 if it is due, the schedule has
+    /// ended, or nothing has been sent yet (the first send is due at once).
+    fn wait_ns(&self, st: &crate::abi::fp_replay_state) -> u64 {
+        let sched = self.schedule();
+        if st.start_ns == 0 || sched.finished(st.next) || self.at_ns.is_empty() {
+            return 0;
+        }
+        st.start_ns.saturating_add(sched.due_ns(st.next)).saturating_sub(sys::monotonic_ns())
+    }
+}
+
 impl ReplayLive {
-    /// Resets `replay`'s state to `timing` with `total` sends (None: until stopped) and a
-    /// pass of `span_ns`, and starts sending on CPU `cpu`, `batch_size` runs per kernel batch
-    /// (1..=256).
+    /// Resets `replay`'s state to `plan` (one pass lasting the last frame's time), and starts
+    /// sending on CPU `cpu`, `batch_size` runs per kernel batch (1..=256).
     ///
     /// # Errors
     ///
@@ -176,20 +220,21 @@ impl ReplayLive {
     pub fn start(
         replay: Arc<XdpReplay>,
         cpu: usize,
-        (timing, total, span_ns): (ReplayTiming, Option<u64>, u64),
+        plan: LivePlan,
         batch_size: u32,
         counters: Arc<Counters>,
     ) -> Result<Self, SysError> {
         sys::install_interrupt_handler()?;
+        let span_ns = plan.at_ns.last().copied().unwrap_or(0);
         replay
-            .reset(timing, total.unwrap_or(0), span_ns)
+            .reset(plan.timing, plan.total.unwrap_or(0), span_ns)
             .map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })?;
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
         let (s, d) = (stop.clone(), done.clone());
         let controller = std::thread::spawn(move || {
             let _done = crate::bench::SetOnDrop(d);
-            control(replay, cpu, timing, total, batch_size, &counters, &s)
+            control(replay, cpu, Arc::new(plan), batch_size, &counters, &s)
         });
         Ok(Self { stop, done, controller })
     }
@@ -214,45 +259,63 @@ impl ReplayLive {
     }
 }
 
-/// The controller of [`ReplayLive`]: spawns the sender, follows the counts, ends the sender.
+/// The state of `r` as a [`SysError`] (EIO) on failure.
+fn read_state(r: &XdpReplay) -> Result<crate::abi::fp_replay_state, SysError> {
+    r.state().map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })
+}
+
+/// The controller of [`ReplayLive`]: spawns the sender, follows the counts, ends the sender's
+/// calls at long gaps and at the end.
 fn control(
     replay: Arc<XdpReplay>,
     cpu: usize,
-    timing: ReplayTiming,
-    total: Option<u64>,
+    plan: Arc<LivePlan>,
     batch_size: u32,
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, SysError> {
     use std::os::unix::thread::JoinHandleExt;
+    let (timing, total) = (plan.timing, plan.total);
     let finished = Arc::new(AtomicBool::new(false));
-    let (r, f) = (replay.clone(), finished.clone());
+    let in_call = Arc::new(AtomicBool::new(false));
+    let (r, f, c, p) = (replay.clone(), finished.clone(), in_call.clone(), plan.clone());
     let sender = std::thread::spawn(move || -> Result<(), SysError> {
         sys::pin_current_thread(cpu)?;
         while !f.load(Ordering::Relaxed) {
+            let st = read_state(&r)?;
+            // A send not due for a while: sleep (in slices, the end flag checked between
+            // them) rather than spin through dropped runs.
+            let wait = p.wait_ns(&st);
+            if wait > LIVE_WAKE_NS {
+                std::thread::sleep(Duration::from_nanos((wait - LIVE_WAKE_NS).min(GAP_SLICE_NS)));
+                continue;
+            }
             // Top speed with a known total: exactly the sends left, no run wasted. Otherwise
-            // long calls, ended by the controller's signal once the last send is out.
+            // long calls, ended by the controller's signal once the last send is out or a
+            // long gap begins.
             let repeat = match (timing, total) {
                 (ReplayTiming::TopSpeed, Some(t)) => {
-                    let next = r.state().map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })?.next;
-                    if next >= t {
+                    if st.next >= t {
                         break;
                     }
-                    (t - next).min(1 << 30) as u32
+                    (t - st.next).min(1 << 30) as u32
                 }
                 _ => 1 << 30,
             };
-            r.run(repeat, batch_size)?;
+            c.store(true, Ordering::SeqCst);
+            let ran = r.run(repeat, batch_size);
+            c.store(false, Ordering::SeqCst);
+            ran?;
         }
         Ok(())
     });
     let (mut sent, mut bytes) = (0u64, 0u64);
     let mut outcome = Ok(());
     loop {
-        let st = match replay.state() {
+        let st = match read_state(&replay) {
             Ok(st) => st,
             Err(e) => {
-                outcome = Err(SysError { call: format!("{e}"), errno: libc::EIO });
+                outcome = Err(e);
                 break;
             }
         };
@@ -271,6 +334,11 @@ fn control(
         }
         if total.is_some_and(|t| sent >= t) || stop.load(Ordering::Relaxed) || sender.is_finished() {
             break;
+        }
+        // A long gap has begun: end the sender's call (repeated each round until it ends: a
+        // signal that lands between two calls interrupts nothing).
+        if in_call.load(Ordering::SeqCst) && plan.wait_ns(&st) > LIVE_GAP_NS {
+            sys::interrupt_thread(sender.as_pthread_t());
         }
         std::thread::sleep(Duration::from_millis(1));
     }
