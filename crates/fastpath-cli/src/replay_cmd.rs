@@ -58,6 +58,21 @@ fn check(g: &GenArgs) -> CliResult<()> {
     Ok(())
 }
 
+/// With `--engine xdp-live`: at most [`fastpath::bpf::replay::max_frames`] frames (each takes a
+/// kernel map slot). Errors: usage (exit 2), naming the count, the cap and --engine xsk.
+fn check_live_frames(g: &GenArgs, frames: usize) -> CliResult<()> {
+    use fastpath::bpf::replay::{max_frames, MAX_MAP_BYTES, SLOT_BYTES};
+    if g.engine == Engine::XdpLive && frames > max_frames() {
+        return Err(usage(anyhow!(
+            "--pcap {:?} holds {frames} frames: --engine xdp-live keeps each in a {SLOT_BYTES}-byte kernel map slot, at most {} frames ({} MiB); use --engine xsk",
+            g.pcap.as_deref().unwrap_or(std::path::Path::new("?")),
+            max_frames(),
+            MAX_MAP_BYTES >> 20
+        )));
+    }
+    Ok(())
+}
+
 /// The longest frame `iface` takes (its MTU + 14, when the MTU can be read) and, with
 /// `--engine xdp-live`, one live-frames page; the first frame longer than that is refused,
 /// naming its number, its length and the limit. Errors: usage (exit 2).
@@ -95,6 +110,7 @@ pub fn run(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check(g)?;
     let file = g.pcap.as_deref().expect("run only with --pcap");
     let cap = crate::pcap_in::read(file)?;
+    check_live_frames(g, cap.frames.len())?;
     let ncpu = fastpath::workers::online_cpus();
     if let Some(c) = g.xsk.cpu.filter(|&c| c >= ncpu) {
         return Err(usage(anyhow!("--cpu {c} is not accepted: this machine has CPUs 0..={}", ncpu - 1)));

@@ -420,3 +420,42 @@ fn replay_long_gap_ends_on_duration_and_sigint() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// xdp-live keeps every frame in a 3,536-byte kernel map slot: a capture of more frames than
+/// fit in 64 MiB (18,978) is refused in one line naming the count and the cap, before
+/// anything is loaded; xsk takes it.
+#[test]
+fn replay_xdp_live_refuses_more_frames_than_its_map_cap() {
+    if !privileged("replay_xdp_live_refuses_more_frames_than_its_map_cap") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("many");
+    let file = d.join("many.pcap").to_string_lossy().into_owned();
+    let frames: Vec<Vec<u8>> = (0..18_979u32).map(|k| eth(k as u16)).collect();
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 1);
+    let o = run(&["gen", "--pcap", &file, "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", "xdp-live"]);
+    assert_one_line_refusal(
+        "18979 frames on xdp-live",
+        &o,
+        2,
+        &["holds 18979 frames", "3536-byte", "at most 18978 frames (64 MiB)", "--engine xsk"],
+    );
+    let o = run(&[
+        "gen",
+        "--pcap",
+        &file,
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--engine",
+        "xsk",
+        "--topspeed",
+        "--json",
+    ]);
+    assert!(o.status.success(), "xsk: {}", stderr(&o));
+    assert_eq!(n(&last_json(&o)["sent"]), 18_979);
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -27,6 +27,20 @@ pub fn max_frame_len() -> usize {
     (page - PAGE_HEAD_BYTES - crate::xsk::XDP_PACKET_HEADROOM as usize - 320).min(FP_REPLAY_FRAME_MAX as usize)
 }
 
+/// Bytes of one slot of map replay_frames: its header and `FP_REPLAY_FRAME_MAX` bytes of frame,
+/// whatever the frame's length.
+pub const SLOT_BYTES: usize = std::mem::size_of::<fp_replay_frame_hdr>() + FP_REPLAY_FRAME_MAX as usize;
+
+/// The most kernel memory [`XdpReplay::load`] takes for frames: 64 MiB (see [`max_frames`]).
+pub const MAX_MAP_BYTES: usize = 64 << 20;
+
+/// The most frames [`XdpReplay::load`] takes: as many [`SLOT_BYTES`] slots as fit in
+/// [`MAX_MAP_BYTES`] (18,978). Longer captures go with AF_XDP (`--engine xsk`), which keeps
+/// them in user memory.
+pub const fn max_frames() -> usize {
+    MAX_MAP_BYTES / SLOT_BYTES
+}
+
 /// How the sends of a replay are timed (`fp_replay_state.mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayTiming {
@@ -51,22 +65,29 @@ pub struct XdpReplay {
 impl XdpReplay {
     /// Loads the program with `out_ifindex` (in the calling thread's network namespace) as the
     /// interface every frame leaves by, and `frames` as (time from the first frame in ns,
-    /// whole Ethernet frame) in sending order. Kernel memory: about 3.5 KiB per frame (one
-    /// `FP_REPLAY_FRAME_MAX` slot each). Needs root, or CAP_BPF + CAP_NET_ADMIN.
+    /// whole Ethernet frame) in sending order. Kernel memory: [`SLOT_BYTES`] (3,536) per frame
+    /// whatever its length, so at most [`max_frames`] frames ([`MAX_MAP_BYTES`]). Needs root,
+    /// or CAP_BPF + CAP_NET_ADMIN.
     ///
     /// # Errors
     ///
     /// [`BpfError::Unsupported`] without live frames (Linux >= 5.18); [`BpfError::BadValue`] for
-    /// no frames, more than `u32::MAX`, or a frame shorter than 14 bytes or longer than
+    /// no frames, more than [`max_frames`], or a frame shorter than 14 bytes or longer than
     /// [`max_frame_len`]; [`BpfError::Load`] if loading fails (verifier, privileges, the
     /// memory cgroup's limit for the frame array); [`BpfError::Map`] if a frame cannot be
     /// stored.
     pub fn load(out_ifindex: u32, frames: &[(u64, &[u8])]) -> Result<Self, BpfError> {
         crate::features::check(crate::features::Feature::LiveFrames)?;
-        let n = u32::try_from(frames.len()).ok().filter(|&n| n > 0).ok_or_else(|| BpfError::BadValue {
-            what: "replay frames",
-            value: frames.len().to_string(),
-            accepted: format!("use 1..={} frames", u32::MAX),
+        let n = u32::try_from(frames.len()).ok().filter(|&n| n > 0 && n as usize <= max_frames()).ok_or_else(|| {
+            BpfError::BadValue {
+                what: "replay frames",
+                value: frames.len().to_string(),
+                accepted: format!(
+                    "use 1..={} frames ({SLOT_BYTES} bytes of kernel memory each, at most {} MiB)",
+                    max_frames(),
+                    MAX_MAP_BYTES >> 20
+                ),
+            }
         })?;
         let max_len = max_frame_len();
         if let Some((i, (_, f))) = frames.iter().enumerate().find(|(_, (_, f))| f.len() < 14 || f.len() > max_len) {
