@@ -69,13 +69,14 @@ impl Schedule<'_> {
 
 /// Times from the first of `timestamps_ns` (absolute, as the file has them): each one's gap
 /// from the first, a timestamp earlier than the one before it counting as no gap (the frame
-/// goes right after its predecessor, as tcpreplay does with a clock that stepped back).
+/// goes right after its predecessor, as tcpreplay does with a clock that stepped back). The
+/// sum saturates at `u64::MAX` ns (584 years).
 pub fn relative_times(timestamps_ns: &[u64]) -> Vec<u64> {
     let mut at = Vec::with_capacity(timestamps_ns.len());
     let mut t = 0u64;
     for w in timestamps_ns.windows(2) {
         at.push(t);
-        t += w[1].saturating_sub(w[0]);
+        t = t.saturating_add(w[1].saturating_sub(w[0]));
     }
     if !timestamps_ns.is_empty() {
         at.push(t);
@@ -368,6 +369,16 @@ mod tests {
         assert_eq!(relative_times(&[]), Vec::<u64>::new());
         assert_eq!(relative_times(&[5]), vec![0]);
         assert_eq!(relative_times(&[100, 300, 250, 400]), vec![0, 200, 200, 350]);
+        // Gaps of 2^32 s that step back to 0 and forward again: the sum saturates, no panic
+        // (an overflow in debug builds, a wrap to early times in release ones).
+        let s = 1_000_000_000u64;
+        let big = 4_294_967_295 * s;
+        let ts = [0, big, 0, big, 0, big, 0, big, 0, big, 0, s];
+        let at = relative_times(&ts);
+        assert_eq!(at[..3], [0, big, big]);
+        assert_eq!(at[7], 4 * big);
+        assert_eq!(at[11], u64::MAX, "saturated");
+        assert!(at.windows(2).all(|w| w[0] <= w[1]), "non-decreasing: {at:?}");
     }
 
     #[test]
