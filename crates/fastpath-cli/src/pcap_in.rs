@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use pcap_file::pcap::PcapParser;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
 use pcap_file::pcapng::{Block, PcapNgParser};
-use pcap_file::{DataLink, PcapError};
+use pcap_file::{DataLink, PcapError, TsResolution};
 
 use crate::error::{usage, CliResult};
 
@@ -96,20 +96,35 @@ fn push(cap: &mut Capture, path: &Path, (link, data, orig_len, ts_ns): (DataLink
     Ok(())
 }
 
+/// pcap: the records read raw (`pcap-file`'s checked reader refuses a record whose orig_len
+/// exceeds the header's snaplen before its length can be compared: every frame a `tcpdump -s
+/// 96` cut); the header's snaplen is not used, each record's incl_len and orig_len are.
 fn read_pcap(bytes: &[u8], path: &Path) -> CliResult<Capture> {
     let (mut rest, parser) = PcapParser::new(bytes).map_err(|e| match e {
         PcapError::IncompleteBuffer => {
-            usage(anyhow!("--pcap {} is truncated: it ends inside the pcap file header (24 bytes)", path.display()))
+            usage(anyhow!("--pcap {path:?} is truncated: it ends inside the pcap file header (24 bytes)"))
         }
-        e => usage(anyhow!("--pcap {}: its pcap file header cannot be read: {e}", path.display())),
+        e => usage(anyhow!("--pcap {path:?}: its pcap file header cannot be read: {e}")),
     })?;
-    let link = parser.header().datalink;
+    let header = parser.header();
+    let frac_ns: u64 = match header.ts_resolution {
+        TsResolution::MicroSecond => 1000,
+        TsResolution::NanoSecond => 1,
+    };
     let mut cap = Capture { format: "pcap", frames: Vec::new(), ts_ns: Vec::new() };
     while !rest.is_empty() {
-        let (r, p) = parser.next_packet(rest).map_err(|e| parse_error(path, cap.frames.len() + 1, &e))?;
+        let i = cap.frames.len() + 1;
+        let (r, p) = parser.next_raw_packet(rest).map_err(|e| parse_error(path, i, &e))?;
         rest = r;
-        let ts = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
-        push(&mut cap, path, (link, &p.data, p.orig_len, ts))?;
+        if p.incl_len > p.orig_len {
+            return Err(usage(anyhow!(
+                "--pcap {path:?}: the record of frame {i} says {} bytes captured of {} on the wire (more than were sent): the file is damaged",
+                p.incl_len,
+                p.orig_len
+            )));
+        }
+        let ts = u64::from(p.ts_sec) * 1_000_000_000 + u64::from(p.ts_frac) * frac_ns;
+        push(&mut cap, path, (header.datalink, &p.data, p.orig_len, ts))?;
     }
     Ok(cap)
 }
@@ -248,6 +263,45 @@ mod tests {
         assert!(err(&p8).contains("truncated: it ends inside the pcap file header"), "{}", err(&p8));
         for p in [p, p2, p3, p4, p5, p6, p7, p8] {
             assert!(!err(&p).contains('\n'), "one line");
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// A pcap file as `tcpdump -s 96 -w` writes it (nanosecond magic, little-endian, header
+    /// snaplen 96), of records (sec, ns, captured bytes, orig_len).
+    fn raw_pcap(snaplen: u32, recs: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for x in
+            [0xa1b2_3c4d_u32.to_le_bytes(), [2, 0, 4, 0], [0; 4], [0; 4], snaplen.to_le_bytes(), 1u32.to_le_bytes()]
+        {
+            v.extend_from_slice(&x);
+        }
+        for (sec, ns, d, orig) in recs {
+            for x in [*sec, *ns, d.len() as u32, *orig] {
+                v.extend_from_slice(&x.to_le_bytes());
+            }
+            v.extend_from_slice(d);
+        }
+        v
+    }
+
+    #[test]
+    fn pcap_cut_by_a_snap_length_gets_the_snap_length_message() {
+        let f = [5u8; 1000];
+        // tcpdump -s 96: the header's snaplen is 96, the frame 1000 bytes on the wire.
+        let p = tmp("s96.pcap", &raw_pcap(96, &[(1, 0, &f[..96], 1000)]));
+        assert!(err(&p).contains("frame 1 was cut to 96 of its 1000 bytes"), "{}", err(&p));
+        // A header snaplen of 0 or smaller than the frames does not refuse whole frames.
+        for snap in [0, 50] {
+            let p2 = tmp("s0.pcap", &raw_pcap(snap, &[(1, 5, &f[..60], 60), (2, 7, &f[..100], 100)]));
+            let c = read(&p2).unwrap_or_else(|e| panic!("snaplen {snap}: {:#}", e.err));
+            assert_eq!(c.frames.len(), 2);
+            assert_eq!(c.ts_ns, vec![1_000_000_005, 2_000_000_007], "nanosecond pcap");
+            let _ = std::fs::remove_file(p2);
+        }
+        let p3 = tmp("incl.pcap", &raw_pcap(0, &[(1, 0, &f[..100], 60)]));
+        assert!(err(&p3).contains("frame 1 says 100 bytes captured of 60 on the wire"), "{}", err(&p3));
+        for p in [p, p3] {
             let _ = std::fs::remove_file(p);
         }
     }
