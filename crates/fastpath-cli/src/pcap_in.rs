@@ -3,6 +3,7 @@
 //! `pcap-file` crate. Every frame must be a whole Ethernet frame: the replay sends it byte for
 //! byte, so a frame cut by a snap length or another link type is refused, naming the frame.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::anyhow;
@@ -188,12 +189,26 @@ fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
             Block::SimplePacket(p) => {
                 // No timestamp: right after the frame before it. Interface 0; the block's data
                 // may carry padding beyond the frame.
+                // The block's data is padded to 4 bytes: the frame is the original length, or
+                // the interface's snap length if that is shorter (then it was cut; push says so).
                 let idb = ifaces.first().ok_or_else(|| no_iface(0, next))?;
-                let mut d = p.data;
-                let keep = d.len().min(p.original_len as usize);
-                if keep < d.len() {
-                    d.to_mut().truncate(keep);
+                let captured = match idb.snaplen {
+                    0 => p.original_len,
+                    snap => p.original_len.min(snap),
+                } as usize;
+                if p.data.len() < captured {
+                    return Err(usage(anyhow!(
+                        "--pcap {path:?}: the simple packet block of frame {next} holds {} bytes, less than the {captured} its frame has: the file is damaged",
+                        p.data.len()
+                    )));
                 }
+                let d = match p.data {
+                    Cow::Borrowed(b) => Cow::Borrowed(&b[..captured]),
+                    Cow::Owned(mut v) => {
+                        v.truncate(captured);
+                        Cow::Owned(v)
+                    }
+                };
                 (idb.linktype, d, p.original_len, last_ts)
             }
             _ => continue,
@@ -302,6 +317,81 @@ mod tests {
         let p3 = tmp("incl.pcap", &raw_pcap(0, &[(1, 0, &f[..100], 60)]));
         assert!(err(&p3).contains("frame 1 says 100 bytes captured of 60 on the wire"), "{}", err(&p3));
         for p in [p, p3] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+
+    /// pcapng blocks, little-endian, as mk.py of the review builds them.
+    mod ng {
+        pub fn blk(t: u32, mut body: Vec<u8>) -> Vec<u8> {
+            body.resize(body.len().div_ceil(4) * 4, 0);
+            let l = (body.len() + 12) as u32;
+            let mut v = [t.to_le_bytes(), l.to_le_bytes()].concat();
+            v.extend_from_slice(&body);
+            v.extend_from_slice(&l.to_le_bytes());
+            v
+        }
+        pub fn shb() -> Vec<u8> {
+            let mut b = 0x1A2B_3C4D_u32.to_le_bytes().to_vec();
+            b.extend_from_slice(&[1, 0, 0, 0]);
+            b.extend_from_slice(&(-1i64).to_le_bytes());
+            blk(0x0A0D_0D0A, b)
+        }
+        /// An Ethernet interface with snap length `snap` and options (code, value).
+        pub fn idb(snap: u32, opts: &[(u16, &[u8])]) -> Vec<u8> {
+            let mut b = [1u16.to_le_bytes(), [0, 0]].concat();
+            b.extend_from_slice(&snap.to_le_bytes());
+            for (code, val) in opts {
+                b.extend_from_slice(&code.to_le_bytes());
+                b.extend_from_slice(&(val.len() as u16).to_le_bytes());
+                b.extend_from_slice(val);
+                b.resize(b.len().div_ceil(4) * 4, 0);
+            }
+            if !opts.is_empty() {
+                b.extend_from_slice(&[0; 4]);
+            }
+            blk(1, b)
+        }
+        pub fn epb(ts: u64, data: &[u8]) -> Vec<u8> {
+            let mut b = Vec::new();
+            for x in [0, (ts >> 32) as u32, ts as u32, data.len() as u32, data.len() as u32] {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+            b.extend_from_slice(data);
+            blk(6, b)
+        }
+        pub fn spb(orig: u32, data: &[u8]) -> Vec<u8> {
+            let mut b = orig.to_le_bytes().to_vec();
+            b.extend_from_slice(data);
+            blk(3, b)
+        }
+        /// An obsolete Packet Block: interface 0, timestamp high 32 bits first.
+        pub fn pb(ts: u64, data: &[u8]) -> Vec<u8> {
+            let mut b = vec![0, 0, 0, 0];
+            for x in [(ts >> 32) as u32, ts as u32, data.len() as u32, data.len() as u32] {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+            b.extend_from_slice(data);
+            blk(2, b)
+        }
+    }
+
+    #[test]
+    fn pcapng_simple_packet_blocks_padding_and_snap_length() {
+        let f: Vec<u8> = (0..63u8).collect();
+        // No snap length: the 63-byte frame, not its padding.
+        let ok = [ng::shb(), ng::idb(0, &[]), ng::spb(63, &f), ng::spb(20, &f[..20])].concat();
+        let p = tmp("spb.pcapng", &ok);
+        assert_eq!(read(&p).unwrap().frames, vec![f.clone(), f[..20].to_vec()]);
+        // Snap length 60: the block holds 60 bytes and 2 of padding of a 63-byte frame: cut.
+        let cut = [ng::shb(), ng::idb(60, &[]), ng::spb(63, &f[..62])].concat();
+        let p2 = tmp("spbsnap.pcapng", &cut);
+        assert!(err(&p2).contains("frame 1 was cut to 60 of its 63 bytes"), "{}", err(&p2));
+        // A block shorter than its frame.
+        let short = [ng::shb(), ng::idb(0, &[]), ng::spb(100, &f[..40])].concat();
+        let p3 = tmp("spbshort.pcapng", &short);
+        assert!(err(&p3).contains("holds 40 bytes, less than the 100"), "{}", err(&p3));
+        for p in [p, p2, p3] {
             let _ = std::fs::remove_file(p);
         }
     }
