@@ -184,7 +184,14 @@ fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
             Block::Packet(p) => {
                 let id = u32::from(p.interface_id);
                 let idb = ifaces.get(id as usize).ok_or_else(|| no_iface(id, next))?;
-                (idb.linktype, p.data, p.original_len, ts_ns(p.timestamp, Some(idb)))
+                // The timestamp is two 32-bit words, high first, each in the section's byte
+                // order (as in an EPB; pcapng spec, Packet Block): pcap-file 2.0.0 reads them as
+                // one u64, which swaps the words in a little-endian section.
+                let raw = match parser.section().endianness {
+                    pcap_file::Endianness::Little => p.timestamp.rotate_left(32),
+                    pcap_file::Endianness::Big => p.timestamp,
+                };
+                (idb.linktype, p.data, p.original_len, ts_ns(raw, Some(idb)))
             }
             Block::SimplePacket(p) => {
                 // No timestamp: right after the frame before it. Interface 0; the block's data
@@ -394,6 +401,18 @@ mod tests {
         for p in [p, p2, p3] {
             let _ = std::fs::remove_file(p);
         }
+    }
+
+    #[test]
+    fn pcapng_obsolete_packet_block_timestamps_high_word_first() {
+        let f = [9u8; 60];
+        // 1 us apart across a 2^32 boundary of the raw count (microseconds by default).
+        let t = (1u64 << 32) - 1;
+        let b = [ng::shb(), ng::idb(0, &[]), ng::pb(t, &f), ng::pb(t + 1, &f), ng::epb(t + 2, &f)].concat();
+        let p = tmp("pb.pcapng", &b);
+        let c = read(&p).unwrap();
+        assert_eq!(c.ts_ns, vec![t * 1000, (t + 1) * 1000, (t + 2) * 1000], "as the EPB's");
+        let _ = std::fs::remove_file(p);
     }
 
     #[test]
