@@ -131,31 +131,41 @@ fn read_pcap(bytes: &[u8], path: &Path) -> CliResult<Capture> {
 }
 
 /// Nanoseconds of `raw` timestamp units of interface `idb` (if_tsresol: 10^-n s, or 2^-n s
-/// with the high bit set; 10^-6 s without the option, pcapng's default). The `pcap-file`
-/// crate hands the raw 64-bit count over as if it were nanoseconds.
-fn ts_ns(raw: u64, idb: Option<&InterfaceDescriptionBlock<'_>>) -> u64 {
-    let resol = idb
-        .and_then(|i| {
-            i.options.iter().find_map(|o| match o {
-                InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
-                _ => None,
-            })
+/// with the high bit set; 10^-6 s without the option, pcapng's default), plus its if_tsoffset
+/// (seconds, signed), saturating at 0 and `u64::MAX`. The `pcap-file` crate hands the raw
+/// 64-bit count over as if it were nanoseconds. Err(if_tsresol) for units finer than 10^-19 s
+/// or 2^-63 s, where a 64-bit count spans less than a second or two and the times would
+/// collapse to 0.
+fn ts_ns(raw: u64, idb: Option<&InterfaceDescriptionBlock<'_>>) -> Result<u64, u8> {
+    let opts = idb.map(|i| i.options.as_slice()).unwrap_or_default();
+    let resol = opts
+        .iter()
+        .find_map(|o| match o {
+            InterfaceDescriptionOption::IfTsResol(r) => Some(*r),
+            _ => None,
         })
         .unwrap_or(6);
+    let offset_s = opts
+        .iter()
+        .find_map(|o| match o {
+            InterfaceDescriptionOption::IfTsOffset(s) => Some(*s as i64),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let n = u32::from(resol & 0x7f);
     let ns = if resol & 0x80 != 0 {
-        let shift = u32::from(resol & 0x7f);
-        if shift >= 128 {
-            0
-        } else {
-            (u128::from(raw) * 1_000_000_000) >> shift
+        if n > 63 {
+            return Err(resol);
         }
+        (u128::from(raw) * 1_000_000_000) >> n
     } else {
-        match 10u128.checked_pow(u32::from(resol)) {
-            Some(per_s) => u128::from(raw) * 1_000_000_000 / per_s,
-            None => 0,
+        if n > 19 {
+            return Err(resol);
         }
+        u128::from(raw) * 1_000_000_000 / 10u128.pow(n)
     };
-    u64::try_from(ns).unwrap_or(u64::MAX)
+    let ns = ns as i128 + i128::from(offset_s) * 1_000_000_000;
+    Ok(u64::try_from(ns.max(0)).unwrap_or(u64::MAX))
 }
 
 fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
@@ -169,6 +179,12 @@ fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
     let no_iface = |id: u32, i: usize| {
         usage(anyhow!("--pcap {}: frame {i} names interface {id}, which the file does not describe", path.display()))
     };
+    let bad_resol = |id: u32, r: u8, i: usize| {
+        let unit = if r & 0x80 != 0 { format!("2^-{}", r & 0x7f) } else { format!("10^-{r}") };
+        usage(anyhow!(
+            "--pcap {path:?}: frame {i}'s interface {id} has if_tsresol {r:#04x} ({unit} s units): fastpath takes units of 10^-0..=10^-19 s or 2^-0..=2^-63 s"
+        ))
+    };
     let mut last_ts = 0u64;
     while !rest.is_empty() {
         let next = cap.frames.len() + 1;
@@ -179,7 +195,8 @@ fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
             Block::EnhancedPacket(p) => {
                 let idb = ifaces.get(p.interface_id as usize).ok_or_else(|| no_iface(p.interface_id, next))?;
                 let raw = u64::try_from(p.timestamp.as_nanos()).unwrap_or(u64::MAX);
-                (idb.linktype, p.data, p.original_len, ts_ns(raw, Some(idb)))
+                let ts = ts_ns(raw, Some(idb)).map_err(|r| bad_resol(p.interface_id, r, next))?;
+                (idb.linktype, p.data, p.original_len, ts)
             }
             Block::Packet(p) => {
                 let id = u32::from(p.interface_id);
@@ -191,7 +208,8 @@ fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
                     pcap_file::Endianness::Little => p.timestamp.rotate_left(32),
                     pcap_file::Endianness::Big => p.timestamp,
                 };
-                (idb.linktype, p.data, p.original_len, ts_ns(raw, Some(idb)))
+                let ts = ts_ns(raw, Some(idb)).map_err(|r| bad_resol(id, r, next))?;
+                (idb.linktype, p.data, p.original_len, ts)
             }
             Block::SimplePacket(p) => {
                 // No timestamp: right after the frame before it. Interface 0; the block's data
@@ -442,9 +460,56 @@ mod tests {
         assert_eq!(c.ts_ns, vec![5_000_000_000, 5_000_100_000]);
         assert_eq!(c.frames.len(), 2);
         let _ = std::fs::remove_file(p);
-        assert_eq!(ts_ns(3, None), 3000, "microseconds by default");
+        assert_eq!(ts_ns(3, None), Ok(3000), "microseconds by default");
         let mut bin = InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0);
         bin.options.push(InterfaceDescriptionOption::IfTsResol(0x80 | 10));
-        assert_eq!(ts_ns(1024, Some(&bin)), 1_000_000_000, "2^-10 s units");
+        assert_eq!(ts_ns(1024, Some(&bin)), Ok(1_000_000_000), "2^-10 s units");
+    }
+
+    #[test]
+    fn pcapng_unrepresentable_resolutions_refused_and_offsets_applied() {
+        let f = [3u8; 60];
+        for (r, ok) in [
+            (0u8, true),
+            (19, true),
+            (0x80 | 63, true),
+            (20, false),
+            (38, false),
+            (39, false),
+            (64, false),
+            (127, false),
+            (0x80 | 64, false),
+            (255, false),
+        ] {
+            let b = [ng::shb(), ng::idb(0, &[(9, &[r])]), ng::epb(1, &f), ng::epb(2, &f)].concat();
+            let p = tmp(&format!("resol{r}.pcapng"), &b);
+            if ok {
+                assert!(read(&p).is_ok(), "if_tsresol {r:#x}: {:#}", read(&p).unwrap_err().err);
+            } else {
+                let e = err(&p);
+                assert!(
+                    e.contains(&format!("interface 0 has if_tsresol {r:#04x}"))
+                        && e.contains("10^-0..=10^-19 s or 2^-0..=2^-63 s"),
+                    "{e}"
+                );
+            }
+            let _ = std::fs::remove_file(p);
+        }
+        // if_tsoffset (seconds, signed): interface 0 at +10 s, interface 1 at -1 s.
+        let b = [
+            ng::shb(),
+            ng::idb(0, &[(9, &[9]), (14, &10i64.to_le_bytes())]),
+            ng::idb(0, &[(9, &[9]), (14, &(-1i64).to_le_bytes())]),
+            ng::epb(5, &f),
+            {
+                let mut e = ng::epb(2_000_000_000, &f);
+                e[8] = 1; // interface 1
+                e
+            },
+        ]
+        .concat();
+        let p = tmp("offset.pcapng", &b);
+        assert_eq!(read(&p).unwrap().ts_ns, vec![10_000_000_005, 1_000_000_000]);
+        let _ = std::fs::remove_file(p);
     }
 }
