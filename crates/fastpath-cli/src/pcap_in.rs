@@ -32,13 +32,17 @@ const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 const PCAP_MAGICS: [[u8; 4]; 4] =
     [[0xd4, 0xc3, 0xb2, 0xa1], [0xa1, 0xb2, 0xc3, 0xd4], [0x4d, 0x3c, 0xb2, 0xa1], [0xa1, 0xb2, 0x3c, 0x4d]];
 
+/// The largest capture [`read`] takes: 1 GiB (it is read whole into memory).
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
 /// Reads `path` whole. Errors (usage, exit 2), each one line naming the file and, where one
-/// is at fault, the frame (from 1): unreadable, empty, neither pcap nor pcapng, a link type
-/// other than Ethernet, a frame cut by the snap length or shorter than an Ethernet header, a
-/// record the file ends inside (truncated), no frames at all.
+/// is at fault, the frame (from 1): unreadable, not a regular file (after symbolic links: a
+/// device, FIFO or directory), larger than [`MAX_FILE_BYTES`], empty, neither pcap nor
+/// pcapng, a link type other than Ethernet, a frame cut by the snap length or shorter than an
+/// Ethernet header, a record the file ends inside (truncated), no frames at all.
 pub fn read(path: &Path) -> CliResult<Capture> {
     let shown = path.display();
-    let bytes = std::fs::read(path).map_err(|e| usage(anyhow!("--pcap {shown} cannot be read: {e}")))?;
+    let bytes = read_regular(path)?;
     if bytes.is_empty() {
         return Err(usage(anyhow!("--pcap {shown} is empty: use a pcap or pcapng file with Ethernet frames")));
     }
@@ -57,6 +61,48 @@ pub fn read(path: &Path) -> CliResult<Capture> {
         return Err(usage(anyhow!("--pcap {shown} holds no frames: nothing to replay")));
     }
     Ok(cap)
+}
+
+/// The bytes of `path`, a regular file of at most [`MAX_FILE_BYTES`]: opened without blocking
+/// (a FIFO would wait for a writer, ignoring signals), checked with fstat on that descriptor,
+/// then read (no more than the cap, should it grow meanwhile).
+fn read_regular(path: &Path) -> CliResult<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let cant = |e: std::io::Error| usage(anyhow!("--pcap {path:?} cannot be read: {e}"));
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(cant)?;
+    let meta = file.metadata().map_err(cant)?;
+    let t = meta.file_type();
+    if !t.is_file() {
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_fifo() {
+            "a FIFO"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(usage(anyhow!(
+            "--pcap {path:?} is {kind}: use a regular pcap or pcapng file (a capture written to disk)"
+        )));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(usage(anyhow!(
+            "--pcap {path:?} is {} bytes: at most {MAX_FILE_BYTES} (1 GiB) are read, the file is held in memory whole; cut it (editcap -c, tcpdump -r ... -C)",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(cant)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(usage(anyhow!("--pcap {path:?} grew past {MAX_FILE_BYTES} bytes (1 GiB) while read")));
+    }
+    Ok(bytes)
 }
 
 /// The one-line message of a parse error at frame `frame` (the next one, from 1).
@@ -431,6 +477,36 @@ mod tests {
         let c = read(&p).unwrap();
         assert_eq!(c.ts_ns, vec![t * 1000, (t + 1) * 1000, (t + 2) * 1000], "as the EPB's");
         let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn only_regular_files_up_to_the_cap() {
+        let e = err(Path::new("/dev/zero"));
+        assert!(e.contains("\"/dev/zero\" is a character device: use a regular pcap or pcapng file"), "{e}");
+        let e = err(Path::new("/tmp"));
+        assert!(e.contains("is a directory"), "{e}");
+        let fifo = std::env::temp_dir().join(format!("fp-pcap-in-{}-fifo", std::process::id()));
+        let _ = std::fs::remove_file(&fifo);
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+        // No writer: opening it must not block.
+        let e = err(&fifo);
+        assert!(e.contains("is a FIFO"), "{e}");
+        let _ = std::fs::remove_file(&fifo);
+        // A symbolic link to a regular file is followed.
+        let a = [1u8; 60];
+        let real = tmp("real.pcap", &pcap(DataLink::ETHERNET, &[(0, &a, 60)]));
+        let link = std::env::temp_dir().join(format!("fp-pcap-in-{}-link.pcap", std::process::id()));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(read(&link).unwrap().frames.len(), 1);
+        // Over 1 GiB (sparse): refused before anything is read.
+        let big = tmp("big.pcap", b"");
+        std::fs::File::options().write(true).open(&big).unwrap().set_len(MAX_FILE_BYTES + 1).unwrap();
+        let e = err(&big);
+        assert!(e.contains(&format!("is {} bytes: at most {MAX_FILE_BYTES} (1 GiB)", MAX_FILE_BYTES + 1)), "{e}");
+        for p in [real, link, big] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     #[test]
