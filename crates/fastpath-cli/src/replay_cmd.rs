@@ -230,8 +230,11 @@ fn run_live(
     let mon = Monitor {
         metrics,
         ethtool_dev: Some(dev.clone()),
+        watch_link: Some(LinkWatch::new(dev.clone())),
         ..Monitor::for_run(format!("{}:gen", g.xsk.iface), &[Ctr::TxPackets], vec![counters.clone()], &g.run)
     };
+    // Down at the start is the user's choice (as on xsk); going down later is a loss.
+    let up_at_start = dev.link_event().is_none();
     let watch = mon.start();
     let live = if g.run.duration > 0.0 {
         let batch = g.xsk.batch_size.min(256);
@@ -242,8 +245,21 @@ fn run_live(
     };
     let never = AtomicBool::new(false);
     mon.watch(&watch, &stop, live.as_ref().map(|l| l.done_flag()).unwrap_or(&never));
-    let sent = match live {
-        Some(l) => l.stop().map_err(kernel)?,
+    let result = live.map(ReplayLive::stop);
+    // The program cannot see a redirect fail (the kernel frees the frame and counts nothing
+    // the program reads): a link that went down or away ends the run as on xsk, exit 3,
+    // rather than a summary counting frames that never left.
+    let lost = mon.link_lost().or_else(|| {
+        up_at_start.then(|| dev.link_event()).flatten().map(|e| match e {
+            fastpath::netdev::LinkEvent::Down => dev.down_or_deleted(),
+            e => e,
+        })
+    });
+    if let Some(ev) = lost {
+        return Err(link_lost_error(&g.xsk.iface, ev));
+    }
+    let sent = match result {
+        Some(r) => r.map_err(kernel)?,
         None => 0,
     };
     let summary = mon.finish(watch);

@@ -459,3 +459,59 @@ fn replay_xdp_live_refuses_more_frames_than_its_map_cap() {
     assert_eq!(n(&last_json(&o)["sent"]), 18_979);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The interface set down while a replay runs: both engines stop within a few seconds with one
+/// line naming the interface and "down", exit 3 (xdp-live counted the frames it could no
+/// longer redirect as sent, and exited 0).
+#[test]
+fn replay_stops_when_the_link_goes_down() {
+    if !privileged("replay_stops_when_the_link_goes_down") {
+        return;
+    }
+    let _s = serial();
+    let d = dir("down");
+    let file = d.join("f.pcap").to_string_lossy().into_owned();
+    let mut f = eth(0x88b5);
+    fill(&mut f, 60, 1);
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &[f], 10);
+    for engine in ["xsk", "xdp-live"] {
+        let bed = bed();
+        let (ns, i) = (bed.ns_a(), bed.iface_a());
+        let mut child = Running::start(&[
+            "gen",
+            "--pcap",
+            &file,
+            "--netns",
+            ns,
+            "-i",
+            i,
+            "--engine",
+            engine,
+            "--loop",
+            "0",
+            "--rate",
+            "1000",
+            "--duration",
+            "30",
+            "--json",
+        ])
+        .into_child();
+        std::thread::sleep(Duration::from_millis(500));
+        let t0 = std::time::Instant::now();
+        let st = std::process::Command::new("ip").args(["-n", ns, "link", "set", "dev", i, "down"]).status();
+        assert!(st.unwrap().success(), "ip link set down");
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(10), "{engine}: still running 10 s after the link went down");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(3), "{engine}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{engine}: one line: {err}");
+        assert!(err.contains(i) && err.contains("down"), "{engine}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
