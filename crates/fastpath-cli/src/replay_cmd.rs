@@ -73,28 +73,37 @@ fn check_live_frames(g: &GenArgs, frames: usize) -> CliResult<()> {
     Ok(())
 }
 
-/// The longest frame `iface` takes (its MTU + 14, when the MTU can be read) and, with
-/// `--engine xdp-live`, one live-frames page; the first frame longer than that is refused,
-/// naming its number, its length and the limit. Errors: usage (exit 2).
+/// Whether `f` carries a VLAN tag (802.1Q 0x8100 or 802.1ad 0x88a8 after the MACs).
+fn vlan_tagged(f: &[u8]) -> bool {
+    matches!(f.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]))
+}
+
+/// The longest frame `iface` takes (its MTU + 14, + 4 for a VLAN-tagged frame as the kernel
+/// allows one tag beyond the MTU, `is_skb_forwardable` and veth's XDP transmit, when the MTU
+/// can be read) and, with `--engine xdp-live`, one live-frames page; the first frame longer
+/// than that is refused, naming its number, its length and the limit. Errors: usage (exit 2).
 fn check_lengths(g: &GenArgs, cap: &Capture, iface: &Iface) -> CliResult<()> {
     let mtu = iface.dev().mtu().ok();
-    let mut limits: Vec<(usize, String)> = Vec::new();
-    if let Some(m) = mtu {
-        limits.push((m as usize + 14, format!("{iface} (MTU {m}) takes at most {} bytes (the MTU + 14)", m + 14)));
-    }
-    if g.engine == Engine::XdpLive {
-        let l = fastpath::bpf::replay::max_frame_len();
-        limits.push((l, format!("--engine xdp-live sends at most {l} bytes (one live-frames page; use --engine xsk)")));
-    }
+    let live = (g.engine == Engine::XdpLive).then(fastpath::bpf::replay::max_frame_len);
     for (i, f) in cap.frames.iter().enumerate() {
-        if let Some((_, why)) = limits.iter().find(|(l, _)| f.len() > *l) {
-            return Err(usage(anyhow!(
-                "--pcap {}: frame {} is {} bytes: {why}",
-                g.pcap.as_deref().unwrap_or(std::path::Path::new("?")).display(),
-                i + 1,
-                f.len()
-            )));
-        }
+        let why = match (mtu, live) {
+            (Some(m), _) if !vlan_tagged(f) && f.len() > m as usize + 14 => {
+                format!("{iface} (MTU {m}) takes at most {} bytes (the MTU + 14; + 4 with a VLAN tag)", m + 14)
+            }
+            (Some(m), _) if vlan_tagged(f) && f.len() > m as usize + 18 => {
+                format!("{iface} (MTU {m}) takes at most {} bytes with a VLAN tag (the MTU + 18)", m + 18)
+            }
+            (_, Some(l)) if f.len() > l => {
+                format!("--engine xdp-live sends at most {l} bytes (one live-frames page; use --engine xsk)")
+            }
+            _ => continue,
+        };
+        return Err(usage(anyhow!(
+            "--pcap {:?}: frame {} is {} bytes: {why}",
+            g.pcap.as_deref().unwrap_or(std::path::Path::new("?")),
+            i + 1,
+            f.len()
+        )));
     }
     Ok(())
 }

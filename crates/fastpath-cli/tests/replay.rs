@@ -515,3 +515,47 @@ fn replay_stops_when_the_link_goes_down() {
     }
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// At MTU 1500 a VLAN-tagged frame may be 1518 bytes (the kernel allows one tag beyond the
+/// MTU + 14): full-size tagged frames replay whole on both engines; 1519 tagged and 1515
+/// untagged are refused naming the limit.
+#[test]
+fn replay_full_size_vlan_tagged_frames() {
+    if !privileged("replay_full_size_vlan_tagged_frames") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = dir("vlan");
+    let file = d.join("vlan.pcap").to_string_lossy().into_owned();
+    let tagged = |tpid: u16, len: usize, k: u8| {
+        let mut f = eth(tpid);
+        f.extend_from_slice(&[0, 5, 0x88, 0xb5]);
+        fill(&mut f, len, k);
+        f
+    };
+    let mut plain = eth(0x88b5);
+    fill(&mut plain, 1514, 3);
+    let frames = vec![tagged(0x8100, 1518, 1), plain, tagged(0x88a8, 1518, 2)];
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 10);
+    for engine in ["xsk", "xdp-live"] {
+        let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
+        let (gs, got, _) = round(&bed, &file, &out, 3, &["--engine", engine, "--topspeed"]);
+        assert_eq!(n(&gs["sent"]), 3, "{engine}: {gs}");
+        assert_eq!(got, frames, "{engine}");
+    }
+    let mut over = eth(0x88b5);
+    fill(&mut over, 1515, 4);
+    for (name, f, needles) in [
+        ("tag1519.pcap", tagged(0x8100, 1519, 5), ["frame 1 is 1519 bytes", "at most 1518 bytes with a VLAN tag"]),
+        ("plain1515.pcap", over, ["frame 1 is 1515 bytes", "at most 1514 bytes"]),
+    ] {
+        let p = d.join(name).to_string_lossy().into_owned();
+        write_pcap(std::path::Path::new(&p), DataLink::ETHERNET, &[f], 10);
+        for engine in ["xsk", "xdp-live"] {
+            let o = run(&["gen", "--pcap", &p, "--netns", bed.ns_a(), "-i", bed.iface_a(), "--engine", engine]);
+            assert_one_line_refusal(&format!("{engine} {name}"), &o, 2, &needles);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
