@@ -52,6 +52,12 @@ fn check(g: &GenArgs) -> CliResult<()> {
             "--queues {q} is not accepted with --pcap: one queue sends the file's frames in order (use -q/--queue)"
         )));
     }
+    if let Some(c) = &g.xsk.cpus {
+        let list = c.0.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        return Err(usage(anyhow!(
+            "--cpus {list} is not accepted with --pcap: one thread sends the file's frames in order (use --cpu to pin it)"
+        )));
+    }
     if g.frame.count == Some(0) {
         return Err(usage(anyhow!("--count 0 sends nothing: use 1.. frames, or leave --count out")));
     }
@@ -315,6 +321,14 @@ mod tests {
         // --rate, --count and --loop go with --pcap; without it gen is unchanged.
         assert!(gen(&["--pcap", "f", "--rate", "10", "--count", "5", "--loop", "0"]).is_ok());
         assert!(gen(&["--frame-len", "100"]).is_ok());
+    }
+
+    #[test]
+    fn cpus_refused_with_pcap() {
+        let g = gen(&["--pcap", "f", "--cpus", "0"]).unwrap();
+        let e = format!("{:#}", check(&g).unwrap_err().err);
+        assert!(e.contains("--cpus 0 is not accepted with --pcap") && e.contains("--cpu"), "{e}");
+        assert!(check(&gen(&["--pcap", "f", "--cpu", "0"]).unwrap()).is_ok());
     }
 
     #[test]
