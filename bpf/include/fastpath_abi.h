@@ -291,9 +291,11 @@ struct fp_gen_hdr {
 
 /* ---- pcap replay (bpf/xdp_replay.bpf.c; Rust side: crates/fastpath/src/bpf/replay.rs) ---- */
 
-/* Bytes of one frame slot of map replay_frames: the most BPF_PROG_RUN takes in live-frames
- * mode (4096 - XDP_PACKET_HEADROOM 256 - the aligned skb_shared_info 320,
- * bpf_prog_test_run_xdp in net/bpf/test_run.c). */
+/* Bytes of one frame slot of map replay_frames: the most data_in BPF_PROG_RUN takes for XDP
+ * (4096 - XDP_PACKET_HEADROOM 256 - the aligned skb_shared_info 320, bpf_prog_test_run_xdp in
+ * net/bpf/test_run.c). NOT the longest frame sent: in live-frames mode the page also holds
+ * struct xdp_page_head (112), so bpf_xdp_adjust_tail grows a frame to at most
+ * 4096 - (256 + 112) - 320 = 3408 bytes (max_frame_len in crates/fastpath/src/bpf/replay.rs). */
 #define FP_REPLAY_FRAME_MAX 3520
 
 /* Timing of a replay (fp_replay_state.mode). */

@@ -628,7 +628,7 @@ pub struct FrameArgs {
     /// Frame length in bytes without FCS: 62..=9014 for IPv4 (default 64), 82..=9014 for IPv6
     /// (default 84); at most the interface's MTU + 14. Above one UMEM frame (MTU > 3822) the
     /// AF_XDP socket is multi-buffer (XDP_USE_SG, kernel >= 6.6); --engine xdp-live sends at most
-    /// 3520 bytes (one page), --path tpacket/tap at most 1514.
+    /// 3408 bytes (one page with 4 KiB pages), --path tpacket/tap at most 1514.
     #[arg(long, value_parser = clap::value_parser!(u16).range(62..=9014))]
     pub frame_len: Option<u16>,
     /// Ethernet source (default: the interface's address).

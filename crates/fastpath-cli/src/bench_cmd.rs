@@ -652,10 +652,11 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&g.xsk.netns)?;
     let iface = Iface::resolve(&g.xsk.iface)?;
     let spec = frame_spec(&g.frame, &iface)?;
-    // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
-    // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
-    // net/bpf/test_run.c).
-    let live_max = fastpath::xsk::page_size() - fastpath::xsk::XDP_PACKET_HEADROOM as usize - 320;
+    // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less struct
+    // xdp_page_head (112), XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320):
+    // 3408 bytes with 4 KiB pages (a longer frame passes bpf_prog_test_run_xdp's own check and
+    // fails setting up the live-frames page pool with EINVAL).
+    let live_max = fastpath::bpf::replay::max_frame_len();
     if spec.frame_len > live_max {
         return Err(usage(anyhow!(
             "--frame-len {} is not accepted with --engine xdp-live: live frames hold at most {live_max} bytes (one page); use --engine xsk, which sends longer frames over several UMEM frames",

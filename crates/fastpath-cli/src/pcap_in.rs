@@ -41,7 +41,7 @@ pub const MAX_FILE_BYTES: u64 = 1 << 30;
 /// pcapng, a link type other than Ethernet, a frame cut by the snap length or shorter than an
 /// Ethernet header, a record the file ends inside (truncated), no frames at all.
 pub fn read(path: &Path) -> CliResult<Capture> {
-    let shown = path.display();
+    let shown = format!("{path:?}");
     let bytes = read_regular(path)?;
     if bytes.is_empty() {
         return Err(usage(anyhow!("--pcap {shown} is empty: use a pcap or pcapng file with Ethernet frames")));
@@ -107,7 +107,7 @@ fn read_regular(path: &Path) -> CliResult<Vec<u8>> {
 
 /// The one-line message of a parse error at frame `frame` (the next one, from 1).
 fn parse_error(path: &Path, frame: usize, e: &PcapError) -> crate::error::CliError {
-    let shown = path.display();
+    let shown = format!("{path:?}");
     match e {
         PcapError::IncompleteBuffer => usage(anyhow!(
             "--pcap {shown} is truncated: it ends inside the record of frame {frame} (a capture still being written, or a cut copy)"
@@ -119,7 +119,7 @@ fn parse_error(path: &Path, frame: usize, e: &PcapError) -> crate::error::CliErr
 /// Checks one frame (number `i` from 1) and adds it.
 fn push(cap: &mut Capture, path: &Path, (link, data, orig_len, ts_ns): (DataLink, &[u8], u32, u64)) -> CliResult<()> {
     let i = cap.frames.len() + 1;
-    let shown = path.display();
+    let shown = format!("{path:?}");
     if link != DataLink::ETHERNET {
         return Err(usage(anyhow!(
             "--pcap {shown}: frame {i} has link type {link:?} ({}): only Ethernet frames (LINKTYPE_ETHERNET, 1) can be replayed",
@@ -217,13 +217,13 @@ fn ts_ns(raw: u64, idb: Option<&InterfaceDescriptionBlock<'_>>) -> Result<u64, u
 fn read_pcapng(bytes: &[u8], path: &Path) -> CliResult<Capture> {
     let (mut rest, mut parser) = PcapNgParser::new(bytes).map_err(|e| match e {
         PcapError::IncompleteBuffer => {
-            usage(anyhow!("--pcap {} is truncated: it ends inside its section header block", path.display()))
+            usage(anyhow!("--pcap {path:?} is truncated: it ends inside its section header block"))
         }
-        e => usage(anyhow!("--pcap {}: its section header block cannot be read: {e}", path.display())),
+        e => usage(anyhow!("--pcap {path:?}: its section header block cannot be read: {e}")),
     })?;
     let mut cap = Capture { format: "pcapng", frames: Vec::new(), ts_ns: Vec::new() };
     let no_iface = |id: u32, i: usize| {
-        usage(anyhow!("--pcap {}: frame {i} names interface {id}, which the file does not describe", path.display()))
+        usage(anyhow!("--pcap {path:?}: frame {i} names interface {id}, which the file does not describe"))
     };
     let bad_resol = |id: u32, r: u8, i: usize| {
         let unit = if r & 0x80 != 0 { format!("2^-{}", r & 0x7f) } else { format!("10^-{r}") };
@@ -477,6 +477,18 @@ mod tests {
         let c = read(&p).unwrap();
         assert_eq!(c.ts_ns, vec![t * 1000, (t + 1) * 1000, (t + 2) * 1000], "as the EPB's");
         let _ = std::fs::remove_file(p);
+    }
+
+    #[test]
+    fn a_file_name_with_a_newline_keeps_the_message_on_one_line() {
+        let p = std::env::temp_dir().join("no\nsuch\rfile.pcap");
+        let e = err(&p);
+        assert!(e.contains("no\\nsuch\\rfile.pcap") && e.contains("cannot be read"), "{e}");
+        assert!(!e.contains('\n') && !e.contains('\r'), "{e}");
+        let p2 = tmp("new\nline.pcap", b"hello world, not a capture");
+        let e = err(&p2);
+        assert!(e.contains("new\\nline.pcap") && !e.contains('\n'), "{e}");
+        let _ = std::fs::remove_file(p2);
     }
 
     #[test]

@@ -35,6 +35,10 @@ fn plan(g: &GenArgs, frames: usize) -> (ReplayTiming, Option<u64>, &'static str)
     (timing, total, name)
 }
 
+/// The highest --rate with --pcap: sends are spaced by a whole number of nanoseconds (1e9 /
+/// rate, truncated), off by under 1% up to this rate (100 ns), by up to half above 5e8.
+const MAX_RATE: u64 = 10_000_000;
+
 /// The checks made before anything is read or set up. Errors: usage (exit 2).
 fn check(g: &GenArgs) -> CliResult<()> {
     check_run(&g.run)?;
@@ -56,6 +60,11 @@ fn check(g: &GenArgs) -> CliResult<()> {
         let list = c.0.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         return Err(usage(anyhow!(
             "--cpus {list} is not accepted with --pcap: one thread sends the file's frames in order (use --cpu to pin it)"
+        )));
+    }
+    if let Some(r) = g.frame.rate.filter(|&r| r > MAX_RATE) {
+        return Err(usage(anyhow!(
+            "--rate {r} is not accepted with --pcap: at most {MAX_RATE} frames/s (sends are spaced in whole nanoseconds); use --topspeed for as fast as the engine goes"
         )));
     }
     if g.frame.count == Some(0) {
@@ -138,7 +147,7 @@ pub fn run(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let (timing, total, timing_name) = plan(g, cap.frames.len());
     let at_ns = replay::relative_times(&cap.ts_ns);
     let mut extra = serde_json::Map::new();
-    extra.insert("pcap".into(), json!(file.display().to_string()));
+    extra.insert("pcap".into(), json!(file.to_string_lossy()));
     extra.insert("pcap_format".into(), json!(cap.format));
     extra.insert("pcap_frames".into(), json!(cap.frames.len()));
     extra.insert("loops".into(), json!(g.loops));
@@ -329,6 +338,14 @@ mod tests {
         let e = format!("{:#}", check(&g).unwrap_err().err);
         assert!(e.contains("--cpus 0 is not accepted with --pcap") && e.contains("--cpu"), "{e}");
         assert!(check(&gen(&["--pcap", "f", "--cpu", "0"]).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn rates_whose_interval_truncates_refused() {
+        assert!(check(&gen(&["--pcap", "f", "--rate", "10000000"]).unwrap()).is_ok());
+        let g = gen(&["--pcap", "f", "--rate", "600000000"]).unwrap();
+        let e = format!("{:#}", check(&g).unwrap_err().err);
+        assert!(e.contains("--rate 600000000 is not accepted with --pcap: at most 10000000 frames/s"), "{e}");
     }
 
     #[test]

@@ -353,6 +353,22 @@ fn replay_longest_live_frame() {
         2,
         &["frame 2 is 3409 bytes", "at most 3408", "--engine xsk"],
     );
+    // Frames built by gen (no --pcap) are held to the same live-frames limit (3500 passed the
+    // check and failed at run time with EINVAL).
+    let o = run(&[
+        "gen",
+        "--engine",
+        "xdp-live",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--frame-len",
+        "3500",
+        "--duration",
+        "1",
+    ]);
+    assert_one_line_refusal("gen --frame-len 3500 on xdp-live", &o, 2, &["--frame-len 3500", "at most 3408 bytes"]);
     assert!(attached(bed.ns_a(), bed.iface_a()).is_none(), "nothing left attached");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -168,7 +168,7 @@ impl XdpReplay {
     ///
     /// # Errors
     ///
-    /// The failed BPF_PROG_RUN: EINVAL for a `batch_size` above 256, EPERM without root or
+    /// The failed BPF_PROG_RUN: E2BIG for a `batch_size` above 256, EPERM without root or
     /// CAP_BPF + CAP_NET_ADMIN.
     pub fn run(&self, repeat: u32, batch_size: u32) -> Result<bool, SysError> {
         // The page's first bytes: the longest frame, so that no run needs to grow the frame
