@@ -310,6 +310,41 @@ struct fp_gen_hdr {
  * number of frames cannot land within 20% of the nominal count. */
 #define FP_GEN_PACE_SCORED_MAX_INTERVAL_NS 200000
 
+/* ---- pcap replay (bpf/xdp_replay.bpf.c; Rust side: crates/fastpath/src/bpf/replay.rs) ---- */
+
+/* Bytes of one frame slot of map replay_frames: the most data_in BPF_PROG_RUN takes for XDP
+ * (4096 - XDP_PACKET_HEADROOM 256 - the aligned skb_shared_info 320, bpf_prog_test_run_xdp in
+ * net/bpf/test_run.c). NOT the longest frame sent: in live-frames mode the page also holds
+ * struct xdp_page_head (112), so bpf_xdp_adjust_tail grows a frame to at most
+ * 4096 - (256 + 112) - 320 = 3408 bytes (max_frame_len in crates/fastpath/src/bpf/replay.rs). */
+#define FP_REPLAY_FRAME_MAX 3520
+
+/* Timing of a replay (fp_replay_state.mode). */
+#define FP_REPLAY_FILE 0   /* frame i of pass p due at p * span_ns + its at_ns */
+#define FP_REPLAY_RATE 1   /* send k due at k * interval_ns */
+#define FP_REPLAY_TOP  2   /* every send due at once */
+
+/* The head of a replay_frames value; FP_REPLAY_FRAME_MAX bytes of frame follow it. */
+struct fp_replay_frame_hdr {
+	__u32 len;           /* frame bytes, 14..=FP_REPLAY_FRAME_MAX */
+	__u32 _pad;
+	__u64 at_ns;         /* time from the file's first frame */
+};
+
+/* The state of a replay (map replay_state, one entry): user space writes mode, total,
+ * interval_ns, span_ns and zeroes the rest before the first run; the program counts. */
+struct fp_replay_state {
+	__u64 next;          /* sends done: send k = frame k % nframes of pass k / nframes */
+	__u64 total;         /* sends in all (0: forever); runs after the last are XDP_DROPped */
+	__u64 start_ns;      /* bpf_ktime_get_ns() of the first send, 0 before it */
+	__u64 interval_ns;   /* FP_REPLAY_RATE */
+	__u64 span_ns;       /* FP_REPLAY_FILE: one pass (the last frame's at_ns) */
+	__u64 bytes;         /* frame bytes sent */
+	__u64 errors;        /* runs whose frame the page could not take (XDP_ABORTED) */
+	__u32 mode;          /* FP_REPLAY_* */
+	__u32 err_frame;     /* index of the frame of the first error */
+};
+
 /* ---- CPUMAP redirect (bpf/xdp_redirect_cpu.bpf.c; Rust side: crates/fastpath/src/bpf/cpumap.rs) ---- */
 
 #define FP_RCPU_MAX_CPUS  64   /* CPUs in the --cpus list */
@@ -326,6 +361,8 @@ _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
 _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
+_Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
+_Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

@@ -632,7 +632,7 @@ pub struct FrameArgs {
     /// Frame length in bytes without FCS: 62..=9014 for IPv4 (default 64), 82..=9014 for IPv6
     /// (default 84); at most the interface's MTU + 14. Above one UMEM frame (MTU > 3822) the
     /// AF_XDP socket is multi-buffer (XDP_USE_SG, kernel >= 6.6); --engine xdp-live sends at most
-    /// 3520 bytes (one page), --path tpacket/tap at most 1514.
+    /// 3408 bytes (one page with 4 KiB pages), --path tpacket/tap at most 1514.
     #[arg(long, value_parser = clap::value_parser!(u16).range(62..=9014))]
     pub frame_len: Option<u16>,
     /// Ethernet source (default: the interface's address).
@@ -666,7 +666,9 @@ pub struct FrameArgs {
     /// Stop after this many frames.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Send at most this many frames per second, 1.. (leave it out for no limit).
+    /// Send at most this many frames per second, 1.. (leave it out for no limit). With `gen
+    /// --pcap`: this many frames per second, evenly, instead of the file's own timing (as
+    /// tcpreplay --pps).
     #[arg(long, value_parser = parse_rate)]
     pub rate: Option<u64>,
 }
@@ -791,6 +793,27 @@ pub struct GenArgs {
     pub run: RunArgs,
     #[command(flatten)]
     pub frame: FrameArgs,
+    /// Replay the frames of this capture instead of building frames: pcap or pcapng (as
+    /// `fastpath capture`, tcpdump -w or tshark -w write it), Ethernet frames captured whole.
+    /// Each frame leaves unchanged, in the file's order, at the file's own timing (the gaps
+    /// between its timestamps) unless --rate or --topspeed; one sending thread, on either
+    /// engine. Runs until the last frame of the last --loop is sent (or --count frames,
+    /// --duration if given, Ctrl-C). Longest frame: the MTU + 14, and with --engine xdp-live
+    /// one page (3408 bytes with 4 KiB pages).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["frame_len", "src_mac", "dst_mac", "src_ip", "dst_ip", "src_port", "dst_port", "flows", "seed"]
+    )]
+    pub pcap: Option<PathBuf>,
+    /// With --pcap: play the file N times, each pass right after the last (0: over and over
+    /// until --count, --duration or Ctrl-C), as tcpreplay --loop.
+    #[arg(long = "loop", value_name = "N", default_value_t = 1, requires = "pcap")]
+    pub loops: u64,
+    /// With --pcap: send as fast as the engine goes, ignoring the file's timestamps (as
+    /// tcpreplay --topspeed).
+    #[arg(long, requires = "pcap", conflicts_with = "rate")]
+    pub topspeed: bool,
 }
 
 #[derive(Debug, Clone, Args)]

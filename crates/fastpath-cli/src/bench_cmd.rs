@@ -20,7 +20,7 @@ use crate::report::{print_summary, Monitor};
 use crate::session::{Role, RxChoice, Session};
 
 /// Sets the flag when dropped: a worker's "I am done", on every exit path including panics.
-struct SetOnDrop(Arc<AtomicBool>);
+pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
 
 impl Drop for SetOnDrop {
     fn drop(&mut self) {
@@ -217,7 +217,7 @@ fn tracker_json(t: &SeqTracker) -> Value {
 
 /// Says that set-up is done and what was obtained: `{"type":"ready",...}` with --json (scripts
 /// and tests wait for it), a header line and the notes otherwise.
-fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
+pub(crate) fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
     use std::io::Write;
     if json_out {
         println!("{}", json!({"type": "ready", "bench": kind, "path": path}));
@@ -710,10 +710,11 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&g.xsk.netns)?;
     let iface = Iface::resolve(&g.xsk.iface)?;
     let spec = frame_spec(&g.frame, &iface)?;
-    // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less
-    // XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320) (bpf_prog_test_run_xdp,
-    // net/bpf/test_run.c).
-    let live_max = fastpath::xsk::page_size() - fastpath::xsk::XDP_PACKET_HEADROOM as usize - 320;
+    // BPF_PROG_RUN with BPF_F_TEST_XDP_LIVE_FRAMES takes one page: PAGE_SIZE less struct
+    // xdp_page_head (112), XDP_PACKET_HEADROOM (256) and the aligned skb_shared_info (320):
+    // 3408 bytes with 4 KiB pages (a longer frame passes bpf_prog_test_run_xdp's own check and
+    // fails setting up the live-frames page pool with EINVAL).
+    let live_max = fastpath::bpf::replay::max_frame_len();
     if spec.frame_len > live_max {
         return Err(usage(anyhow!(
             "--frame-len {} is not accepted with --engine xdp-live: live frames hold at most {live_max} bytes (one page); use --engine xsk, which sends longer frames over several UMEM frames",

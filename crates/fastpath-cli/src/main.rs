@@ -31,8 +31,10 @@ mod inject;
 mod metrics;
 mod out;
 mod outfile;
+mod pcap_in;
 mod probe_cmd;
 mod redirect_cpu;
+mod replay_cmd;
 mod report;
 mod session;
 mod ss_cmd;
@@ -41,12 +43,12 @@ mod testbed_cmd;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use args::{Cli, Cmd};
 
 fn main() {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::command().try_get_matches().and_then(|m| parsed(&m)) {
         Ok(c) => c,
         // --help, --version, and the help shown when a subcommand is missing.
         Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
@@ -104,6 +106,7 @@ fn main() {
             bench_cmd::check_common(b).and_then(|_| redirect_cpu::run(b, stop))
         }
         Cmd::Bench(b) => bench_cmd::bench(b, stop),
+        Cmd::Gen(g) if g.pcap.is_some() => replay_cmd::run(g, stop),
         Cmd::Gen(g) => bench_cmd::gen(g, stop),
         Cmd::Demo(d) => demo::run(d, stop),
         Cmd::Filter(f) => filter_cmd::run(f, stop),
@@ -125,6 +128,18 @@ fn main() {
     if out::closed() {
         std::process::exit(out::EXIT_CLOSED);
     }
+}
+
+/// The command line as [`Cli`], with one default that depends on the others: `gen --pcap`
+/// runs until the replay ends, so its --duration (10 s elsewhere) is a year unless given.
+fn parsed(m: &clap::ArgMatches) -> Result<Cli, clap::Error> {
+    let mut cli = Cli::from_arg_matches(m)?;
+    if let (Cmd::Gen(g), Some(("gen", sub))) = (&mut cli.cmd, m.subcommand()) {
+        if g.pcap.is_some() && sub.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
+            g.run.duration = args::MAX_DURATION_S;
+        }
+    }
+    Ok(cli)
 }
 
 /// `--metrics` on a non-loopback address needs `--metrics-listen-any` (metrics::check_listen).

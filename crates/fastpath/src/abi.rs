@@ -60,6 +60,8 @@ const _: () = assert!(size_of::<fp_cls_key>() == 56);
 const _: () = assert!(size_of::<fp_cls_tuple>() == 48);
 const _: () = assert!(size_of::<fp_cls_action>() == 24);
 const _: () = assert!(size_of::<fp_gen_pace>() == 56);
+const _: () = assert!(size_of::<fp_replay_frame_hdr>() == 16);
+const _: () = assert!(size_of::<fp_replay_state>() == 64);
 const _: () = assert!(size_of::<fp_cls_config>() == 48);
 const _: () = assert!(size_of::<fp_flow_key>() == 48);
 const _: () = assert!(size_of::<fp_cache_slot>() == 56);

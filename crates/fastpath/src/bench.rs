@@ -380,10 +380,23 @@ pub fn txonly_flows<P: Port>(
         }
         counters.add(Ctr::Wakeups, 1);
     }
-    // Every frame accepted must be completed before the count is reported: the summary is
-    // taken after this thread ends, so `tx_completed` is final. An interrupted run (signal,
-    // interface gone) waits briefly: on a link that is down the kernel may never complete them.
-    let wait = if pacer.done() { Duration::from_secs(5) } else { Duration::from_millis(300) };
+    drain_completions(port, counters, pacer.done(), seq, "txonly")?;
+    Ok(seq)
+}
+
+/// The end of a sending loop: every frame accepted must be completed before the count is
+/// reported (the summary is taken after the sending thread ends, so `tx_completed` is final).
+/// Waits up to 5 s when the loop reached its count (`reached`; frames still outstanding then
+/// are an error naming `what` and `sent`), 300 ms when it was interrupted (signal, interface gone: on a
+/// link that is down the kernel may never complete them).
+pub(crate) fn drain_completions<P: Port>(
+    port: &mut P,
+    counters: &Counters,
+    reached: bool,
+    sent: u64,
+    what: &str,
+) -> Result<(), PortError> {
+    let wait = if reached { Duration::from_secs(5) } else { Duration::from_millis(300) };
     let deadline = Instant::now() + wait;
     let mut outstanding = port.tx_outstanding()?;
     while outstanding > 0 && Instant::now() < deadline {
@@ -397,13 +410,22 @@ pub fn txonly_flows<P: Port>(
         counters.add(Ctr::TxCompleted, done);
     }
     let outstanding = port.tx_outstanding()?;
-    if outstanding > 0 && pacer.done() {
+    if outstanding > 0 && reached {
         return Err(PortError::Sys(SysError {
-            call: format!("txonly: {outstanding} of {seq} TX frames not completed by the kernel within 5 s"),
+            call: format!("{what}: {outstanding} of {sent} TX frames not completed by the kernel within 5 s"),
             errno: libc::ETIMEDOUT,
         }));
     }
-    Ok(seq)
+    Ok(())
+}
+
+/// Sets the flag when dropped: a thread's "I am done", on every exit path including panics.
+pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by

@@ -21,6 +21,7 @@ pub mod features;
 pub mod io;
 pub mod netdev;
 pub mod packet;
+pub mod replay;
 pub mod rules;
 pub mod stats;
 pub(crate) mod sys;

@@ -41,9 +41,11 @@ pub use attach::{Attach, AttachOpts, Attached, AttachedMode, Loaded};
 pub mod cpumap;
 pub mod fwd;
 pub mod monitor;
+pub mod replay;
 pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
+pub use replay::{ReplayTiming, XdpReplay};
 
 /// Errors of the BPF area.
 #[derive(Debug, thiserror::Error)]
