@@ -176,7 +176,7 @@ fn run_xsk(
     metrics: Option<&crate::metrics::MetricsServer>,
     mut extra: serde_json::Map<String, Value>,
 ) -> CliResult<()> {
-    let mut sess = Session::open_on(iface, &g.xsk, Role::Tx, None)?;
+    let mut sess = Session::open_on(iface, &g.xsk, Role::Tx, crate::session::RxChoice::Redirect)?;
     let dev = sess.iface.dev().clone();
     let link_watch = LinkWatch::new(dev.clone());
     let mut path = serde_json::to_value(&sess.info).unwrap_or(Value::Null);

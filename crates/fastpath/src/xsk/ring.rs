@@ -419,9 +419,9 @@ impl FillRing {
     /// As for [`ProdRing::new`]; `raw` points into `map` (or into memory that outlives the ring
     /// when `map` is `None`), and the ring belongs to a socket of the UMEM `umem_id`.
     pub(crate) unsafe fn new(raw: RawRing<u64>, map: Option<Mmap>, umem_id: u32, frame_size: u32) -> Self {
-        // SAFETY: the caller's contract.
         // A power-of-two frame size finds a frame's start with a mask (0: another size).
         let frame_mask = if frame_size.is_power_of_two() { !(frame_size as u64 - 1) } else { 0 };
+        // SAFETY: the caller's contract.
         Self { ring: unsafe { ProdRing::new(raw) }, umem_id, frame_size, frame_mask, _map: map }
     }
 
