@@ -69,6 +69,7 @@ mod pair;
 pub(crate) mod ring;
 pub mod rx_meta;
 mod socket;
+pub mod tx_meta;
 mod umem;
 
 pub use pair::{DirStats, XskPair};
@@ -78,6 +79,7 @@ pub use ring::{
 };
 pub use rx_meta::{RssType, RxMeta, Timestamp, VlanTag, RX_META_LEN};
 pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub use tx_meta::{TxCsum, TxMeta, XskFeatureNeed, TX_META_LEN, XDP_TX_METADATA};
 pub(crate) use umem::FrameIndexer;
 pub use umem::{Frame, Umem, UmemConfig};
 
