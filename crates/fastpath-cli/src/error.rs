@@ -59,8 +59,9 @@ impl From<XskError> for CliError {
             | XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadUnalignedFrameSize { .. }
-            | XskError::BadHeadroom { .. } => usage(e),
-            XskError::Unsupported(_) => unsupported(e),
+            | XskError::BadHeadroom { .. }
+            | XskError::BadTxMeta(_) => usage(e),
+            XskError::Unsupported(_) | XskError::DriverLacks { .. } => unsupported(e),
             _ => kernel(e),
         }
     }
