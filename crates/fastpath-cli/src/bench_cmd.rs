@@ -647,6 +647,10 @@ fn spawn_queues(
         .collect()
 }
 
+/// Where a worker merges what it tallied: --verify, --rx-meta, --tx-timestamp.
+type Slots<'a> =
+    (&'a Mutex<Option<SeqTracker>>, &'a Mutex<Option<bench::RxMetaTally>>, &'a Mutex<Option<TxTimestamps>>);
+
 /// One AF_XDP bench worker: the mode's run loop until `stop`; with --verify its tracker is
 /// merged into `tracker`.
 fn run_queue(
@@ -654,7 +658,7 @@ fn run_queue(
     job: &QueueJob,
     c: &Counters,
     s: &AtomicBool,
-    (t, m, ts): (&Mutex<Option<SeqTracker>>, &Mutex<Option<bench::RxMetaTally>>, &Mutex<Option<TxTimestamps>>),
+    (t, m, ts): Slots<'_>,
 ) -> Result<(), fastpath::io::PortError> {
     let opts = job.opts;
     match job.mode {

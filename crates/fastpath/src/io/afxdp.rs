@@ -19,6 +19,11 @@
 //! that ends a packet is marked when it goes to the TX ring, and only marked frames count when
 //! they complete.
 //!
+//! TX metadata (a UMEM with `tx_metadata_len`, Linux >= 6.8): `tx_burst` and `tx_stamped`
+//! build every packet that far into its frame and, after [`AfXdpPort::set_tx_meta`], write the
+//! request in front of it ([`crate::xsk::TxMeta`]: checksum, TX timestamp, launch time); the
+//! timestamps of their completions are tallied ([`AfXdpPort::tx_timestamps`]).
+//!
 //! Refill, reap and TX wake-up are the ring data path shared with [`crate::xsk::XskPair`]
 //! (`xsk/datapath.rs`): `tx_burst` wakes TX until the ring is drained, every other call once.
 //!
@@ -273,15 +278,9 @@ impl AfXdpPort {
     /// # Errors
     ///
     /// [`PortError::Config`] for a socket that shares another's FILL ring
-    /// ([`Sharing::SameQueue`](crate::xsk::Sharing)).
+    /// ([`Sharing::SameQueue`](crate::xsk::Sharing)), or a multi-buffer socket over a UMEM with
+    /// `tx_metadata_len` (the kernel wants that room in front of every frame of a packet).
     pub fn new(mut sock: XskSocket, mut frames: Vec<Frame>, fill_frames: u32) -> Result<Self, PortError> {
-        let Some(_) = sock.fill.as_mut() else {
-            return Err(PortError::Config {
-                what: "socket",
-                value: format!("queue {} sharing another socket's FILL ring", sock.queue_id()),
-                accepted: "a socket with its own FILL and COMPLETION rings".into(),
-            });
-        };
         let tx_off = sock.umem().tx_metadata_len();
         if tx_off > 0 && sock.multi_buffer() {
             return Err(PortError::Config {
@@ -290,7 +289,14 @@ impl AfXdpPort {
                 accepted: "TX metadata on single-buffer sockets (every frame of a packet would need the room)".into(),
             });
         }
-        let fill = sock.fill.as_mut().expect("checked above");
+        let queue = sock.queue_id();
+        let Some(fill) = sock.fill.as_mut() else {
+            return Err(PortError::Config {
+                what: "socket",
+                value: format!("queue {queue} sharing another socket's FILL ring"),
+                accepted: "a socket with its own FILL and COMPLETION rings".into(),
+            });
+        };
         let total = frames.len() as u32;
         datapath::refill(&mut fill.reserve(fill_frames.min(total)), &mut frames, |_| {});
         let mut free = Vec::with_capacity(total as usize);

@@ -12,7 +12,7 @@
 //! Every frame of a [`Umem`] is, at any moment, owned by exactly one party. User space owns a
 //! frame exactly while a [`Frame`] token for it exists; the token is not `Copy` or `Clone`, and
 //! it is given up by value when the frame goes to the kernel. Frame bytes are reached only
-//! through a token ([`Umem::data`], [`Umem::data_mut`], [`Umem::resize`]), so safe code cannot
+//! through a token ([`Umem::data`], [`Umem::data_mut`], [`Umem::resize`], [`Umem::resize_at`]), so safe code cannot
 //! read or write a frame the kernel owns.
 //!
 //! ```text

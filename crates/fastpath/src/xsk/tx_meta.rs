@@ -156,7 +156,7 @@ impl TxMeta {
     }
 
     /// Refuses the request where the driver of `iface` lacks what it needs
-    /// ([`TxMeta::driver_needs`]): `xsk` is its `xsk-features` ([`crate::netdev::XdpFeatures::xsk`];
+    /// ([`TxMeta::driver_needs`]): `xsk` is its `xsk-features` ([`crate::netdev::xdp_features::XdpFeatures::xsk`];
     /// `None`: the kernel did not say, taken as none).
     ///
     /// # Errors
