@@ -713,6 +713,57 @@ pub struct BenchArgs {
     pub cpumap: CpumapArgs,
     #[command(flatten)]
     pub ddos: DdosArgs,
+    #[command(flatten)]
+    pub tx_meta: TxMetaArgs,
+}
+
+/// Who completes a partial TX checksum (`--tx-csum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxCsumArg {
+    /// The kernel, on the CPU, in copy mode (XDP_UMEM_TX_SW_CSUM).
+    Sw,
+    /// The device: the packet leaves with CHECKSUM_PARTIAL (zero-copy: drivers with
+    /// xsk-features tx-checksum).
+    Device,
+}
+
+/// AF_XDP TX metadata (Linux >= 6.8): per-frame requests written in front of each TX frame.
+#[derive(Debug, Clone, Default, Args)]
+pub struct TxMetaArgs {
+    /// txonly / gen --engine xsk: send every frame with a partial UDP checksum (the
+    /// pseudo-header sum) and a TX checksum request (AF_XDP TX metadata, Linux >= 6.8). sw
+    /// (the default): the kernel completes it on the CPU in copy mode (XDP_UMEM_TX_SW_CSUM);
+    /// device: the frame leaves partial, for the device to complete.
+    #[arg(long, value_enum, value_name = "WHO", num_args = 0..=1, default_missing_value = "sw")]
+    pub tx_csum: Option<TxCsumArg>,
+    /// txonly / gen --engine xsk: ask for every frame's TX timestamp; the summary counts those
+    /// that came back (copy mode: the kernel's software CLOCK_TAI time when it freed the frame's
+    /// skb, on any driver; zero-copy: the device's, xsk-features tx-timestamp).
+    #[arg(long)]
+    pub tx_timestamp: bool,
+    /// txonly / gen --engine xsk: ask the device to send each frame NS nanoseconds after its
+    /// burst is queued, by CLOCK_TAI (launch time, Linux >= 6.14; drivers with xsk-features
+    /// tx-launch-time-fifo, such as igc; refused on any other).
+    #[arg(long, value_name = "NS")]
+    pub tx_launch_time: Option<u64>,
+}
+
+impl TxMetaArgs {
+    /// True if any TX metadata option was given.
+    pub fn any(&self) -> bool {
+        self.tx_csum.is_some() || self.tx_timestamp || self.tx_launch_time.is_some()
+    }
+
+    /// The option given first, for refusals: "--tx-csum", "--tx-timestamp" or "--tx-launch-time".
+    pub fn first_name(&self) -> &'static str {
+        if self.tx_csum.is_some() {
+            "--tx-csum"
+        } else if self.tx_timestamp {
+            "--tx-timestamp"
+        } else {
+            "--tx-launch-time"
+        }
+    }
 }
 
 /// `bench ddos`: which floods, which defences.
@@ -814,6 +865,8 @@ pub struct GenArgs {
     /// tcpreplay --topspeed).
     #[arg(long, requires = "pcap", conflicts_with = "rate")]
     pub topspeed: bool,
+    #[command(flatten)]
+    pub tx_meta: TxMetaArgs,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::anyhow;
 use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
+use fastpath::io::afxdp::TxTimestamps;
 use fastpath::io::Port;
 use fastpath::netdev::{Iface, NoSuchInterface};
 use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
@@ -273,6 +274,7 @@ pub fn bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     if a.xsk_handoff.is_some() {
         check_handoff(a)?;
     }
+    check_tx_meta(a)?;
     if a.path != crate::args::PathArg::Afxdp {
         return port_bench(a, stop);
     }
@@ -333,6 +335,42 @@ fn handoff_hint(e: crate::error::CliError, x: &crate::args::XskArgs) -> crate::e
             x.frame_size
         ),
     }
+}
+
+/// `--tx-csum`, `--tx-timestamp`, `--tx-launch-time`: txonly (gen --engine xsk) on AF_XDP only.
+/// l2fwd forwards frames with the checksum they came with, so it has nothing to offload.
+fn check_tx_meta(a: &BenchArgs) -> CliResult<()> {
+    if !a.tx_meta.any() {
+        return Ok(());
+    }
+    let opt = a.tx_meta.first_name();
+    if a.mode != BenchMode::Txonly {
+        return Err(usage(anyhow!(
+            "{opt} is for txonly (and gen --engine xsk), not {}: AF_XDP TX metadata goes with the frames fastpath builds",
+            mode_name(a.mode)
+        )));
+    }
+    if a.path != crate::args::PathArg::Afxdp {
+        return Err(usage(anyhow!("{opt} is AF_XDP TX metadata: leave out --path")));
+    }
+    Ok(())
+}
+
+/// The TX metadata plan of `--tx-csum`, `--tx-timestamp`, `--tx-launch-time` for frames like
+/// `template`; None without them.
+fn tx_meta_plan(t: &crate::args::TxMetaArgs, template: &[u8]) -> Option<crate::session::TxMetaPlan> {
+    if !t.any() {
+        return None;
+    }
+    let csum = t.tx_csum.map(|_| {
+        let (start, offset) = fastpath::packet::udp_csum_request(template);
+        fastpath::xsk::TxCsum { start, offset }
+    });
+    Some(crate::session::TxMetaPlan {
+        req: fastpath::xsk::TxMeta { csum, timestamp: t.tx_timestamp, launch_time_ns: None },
+        sw_csum: t.tx_csum == Some(crate::args::TxCsumArg::Sw),
+        launch_delay_ns: t.tx_launch_time,
+    })
 }
 
 /// `--xsk-handoff`: rxdrop only, on AF_XDP, without a program of its own (no --rules).
@@ -417,7 +455,10 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
                 (Some(c), false) => RxChoice::Rules(c),
                 (None, false) => RxChoice::Redirect,
             };
-            Session::open_on(iface, &a.xsk, role, choice)?
+            match template.as_deref().and_then(|t| tx_meta_plan(&a.tx_meta, t)) {
+                Some(plan) => Session::open_tx_meta(iface, &a.xsk, &plan)?,
+                None => Session::open_on(iface, &a.xsk, role, choice)?,
+            }
         }
     };
     let online = fastpath::workers::online_cpus();
@@ -454,6 +495,7 @@ fn run_afxdp(
     let done = Arc::new(AtomicBool::new(false));
     let tracker = Arc::new(Mutex::new(None::<SeqTracker>));
     let rx_meta = Arc::new(Mutex::new(None::<bench::RxMetaTally>));
+    let tx_ts = Arc::new(Mutex::new(None::<TxTimestamps>));
     let labels: Vec<String> = sess.info.queues.iter().map(|q| format!("{}:q{q}", a.xsk.iface)).collect();
     let prefix = if nq > 1 { format!("{}:all", a.xsk.iface) } else { labels[0].clone() };
     let mon = Monitor {
@@ -474,6 +516,7 @@ fn run_afxdp(
             done: done.clone(),
             tracker: tracker.clone(),
             rx_meta: rx_meta.clone(),
+            tx_ts: tx_ts.clone(),
         };
         spawn_queues(a, ports, &shared, template, (cpus, choice))
     } else {
@@ -526,6 +569,10 @@ fn run_afxdp(
     if a.mode == BenchMode::Txonly {
         crate::report::insert_delivery(&mut extra, &summary);
     }
+    if a.tx_meta.tx_timestamp {
+        let t = tx_ts.lock().expect("tx-timestamps lock").take().unwrap_or_default();
+        extra.insert("tx_timestamps".into(), serde_json::to_value(t).unwrap_or(Value::Null));
+    }
     let path = serde_json::to_value(&sess.info).unwrap_or(Value::Null);
     print_summary(mode_name(a.mode), &path, &summary, columns(a.mode), a.run.json, Value::Object(extra));
     drop(sess); // detaches the XDP program
@@ -541,6 +588,8 @@ struct QueueShared {
     tracker: Arc<Mutex<Option<SeqTracker>>>,
     /// --rx-meta: the workers' tallies, merged.
     rx_meta: Arc<Mutex<Option<bench::RxMetaTally>>>,
+    /// --tx-timestamp: what the workers' completions carried, merged.
+    tx_ts: Arc<Mutex<Option<TxTimestamps>>>,
 }
 
 /// What one AF_XDP bench worker runs: the mode's loop over its queue's port.
@@ -550,6 +599,8 @@ struct QueueJob {
     opts: LoopOpts,
     verify: bool,
     rx_meta: bool,
+    /// --tx-csum: frames leave with a partial UDP checksum.
+    csum_partial: bool,
     template: Option<Vec<u8>>,
     flows: Option<fastpath::packet::Flows>,
     share: SendLimits,
@@ -572,6 +623,7 @@ fn spawn_queues(
         .enumerate()
         .map(|(i, port)| {
             let (c, s, t, m) = (sh.counters[i].clone(), sh.stop.clone(), sh.tracker.clone(), sh.rx_meta.clone());
+            let ts = sh.tx_ts.clone();
             // Tell the monitor when the last worker ends, however it ends (error, panic).
             let last = LastDone(finished.clone(), sh.done.clone(), nq);
             let job = QueueJob {
@@ -580,6 +632,7 @@ fn spawn_queues(
                 opts: loop_opts(&a.xsk, choice),
                 verify: a.verify,
                 rx_meta: a.rx_meta,
+                csum_partial: a.tx_meta.tx_csum.is_some(),
                 template: template.clone(),
                 flows: flows(&a.frame),
                 // --count and --rate are totals: each queue sends its share.
@@ -591,11 +644,15 @@ fn spawn_queues(
             let cpu = cpus.get(i).copied().flatten();
             fastpath::workers::spawn_pinned(format!("bench-q{i}"), cpu, move || {
                 let _done = last;
-                run_queue(port, &job, &c, &s, (&t, &m))
+                run_queue(port, &job, &c, &s, (&t, &m, &ts))
             })
         })
         .collect()
 }
+
+/// Where a worker merges what it tallied: --verify, --rx-meta, --tx-timestamp.
+type Slots<'a> =
+    (&'a Mutex<Option<SeqTracker>>, &'a Mutex<Option<bench::RxMetaTally>>, &'a Mutex<Option<TxTimestamps>>);
 
 /// One AF_XDP bench worker: the mode's run loop until `stop`; with --verify its tracker is
 /// merged into `tracker`.
@@ -604,7 +661,7 @@ fn run_queue(
     job: &QueueJob,
     c: &Counters,
     s: &AtomicBool,
-    (t, m): (&Mutex<Option<SeqTracker>>, &Mutex<Option<bench::RxMetaTally>>),
+    (t, m, ts): Slots<'_>,
 ) -> Result<(), fastpath::io::PortError> {
     let opts = job.opts;
     match job.mode {
@@ -642,17 +699,25 @@ fn run_queue(
         }
         BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, c, s, |_| {}),
         BenchMode::L2fwd => bench::l2fwd(&mut port, opts, c, s),
-        BenchMode::Txonly => bench::txonly_flows(
-            &mut port,
-            job.template.as_deref().expect("txonly has a frame"),
-            job.queue as u16,
-            job.flows.as_ref(),
-            job.share,
-            opts,
-            c,
-            s,
-        )
-        .map(|_| ()),
+        BenchMode::Txonly => {
+            let r = bench::txonly_flows(
+                &mut port,
+                job.template.as_deref().expect("txonly has a frame"),
+                job.queue as u16,
+                job.flows.as_ref(),
+                job.csum_partial,
+                job.share,
+                opts,
+                c,
+                s,
+            );
+            let mut slot = ts.lock().expect("tx-timestamps lock");
+            match slot.as_mut() {
+                Some(all) => all.merge(&port.tx_timestamps()),
+                None => *slot = Some(port.tx_timestamps()),
+            }
+            r.map(|_| ())
+        }
         BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Ok(()),
     }
 }
@@ -689,8 +754,15 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             ddos: Default::default(),
             flood_threads: 1,
             path: crate::args::PathArg::Afxdp,
+            tx_meta: g.tx_meta.clone(),
         };
         return bench(&b, stop);
+    }
+    if g.tx_meta.any() {
+        return Err(usage(anyhow!(
+            "{} is AF_XDP TX metadata: it goes with --engine xsk, not xdp-live",
+            g.tx_meta.first_name()
+        )));
     }
     check_run(&g.run)?;
     check_frame(&g.frame)?;
@@ -917,7 +989,7 @@ fn run_port(
     let (opts, verify) = (job.opts, job.verify);
     match (job.mode, frame) {
         (BenchMode::Txonly, Some(f)) => {
-            bench::txonly_flows(&mut port, &f, 0, job.flows.as_ref(), job.limits, opts, c, s)?;
+            bench::txonly_flows(&mut port, &f, 0, job.flows.as_ref(), false, job.limits, opts, c, s)?;
         }
         (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, c, s)?,
         _ => {

@@ -60,8 +60,9 @@ impl From<XskError> for CliError {
             | XskError::BadSize { .. }
             | XskError::BadUnalignedFrameSize { .. }
             | XskError::UnalignedZeroCopy { .. }
-            | XskError::BadHeadroom { .. } => usage(e),
-            XskError::Unsupported(_) => unsupported(e),
+            | XskError::BadHeadroom { .. }
+            | XskError::BadTxMeta(_) => usage(e),
+            XskError::Unsupported(_) | XskError::DriverLacks { .. } => unsupported(e),
             _ => kernel(e),
         }
     }

@@ -11,7 +11,7 @@ use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInf
 use fastpath::netdev::Iface;
 use fastpath::rules::compile::Compiled;
 use fastpath::xsk::handoff::HandedXskMap;
-use fastpath::xsk::{BusyPoll, CopyMode, RxQueues, SocketConfig, UmemConfig, XskConfig};
+use fastpath::xsk::{BusyPoll, CopyMode, RxQueues, SocketConfig, TxMeta, UmemConfig, XskConfig};
 use serde::Serialize;
 
 use crate::args::{CopyModeArg, XdpModeArg, XskArgs};
@@ -109,11 +109,45 @@ pub struct PathInfo {
     pub multi_buffer: bool,
     /// Per socket: queue, copy mode, UMEM sharing, frames.
     pub sockets: Vec<XskPortInfo>,
+    /// AF_XDP TX metadata of a transmit session (`--tx-csum`, `--tx-timestamp`,
+    /// `--tx-launch-time`); absent without.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_meta: Option<TxMetaInfo>,
     /// rxdrop/l2fwd: how the workers wait on an empty RX ring, "spin" or "poll" (as used:
     /// `--spin`, `--poll`, or the default chosen from the CPU layout); absent elsewhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait: Option<&'static str>,
     pub notes: Vec<String>,
+}
+
+/// What a transmit session asks of TX metadata.
+#[derive(Debug, Clone, Copy)]
+pub struct TxMetaPlan {
+    /// The request written in front of every frame (its launch time is set per burst from
+    /// `launch_delay_ns`).
+    pub req: TxMeta,
+    /// XDP_UMEM_TX_SW_CSUM: the kernel completes the checksum on the CPU (copy mode).
+    pub sw_csum: bool,
+    /// Launch each frame this long after its burst is queued (CLOCK_TAI).
+    pub launch_delay_ns: Option<u64>,
+}
+
+/// The TX metadata a session set up, for reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct TxMetaInfo {
+    /// The UMEM's tx_metadata_len.
+    pub tx_metadata_len: u32,
+    /// Who completes the partial checksum ("sw": the kernel, XDP_UMEM_TX_SW_CSUM; "device"),
+    /// or None without a checksum request.
+    pub checksum: Option<&'static str>,
+    /// (csum_start, csum_offset) of the request.
+    pub csum_at: Option<(u16, u16)>,
+    /// Timestamps asked for.
+    pub timestamp: bool,
+    /// Launch delay asked for, ns.
+    pub launch_delay_ns: Option<u64>,
+    /// The driver's xsk-features (netdev family), None where the kernel did not say.
+    pub xsk_features: Option<Vec<&'static str>>,
 }
 
 #[derive(Debug)]
@@ -138,6 +172,9 @@ pub fn xsk_config(x: &XskArgs) -> XskConfig {
             comp_size: x.ring_size.saturating_mul(2),
             huge_pages: x.huge_pages,
             unaligned: x.unaligned_chunks,
+            // Set by Session::open_tx_meta (--tx-csum, --tx-timestamp, --tx-launch-time).
+            tx_metadata_len: 0,
+            tx_sw_csum: false,
         },
         socket: SocketConfig {
             ring_size: x.ring_size,
@@ -282,6 +319,51 @@ impl Session {
         Self::open_checked(iface, cfg, x, role, prog, None)
     }
 
+    /// A transmit session ([`Role::Tx`]) on `iface` whose UMEM has TX metadata and whose ports
+    /// write `plan`'s request in front of every frame. A request the driver cannot do is
+    /// refused in one line naming the xsk feature (exit 6): launch time before anything is
+    /// made; checksum and timestamp once the socket turned out zero-copy (copy mode does both
+    /// in the kernel).
+    pub fn open_tx_meta(iface: Iface, x: &XskArgs, plan: &TxMetaPlan) -> CliResult<Session> {
+        let mut cfg = validate(x, Role::Tx)?;
+        cfg.umem.tx_metadata_len = fastpath::xsk::TX_META_LEN;
+        cfg.umem.tx_sw_csum = plan.sw_csum;
+        cfg.validate()?;
+        let driver = iface.dev().driver().unwrap_or_else(|_| "unknown".into());
+        let xsk = fastpath::netdev::xdp_features::xdp_features(iface.ifindex()).ok().flatten().map(|f| f.xsk);
+        let mut want = plan.req;
+        if plan.launch_delay_ns.is_some() {
+            want.launch_time_ns = Some(0);
+        }
+        want.check_driver(&x.iface, &driver, xsk.as_deref(), false)?;
+        let mut s = Self::open_checked(iface, cfg, x, Role::Tx, RxChoice::Redirect, None)?;
+        if s.ports.iter().any(|p| p.socket().zero_copy()) {
+            want.check_driver(&x.iface, &driver, xsk.as_deref(), true)?;
+        }
+        for p in &mut s.ports {
+            p.set_tx_meta(Some(plan.req), plan.launch_delay_ns)?;
+        }
+        if plan.req.timestamp && s.ports.iter().all(|p| !p.socket().zero_copy()) {
+            s.info.notes.push(
+                "tx timestamps in copy mode are the kernel's software ones: CLOCK_TAI when it freed the frame's skb, not the device's".into(),
+            );
+        }
+        if plan.req.csum.is_some() && !plan.sw_csum {
+            s.info.notes.push(
+                "--tx-csum device: frames leave with a partial checksum (CHECKSUM_PARTIAL) for the device to complete; a veth does not complete it, so an AF_XDP receiver behind it sees the partial one".into(),
+            );
+        }
+        s.info.tx_meta = Some(TxMetaInfo {
+            tx_metadata_len: fastpath::xsk::TX_META_LEN,
+            checksum: plan.req.csum.map(|_| if plan.sw_csum { "sw" } else { "device" }),
+            csum_at: plan.req.csum.map(|c| (c.start, c.offset)),
+            timestamp: plan.req.timestamp,
+            launch_delay_ns: plan.launch_delay_ns,
+            xsk_features: xsk,
+        });
+        Ok(s)
+    }
+
     /// A receive session on `iface` without a program of its own: each queue's socket goes
     /// into `map`, an XSKMAP handed over by the process that attached the program
     /// (`--xsk-handoff`). Needs CAP_NET_RAW (and RLIMIT_MEMLOCK for the UMEM), nothing else.
@@ -328,6 +410,7 @@ impl Session {
             tx_skb_budget: None,
             multi_buffer: cfg.socket.multi_buffer,
             sockets: Vec::new(),
+            tx_meta: None,
             wait: None,
             notes: mb_note.into_iter().collect(),
         };

@@ -298,12 +298,15 @@ pub fn txonly<P: Port>(
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, PortError> {
-    txonly_flows(port, template, stream, None, limits, opts, counters, stop)
+    txonly_flows(port, template, stream, None, false, limits, opts, counters, stop)
 }
 
 /// [`txonly`], and with `flows` frame `seq` carries flow `(seq - 1) % n` of
 /// [`Flows`](packet::Flows) (source address's last byte and source port rewritten in place,
-/// checksums fixed incrementally; IPv4 or IPv6 templates).
+/// checksums fixed incrementally; IPv4 or IPv6 templates). With `csum_partial` every frame
+/// leaves with a partial UDP checksum, the pseudo-header sum only
+/// ([`packet::udp_csum_partial`]): for a port that asks the device to complete it (TX
+/// metadata, [`crate::io::afxdp::AfXdpPort::set_tx_meta`]).
 ///
 /// # Errors
 ///
@@ -316,6 +319,7 @@ pub fn txonly_flows<P: Port>(
     template: &[u8],
     stream: u16,
     flows: Option<&packet::Flows>,
+    csum_partial: bool,
     limits: SendLimits,
     opts: LoopOpts,
     counters: &Counters,
@@ -359,7 +363,10 @@ pub fn txonly_flows<P: Port>(
             if let Some(f) = flows {
                 f.apply(buf, f.flow_of_seq(seq));
             }
-            packet::stamp(buf, &Payload { stream, seq, tstamp_ns: now })
+            packet::stamp(buf, &Payload { stream, seq, tstamp_ns: now });
+            if csum_partial {
+                packet::udp_csum_partial(buf);
+            }
         })? as u64;
         if k == 0 {
             // Every frame in flight or the ring full: the backend pushed what it had; back off

@@ -180,6 +180,38 @@ fn udp_checksum_l(frame: &[u8], l: Layout) -> u16 {
     }
 }
 
+/// The pseudo-header sum of a UDP frame of layout `l` (addresses, protocol, UDP length),
+/// folded, not complemented.
+fn udp_pseudo_sum(frame: &[u8], l: Layout) -> u16 {
+    let udp_len = u16::from_be_bytes([frame[l.udp + 4], frame[l.udp + 5]]) as u64;
+    let acc = match l.ip_csum {
+        Some(_) => sum16(&frame[26..34], 0),
+        None => sum16(&frame[22..54], 0),
+    };
+    fold(acc + 17 + udp_len)
+}
+
+/// Where the UDP checksum of a frame built by [`build_udp_frame`] starts and lies, as a TX
+/// checksum offload request gives them (`csum_start`, `csum_offset`: the UDP header's offset,
+/// 34 for IPv4 or 54 for IPv6, and 6; [`crate::xsk::TxCsum`]).
+pub fn udp_csum_request(frame: &[u8]) -> (u16, u16) {
+    (Layout::of(frame).udp as u16, 6)
+}
+
+/// Writes into the UDP checksum field of a frame built by [`build_udp_frame`] the sum of its
+/// pseudo-header only (addresses, protocol, UDP length; folded, not complemented): a partial
+/// checksum, what a packet sent with a checksum offload request carries (the kernel's
+/// `CHECKSUM_PARTIAL`, `~csum_tcpudp_magic(..)`), for the device to add the UDP header and
+/// payload from `csum_start` and complement. Returns ([`udp_csum_request`]) where it lies.
+/// Constant cost: the payload is not read.
+#[inline]
+pub fn udp_csum_partial(frame: &mut [u8]) -> (u16, u16) {
+    let l = Layout::of(frame);
+    let c = udp_pseudo_sum(frame, l);
+    frame[l.udp_csum()..l.udp_csum() + 2].copy_from_slice(&c.to_be_bytes());
+    (l.udp as u16, 6)
+}
+
 #[cfg(test)]
 fn udp_checksum(frame: &[u8]) -> u16 {
     udp_checksum_l(frame, Layout::of(frame))
@@ -612,6 +644,35 @@ mod tests {
             src_ip: "fd99::1".parse::<Ipv6Addr>().unwrap().into(),
             dst_ip: "fd99::2".parse::<Ipv6Addr>().unwrap().into(),
             ..spec(len)
+        }
+    }
+
+    /// A partial checksum is the pseudo-header sum; completing it as the kernel does for
+    /// CHECKSUM_PARTIAL (skb_checksum_help: sum from csum_start to the end, field included,
+    /// fold, complement, 0 sent as 0xffff) gives the full checksum.
+    #[test]
+    fn a_partial_udp_checksum_completes_to_the_full_one() {
+        for sp in [spec(64), spec(65), spec(1514), spec6(120), spec6(1001)] {
+            let mut f = vec![0u8; sp.frame_len];
+            build_udp_frame(&sp, &mut f);
+            stamp(&mut f, &Payload { stream: 3, seq: 77, tstamp_ns: 123_456 });
+            let full = f.clone();
+            let (start, off) = udp_csum_partial(&mut f);
+            assert_eq!((start, off), udp_csum_request(&full));
+            let l = Layout::of(&f);
+            assert_eq!(start as usize, l.udp);
+            assert_eq!(
+                u16::from_be_bytes([f[l.udp_csum()], f[l.udp_csum() + 1]]),
+                udp_pseudo_sum(&f, l),
+                "the field holds the pseudo-header sum"
+            );
+            assert!(matches!(verify(&f), Err(FrameError::UdpChecksum)), "a partial checksum is not a valid one");
+            let co = start as usize + off as usize;
+            let c = !fold(sum16(&f[start as usize..], 0));
+            f[co..co + 2].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+            assert_eq!(f, full, "completed: the frame as build_udp_frame + stamp made it");
+            assert!(verify(&f).is_ok());
+            etherparse_ok(&f);
         }
     }
 

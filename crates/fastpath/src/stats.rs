@@ -223,6 +223,13 @@ pub fn monotonic_ns() -> u64 {
     crate::sys::monotonic_ns()
 }
 
+/// CLOCK_TAI in nanoseconds: the clock of copy-mode AF_XDP TX timestamps
+/// ([`crate::xsk::Umem::tx_completion_timestamp`]).
+#[inline]
+pub fn tai_ns() -> u64 {
+    crate::sys::tai_ns()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

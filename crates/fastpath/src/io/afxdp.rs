@@ -19,6 +19,11 @@
 //! that ends a packet is marked when it goes to the TX ring, and only marked frames count when
 //! they complete.
 //!
+//! TX metadata (a UMEM with `tx_metadata_len`, Linux >= 6.8): `tx_burst` and `tx_stamped`
+//! build every packet that far into its frame and, after [`AfXdpPort::set_tx_meta`], write the
+//! request in front of it ([`crate::xsk::TxMeta`]: checksum, TX timestamp, launch time); the
+//! timestamps of their completions are tallied ([`AfXdpPort::tx_timestamps`]).
+//!
 //! Refill, reap and TX wake-up are the ring data path shared with [`crate::xsk::XskPair`]
 //! (`xsk/datapath.rs`): `tx_burst` wakes TX until the ring is drained, every other call once.
 //!
@@ -36,7 +41,7 @@ pub use crate::bpf::{Attach, AttachOpts, Attached};
 use crate::bpf::{BpfError, XdpMode, XskRedirect, XskRedirectOpts};
 use crate::netdev::Iface;
 use crate::xsk::datapath::{self, TxKick};
-use crate::xsk::{CopyMode, Frame, RxBatch, RxMeta, RxQueues, SocketConfig, Umem, XskConfig, XskSocket};
+use crate::xsk::{CopyMode, Frame, RxBatch, RxMeta, RxQueues, SocketConfig, TxMeta, Umem, XskConfig, XskSocket};
 
 /// A program with an XSKMAP that steers queue q's frames to the socket in slot q.
 pub trait XskMap {
@@ -196,7 +201,44 @@ pub struct AfXdpPort {
     outstanding: u64,
     /// Completions reaped (by any call) and not yet reported by `tx_reap`.
     unreported: u64,
+    /// Where `tx_burst` / `tx_stamped` build a packet in its frame: the UMEM's
+    /// `tx_metadata_len` (0 without TX metadata).
+    tx_off: u32,
+    /// The TX metadata request written in front of every packet `tx_burst` / `tx_stamped` send
+    /// ([`AfXdpPort::set_tx_meta`]).
+    tx_req: Option<TxMeta>,
+    /// Launch each packet this long after its burst is queued (CLOCK_TAI).
+    launch_delay_ns: Option<u64>,
+    /// TX timestamps asked and returned.
+    tx_ts: TxTimestamps,
     stats: PortStats,
+}
+
+/// What the TX timestamps of a port's completions said ([`AfXdpPort::tx_timestamps`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TxTimestamps {
+    /// Packets completed that were sent with a timestamp request.
+    pub requested: u64,
+    /// Of those, packets whose completion carried a timestamp.
+    pub returned: u64,
+    /// The first timestamp returned (ns: CLOCK_TAI in copy mode, the device's clock in
+    /// zero-copy mode).
+    pub first_ns: Option<u64>,
+    /// The last timestamp returned.
+    pub last_ns: Option<u64>,
+}
+
+impl TxTimestamps {
+    /// Adds another port's.
+    pub fn merge(&mut self, o: &TxTimestamps) {
+        self.requested += o.requested;
+        self.returned += o.returned;
+        self.first_ns = match (self.first_ns, o.first_ns) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.last_ns = self.last_ns.max(o.last_ns);
+    }
 }
 
 impl AfXdpPort {
@@ -236,12 +278,22 @@ impl AfXdpPort {
     /// # Errors
     ///
     /// [`PortError::Config`] for a socket that shares another's FILL ring
-    /// ([`Sharing::SameQueue`](crate::xsk::Sharing)).
+    /// ([`Sharing::SameQueue`](crate::xsk::Sharing)), or a multi-buffer socket over a UMEM with
+    /// `tx_metadata_len` (the kernel wants that room in front of every frame of a packet).
     pub fn new(mut sock: XskSocket, mut frames: Vec<Frame>, fill_frames: u32) -> Result<Self, PortError> {
+        let tx_off = sock.umem().tx_metadata_len();
+        if tx_off > 0 && sock.multi_buffer() {
+            return Err(PortError::Config {
+                what: "TX metadata",
+                value: format!("tx_metadata_len {tx_off} on a multi-buffer socket"),
+                accepted: "TX metadata on single-buffer sockets (every frame of a packet would need the room)".into(),
+            });
+        }
+        let queue = sock.queue_id();
         let Some(fill) = sock.fill.as_mut() else {
             return Err(PortError::Config {
                 what: "socket",
-                value: format!("queue {} sharing another socket's FILL ring", sock.queue_id()),
+                value: format!("queue {queue} sharing another socket's FILL ring"),
                 accepted: "a socket with its own FILL and COMPLETION rings".into(),
             });
         };
@@ -271,8 +323,55 @@ impl AfXdpPort {
             chain: if mb { Vec::with_capacity(64) } else { Vec::new() },
             outstanding: 0,
             unreported: 0,
+            tx_off,
+            tx_req: None,
+            launch_delay_ns: None,
+            tx_ts: TxTimestamps::default(),
             stats: PortStats::default(),
         })
+    }
+
+    /// Writes the TX metadata request `req` in front of every packet [`Port::tx_burst`] and
+    /// [`Port::tx_stamped`] send from now on ([`Umem::set_tx_meta`]; `None`: none), with
+    /// `launch_delay_ns` (if given) setting its launch time to CLOCK_TAI at each burst plus that
+    /// delay. The port's UMEM must have `tx_metadata_len` ([`crate::xsk::UmemConfig`]); whether
+    /// the driver can do what `req` asks is the caller's check ([`TxMeta::check_driver`]).
+    /// Completions of timestamped packets are read as they are reaped
+    /// ([`AfXdpPort::tx_timestamps`]). Packets [`Port::fwd_burst`] forwards carry no request.
+    ///
+    /// # Errors
+    ///
+    /// [`PortError::Config`] for a request on a port whose UMEM has no `tx_metadata_len`.
+    pub fn set_tx_meta(&mut self, req: Option<TxMeta>, launch_delay_ns: Option<u64>) -> Result<(), PortError> {
+        let req = req.filter(|r| !r.is_empty() || launch_delay_ns.is_some());
+        if req.is_some() && self.tx_off == 0 {
+            return Err(PortError::Config {
+                what: "TX metadata request",
+                value: "a UMEM without tx_metadata_len".into(),
+                accepted: format!(
+                    "a UMEM registered with tx_metadata_len (a multiple of 8 from {} to 248)",
+                    crate::xsk::TX_META_LEN
+                ),
+            });
+        }
+        self.tx_req = req;
+        self.launch_delay_ns = launch_delay_ns.filter(|_| req.is_some());
+        Ok(())
+    }
+
+    /// What the completions of packets sent with a timestamp request carried so far.
+    pub fn tx_timestamps(&self) -> TxTimestamps {
+        self.tx_ts
+    }
+
+    /// The request of one burst: the port's, with the launch time of this burst.
+    #[inline]
+    fn burst_req(&self) -> Option<TxMeta> {
+        let mut r = self.tx_req?;
+        if let Some(d) = self.launch_delay_ns {
+            r.launch_time_ns = Some(crate::sys::tai_ns().saturating_add(d));
+        }
+        Some(r)
     }
 
     /// The socket (mode read back from the kernel, statistics).
@@ -311,7 +410,18 @@ impl AfXdpPort {
         let fs = self.umem.frame_size();
         let fidx = crate::xsk::FrameIndexer::new(fs);
         let (mb, eop, holds) = (self.mb, &mut self.eop, &mut self.holds);
-        let ends = |f: &Frame| packet_end(mb, eop, f, fidx);
+        let (umem, ts, tx_ts) = (&*self.umem, self.tx_req.is_some_and(|r| r.timestamp), &mut self.tx_ts);
+        let ends = |f: &Frame| {
+            if ts {
+                tx_ts.requested += 1;
+                if let Some(t) = umem.tx_completion_timestamp(f) {
+                    tx_ts.returned += 1;
+                    tx_ts.first_ns.get_or_insert(t);
+                    tx_ts.last_ns = Some(t);
+                }
+            }
+            packet_end(mb, eop, f, fidx)
+        };
         // A frame on FILL is the kernel's to write: it no longer holds a template.
         let untemplate = |f: &Frame| holds[fidx.index(f.addr())] = 0;
         let n = datapath::reap(comp, fill, &mut self.free, fs, ends, untemplate);
@@ -595,7 +705,26 @@ impl Port for AfXdpPort {
             });
         }
         let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
-        let umem = &*self.umem;
+        let max_one = fs - self.tx_off as usize;
+        if !self.mb {
+            if let Some(fr) = frames.iter().find(|f| f.len() > max_one) {
+                return Err(PortError::Config {
+                    what: "frame length",
+                    value: fr.len().to_string(),
+                    accepted: format!(
+                        "use 1 to {max_one} bytes (the frame size less the UMEM's tx_metadata_len {})",
+                        self.tx_off
+                    ),
+                });
+            }
+        }
+        let req = self.burst_req();
+        if let Some(r) = &req {
+            for fr in frames {
+                r.check_len(fr.len() as u32)?;
+            }
+        }
+        let (umem, tx_off) = (&*self.umem, self.tx_off);
         // TX slots for every frame of every packet (a multi-buffer packet takes several).
         let want: usize = frames.iter().map(|f| f.len().div_ceil(fs)).sum();
         let mut tb = self.sock.tx.reserve(want.min(self.free.len()).min(u32::MAX as usize) as u32);
@@ -609,7 +738,10 @@ impl Port for AfXdpPort {
                 let mut f = self.free.pop().expect("nf <= free");
                 // The frame's bytes change: it no longer holds any template.
                 self.holds[fidx.index(f.addr())] = 0;
-                umem.resize(&mut f, piece.len() as u32).copy_from_slice(piece);
+                umem.resize_at(&mut f, tx_off, piece.len() as u32).copy_from_slice(piece);
+                if let Some(r) = &req {
+                    umem.set_tx_meta(&mut f, r)?;
+                }
                 f.set_contd(k + 1 < nf);
                 Self::mark_eop(self.mb, &mut self.eop, &f, fidx);
                 tb.push(f);
@@ -646,6 +778,21 @@ impl Port for AfXdpPort {
                 },
             });
         }
+        let max_one = fs - self.tx_off as usize;
+        if !self.mb && template.len() > max_one {
+            return Err(PortError::Config {
+                what: "frame length",
+                value: template.len().to_string(),
+                accepted: format!(
+                    "use 1 to {max_one} bytes (the frame size less the UMEM's tx_metadata_len {})",
+                    self.tx_off
+                ),
+            });
+        }
+        let req = self.burst_req();
+        if let Some(r) = &req {
+            r.check_len(template.len() as u32)?;
+        }
         // Completed frames back to the free list: a caller may loop on tx_stamped alone.
         self.reap_to_free();
         if self.template.as_slice() != template {
@@ -657,7 +804,7 @@ impl Port for AfXdpPort {
         let fidx = crate::xsk::FrameIndexer::new(self.umem.frame_size());
         let nf = template.len().div_ceil(fs);
         let want = n.min(self.free.len() / nf).min(u32::MAX as usize / nf);
-        let umem = &*self.umem;
+        let (umem, tx_off) = (&*self.umem, self.tx_off);
         let mut tb = self.sock.tx.reserve((want * nf) as u32);
         let got = tb.room() as usize / nf;
         for i in 0..got {
@@ -667,7 +814,7 @@ impl Port for AfXdpPort {
                 let piece = &template[k * fs..template.len().min((k + 1) * fs)];
                 let mut f = self.free.pop().expect("got * nf <= free");
                 let idx = fidx.index(f.addr());
-                let bytes = umem.resize(&mut f, piece.len() as u32);
+                let bytes = umem.resize_at(&mut f, tx_off, piece.len() as u32);
                 if self.holds[idx] != k as u8 + 1 {
                     bytes.copy_from_slice(piece);
                     self.holds[idx] = k as u8 + 1;
@@ -682,6 +829,10 @@ impl Port for AfXdpPort {
             let mut f = first.expect("nf >= 1");
             // A multi-frame packet: `stamp` gets its first frame (the headers).
             stamp(i, umem.data_mut(&mut f));
+            if let Some(r) = &req {
+                // Checked against the length above: cannot fail.
+                umem.set_tx_meta(&mut f, r)?;
+            }
             Self::mark_eop(self.mb, &mut self.eop, &f, fidx);
             tb.push(f);
             while let Some(f) = self.chain.pop() {

@@ -14,6 +14,16 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_TAI in nanoseconds: the clock of copy-mode AF_XDP TX timestamps (net/xdp/xsk.c,
+/// `ktime_get_tai_fast_ns`) and of launch times on a device whose PTP clock runs on TAI.
+#[inline]
+pub fn tai_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_TAI, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Effective user id (0 = root).
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid cannot fail.

@@ -9,6 +9,43 @@
 /// descriptors one `sendto` turns into skbs (the default is 32, TX_BATCH_SIZE in net/xdp/xsk.c).
 pub(crate) const XDP_MAX_TX_SKB_BUDGET: i32 = 9;
 
+/// `XDP_TXMD_FLAGS_LAUNCH_TIME` (include/uapi/linux/if_xdp.h, kernel >= 6.14; libc 0.2.191 has
+/// `XDP_TXMD_FLAGS_TIMESTAMP` (1 << 0) and `_CHECKSUM` (1 << 1) but not this one): schedule the
+/// packet for `request.launch_time`, on devices whose xsk-features have `tx-launch-time-fifo`.
+pub(crate) const XDP_TXMD_FLAGS_LAUNCH_TIME: u64 = 1 << 2;
+
+/// `struct xsk_tx_metadata` of include/uapi/linux/if_xdp.h as of Linux 6.14, flattened: `flags`,
+/// then the union of `request` { `csum_start`, `csum_offset`, (4 bytes of padding),
+/// `launch_time` } and `completion` { `tx_timestamp` }, which overlays `csum_start`,
+/// `csum_offset` and the padding. 24 bytes. libc 0.2.191's `xsk_tx_metadata` is the 6.8 form,
+/// whose `request` ends after `csum_offset` (16 bytes); the offsets they share are checked
+/// against it in `xsk::tx_meta`'s tests. It lies `tx_metadata_len` bytes before a TX packet's
+/// first byte (Documentation/networking/xsk-tx-metadata.rst).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub(crate) struct XskTxMetadata {
+    /// `XDP_TXMD_FLAGS_*`.
+    pub flags: u64,
+    /// `request.csum_start`: offset from the packet's first byte where checksumming starts.
+    pub csum_start: u16,
+    /// `request.csum_offset`: offset from `csum_start` where the checksum is stored.
+    pub csum_offset: u16,
+    /// Padding in front of `launch_time` (the upper half of `completion.tx_timestamp`).
+    pub pad: u32,
+    /// `request.launch_time`: nanoseconds of the device's PTP hardware clock.
+    pub launch_time: u64,
+}
+
+impl XskTxMetadata {
+    /// `completion.tx_timestamp`: the 8 bytes at offset 8, over `csum_start`, `csum_offset`
+    /// and `pad`, in the host's byte order (as the kernel writes a `__u64`).
+    #[inline]
+    pub(crate) fn tx_timestamp(&self) -> u64 {
+        let b = bytemuck::bytes_of(self);
+        u64::from_ne_bytes(b[8..16].try_into().expect("8 bytes"))
+    }
+}
+
 /// `XDP_PACKET_HEADROOM` (include/uapi/linux/bpf.h:6082 in 6.1, taken from libbpf-sys's
 /// bindings of that header; not in libc): the headroom the kernel keeps in front of a packet
 /// for XDP, so in front of each received frame of an AF_XDP socket in copy mode (on top of the

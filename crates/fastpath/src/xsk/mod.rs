@@ -12,7 +12,7 @@
 //! Every frame of a [`Umem`] is, at any moment, owned by exactly one party. User space owns a
 //! frame exactly while a [`Frame`] token for it exists; the token is not `Copy` or `Clone`, and
 //! it is given up by value when the frame goes to the kernel. Frame bytes are reached only
-//! through a token ([`Umem::data`], [`Umem::data_mut`], [`Umem::resize`]), so safe code cannot
+//! through a token ([`Umem::data`], [`Umem::data_mut`], [`Umem::resize`], [`Umem::resize_at`]), so safe code cannot
 //! read or write a frame the kernel owns.
 //!
 //! ```text
@@ -69,6 +69,7 @@ mod pair;
 pub(crate) mod ring;
 pub mod rx_meta;
 mod socket;
+pub mod tx_meta;
 mod umem;
 
 pub use pair::{DirStats, XskPair};
@@ -78,6 +79,7 @@ pub use ring::{
 };
 pub use rx_meta::{RssType, RxMeta, Timestamp, VlanTag, RX_META_LEN};
 pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
+pub use tx_meta::{TxCsum, TxMeta, XskFeatureNeed, TX_META_LEN, XDP_TX_METADATA};
 pub(crate) use umem::FrameIndexer;
 pub use umem::{Frame, Umem, UmemConfig};
 

@@ -382,6 +382,10 @@ pub(crate) struct TxCheck {
     pub multi_buffer: bool,
     /// Unaligned chunk mode: a buffer may cross a chunk.
     pub unaligned: bool,
+    /// The UMEM's `tx_metadata_len` (0: none): every TX descriptor must leave that many bytes
+    /// in front of its packet, in its chunk in aligned mode (xp_aligned_validate_desc(),
+    /// net/xdp/xsk_queue.h), and `XDP_TX_METADATA` is valid only with some.
+    pub tx_metadata_len: u32,
 }
 
 impl TxCheck {
@@ -404,9 +408,21 @@ impl TxCheck {
         if !self.unaligned && addr % cs + d.len as u64 > cs {
             return Some(format!("TX descriptor {:#x}+{} crosses its {}-byte chunk", d.addr, d.len, cs));
         }
-        if d.options & !XDP_PKT_CONTD != 0 || (d.options & XDP_PKT_CONTD != 0 && !self.multi_buffer) {
+        let tml = self.tx_metadata_len as u64;
+        let room = if self.unaligned { addr } else { addr % cs };
+        if room < tml {
             return Some(format!(
-                "TX descriptor {:#x} with options {:#x} (XDP_PKT_CONTD only, on an XDP_USE_SG socket)",
+                "TX descriptor {:#x} leaves {room} bytes in front of its packet, less than the UMEM's tx_metadata_len {tml}",
+                d.addr
+            ));
+        }
+        let known = XDP_PKT_CONTD | super::tx_meta::XDP_TX_METADATA;
+        if d.options & !known != 0
+            || (d.options & XDP_PKT_CONTD != 0 && !self.multi_buffer)
+            || (d.options & super::tx_meta::XDP_TX_METADATA != 0 && tml == 0)
+        {
+            return Some(format!(
+                "TX descriptor {:#x} with options {:#x} (XDP_PKT_CONTD only on an XDP_USE_SG socket, XDP_TX_METADATA only on a UMEM with tx_metadata_len)",
                 d.addr, d.options
             ));
         }
@@ -635,19 +651,22 @@ impl TxBatch<'_> {
         self.cap - self.n
     }
 
-    /// Queues `f` (`addr`, `len`) for sending.
+    /// Queues `f` (`addr`, `len`) for sending; with the `XDP_TX_METADATA` option if
+    /// [`super::Umem::set_tx_meta`] wrote a request in front of it ([`Frame::tx_meta`]).
     ///
     /// # Panics
     ///
     /// If the batch is full ([`TxBatch::room`] is 0) or `f` belongs to another UMEM; in debug
     /// builds also if the kernel would refuse the descriptor (`tx_invalid_descs`): length 0,
-    /// or `contd` set on a socket without XDP_USE_SG (a token's bytes always lie inside one
-    /// frame of its UMEM).
+    /// `contd` set on a socket without XDP_USE_SG, or, on a UMEM with `tx_metadata_len`, a
+    /// packet less than that far into its frame (a token's bytes always lie inside one frame of
+    /// its UMEM).
     #[inline]
     pub fn push(&mut self, f: Frame) {
         assert!(self.n < self.cap, "TX batch full ({} slots)", self.cap);
         assert_eq!(f.umem_id(), self.umem_id, "frame of another UMEM");
-        let options = if f.contd() { XDP_PKT_CONTD } else { 0 };
+        let options =
+            if f.contd() { XDP_PKT_CONTD } else { 0 } | if f.tx_meta() { super::tx_meta::XDP_TX_METADATA } else { 0 };
         let d = XdpDesc { addr: f.addr(), len: f.len(), options };
         #[cfg(debug_assertions)]
         if let Some(why) = self.check.refusal(&d) {
@@ -690,10 +709,11 @@ impl TxBatch<'_> {
 
     /// Why the kernel would refuse `desc` on this socket (it counts it in `tx_invalid_descs`),
     /// or `None`: outside the UMEM, longer than a chunk, crossing a chunk (aligned mode only),
-    /// length 0, options other than XDP_PKT_CONTD, or XDP_PKT_CONTD without XDP_USE_SG. In
-    /// unaligned mode the offset in the upper 16 bits of `addr` is added first, as the kernel
-    /// does. Crossing a page boundary in zero-copy mode is not checked (the kernel refuses it
-    /// where the pages are not physically contiguous).
+    /// length 0, options other than XDP_PKT_CONTD and XDP_TX_METADATA, XDP_PKT_CONTD without
+    /// XDP_USE_SG, XDP_TX_METADATA without `tx_metadata_len`, or less than `tx_metadata_len`
+    /// bytes in front of the packet. In unaligned mode the offset in the upper 16 bits of
+    /// `addr` is added first, as the kernel does. Crossing a page boundary in zero-copy mode is
+    /// not checked (the kernel refuses it where the pages are not physically contiguous).
     pub fn refusal(&self, desc: &XdpDesc) -> Option<String> {
         self.check.refusal(desc)
     }
@@ -890,7 +910,13 @@ mod tests {
     fn the_tx_check_refuses_what_the_kernel_counts_invalid() {
         // The rows of the kernel's aligned invalid-descriptor table (4096-byte chunks, a UMEM
         // of 16 chunks), which the conformance scenario ALIGNED_INV_DESC sends to a real kernel.
-        let c = TxCheck { chunk_size: 4096, umem_len: 16 * 4096, multi_buffer: false, unaligned: false };
+        let c = TxCheck {
+            chunk_size: 4096,
+            umem_len: 16 * 4096,
+            multi_buffer: false,
+            unaligned: false,
+            tx_metadata_len: 0,
+        };
         let u = c.umem_len;
         let d = |addr: u64, len: u32, options: u32| XdpDesc { addr, len, options };
         for ok in [d(0, 64, 0), d(4096, 64, 0), d(u - 64, 64, 0), d(4096 + 2016, 64, 0), d(0, 4096, 0)] {
@@ -912,7 +938,13 @@ mod tests {
         let mb = TxCheck { multi_buffer: true, ..c };
         assert_eq!(mb.refusal(&d(0, 64, XDP_PKT_CONTD)), None);
         assert!(mb.refusal(&d(0, 64, 0xffff)).is_some());
-        let c2k = TxCheck { chunk_size: 2048, umem_len: 16 * 2048, multi_buffer: false, unaligned: false };
+        let c2k = TxCheck {
+            chunk_size: 2048,
+            umem_len: 16 * 2048,
+            multi_buffer: false,
+            unaligned: false,
+            tx_metadata_len: 0,
+        };
         assert!(c2k.refusal(&d(2048 + 2016, 64, 0)).is_some(), "crosses a 2K chunk");
         let un = TxCheck { unaligned: true, ..c };
         assert_eq!(un.refusal(&d(4096 + 4064, 64, 0)), None, "unaligned: may cross a chunk");
@@ -920,6 +952,19 @@ mod tests {
         assert!(un.refusal(&d(0, 4097, 0)).is_some(), "never longer than a chunk");
         assert!(un.refusal(&d((64 << 48) | (u - 64), 64, 0)).is_some(), "the offset bits count");
         assert_eq!(un.refusal(&d((32 << 48) | (u - 96), 64, 0)), None);
+        // XDP_TX_METADATA: only with tx_metadata_len, and every packet that far into its chunk.
+        let md = libc::XDP_TX_METADATA;
+        assert!(c.refusal(&d(4096 + 256, 64, md)).is_some(), "no tx_metadata_len");
+        let tm = TxCheck { tx_metadata_len: 24, ..c };
+        assert_eq!(tm.refusal(&d(4096 + 24, 64, md)), None);
+        assert_eq!(tm.refusal(&d(4096 + 256, 64, 0)), None, "metadata room, no request");
+        assert!(tm.refusal(&d(4096 + 16, 64, md)).is_some(), "the metadata would start in the chunk before");
+        assert!(tm.refusal(&d(4096, 64, 0)).is_some(), "the kernel checks the room on every descriptor");
+        assert!(tm.refusal(&d(4096 + 24, 4096 - 23, md)).is_some(), "crosses its chunk");
+        assert!(tm.refusal(&d(4096 + 24, 64, md | 4)).is_some(), "an unknown option");
+        let tmu = TxCheck { unaligned: true, ..tm };
+        assert!(tmu.refusal(&d(8, 64, md)).is_some(), "unaligned: the metadata must still be in the UMEM");
+        assert_eq!(tmu.refusal(&d(4096 - 8, 64, md)), None, "unaligned: anywhere after 24");
     }
 
     #[test]

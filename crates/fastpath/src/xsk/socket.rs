@@ -184,6 +184,28 @@ pub enum XskError {
         /// The failed bind.
         cause: SysError,
     },
+    /// A TX metadata setting or request that cannot be used ([`super::UmemConfig::validate`],
+    /// [`super::TxMeta::check_len`], [`super::Umem::set_tx_meta`]): one line naming the value and
+    /// what is accepted.
+    #[error("{0}")]
+    BadTxMeta(String),
+    /// The interface's driver lacks an AF_XDP TX metadata feature a request needs
+    /// ([`super::TxMeta::check_driver`]; netdev family `xsk-features`).
+    #[error("{iface} (driver {driver}) has no {what}: its AF_XDP xsk-features ({has}) lack {feature} (needs Linux >= {min_kernel} and a driver that implements it)")]
+    DriverLacks {
+        /// Interface.
+        iface: String,
+        /// Driver name.
+        driver: String,
+        /// What the feature gives, in words.
+        what: &'static str,
+        /// The xsk-features name.
+        feature: &'static str,
+        /// The first kernel with it.
+        min_kernel: &'static str,
+        /// The driver's xsk-features, or "none".
+        has: String,
+    },
     /// A kernel feature this needs is absent ([`crate::features`]).
     #[error(transparent)]
     Unsupported(#[from] crate::features::Unsupported),
@@ -605,6 +627,7 @@ impl XskSocket {
             umem_len: uc.frame_size as u64 * uc.frame_count as u64,
             multi_buffer: false,
             unaligned: uc.unaligned,
+            tx_metadata_len: uc.tx_metadata_len,
         };
         // SAFETY: as above.
         let (mut rx, tx) = unsafe { (RxRing::new(rxr, Some(rx_map), id), TxRing::new(txr, Some(tx_map), id, check)) };

@@ -17,6 +17,9 @@ use crate::sys::{self, Mmap};
 pub(crate) use libc::SOL_XDP;
 use libc::XDP_UMEM_REG;
 
+/// Bytes of `struct xsk_tx_metadata` fastpath reads and writes in front of a TX packet.
+const TX_META_BYTES: u32 = super::TX_META_LEN;
+
 /// `SKB_DATA_ALIGN(sizeof(struct skb_shared_info))` on a 64-bit kernel: the bytes at a frame's
 /// end that the kernel keeps out of the UMEM headroom (net/xdp/xdp_umem.c).
 const SKB_SHARED_INFO_BYTES: u32 = 320;
@@ -47,6 +50,19 @@ pub struct UmemConfig {
     /// (`XSK_UNALIGNED_BUF_OFFSET_SHIFT`), are decoded on the way in
     /// (Documentation/networking/af_xdp.rst "XDP_UMEM_REG setsockopt").
     pub unaligned: bool,
+    /// Bytes reserved in front of every TX packet for `struct xsk_tx_metadata` (XDP_UMEM_REG
+    /// `tx_metadata_len` with the `XDP_UMEM_TX_METADATA_LEN` flag; Linux >= 6.8, the flag
+    /// needed since 6.11; Documentation/networking/xsk-tx-metadata.rst): 0 for none, or a
+    /// multiple of 8 from 24 ([`super::TX_META_LEN`]) to 248. The kernel then takes a TX
+    /// descriptor only if that many bytes of its frame lie in front of its packet (whether it
+    /// asks for metadata or not): build TX packets with [`Umem::resize_at`] at an offset of at
+    /// least this.
+    pub tx_metadata_len: u32,
+    /// `XDP_UMEM_TX_SW_CSUM` (Linux >= 6.8): in copy mode the kernel computes a requested TX
+    /// checksum on the CPU when it builds the skb, instead of leaving it to the device
+    /// (`CHECKSUM_PARTIAL`). "For development and testing" (xsk-tx-metadata.rst). Needs
+    /// `tx_metadata_len`.
+    pub tx_sw_csum: bool,
 }
 
 impl Default for UmemConfig {
@@ -59,6 +75,8 @@ impl Default for UmemConfig {
             comp_size: 4096,
             huge_pages: false,
             unaligned: false,
+            tx_metadata_len: 0,
+            tx_sw_csum: false,
         }
     }
 }
@@ -81,7 +99,10 @@ impl UmemConfig {
     /// [`XskError::BadHeadroom`] if `headroom` exceeds `frame_size` less 256
     /// (XDP_PACKET_HEADROOM), 320 (the aligned `skb_shared_info` of a 64-bit kernel) and 128:
     /// what current kernels accept (net/xdp/xdp_umem.c, xdp_umem_reg(), Linux 6.18 here; older
-    /// kernels took up to `frame_size` - 257), so a headroom that passes here passes there.
+    /// kernels took up to `frame_size` - 257), so a headroom that passes here passes there;
+    /// [`XskError::BadTxMeta`] for a `tx_metadata_len` that is not 0 or a multiple of 8 from 24
+    /// to 248 (the kernel takes multiples of 8 below 256; less than 24 cannot hold the struct),
+    /// or `tx_sw_csum` without it.
     pub fn validate(&self) -> Result<(), XskError> {
         if self.unaligned {
             if !(2048..=4096).contains(&self.frame_size) {
@@ -100,6 +121,18 @@ impl UmemConfig {
         if self.headroom > max {
             return Err(XskError::BadHeadroom { headroom: self.headroom, frame_size: self.frame_size, max });
         }
+        let tml = self.tx_metadata_len;
+        if tml != 0 && (tml % 8 != 0 || !(super::TX_META_LEN..256).contains(&tml)) {
+            return Err(XskError::BadTxMeta(format!(
+                "tx metadata length {tml} is not accepted: use 0 (none) or a multiple of 8 from {} to 248",
+                super::TX_META_LEN
+            )));
+        }
+        if self.tx_sw_csum && tml == 0 {
+            return Err(XskError::BadTxMeta(
+                "XDP_UMEM_TX_SW_CSUM without TX metadata is not accepted: set tx_metadata_len too".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -114,24 +147,26 @@ impl UmemConfig {
 /// length, and [`Frame::contd`] the `XDP_PKT_CONTD` option: the fields of `struct xdp_desc`
 /// (include/uapi/linux/if_xdp.h). On a multi-buffer socket (XDP_USE_SG, kernel >= 6.6) a
 /// packet is a run of frames, each but the last with `contd` set; otherwise a frame is a whole
-/// packet and `contd` is always false.
+/// packet and `contd` is always false. [`Frame::tx_meta`] says that a TX metadata request
+/// was written in front of the packet ([`Umem::set_tx_meta`]), for `XDP_TX_METADATA`.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Frame {
     addr: u64,
     len: u32,
     umem_id: u32,
     contd: bool,
+    tx_meta: bool,
 }
 
 impl Frame {
     #[inline]
     pub(crate) fn new(addr: u64, len: u32, umem_id: u32) -> Self {
-        Self { addr, len, umem_id, contd: false }
+        Self { addr, len, umem_id, contd: false, tx_meta: false }
     }
 
     #[inline]
     pub(crate) fn with_contd(addr: u64, len: u32, umem_id: u32, contd: bool) -> Self {
-        Self { addr, len, umem_id, contd }
+        Self { addr, len, umem_id, contd, tx_meta: false }
     }
 
     /// True if the packet continues in the next frame (`XDP_PKT_CONTD`, Documentation/networking/
@@ -166,6 +201,13 @@ impl Frame {
         self.umem_id
     }
 
+    /// True if [`Umem::set_tx_meta`] wrote a TX metadata request in front of the packet since
+    /// it was last moved or resized: [`super::TxBatch::push`] sends it with `XDP_TX_METADATA`.
+    #[inline]
+    pub fn tx_meta(&self) -> bool {
+        self.tx_meta
+    }
+
     /// Back to the start of its frame, empty: a free frame, whatever offset it was received at.
     /// Crate-private: `frame_size` must be its UMEM's (a wrong size would move the token into
     /// another frame); outside the crate, [`Umem::reset`] takes the size from the UMEM.
@@ -174,6 +216,7 @@ impl Frame {
         self.addr -= offset_in(self.addr, frame_size);
         self.len = 0;
         self.contd = false;
+        self.tx_meta = false;
     }
 }
 
@@ -305,10 +348,21 @@ impl Umem {
             len: len as u64,
             chunk_size: config.frame_size,
             headroom: config.headroom,
-            flags: if config.unaligned { libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG } else { 0 },
-            tx_metadata_len: 0,
+            flags: if config.unaligned { libc::XDP_UMEM_UNALIGNED_CHUNK_FLAG } else { 0 }
+                | if config.tx_metadata_len > 0 { libc::XDP_UMEM_TX_METADATA_LEN } else { 0 }
+                | if config.tx_sw_csum { libc::XDP_UMEM_TX_SW_CSUM } else { 0 },
+            tx_metadata_len: config.tx_metadata_len,
         };
-        sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG")?;
+        if let Err(e) = sys::setsockopt(&fd, SOL_XDP, XDP_UMEM_REG, &reg, "SOL_XDP, XDP_UMEM_REG") {
+            // Every size was checked: with TX metadata, EINVAL is a kernel without the flags.
+            if config.tx_metadata_len > 0 && e.errno == libc::EINVAL {
+                return Err(XskError::Unsupported(crate::features::Unsupported {
+                    feature: "AF_XDP TX metadata (XDP_UMEM_TX_METADATA_LEN)",
+                    min_kernel: "6.11",
+                }));
+            }
+            return Err(e.into());
+        }
         // Ids are never reused (a wrapped id would let one UMEM's tokens open another's memory):
         // after 2^32 - 1 UMEMs in one process, creating another panics.
         let id = NEXT_UMEM_ID
@@ -407,12 +461,131 @@ impl Umem {
     ///
     /// If `len` does not fit between `f.addr()` and the end of its frame ([`Umem::room`]), or
     /// if `f` belongs to another UMEM.
+    /// On a UMEM with `tx_metadata_len`, any request written in front of the packet is
+    /// dropped (the token's mark and the request's flags): write it again after the length is
+    /// final ([`Umem::set_tx_meta`]).
     #[inline]
     pub fn resize<'a>(&'a self, f: &'a mut Frame, len: u32) -> &'a mut [u8] {
         let room = self.config.frame_size as u64 - offset_in(f.addr, self.config.frame_size);
         assert!(len as u64 <= room, "packet length {len} does not fit: {room} bytes left in the frame");
         f.len = len;
+        self.forget_tx_meta(f);
         self.data_mut(f)
+    }
+
+    /// Moves `f`'s packet to `offset` bytes from the start of its own frame (never outside it)
+    /// with length `len`, and returns its bytes, writable: for building a TX packet with room in
+    /// front of it, as a UMEM with `tx_metadata_len` needs ([`UmemConfig::tx_metadata_len`]).
+    /// Drops any TX metadata request, as [`Umem::resize`].
+    ///
+    /// # Panics
+    ///
+    /// If `offset + len` exceeds the frame size, or `f` belongs to another UMEM.
+    #[inline]
+    pub fn resize_at<'a>(&'a self, f: &'a mut Frame, offset: u32, len: u32) -> &'a mut [u8] {
+        let fs = self.config.frame_size;
+        assert!(
+            offset as u64 + len as u64 <= fs as u64,
+            "packet of {len} bytes at offset {offset} does not fit a {fs}-byte frame"
+        );
+        f.addr = f.addr - offset_in(f.addr, fs) + offset as u64;
+        f.len = len;
+        self.forget_tx_meta(f);
+        self.data_mut(f)
+    }
+
+    /// The UMEM's `tx_metadata_len` (0: no TX metadata).
+    #[inline]
+    pub fn tx_metadata_len(&self) -> u32 {
+        self.config.tx_metadata_len
+    }
+
+    /// The first [`super::TX_META_LEN`] of the `tx_metadata_len` bytes in front of `f`'s packet,
+    /// if the UMEM has TX metadata and they lie in `f`'s own frame: (UMEM offset, length).
+    #[inline]
+    fn tx_meta_range(&self, f: &Frame) -> Option<(usize, usize)> {
+        let tml = self.config.tx_metadata_len;
+        if tml == 0 || offset_in(f.addr, self.config.frame_size) < tml as u64 {
+            return None;
+        }
+        let start =
+            Frame { addr: f.addr - tml as u64, len: TX_META_BYTES, umem_id: f.umem_id, contd: false, tx_meta: false };
+        Some(self.range(&start, TX_META_BYTES))
+    }
+
+    /// Unmarks `f` and zeroes the request's flags in front of it (a later completion of this
+    /// frame reads no request, so no stale timestamp).
+    #[inline]
+    fn forget_tx_meta(&self, f: &mut Frame) {
+        f.tx_meta = false;
+        if let Some((o, _)) = self.tx_meta_range(f) {
+            // SAFETY: `tx_meta_range` checked the bytes lie inside our mapping and inside the
+            // frame `f` owns (`f` is borrowed mutably, so nothing else reaches them); unaligned
+            // write (frames of unaligned mode need not start at a multiple of 8).
+            unsafe { self.map.as_ptr().add(o).cast::<u64>().write_unaligned(0) };
+        }
+    }
+
+    /// Writes the TX metadata request `m` in front of `f`'s packet (`struct xsk_tx_metadata` at
+    /// `f.addr() - tx_metadata_len`, inside `f`'s frame) and marks `f` ([`Frame::tx_meta`]) so
+    /// that [`super::TxBatch::push`] sends it with `XDP_TX_METADATA`. Set the packet's final
+    /// length first ([`Umem::resize_at`]): resizing drops the request. An empty request unmarks
+    /// `f` and writes zero flags. Whether the driver can do what `m` asks:
+    /// [`super::TxMeta::check_driver`]. Linux >= 6.8.
+    ///
+    /// # Errors
+    ///
+    /// [`XskError::BadTxMeta`] if the UMEM has no `tx_metadata_len`, `f`'s packet is less than
+    /// that far into its frame, or a checksum field lies outside the packet
+    /// ([`super::TxMeta::check_len`]).
+    ///
+    /// # Panics
+    ///
+    /// If `f` belongs to another UMEM.
+    #[inline]
+    pub fn set_tx_meta(&self, f: &mut Frame, m: &super::TxMeta) -> Result<(), XskError> {
+        let Some((o, _)) = self.tx_meta_range(f) else {
+            return Err(XskError::BadTxMeta(format!(
+                "a TX metadata request for a packet at offset {} of its frame is not accepted: the UMEM's tx_metadata_len is {}; register it with tx_metadata_len and build the packet at least that far in (Umem::resize_at)",
+                offset_in(f.addr, self.config.frame_size),
+                self.config.tx_metadata_len
+            )));
+        };
+        m.check_len(f.len)?;
+        let bytes = m.encode();
+        // SAFETY: as in `forget_tx_meta`: bytes inside `f`'s own frame, which `f` (borrowed
+        // mutably) owns; unaligned write.
+        unsafe { self.map.as_ptr().add(o).cast::<crate::sys::uapi::XskTxMetadata>().write_unaligned(bytes) };
+        f.tx_meta = !m.is_empty();
+        Ok(())
+    }
+
+    /// The TX timestamp the kernel wrote back in front of `f`, a frame the COMPLETION ring
+    /// returned, in nanoseconds (`completion.tx_timestamp` of `struct xsk_tx_metadata`); `None`
+    /// if the UMEM has no TX metadata, the frame was sent without a timestamp request
+    /// ([`super::TxMeta::timestamp`], written by [`Umem::set_tx_meta`]), or nothing was written
+    /// (the field still holds the request's marker). Copy mode writes a software timestamp,
+    /// CLOCK_TAI when the kernel freed the skb (net/xdp/xsk.c, xsk_destruct_skb; Linux >= 6.8),
+    /// on every driver; zero-copy drivers with xsk-features `tx-timestamp` write the device's.
+    /// Only meaningful for frames built with [`Umem::resize`] / [`Umem::resize_at`] and sent by
+    /// this process: the bytes in front of a forwarded frame are whatever it was received with.
+    ///
+    /// # Panics
+    ///
+    /// If `f` belongs to another UMEM.
+    #[inline]
+    pub fn tx_completion_timestamp(&self, f: &Frame) -> Option<u64> {
+        let (o, n) = self.tx_meta_range(f)?;
+        // SAFETY: as in `data`: inside our mapping, in the frame `f` owns (checked by
+        // `tx_meta_range`), and no `&mut` to it exists while `f` is borrowed.
+        let b = unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(o), n) };
+        let m = crate::abi::read::<crate::sys::uapi::XskTxMetadata>(b)?;
+        if m.flags & libc::XDP_TXMD_FLAGS_TIMESTAMP as u64 == 0 {
+            return None;
+        }
+        // The request left its marker in the padding; a timestamp written back replaces all 8
+        // bytes of the field (a real one with those 32 bits all ones is centuries away).
+        (m.pad != super::tx_meta::TS_UNWRITTEN).then(|| m.tx_timestamp())
     }
 
     /// The `len` bytes right in front of `f`'s packet, in its frame: where an XDP program's
@@ -429,7 +602,7 @@ impl Umem {
     pub fn meta<'a>(&'a self, f: &'a Frame, len: u32) -> &'a [u8] {
         let off = offset_in(f.addr, self.config.frame_size);
         assert!(len as u64 <= off, "{len} bytes in front of a packet at offset {off} of its frame");
-        let start = Frame { addr: f.addr - len as u64, len, umem_id: f.umem_id, contd: false };
+        let start = Frame { addr: f.addr - len as u64, len, umem_id: f.umem_id, contd: false, tx_meta: false };
         let (o, n) = self.range(&start, len);
         // SAFETY: as in `data`: inside our mapping, in the frame `f` owns (checked above).
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(o), n) }
