@@ -1,0 +1,498 @@
+//! NAPI instances and their interrupt-deferral settings: read with the `netdev` family's
+//! `napi-get` (kernel >= 6.9), set per instance with `napi-set` (>= 6.13; `irq-suspend-timeout`
+//! >= 6.14), or, on older kernels, per device through `/sys/class/net/DEV/napi_defer_hard_irqs`
+//! and `/sys/class/net/DEV/gro_flush_timeout`; and [`NapiProfile`], the busy-poll profile that
+//! sets them on every NAPI of an interface and puts the previous values back when dropped.
+//!
+//! What the settings do (Documentation/networking/napi.rst, "Busy polling" and "IRQ
+//! suspension"; the attribute docs of include/uapi/linux/netdev.h):
+//!
+//! - `defer-hard-irqs`: how many consecutive empty polls may pass before the device's
+//!   interrupts (for veth: the peer's `napi_schedule`) are re-enabled; with a preferred busy
+//!   poller (`SO_PREFER_BUSY_POLL`) the application's polls keep the NAPI to themselves.
+//! - `gro-flush-timeout` (ns): the watchdog that schedules the NAPI when the application has
+//!   not polled for that long (and holds GRO super-frames until it fires).
+//! - `irq-suspend-timeout` (ns): with epoll busy polling and `prefer_busy_poll`, interrupts stay
+//!   suspended while epoll keeps finding events, up to this long (fs/eventpoll.c,
+//!   `napi_suspend_irqs`).
+//!
+//! Attribute and command numbers: include/uapi/linux/netdev.h (enum netdev_a_napi; the
+//! commands NETDEV_CMD_NAPI_GET = 11, NETDEV_CMD_NAPI_SET = 14). `napi-set` needs
+//! CAP_NET_ADMIN (GENL_ADMIN_PERM); `napi-get` needs no privilege. Everything works in the
+//! calling thread's network namespace, except the sysfs fallback, which sees the namespace of
+//! whoever mounted `/sys` (`ip netns exec` remounts it; a thread that only `setns()`-ed does
+//! not): it checks that `/sys/class/net/DEV/ifindex` is the interface's and refuses otherwise.
+
+use std::io;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::genl::{self, Attrs, Netdev};
+use super::Iface;
+
+const NETDEV_CMD_NAPI_GET: u8 = 11;
+const NETDEV_CMD_NAPI_SET: u8 = 14;
+/// enum netdev_a_napi.
+const A_IFINDEX: u16 = 1;
+const A_ID: u16 = 2;
+const A_IRQ: u16 = 3;
+const A_PID: u16 = 4;
+const A_DEFER_HARD_IRQS: u16 = 5;
+const A_GRO_FLUSH_TIMEOUT: u16 = 6;
+const A_IRQ_SUSPEND_TIMEOUT: u16 = 7;
+
+/// Largest `defer-hard-irqs` the kernel accepts (netdev.yaml: `max: s32-max`).
+pub const MAX_DEFER_HARD_IRQS: u32 = i32::MAX as u32;
+
+/// One NAPI instance, as `napi-get` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Napi {
+    /// NAPI id (what `SO_INCOMING_NAPI_ID` and busy polling name).
+    pub id: u32,
+    /// Interface index.
+    pub ifindex: u32,
+    /// Interrupt vector, if the driver names one (veth: none).
+    pub irq: Option<u32>,
+    /// PID of its kernel thread when threaded, else none.
+    pub pid: Option<u32>,
+    /// Consecutive empty polls before interrupts come back (>= 6.13).
+    pub defer_hard_irqs: Option<u32>,
+    /// Watchdog timeout, nanoseconds (>= 6.13).
+    pub gro_flush_timeout_ns: Option<u64>,
+    /// IRQ suspension timeout, nanoseconds (>= 6.14).
+    pub irq_suspend_timeout_ns: Option<u64>,
+}
+
+impl Napi {
+    fn from_attrs(a: &Attrs) -> Option<Self> {
+        let u32_of = |k| genl::uint(a, k).map(|v| v as u32);
+        Some(Self {
+            id: u32_of(A_ID)?,
+            ifindex: u32_of(A_IFINDEX)?,
+            irq: u32_of(A_IRQ),
+            pid: u32_of(A_PID),
+            defer_hard_irqs: u32_of(A_DEFER_HARD_IRQS),
+            gro_flush_timeout_ns: genl::uint(a, A_GRO_FLUSH_TIMEOUT),
+            irq_suspend_timeout_ns: genl::uint(a, A_IRQ_SUSPEND_TIMEOUT),
+        })
+    }
+
+    /// The settings this instance has now (what a profile restores).
+    pub fn settings(&self) -> NapiSettings {
+        NapiSettings {
+            defer_hard_irqs: self.defer_hard_irqs,
+            gro_flush_timeout_ns: self.gro_flush_timeout_ns,
+            irq_suspend_timeout_ns: self.irq_suspend_timeout_ns,
+        }
+    }
+}
+
+/// Settings for one NAPI instance; `None` leaves a setting as it is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct NapiSettings {
+    /// `defer-hard-irqs`, 0..=[`MAX_DEFER_HARD_IRQS`].
+    pub defer_hard_irqs: Option<u32>,
+    /// `gro-flush-timeout`, nanoseconds.
+    pub gro_flush_timeout_ns: Option<u64>,
+    /// `irq-suspend-timeout`, nanoseconds (kernel >= 6.14; no sysfs knob).
+    pub irq_suspend_timeout_ns: Option<u64>,
+}
+
+impl NapiSettings {
+    /// The busy-poll profile of Documentation/networking/napi.rst: interrupts deferred for 100
+    /// empty polls and a 200 us watchdog, so that a preferred busy poller keeps the NAPI.
+    pub const BUSY_POLL: NapiSettings =
+        NapiSettings { defer_hard_irqs: Some(100), gro_flush_timeout_ns: Some(200_000), irq_suspend_timeout_ns: None };
+
+    /// [`NapiSettings::BUSY_POLL`] with IRQ suspension: interrupts stay off up to 20 ms while
+    /// epoll busy polling finds events (napi.rst "IRQ suspension"); kernel >= 6.14.
+    pub const IRQ_SUSPEND: NapiSettings = NapiSettings {
+        defer_hard_irqs: Some(100),
+        gro_flush_timeout_ns: Some(200_000),
+        irq_suspend_timeout_ns: Some(20_000_000),
+    };
+
+    /// # Errors
+    ///
+    /// [`NapiError::BadValue`] for a `defer_hard_irqs` above [`MAX_DEFER_HARD_IRQS`].
+    pub fn validate(&self) -> Result<(), NapiError> {
+        if let Some(d) = self.defer_hard_irqs.filter(|d| *d > MAX_DEFER_HARD_IRQS) {
+            return Err(NapiError::BadValue {
+                what: "defer-hard-irqs",
+                value: d.to_string(),
+                accepted: format!("0 to {MAX_DEFER_HARD_IRQS}"),
+            });
+        }
+        Ok(())
+    }
+
+    fn attrs(&self, id: u32) -> Attrs {
+        let mut a = vec![(A_ID, id.to_ne_bytes().to_vec())];
+        if let Some(d) = self.defer_hard_irqs {
+            a.push((A_DEFER_HARD_IRQS, d.to_ne_bytes().to_vec()));
+        }
+        if let Some(t) = self.gro_flush_timeout_ns {
+            a.push((A_GRO_FLUSH_TIMEOUT, t.to_ne_bytes().to_vec()));
+        }
+        if let Some(t) = self.irq_suspend_timeout_ns {
+            a.push((A_IRQ_SUSPEND_TIMEOUT, t.to_ne_bytes().to_vec()));
+        }
+        a
+    }
+}
+
+/// Errors of the NAPI settings. Each is one line naming the value or the call.
+#[derive(Debug, thiserror::Error)]
+pub enum NapiError {
+    /// A value out of range.
+    #[error("{what} {value} is not accepted: use {accepted}")]
+    BadValue {
+        /// The setting.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        accepted: String,
+    },
+    /// The kernel lacks what was asked.
+    #[error(transparent)]
+    Unsupported(#[from] crate::features::Unsupported),
+    /// The interface has no NAPI instance to set.
+    #[error("{iface} has no NAPI instance (napi-get lists none; a veth has NAPI only with an XDP program attached or GRO on)")]
+    NoNapi {
+        /// Interface name.
+        iface: String,
+    },
+    /// A netlink request failed.
+    #[error("netdev netlink {call} failed: {err}")]
+    Netlink {
+        /// The request and its arguments, e.g. `napi-set id=8193 defer-hard-irqs=100`.
+        call: String,
+        /// The kernel's answer (EPERM without CAP_NET_ADMIN).
+        err: io::Error,
+    },
+    /// A sysfs knob could not be read or written.
+    #[error("{path}: {err}")]
+    Sysfs {
+        /// The file.
+        path: String,
+        /// What failed.
+        err: String,
+    },
+}
+
+fn nl(call: impl Into<String>) -> impl FnOnce(io::Error) -> NapiError {
+    let call = call.into();
+    move |err| NapiError::Netlink { call, err }
+}
+
+/// Every NAPI instance of interface `ifindex` (`napi-get` dump filtered by ifindex, kernel >=
+/// 6.9), in the kernel's order. No privileges.
+///
+/// # Errors
+///
+/// [`NapiError::Unsupported`] without `napi-get` (no `netdev` family, or EOPNOTSUPP);
+/// [`NapiError::Netlink`] for any other failure (ENODEV: no such ifindex in this namespace).
+pub fn napis(ifindex: u32) -> Result<Vec<Napi>, NapiError> {
+    let unsupported = || NapiError::Unsupported(crate::features::Unsupported { feature: "netdev napi-get", min_kernel: "6.9" });
+    let nd = Netdev::open().map_err(nl("open"))?.ok_or_else(unsupported)?;
+    dump_napis(&nd, ifindex).map_err(|e| match e.raw_os_error() {
+        Some(libc::EOPNOTSUPP) => unsupported(),
+        _ => NapiError::Netlink { call: format!("napi-get ifindex={ifindex}"), err: e },
+    })
+}
+
+fn dump_napis(nd: &Netdev, ifindex: u32) -> io::Result<Vec<Napi>> {
+    let all = nd.dump(NETDEV_CMD_NAPI_GET, vec![(A_IFINDEX, ifindex.to_ne_bytes().to_vec())])?;
+    Ok(all.iter().filter_map(Napi::from_attrs).filter(|n| n.ifindex == ifindex).collect())
+}
+
+/// Sets `s` on NAPI instance `id` (`napi-set`, kernel >= 6.13, `irq-suspend-timeout` >= 6.14).
+/// Needs CAP_NET_ADMIN.
+///
+/// # Errors
+///
+/// [`NapiError::BadValue`] ([`NapiSettings::validate`]); [`NapiError::Netlink`] with the
+/// kernel's errno: EOPNOTSUPP (no `napi-set`), EINVAL (an attribute this kernel does not know,
+/// e.g. `irq-suspend-timeout` before 6.14), ENOENT (no such NAPI), EPERM.
+pub fn napi_set(id: u32, s: &NapiSettings) -> Result<(), NapiError> {
+    s.validate()?;
+    let nd = Netdev::open().map_err(nl("open"))?.ok_or_else(|| NapiError::Netlink {
+        call: "napi-set".into(),
+        err: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+    })?;
+    nd.ack(NETDEV_CMD_NAPI_SET, s.attrs(id)).map_err(nl(describe_set(id, s)))
+}
+
+fn describe_set(id: u32, s: &NapiSettings) -> String {
+    let mut t = format!("napi-set id={id}");
+    if let Some(d) = s.defer_hard_irqs {
+        t += &format!(" defer-hard-irqs={d}");
+    }
+    if let Some(g) = s.gro_flush_timeout_ns {
+        t += &format!(" gro-flush-timeout={g}");
+    }
+    if let Some(i) = s.irq_suspend_timeout_ns {
+        t += &format!(" irq-suspend-timeout={i}");
+    }
+    t
+}
+
+/// What the kernel answered to one harmless request, for the feature probes
+/// ([`crate::features`]): `Ok(true)` supported, `Ok(false)` not, `Err(errno text)` when the
+/// request could not decide (no privilege).
+pub(crate) type ProbeAnswer = Result<(bool, String), String>;
+
+/// Probes `napi-get`, `napi-set` and `irq-suspend-timeout` with harmless requests: a
+/// `napi-get` dump of `lo` (which has no NAPI), and `napi-set` of NAPI id 0 (never a NAPI:
+/// ids start above NR_CPUS) first with `defer-hard-irqs`, then with `irq-suspend-timeout`
+/// only. ENOENT ("no such NAPI") proves the request and its attribute were accepted; EINVAL
+/// for the second means the attribute is unknown (the op's policy ends before it); EOPNOTSUPP
+/// means no such command.
+pub(crate) fn probe_napi() -> [ProbeAnswer; 3] {
+    let nd = match Netdev::open() {
+        Ok(Some(nd)) => nd,
+        Ok(None) => {
+            let no = Ok((false, "no netdev generic netlink family (kernel < 6.3)".to_string()));
+            return [no.clone(), no.clone(), no];
+        }
+        Err(e) => {
+            let e = Err(format!("NETLINK_GENERIC socket: {e}"));
+            return [e.clone(), e.clone(), e];
+        }
+    };
+    let get = match dump_napis(&nd, 1) {
+        Ok(_) => Ok((true, "napi-get dump of ifindex 1 answered".to_string())),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok((false, format!("napi-get: {e}"))),
+        Err(e) => Err(format!("napi-get: {e}")),
+    };
+    let set_probe = |attr: u16, val: Vec<u8>, name: &str| -> ProbeAnswer {
+        let r = nd.ack(NETDEV_CMD_NAPI_SET, vec![(A_ID, 0u32.to_ne_bytes().to_vec()), (attr, val)]);
+        match r.map_err(|e| e.raw_os_error()) {
+            Err(Some(libc::ENOENT)) => Ok((true, format!("napi-set id=0 {name}: ENOENT (accepted; no such NAPI)"))),
+            Err(Some(libc::EOPNOTSUPP)) => Ok((false, "napi-set: EOPNOTSUPP (no such command)".into())),
+            Err(Some(libc::EINVAL)) => Ok((false, format!("napi-set id=0 {name}: EINVAL (unknown attribute)"))),
+            Err(Some(e)) if e == libc::EPERM || e == libc::EACCES => {
+                Err(format!("napi-set needs CAP_NET_ADMIN: {}", io::Error::from_raw_os_error(e)))
+            }
+            Err(e) => Err(format!("napi-set id=0 {name}: {e:?}")),
+            Ok(()) => Ok((true, format!("napi-set id=0 {name} accepted"))),
+        }
+    };
+    let set = set_probe(A_DEFER_HARD_IRQS, 0u32.to_ne_bytes().to_vec(), "defer-hard-irqs");
+    let suspend = match &set {
+        Ok((false, why)) => Ok((false, why.clone())),
+        _ => set_probe(A_IRQ_SUSPEND_TIMEOUT, 0u64.to_ne_bytes().to_vec(), "irq-suspend-timeout"),
+    };
+    [get, set, suspend]
+}
+
+/// True if the per-device sysfs knobs exist (`/sys/class/net/lo/napi_defer_hard_irqs` and
+/// `gro_flush_timeout`; `napi_defer_hard_irqs` since 5.7).
+pub fn sysfs_knobs() -> bool {
+    let d = PathBuf::from("/sys/class/net/lo");
+    d.join("napi_defer_hard_irqs").exists() && d.join("gro_flush_timeout").exists()
+}
+
+/// Where a profile's settings went.
+#[derive(Debug)]
+enum Applied {
+    /// Per NAPI, with each instance's previous settings.
+    PerNapi(Vec<Napi>),
+    /// Per device through sysfs: (knob file, previous contents).
+    Sysfs(Vec<(PathBuf, String)>),
+}
+
+/// The busy-poll profile of one interface: `settings` on every NAPI of the interface
+/// (`napi-set`, kernel >= 6.13; on older kernels the per-device sysfs knobs, which cannot
+/// carry `irq-suspend-timeout`), and the previous values put back by [`NapiProfile::restore`]
+/// or on drop (also when unwinding). Applying is all or nothing: if one instance refuses, those
+/// already set are restored before the error returns. Needs CAP_NET_ADMIN (root for sysfs).
+///
+/// A NAPI instance that goes away before the restore (a veth's NAPI goes with its XDP program
+/// when GRO is off) needs no restore: a new instance starts from the device's values, which a
+/// per-NAPI profile never changed. Drop the profile before detaching the XDP program anyway.
+#[derive(Debug)]
+pub struct NapiProfile {
+    iface: String,
+    settings: NapiSettings,
+    applied: Option<Applied>,
+}
+
+impl NapiProfile {
+    /// Applies `settings` to every NAPI of `iface` (in the calling thread's namespace).
+    ///
+    /// # Errors
+    ///
+    /// [`NapiError::BadValue`]; [`NapiError::Unsupported`] for `irq_suspend_timeout_ns` on a
+    /// kernel without it (< 6.14), or for no way at all (neither `napi-set` nor sysfs knobs);
+    /// [`NapiError::NoNapi`] when the interface has no NAPI; [`NapiError::Netlink`] /
+    /// [`NapiError::Sysfs`] for a refused change (EPERM without CAP_NET_ADMIN). Nothing stays
+    /// changed on error.
+    pub fn apply(iface: &Iface, settings: &NapiSettings) -> Result<Self, NapiError> {
+        settings.validate()?;
+        use crate::features::{check, Feature};
+        if settings.irq_suspend_timeout_ns.is_some() {
+            check(Feature::IrqSuspend)?;
+        }
+        let mut p = Self { iface: iface.name().to_string(), settings: *settings, applied: None };
+        if check(Feature::NapiSet).is_ok() {
+            let list = napis(iface.ifindex())?;
+            if list.is_empty() {
+                return Err(NapiError::NoNapi { iface: p.iface.clone() });
+            }
+            let mut done = Vec::with_capacity(list.len());
+            for n in list {
+                if let Err(e) = napi_set(n.id, settings) {
+                    p.applied = Some(Applied::PerNapi(done));
+                    return Err(e); // p drops here: restores what was set
+                }
+                done.push(n);
+            }
+            p.applied = Some(Applied::PerNapi(done));
+            return Ok(p);
+        }
+        if !sysfs_knobs() {
+            return Err(NapiError::Unsupported(crate::features::Unsupported {
+                feature: "NAPI settings (netdev napi-set, or the sysfs knobs napi_defer_hard_irqs / gro_flush_timeout)",
+                min_kernel: "5.7",
+            }));
+        }
+        let dir = PathBuf::from("/sys/class/net").join(iface.name());
+        let idx = std::fs::read_to_string(dir.join("ifindex")).unwrap_or_default();
+        if idx.trim() != iface.ifindex().to_string() {
+            return Err(NapiError::Sysfs {
+                path: dir.display().to_string(),
+                err: format!(
+                    "this /sys shows another network namespace than the one {} (ifindex {}) is in: run under `ip netns exec`",
+                    iface.name(),
+                    iface.ifindex()
+                ),
+            });
+        }
+        let mut saved = Vec::new();
+        let knobs = [
+            ("napi_defer_hard_irqs", settings.defer_hard_irqs.map(|v| v as u64)),
+            ("gro_flush_timeout", settings.gro_flush_timeout_ns),
+        ];
+        for (knob, value) in knobs {
+            let Some(value) = value else { continue };
+            let path = dir.join(knob);
+            let sys_err = |e: io::Error| NapiError::Sysfs { path: path.display().to_string(), err: e.to_string() };
+            let old = std::fs::read_to_string(&path).map_err(sys_err)?;
+            if let Err(e) = std::fs::write(&path, value.to_string()) {
+                p.applied = Some(Applied::Sysfs(saved));
+                return Err(sys_err(e));
+            }
+            saved.push((path.clone(), old.trim().to_string()));
+        }
+        p.applied = Some(Applied::Sysfs(saved));
+        Ok(p)
+    }
+
+    /// The interface's name.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The settings applied.
+    pub fn settings(&self) -> &NapiSettings {
+        &self.settings
+    }
+
+    /// "napi-set" or "sysfs": how the settings were applied.
+    pub fn method(&self) -> &'static str {
+        match self.applied {
+            Some(Applied::Sysfs(_)) => "sysfs",
+            _ => "napi-set",
+        }
+    }
+
+    /// The NAPI instances set, with the settings they had before (empty for sysfs).
+    pub fn previous(&self) -> &[Napi] {
+        match &self.applied {
+            Some(Applied::PerNapi(v)) => v,
+            _ => &[],
+        }
+    }
+
+    /// Puts every previous value back now.
+    ///
+    /// # Errors
+    ///
+    /// The first refused restore ([`NapiError::Netlink`], [`NapiError::Sysfs`]); the others are
+    /// still tried. A NAPI that no longer exists (ENOENT) is not an error.
+    pub fn restore(mut self) -> Result<(), NapiError> {
+        self.restore_now()
+    }
+
+    fn restore_now(&mut self) -> Result<(), NapiError> {
+        let mut first = None;
+        match self.applied.take() {
+            Some(Applied::PerNapi(v)) => {
+                for n in v {
+                    match napi_set(n.id, &n.settings()) {
+                        Ok(()) => {}
+                        Err(NapiError::Netlink { err, .. }) if err.raw_os_error() == Some(libc::ENOENT) => {}
+                        Err(e) => {
+                            first.get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            Some(Applied::Sysfs(v)) => {
+                for (path, old) in v.into_iter().rev() {
+                    if let Err(e) = std::fs::write(&path, &old) {
+                        first.get_or_insert(NapiError::Sysfs { path: path.display().to_string(), err: e.to_string() });
+                    }
+                }
+            }
+            None => {}
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for NapiProfile {
+    fn drop(&mut self) {
+        let _ = self.restore_now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_validate_and_encode() {
+        let bad = NapiSettings { defer_hard_irqs: Some(u32::MAX), ..Default::default() };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("defer-hard-irqs 4294967295") && e.contains("2147483647"), "{e}");
+        let a = NapiSettings::IRQ_SUSPEND.attrs(7);
+        assert_eq!(a[0], (A_ID, 7u32.to_ne_bytes().to_vec()));
+        assert_eq!(a[1], (A_DEFER_HARD_IRQS, 100u32.to_ne_bytes().to_vec()));
+        assert_eq!(a[2], (A_GRO_FLUSH_TIMEOUT, 200_000u64.to_ne_bytes().to_vec()));
+        assert_eq!(a[3], (A_IRQ_SUSPEND_TIMEOUT, 20_000_000u64.to_ne_bytes().to_vec()));
+        assert_eq!(NapiSettings::default().attrs(1).len(), 1);
+    }
+
+    #[test]
+    fn napi_from_attrs_reads_4_and_8_byte_uints() {
+        let a: Attrs = vec![
+            (A_IFINDEX, 5u32.to_ne_bytes().to_vec()),
+            (A_ID, 8193u32.to_ne_bytes().to_vec()),
+            (A_DEFER_HARD_IRQS, 2u32.to_ne_bytes().to_vec()),
+            (A_GRO_FLUSH_TIMEOUT, 20_000u32.to_ne_bytes().to_vec()),
+            (A_IRQ_SUSPEND_TIMEOUT, (1u64 << 40).to_ne_bytes().to_vec()),
+        ];
+        let n = Napi::from_attrs(&a).unwrap();
+        assert_eq!((n.id, n.ifindex, n.irq, n.pid), (8193, 5, None, None));
+        assert_eq!(n.settings(), NapiSettings {
+            defer_hard_irqs: Some(2),
+            gro_flush_timeout_ns: Some(20_000),
+            irq_suspend_timeout_ns: Some(1 << 40)
+        });
+        assert!(Napi::from_attrs(&a[2..].to_vec()).is_none());
+    }
+}
