@@ -30,6 +30,7 @@ mod fwd_xsk;
 mod inject;
 mod metrics;
 mod out;
+mod pingpong;
 mod outfile;
 mod probe_cmd;
 mod redirect_cpu;
@@ -100,6 +101,9 @@ fn main() {
         // Commands never call each other: the modes and engines with a module of their own are
         // dispatched here, after the checks they share with the rest of their command.
         Cmd::Bench(b) if b.mode == args::BenchMode::Ddos => bench_cmd::check_ddos(b).and_then(|_| ddos::run(b, stop)),
+        Cmd::Bench(b) if b.mode == args::BenchMode::Pingpong => {
+            bench_cmd::check_common(b).and_then(|_| pingpong::run(b, stop))
+        }
         Cmd::Bench(b) if b.mode == args::BenchMode::RedirectCpu => {
             bench_cmd::check_common(b).and_then(|_| redirect_cpu::run(b, stop))
         }

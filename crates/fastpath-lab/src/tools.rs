@@ -218,6 +218,51 @@ pub fn sockperf_server(ns: &str, cpu: Option<usize>, ip: &str, port: u16) -> std
     c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map(Running)
 }
 
+/// Starts `sockperf server -i <ip> -p <port>` (UDP) in namespace `ns`, pinned to `cpu` with
+/// taskset; output discarded. Killed when the returned value drops.
+///
+/// # Errors
+///
+/// The start error (sockperf or taskset not installed).
+pub fn sockperf_udp_server(ns: &str, cpu: usize, ip: &str, port: u16) -> std::io::Result<Running> {
+    ns_command(ns, "taskset")
+        .args(["-c", &cpu.to_string(), "sockperf", "server", "-i", ip, "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running)
+}
+
+/// True once a UDP socket is bound to `port` in namespace `ns` (`ss -Huln`).
+pub fn udp_bound(ns: &str, port: u16) -> bool {
+    let o = ns_command(ns, "ss").args(["-Huln", &format!("sport = :{port}")]).output();
+    o.is_ok_and(|o| !o.stdout.is_empty())
+}
+
+/// `sockperf ping-pong -i <ip> -p <port> -m <msg_bytes> -t <secs> --full-rtt` (UDP, one
+/// message in flight, round trips reported) in namespace `ns`, pinned to `cpu` with taskset
+/// and killed (`timeout -s KILL`) after `secs + 10` seconds; returns its standard output
+/// followed by its standard error (read them with [`parse_sockperf`]: with `--full-rtt` its
+/// figures are whole round trips).
+///
+/// # Errors
+///
+/// The start error (sockperf, taskset or timeout not installed).
+pub fn sockperf_udp_ping_pong(
+    ns: &str,
+    cpu: usize,
+    ip: &str,
+    port: u16,
+    msg_bytes: usize,
+    secs: u64,
+) -> std::io::Result<String> {
+    let o = ns_command(ns, "timeout")
+        .args(["-s", "KILL", &format!("{}", secs + 10), "taskset", "-c", &cpu.to_string(), "sockperf", "ping-pong"])
+        .args(["-i", ip, "-p", &port.to_string(), "-m", &msg_bytes.to_string(), "-t", &secs.to_string(), "--full-rtt"])
+        .output()?;
+    Ok(text(&o))
+}
+
 /// True once a TCP socket listens on `port` in namespace `ns` (`ss -Hltn`).
 pub fn tcp_listening(ns: &str, port: u16) -> bool {
     let o = ns_command(ns, "ss").args(["-Hltn", &format!("sport = :{port}")]).output();

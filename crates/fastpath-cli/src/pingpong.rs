@@ -1,0 +1,68 @@
+//! `fastpath bench pingpong`: the flags into the lab's options (fastpath_lab::pingpong holds
+//! the experiment: its test bed, both ends of each mode, the busy-poll NAPI profile, sockperf,
+//! the table) and the output.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use fastpath_lab::pingpong::{self, Mode, PingpongOpts};
+use serde_json::json;
+
+use crate::args::BenchArgs;
+use crate::error::{require_privileges, usage, CliResult};
+
+/// The options of `bench pingpong`, checked (exit 2 for a bad value, before anything is made;
+/// main ran `bench_cmd::check_common` first).
+fn options(a: &BenchArgs) -> CliResult<PingpongOpts> {
+    if a.run.metrics.is_some() {
+        return Err(usage(anyhow!("--metrics is not accepted with bench pingpong (its runs are seconds long)")));
+    }
+    if !a.xsk.iface.is_empty() {
+        return Err(usage(anyhow!(
+            "-i {} is not accepted with bench pingpong: it runs on a test bed (its own, or --testbed NAME)",
+            a.xsk.iface
+        )));
+    }
+    let p = &a.pingpong;
+    let mut modes = Vec::new();
+    for m in &p.modes {
+        let mode = Mode::parse(m.trim())
+            .ok_or_else(|| usage(anyhow!("--modes {m} is not accepted: use {}", pingpong::mode_keys())))?;
+        if modes.contains(&mode) {
+            return Err(usage(anyhow!("--modes {} is not accepted: {m} is listed twice", p.modes.join(","))));
+        }
+        modes.push(mode);
+    }
+    let o = PingpongOpts {
+        modes,
+        count: a.frame.count.unwrap_or(pingpong::DEFAULT_COUNT),
+        max_run: Duration::from_secs_f64(a.run.duration),
+        runs: p.runs,
+        client_cpu: p.client_cpu,
+        server_cpu: p.server_cpu,
+        testbed: p.testbed.clone(),
+    };
+    o.validate()?;
+    Ok(o)
+}
+
+pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
+    let o = options(a)?;
+    require_privileges("bench pingpong")?;
+    let r = pingpong::run(&o, &stop)?;
+    if a.run.json {
+        println!("{}", json!({"type": "summary", "bench": "pingpong", "report": r}));
+        return Ok(());
+    }
+    println!(
+        "bench pingpong: {} round trips x {} runs per mode, {}-byte frames, client CPU {} / server CPU {}, kernel {}",
+        r.count, r.runs, r.frame_len, r.client_cpu, r.server_cpu, r.kernel
+    );
+    for n in &r.notes {
+        println!("note: {n}");
+    }
+    print!("{}", pingpong::table(&r));
+    Ok(())
+}
