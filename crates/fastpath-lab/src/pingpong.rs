@@ -225,6 +225,9 @@ pub struct RunStats {
     pub max_ns: u64,
     /// Mean.
     pub mean_ns: u64,
+    /// Packets busy polling received over the run, both namespaces (TcpExt BusyPollRxPackets
+    /// of /proc/net/netstat, LINUX_MIB_BUSYPOLLRXPACKETS); None where not read (sockperf).
+    pub busy_poll_rx_packets: Option<u64>,
 }
 
 /// Nearest-rank percentiles of `rtts` (sorted here); all zero for none.
@@ -242,6 +245,7 @@ pub fn stats_of(rtts: &mut [u64], lost: u64, secs: f64) -> RunStats {
         p999_ns: at(0.999),
         max_ns: rtts.last().copied().unwrap_or(0),
         mean_ns: if n == 0 { 0 } else { rtts.iter().sum::<u64>() / n as u64 },
+        busy_poll_rx_packets: None,
     }
 }
 
@@ -272,6 +276,26 @@ pub struct ModeRow {
     pub round_trips: u64,
     /// Round trips lost over all runs.
     pub lost: u64,
+    /// Packets busy polling received over all runs, both namespaces.
+    pub busy_poll_rx_packets: Option<u64>,
+}
+
+/// TcpExt BusyPollRxPackets of both of the bed's namespaces, summed (None if unreadable).
+fn busy_poll_rx(bed: &Testbed) -> Option<u64> {
+    let one = |ns: &str| {
+        let text = tools::ns_run(ns, "cat", &["/proc/net/netstat"], "cat /proc/net/netstat").ok()?;
+        netstat_value(&text, "TcpExt:", "BusyPollRxPackets")
+    };
+    Some(one(bed.ns_a())? + one(bed.ns_b())?)
+}
+
+/// The value of `field` in the `prefix` section of /proc/net/netstat (a names line followed
+/// by a values line).
+pub fn netstat_value(text: &str, prefix: &str, field: &str) -> Option<u64> {
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(prefix)).collect();
+    let (names, values) = (lines.first()?, lines.get(1)?);
+    let i = names.split_whitespace().position(|n| n == field)?;
+    values.split_whitespace().nth(i)?.parse().ok()
 }
 
 fn med(v: impl Iterator<Item = u64>) -> u64 {
@@ -295,6 +319,7 @@ impl ModeRow {
             p99_range_ns: range(|r| r.p99_ns),
             round_trips: runs.iter().map(|r| r.round_trips).sum(),
             lost: runs.iter().map(|r| r.lost).sum(),
+            busy_poll_rx_packets: runs.iter().map(|r| r.busy_poll_rx_packets).sum(),
             runs,
         }
     }
@@ -358,7 +383,12 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
             }
             let r = match mode {
                 Mode::SockperfUdp => sockperf_run(&bed, opts)?,
-                _ => pair_run(&bed, mode, opts, stop)?,
+                _ => {
+                    let before = busy_poll_rx(&bed);
+                    let mut r = pair_run(&bed, mode, opts, stop)?;
+                    r.busy_poll_rx_packets = busy_poll_rx(&bed).zip(before).map(|(a, b)| a.saturating_sub(b));
+                    r
+                }
             };
             per_mode[i].push(r);
         }
@@ -390,6 +420,15 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         ),
         "sockperf reports microseconds with 3 decimals (--full-rtt: whole round trips)".into(),
     ];
+    let mut notes = notes;
+    for r in rows.iter().filter(|r| r.napi.is_some()) {
+        if r.busy_poll_rx_packets == Some(0) {
+            notes.push(format!(
+                "{}: busy polling received no packet (BusyPollRxPackets 0): copy-mode AF_XDP sockets have no NAPI id (since 6.13 xsk_bind resolves it for zero-copy sockets only, and veth has no zero-copy), so the socket's busy poll polls nothing and the NAPI profile leaves each packet to the gro-flush-timeout watchdog",
+                r.mode.key()
+            ));
+        }
+    }
     Ok(PingpongReport {
         kernel: fastpath::features::probe().kernel.clone(),
         client_cpu: opts.client_cpu,
@@ -721,6 +760,7 @@ fn sockperf_run(bed: &Testbed, opts: &PingpongOpts) -> LabResult<RunStats> {
         p999_ns: ns(s.p999_us),
         max_ns: ns(s.max_us),
         mean_ns: if mean.is_finite() { ns(mean) } else { 0 },
+        busy_poll_rx_packets: None,
     })
 }
 
@@ -746,11 +786,11 @@ fn us(ns: u64) -> String {
 /// over runs), then each AF_XDP mode over each UDP baseline.
 pub fn table(r: &PingpongReport) -> String {
     let mut s = format!(
-        "| path | p50 us | p99 us | p99.9 us | max us | round trips (lost) |\n|---|---:|---:|---:|---:|---:|\n"
+        "| path | p50 us | p99 us | p99.9 us | max us | round trips (lost) | busy-poll rx packets |\n|---|---:|---:|---:|---:|---:|---:|\n"
     );
     for row in &r.rows {
         s += &format!(
-            "| {} | {} ({}-{}) | {} ({}-{}) | {} | {} | {} ({}) |\n",
+            "| {} | {} ({}-{}) | {} ({}-{}) | {} | {} | {} ({}) | {} |\n",
             row.label,
             us(row.p50_ns),
             us(row.p50_range_ns.0),
@@ -761,7 +801,8 @@ pub fn table(r: &PingpongReport) -> String {
             us(row.p999_ns),
             us(row.max_ns),
             fastpath::stats::thousands(row.round_trips),
-            row.lost
+            row.lost,
+            row.busy_poll_rx_packets.map_or("-".to_string(), fastpath::stats::thousands)
         );
     }
     if !r.ratios.is_empty() {
@@ -811,6 +852,14 @@ mod tests {
         let mut arp = vec![0u8; 60];
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert!(!echo_in_place(&mut arp));
+    }
+
+    #[test]
+    fn netstat_fields_by_name() {
+        let t = "TcpExt: SyncookiesSent BusyPollRxPackets\nTcpExt: 0 42\nIpExt: InNoRoutes\nIpExt: 3\n";
+        assert_eq!(netstat_value(t, "TcpExt:", "BusyPollRxPackets"), Some(42));
+        assert_eq!(netstat_value(t, "IpExt:", "InNoRoutes"), Some(3));
+        assert_eq!(netstat_value(t, "TcpExt:", "Nope"), None);
     }
 
     #[test]
