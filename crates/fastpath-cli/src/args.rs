@@ -19,7 +19,7 @@ pub enum Cmd {
     #[command(subcommand)]
     Testbed(TestbedCmd),
     /// Measure one AF_XDP path (rxdrop, txonly, l2fwd) or in-kernel XDP_DROP (xdpdrop).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Generate 64-byte (configurable) sequence-numbered UDP frames out of an interface.
     Gen(GenArgs),
     /// Build a test bed, drive xdp-live traffic into rxdrop, then into xdpdrop, print one table.
@@ -715,7 +715,12 @@ pub struct BenchArgs {
 pub struct PingpongArgs {
     /// pingpong: modes, comma-separated, measured in this order in every run: xsk-softirq,
     /// xsk-busy-poll, xsk-irq-suspend, udp, sockperf-udp.
-    #[arg(long, value_delimiter = ',', value_name = "LIST", default_value = "xsk-softirq,xsk-busy-poll,xsk-irq-suspend,udp,sockperf-udp")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "xsk-softirq,xsk-busy-poll,xsk-irq-suspend,udp,sockperf-udp"
+    )]
     pub modes: Vec<String>,
     /// pingpong: runs of every mode, interleaved (each row is the median of its runs), 1..=50.
     #[arg(long, default_value_t = 3)]
@@ -733,13 +738,7 @@ pub struct PingpongArgs {
 
 impl Default for PingpongArgs {
     fn default() -> Self {
-        Self {
-            modes: vec![],
-            runs: 3,
-            client_cpu: 0,
-            server_cpu: 1,
-            testbed: None,
-        }
+        Self { modes: vec![], runs: 3, client_cpu: 0, server_cpu: 1, testbed: None }
     }
 }
 

@@ -34,7 +34,16 @@ fn every_mode_answers_every_round_trip_and_the_napi_profile_is_restored() {
     let before = settings(&bed);
     let count = 2000u64;
     let o = run(&[
-        "bench", "pingpong", "--testbed", bed.name(), "--count", &count.to_string(), "--runs", "1", "--duration", "10",
+        "bench",
+        "pingpong",
+        "--testbed",
+        bed.name(),
+        "--count",
+        &count.to_string(),
+        "--runs",
+        "1",
+        "--duration",
+        "10",
         "--json",
     ]);
     assert!(o.status.success(), "pingpong failed: {}", stderr(&o));
@@ -107,8 +116,20 @@ fn a_failing_echo_server_leaves_the_client_profile_restored() {
     let before = settings(&bed);
     // Another program holds b's XDP hook: the echo server's attach is refused after the client
     // (namespace a) has bound its socket and applied its NAPI profile.
-    let holder = Running::start(&["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "60", "--json"]);
-    let o = run(&["bench", "pingpong", "--testbed", bed.name(), "--modes", "xsk-busy-poll", "--count", "1000", "--runs", "1"]);
+    let holder =
+        Running::start(&["bench", "rxdrop", "--netns", bed.ns_b(), "-i", bed.iface_b(), "--duration", "60", "--json"]);
+    let o = run(&[
+        "bench",
+        "pingpong",
+        "--testbed",
+        bed.name(),
+        "--modes",
+        "xsk-busy-poll",
+        "--count",
+        "1000",
+        "--runs",
+        "1",
+    ]);
     let (_, _) = holder.terminate();
     let err = stderr(&o);
     assert!(!o.status.success(), "pingpong must fail: {err}");

@@ -304,9 +304,8 @@ fn med(v: impl Iterator<Item = u64>) -> u64 {
 
 impl ModeRow {
     fn of(mode: Mode, runs: Vec<RunStats>) -> Self {
-        let range = |f: fn(&RunStats) -> u64| {
-            (runs.iter().map(f).min().unwrap_or(0), runs.iter().map(f).max().unwrap_or(0))
-        };
+        let range =
+            |f: fn(&RunStats) -> u64| (runs.iter().map(f).min().unwrap_or(0), runs.iter().map(f).max().unwrap_or(0));
         Self {
             mode,
             label: mode.label(),
@@ -457,21 +456,21 @@ fn pair_run(bed: &Testbed, mode: Mode, opts: &PingpongOpts, stop: &Arc<AtomicBoo
     let (count, max_run, ccpu, scpu) = (opts.count, opts.max_run, opts.client_cpu, opts.server_cpu);
     let client_stop = stop.clone();
     let client = spawn_in_netns(bed.ns_a(), move || -> LabResult<RunStats> {
-        fastpath::workers::pin_current_thread(ccpu).map_err(|e| env(anyhow!("pinning the client to CPU {ccpu}: {e}")))?;
+        fastpath::workers::pin_current_thread(ccpu)
+            .map_err(|e| env(anyhow!("pinning the client to CPU {ccpu}: {e}")))?;
         let side = Side::open(mode, &iface_a, &ready_tx)?;
         if !go_rx.recv().unwrap_or(false) {
             return Err(runtime(anyhow!("the echo server failed")));
         }
         side.client(mac_a, mac_b, count, max_run, &client_stop)
     });
-    let failed = |h: std::thread::JoinHandle<Result<LabResult<RunStats>, fastpath_testbed::TestbedError>>| {
-        match h.join() {
+    let failed =
+        |h: std::thread::JoinHandle<Result<LabResult<RunStats>, fastpath_testbed::TestbedError>>| match h.join() {
             Ok(Ok(Err(e))) => e,
             Ok(Err(e)) => e.into(),
             Ok(Ok(Ok(_))) => runtime(anyhow!("the client ended before it was told to measure")),
             Err(_) => runtime(anyhow!("the client thread panicked")),
-        }
-    };
+        };
     match ready_rx.recv() {
         Ok(Ok(())) => {}
         _ => return Err(failed(client)),
@@ -480,7 +479,8 @@ fn pair_run(bed: &Testbed, mode: Mode, opts: &PingpongOpts, stop: &Arc<AtomicBoo
     let (sready_tx, sready_rx) = mpsc::channel::<LabResult<()>>();
     let ss = server_stop.clone();
     let server = spawn_in_netns(bed.ns_b(), move || -> LabResult<()> {
-        fastpath::workers::pin_current_thread(scpu).map_err(|e| env(anyhow!("pinning the server to CPU {scpu}: {e}")))?;
+        fastpath::workers::pin_current_thread(scpu)
+            .map_err(|e| env(anyhow!("pinning the server to CPU {scpu}: {e}")))?;
         let side = Side::open(mode, &iface_b, &sready_tx)?;
         side.serve(&ss)
     });
@@ -556,20 +556,16 @@ impl Side {
                 ..Default::default()
             },
         };
-        let port = AfXdpPort::open(&ifc, 0, &cfg, AttachOpts::default()).map_err(|e| kernel(anyhow!("{iface}: {e}")))?;
+        let port =
+            AfXdpPort::open(&ifc, 0, &cfg, AttachOpts::default()).map_err(|e| kernel(anyhow!("{iface}: {e}")))?;
         let profile = match mode.napi() {
             Some(s) => Some(NapiProfile::apply(&ifc, &s).map_err(|e| kernel(anyhow!("{iface}: {e}")))?),
             None => None,
         };
         let ep = if mode == Mode::XskIrqSuspend {
             Some(
-                BusyPollEpoll::new(
-                    port.socket().as_raw_fd(),
-                    BUSY_POLL.timeout_us,
-                    BUSY_POLL.budget as u16,
-                    true,
-                )
-                .map_err(|e| kernel(anyhow!("{iface}: {e}")))?,
+                BusyPollEpoll::new(port.socket().as_raw_fd(), BUSY_POLL.timeout_us, BUSY_POLL.budget as u16, true)
+                    .map_err(|e| kernel(anyhow!("{iface}: {e}")))?,
             )
         } else {
             None
@@ -607,7 +603,14 @@ impl Side {
 
     /// Sends one frame at a time and waits for its echo: [`WARMUP`] round trips, then up to
     /// `count` measured ones (or until `max_run` passed).
-    fn client(self, mac_a: [u8; 6], mac_b: [u8; 6], count: u64, max_run: Duration, stop: &AtomicBool) -> LabResult<RunStats> {
+    fn client(
+        self,
+        mac_a: [u8; 6],
+        mac_b: [u8; 6],
+        count: u64,
+        max_run: Duration,
+        stop: &AtomicBool,
+    ) -> LabResult<RunStats> {
         let mut rtts = Vec::with_capacity(count as usize);
         let mut lost = 0u64;
         let mut started = None;
@@ -706,7 +709,6 @@ impl Side {
     }
 }
 
-
 /// The echo: swaps Ethernet, IPv4 and UDP source and destination in place (checksums are
 /// unchanged by a swap); false (not sent back) for anything but an option-less IPv4/UDP frame.
 pub fn echo_in_place(f: &mut [u8]) -> bool {
@@ -739,8 +741,9 @@ fn sockperf_run(bed: &Testbed, opts: &PingpongOpts) -> LabResult<RunStats> {
     let secs = ((opts.count as f64 * 15e-6).ceil() as u64).clamp(1, opts.max_run.as_secs().max(1));
     let out = tools::sockperf_udp_ping_pong(bed.ns_a(), opts.client_cpu, &ip, SOCKPERF_PORT, UDP_PAYLOAD, secs)
         .map_err(|e| env(anyhow!("sockperf ping-pong: {e}")))?;
-    let s = tools::parse_sockperf(&out)
-        .ok_or_else(|| runtime(anyhow!("sockperf ping-pong printed no statistics: {}", out.trim().replace('\n', " | "))))?;
+    let s = tools::parse_sockperf(&out).ok_or_else(|| {
+        runtime(anyhow!("sockperf ping-pong printed no statistics: {}", out.trim().replace('\n', " | ")))
+    })?;
     let ns = |us: f64| (us * 1000.0).round() as u64;
     let min = tools::sockperf_value(&out, "<MIN>");
     let mean = out
@@ -785,8 +788,8 @@ fn us(ns: u64) -> String {
 /// The table: one row per mode (medians over runs, microseconds, with the range of p50 and p99
 /// over runs), then each AF_XDP mode over each UDP baseline.
 pub fn table(r: &PingpongReport) -> String {
-    let mut s = format!(
-        "| path | p50 us | p99 us | p99.9 us | max us | round trips (lost) | busy-poll rx packets |\n|---|---:|---:|---:|---:|---:|---:|\n"
+    let mut s = String::from(
+        "| path | p50 us | p99 us | p99.9 us | max us | round trips (lost) | busy-poll rx packets |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
     for row in &r.rows {
         s += &format!(

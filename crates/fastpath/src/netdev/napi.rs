@@ -1,6 +1,6 @@
 //! NAPI instances and their interrupt-deferral settings: read with the `netdev` family's
-//! `napi-get` (kernel >= 6.9), set per instance with `napi-set` (>= 6.13; `irq-suspend-timeout`
-//! >= 6.14), or, on older kernels, per device through `/sys/class/net/DEV/napi_defer_hard_irqs`
+//! `napi-get` (kernel >= 6.9), set per instance with `napi-set` (kernel >= 6.13; the
+//! `irq-suspend-timeout` from 6.14), or, on older kernels, per device through `/sys/class/net/DEV/napi_defer_hard_irqs`
 //! and `/sys/class/net/DEV/gro_flush_timeout`; and [`NapiProfile`], the busy-poll profile that
 //! sets them on every NAPI of an interface and puts the previous values back when dropped.
 //!
@@ -195,7 +195,8 @@ fn nl(call: impl Into<String>) -> impl FnOnce(io::Error) -> NapiError {
 /// [`NapiError::Unsupported`] without `napi-get` (no `netdev` family, or EOPNOTSUPP);
 /// [`NapiError::Netlink`] for any other failure (ENODEV: no such ifindex in this namespace).
 pub fn napis(ifindex: u32) -> Result<Vec<Napi>, NapiError> {
-    let unsupported = || NapiError::Unsupported(crate::features::Unsupported { feature: "netdev napi-get", min_kernel: "6.9" });
+    let unsupported =
+        || NapiError::Unsupported(crate::features::Unsupported { feature: "netdev napi-get", min_kernel: "6.9" });
     let nd = Netdev::open().map_err(nl("open"))?.ok_or_else(unsupported)?;
     dump_napis(&nd, ifindex).map_err(|e| match e.raw_os_error() {
         Some(libc::EOPNOTSUPP) => unsupported(),
@@ -488,11 +489,14 @@ mod tests {
         ];
         let n = Napi::from_attrs(&a).unwrap();
         assert_eq!((n.id, n.ifindex, n.irq, n.pid), (8193, 5, None, None));
-        assert_eq!(n.settings(), NapiSettings {
-            defer_hard_irqs: Some(2),
-            gro_flush_timeout_ns: Some(20_000),
-            irq_suspend_timeout_ns: Some(1 << 40)
-        });
+        assert_eq!(
+            n.settings(),
+            NapiSettings {
+                defer_hard_irqs: Some(2),
+                gro_flush_timeout_ns: Some(20_000),
+                irq_suspend_timeout_ns: Some(1 << 40)
+            }
+        );
         assert!(Napi::from_attrs(&a[2..].to_vec()).is_none());
     }
 }

@@ -1,6 +1,6 @@
 //! A driver's XDP features, as the kernel advertises them: the `netdev` generic netlink family's
 //! `dev-get` (Documentation/netlink/specs/netdev.yaml, include/uapi/linux/netdev.h; kernel
-//! 6.3 or later), through [`super::genl`]; no privileges needed.
+//! 6.3 or later), through the crate-private `netdev::genl`; no privileges needed.
 
 use std::io;
 
