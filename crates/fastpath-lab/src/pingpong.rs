@@ -15,7 +15,9 @@
 //! - `xsk-busy-poll`: the same with busy polling: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` 20 us,
 //!   `SO_BUSY_POLL_BUDGET` 64 on each socket and the NAPI profile
 //!   ([`NapiSettings::BUSY_POLL`]: defer-hard-irqs 100, gro-flush-timeout 200 us) on each veth
-//!   end, restored afterwards: each side's `recvfrom` runs its own veth's NAPI.
+//!   end, restored afterwards: each side's `recvfrom` busy polls the NAPI its socket's RX
+//!   queue is linked to, if the driver links one (veth does not: see the run's notes, which
+//!   say what netdev `queue-get` found).
 //! - `xsk-irq-suspend`: busy poll plus IRQ suspension ([`NapiSettings::IRQ_SUSPEND`],
 //!   irq-suspend-timeout 20 ms, kernel >= 6.14), each side waiting in `epoll_wait` with
 //!   `EPIOCSPARAMS` busy polling and `prefer_busy_poll` ([`BusyPollEpoll`]).
@@ -43,7 +45,7 @@ use fastpath::features::{check, Feature};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::epoll::BusyPollEpoll;
 use fastpath::io::Port;
-use fastpath::netdev::napi::{napis, NapiProfile, NapiSettings};
+use fastpath::netdev::napi::{napis, rx_queue_napi, NapiProfile, NapiSettings};
 use fastpath::netdev::Iface;
 use fastpath::packet::{self, Payload, UdpFrameSpec};
 use fastpath::stats::{median, monotonic_ns};
@@ -420,11 +422,13 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         "sockperf reports microseconds with 3 decimals (--full-rtt: whole round trips)".into(),
     ];
     let mut notes = notes;
-    for r in rows.iter().filter(|r| r.napi.is_some()) {
-        if r.busy_poll_rx_packets == Some(0) {
+    if rows.iter().any(|r| r.napi.is_some() && r.busy_poll_rx_packets == Some(0)) {
+        let links = [(bed.ns_a(), bed.iface_a()), (bed.ns_b(), bed.iface_b())].map(|(ns, i)| (i, rx_queue_link(ns, i)));
+        for r in rows.iter().filter(|r| r.napi.is_some() && r.busy_poll_rx_packets == Some(0)) {
             notes.push(format!(
-                "{}: busy polling received no packet (BusyPollRxPackets 0): copy-mode AF_XDP sockets have no NAPI id (since 6.13 xsk_bind resolves it for zero-copy sockets only, and veth has no zero-copy), so the socket's busy poll polls nothing and the NAPI profile leaves each packet to the gro-flush-timeout watchdog",
-                r.mode.key()
+                "{}: busy polling received no packet (BusyPollRxPackets 0); {}",
+                r.mode.key(),
+                busy_poll_finding(&links)
             ));
         }
     }
@@ -439,6 +443,39 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         ratios,
         notes,
     })
+}
+
+/// The NAPI id RX queue 0 of `iface` in namespace `ns` is linked to (netdev `queue-get`), or
+/// why it could not be read.
+fn rx_queue_link(ns: &str, iface: &str) -> Result<Option<u32>, String> {
+    let name = iface.to_string();
+    fastpath_testbed::run_in_netns(ns, move || -> Result<Option<u32>, String> {
+        let i = Iface::resolve(&name).map_err(|e| e.to_string())?;
+        rx_queue_napi(i.ifindex(), 0).map_err(|e| e.to_string())
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// What `queue-get` found on RX queue 0 of each end, and what it means for busy polling: an
+/// AF_XDP socket takes its NAPI id from the queue it binds (`xsk_bind`, `rxq->napi`, copy and
+/// zero-copy mode alike since 6.15), so a queue linked to no NAPI leaves it nothing to poll.
+pub fn busy_poll_finding(links: &[(&str, Result<Option<u32>, String>)]) -> String {
+    let each: Vec<String> = links
+        .iter()
+        .map(|(i, l)| match l {
+            Ok(Some(id)) => format!("{i} rx queue 0 napi-id {id}"),
+            Ok(None) => format!("{i} rx queue 0 has no napi-id"),
+            Err(e) => format!("{i} rx queue 0 unknown ({e})"),
+        })
+        .collect();
+    let found = format!("queue-get: {}", each.join(", "));
+    if links.iter().all(|(_, l)| matches!(l, Ok(None))) {
+        format!("{found}: the driver links no NAPI to its RX queues, so the AF_XDP sockets (whose NAPI id xsk_bind takes from the bound queue, copy mode included) have no NAPI to busy poll, and the NAPI profile leaves each packet to the gro-flush-timeout watchdog")
+    } else if links.iter().all(|(_, l)| matches!(l, Ok(Some(_)))) {
+        format!("{found}: the queues are linked to NAPIs, yet the sockets' busy polling received nothing")
+    } else {
+        format!("{found}: a socket bound to a queue without napi-id has no NAPI to busy poll")
+    }
 }
 
 /// What the client thread holds between set-up and the go signal.
@@ -863,6 +900,17 @@ mod tests {
         assert_eq!(netstat_value(t, "TcpExt:", "BusyPollRxPackets"), Some(42));
         assert_eq!(netstat_value(t, "IpExt:", "InNoRoutes"), Some(3));
         assert_eq!(netstat_value(t, "TcpExt:", "Nope"), None);
+    }
+
+    #[test]
+    fn the_busy_poll_note_says_what_queue_get_found() {
+        let none = busy_poll_finding(&[("va", Ok(None)), ("vb", Ok(None))]);
+        assert!(none.contains("va rx queue 0 has no napi-id, vb rx queue 0 has no napi-id"), "{none}");
+        assert!(none.contains("links no NAPI") && !none.contains("zero-copy only"), "{none}");
+        let linked = busy_poll_finding(&[("va", Ok(Some(257))), ("vb", Ok(Some(258)))]);
+        assert!(linked.contains("napi-id 257") && linked.contains("yet"), "{linked}");
+        let err = busy_poll_finding(&[("va", Err("EPERM".into())), ("vb", Ok(None))]);
+        assert!(err.contains("unknown (EPERM)"), "{err}");
     }
 
     #[test]

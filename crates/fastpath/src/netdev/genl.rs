@@ -2,8 +2,9 @@
 //! include/uapi/linux/netdev.h; kernel 6.3 or later), spoken through netlink-sys and
 //! netlink-packet-generic (the rust-netlink project, as for rtnetlink in `watch.rs`): one
 //! socket, the family id resolved once, and `do` (one answer), `ack` (a request answered only
-//! by its acknowledgement) and `dump` (every answer until NLMSG_DONE) requests. Used by
-//! [`super::xdp_features`] (dev-get) and [`super::napi`] (napi-get, napi-set).
+//! by its acknowledgement) and `dump` (every answer until NLMSG_DONE) requests, and
+//! [`Netdev::queue_get`] (`queue-get` of one queue). Used by [`super::xdp_features`] (dev-get)
+//! and [`super::napi`] (napi-get, napi-set, queue-get).
 
 use std::io;
 
@@ -15,6 +16,14 @@ use netlink_packet_generic::ctrl::nlas::GenlCtrlAttrs;
 use netlink_packet_generic::ctrl::{GenlCtrl, GenlCtrlCmd};
 use netlink_packet_generic::{GenlFamily, GenlHeader, GenlMessage};
 use netlink_sys::{protocols::NETLINK_GENERIC, Socket, SocketAddr};
+
+/// NETDEV_CMD_QUEUE_GET and enum netdev_a_queue (include/uapi/linux/netdev.h).
+const QUEUE_GET: u8 = 10;
+const QUEUE_A_ID: u16 = 1;
+const QUEUE_A_IFINDEX: u16 = 2;
+const QUEUE_A_TYPE: u16 = 3;
+/// `napi-id` of a `queue-get` answer.
+pub(crate) const QUEUE_A_NAPI_ID: u16 = 4;
 
 /// Attributes of one message: (type, value bytes), in the order received.
 pub(crate) type Attrs = Vec<(u16, Vec<u8>)>;
@@ -140,6 +149,21 @@ impl Netdev {
     /// A `do` request answered by one message: its attributes.
     pub(crate) fn get(&self, cmd: u8, attrs: Attrs) -> io::Result<Attrs> {
         Ok(request(&self.sock, self.message(cmd, attrs))?.payload.attrs)
+    }
+
+    /// `queue-get` of one queue (NETDEV_CMD_QUEUE_GET = 10, kernel >= 6.8): the attributes of
+    /// queue `id` of type `kind` (NETDEV_QUEUE_TYPE_RX = 0, TX = 1) of interface `ifindex`
+    /// (enum netdev_a_queue: id 1, ifindex 2, type 3, napi-id 4). The kernel puts `napi-id`
+    /// in only when the driver linked the queue to a NAPI (`netif_queue_set_napi`).
+    pub(crate) fn queue_get(&self, ifindex: u32, kind: u32, id: u32) -> io::Result<Attrs> {
+        self.get(
+            QUEUE_GET,
+            vec![
+                (QUEUE_A_ID, id.to_ne_bytes().to_vec()),
+                (QUEUE_A_IFINDEX, ifindex.to_ne_bytes().to_vec()),
+                (QUEUE_A_TYPE, kind.to_ne_bytes().to_vec()),
+            ],
+        )
     }
 
     /// A `do` request answered only by its acknowledgement (NLM_F_ACK): Ok, or the kernel's

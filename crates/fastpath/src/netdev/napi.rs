@@ -209,6 +209,28 @@ fn dump_napis(nd: &Netdev, ifindex: u32) -> io::Result<Vec<Napi>> {
     Ok(all.iter().filter_map(Napi::from_attrs).filter(|n| n.ifindex == ifindex).collect())
 }
 
+/// The NAPI id RX queue `queue` of interface `ifindex` is linked to (`queue-get`, kernel >=
+/// 6.8), in the calling thread's namespace; `None` when the driver links none (veth does not
+/// call `netif_queue_set_napi`; virtio_net, mlx5, ice do). An AF_XDP socket bound to the
+/// queue takes its NAPI id from this link (`xsk_bind`, `rxq->napi`; copy and zero-copy mode
+/// since 6.15), and busy polling polls that NAPI: without it the socket busy polls nothing.
+/// No privileges.
+///
+/// # Errors
+///
+/// [`NapiError::Unsupported`] without `queue-get` (no `netdev` family, or EOPNOTSUPP);
+/// [`NapiError::Netlink`] otherwise (ENODEV: no such ifindex; EINVAL: no such queue).
+pub fn rx_queue_napi(ifindex: u32, queue: u32) -> Result<Option<u32>, NapiError> {
+    let unsupported =
+        || NapiError::Unsupported(crate::features::Unsupported { feature: "netdev queue-get", min_kernel: "6.8" });
+    let nd = Netdev::open().map_err(nl("open"))?.ok_or_else(unsupported)?;
+    match nd.queue_get(ifindex, 0, queue) {
+        Ok(a) => Ok(genl::uint(&a, genl::QUEUE_A_NAPI_ID).map(|v| v as u32)),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Err(unsupported()),
+        Err(e) => Err(NapiError::Netlink { call: format!("queue-get ifindex={ifindex} type=rx id={queue}"), err: e }),
+    }
+}
+
 /// Sets `s` on NAPI instance `id` (`napi-set`, kernel >= 6.13, `irq-suspend-timeout` >= 6.14).
 /// Needs CAP_NET_ADMIN.
 ///
@@ -476,6 +498,19 @@ mod tests {
         assert_eq!(a[2], (A_GRO_FLUSH_TIMEOUT, 200_000u64.to_ne_bytes().to_vec()));
         assert_eq!(a[3], (A_IRQ_SUSPEND_TIMEOUT, 20_000_000u64.to_ne_bytes().to_vec()));
         assert_eq!(NapiSettings::default().attrs(1).len(), 1);
+    }
+
+    #[test]
+    fn queue_get_of_lo_finds_no_napi() {
+        // lo's RX queue 0 exists and is linked to no NAPI; no privileges needed.
+        match rx_queue_napi(1, 0) {
+            Ok(id) => assert_eq!(id, None),
+            Err(NapiError::Unsupported(_)) => eprintln!("skipped: no queue-get"),
+            Err(e) => panic!("{e}"),
+        }
+        if let Ok(eth) = std::env::var("FASTPATH_TEST_QUEUE_GET_IFINDEX") {
+            eprintln!("queue-get ifindex {eth} rx 0: {:?}", rx_queue_napi(eth.parse().unwrap(), 0));
+        }
     }
 
     #[test]
