@@ -116,8 +116,10 @@ fn bpffs_mounted() -> bool {
         .is_ok_and(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf") && l.contains(" bpf ")))
 }
 
-/// What `--busy-poll` can set on this kernel: per NAPI (`napi-set`), with IRQ suspension, or per
-/// device through sysfs; the values it sets ([`NapiSettings::BUSY_POLL`]).
+/// How this kernel can take the per-NAPI busy-poll profile ([`NapiSettings::BUSY_POLL`], which
+/// `bench pingpong`'s busy-poll modes apply): per NAPI (`napi-set`), with IRQ suspension, or
+/// per device through sysfs. `--busy-poll` (bench, gen) applies none of it: it sets the socket
+/// options SO_PREFER_BUSY_POLL, SO_BUSY_POLL and SO_BUSY_POLL_BUDGET only.
 fn busy_poll_profile(kernel: &Features) -> serde_json::Value {
     let set = kernel.supported(Feature::NapiSet);
     let suspend = kernel.supported(Feature::IrqSuspend);
@@ -126,14 +128,14 @@ fn busy_poll_profile(kernel: &Features) -> serde_json::Value {
     let (d, g) = (b.defer_hard_irqs.unwrap_or(0), b.gro_flush_timeout_ns.unwrap_or(0));
     let how = if set {
         format!(
-            "per NAPI through napi-set (defer-hard-irqs {d}, gro-flush-timeout {g} ns){}; sysfs knobs {}",
+            "per NAPI through napi-set (defer-hard-irqs {d}, gro-flush-timeout {g} ns){}; sysfs knobs {}; applied by bench pingpong (--busy-poll sets socket options only)",
             if suspend { ", irq-suspend-timeout available" } else { ", no irq-suspend-timeout (kernel < 6.14)" },
             if sysfs { "present" } else { "absent" }
         )
     } else if sysfs {
-        format!("per device through /sys/class/net/DEV/napi_defer_hard_irqs and gro_flush_timeout (defer-hard-irqs {d}, gro-flush-timeout {g} ns); no napi-set (kernel < 6.13)")
+        format!("per device through /sys/class/net/DEV/napi_defer_hard_irqs and gro_flush_timeout (defer-hard-irqs {d}, gro-flush-timeout {g} ns); no napi-set (kernel < 6.13); applied by bench pingpong (--busy-poll sets socket options only)")
     } else {
-        "socket options only: neither napi-set nor the sysfs knobs".to_string()
+        "none: neither napi-set nor the sysfs knobs (--busy-poll sets socket options only)".to_string()
     };
     json!({"napi_set": set, "irq_suspend_timeout": suspend, "sysfs_knobs": sysfs,
            "defer_hard_irqs": d, "gro_flush_timeout_ns": g, "how": how})
