@@ -323,9 +323,22 @@ pub fn sysfs_knobs() -> bool {
 enum Applied {
     /// Per NAPI, with each instance's previous settings.
     PerNapi(Vec<Napi>),
-    /// Per device through sysfs: (knob file, previous contents).
-    Sysfs(Vec<(PathBuf, String)>),
+    /// Per device through sysfs, each knob as written.
+    Sysfs(Vec<SysfsKnob>),
 }
+
+/// One sysfs knob a profile wrote.
+#[derive(Debug, Clone)]
+struct SysfsKnob {
+    path: PathBuf,
+    /// Its contents before (trimmed).
+    old: String,
+    /// What the profile wrote.
+    written: String,
+}
+
+/// Where the per-device knobs are.
+const SYSFS_NET: &str = "/sys/class/net";
 
 /// The busy-poll profile of one interface: `settings` on every NAPI of the interface
 /// (`napi-set`, kernel >= 6.13; on older kernels the per-device sysfs knobs, which cannot
@@ -382,7 +395,15 @@ impl NapiProfile {
                 min_kernel: "5.7",
             }));
         }
-        let dir = PathBuf::from("/sys/class/net").join(iface.name());
+        p.apply_sysfs(std::path::Path::new(SYSFS_NET), iface)?;
+        Ok(p)
+    }
+
+    /// The sysfs fallback: `settings` into `<net_root>/<iface>/napi_defer_hard_irqs` and
+    /// `gro_flush_timeout`. Each knob is recorded in `self.applied` as soon as it is written, so
+    /// an error at any later step (reading the next knob included) leaves it to the restore.
+    fn apply_sysfs(&mut self, net_root: &std::path::Path, iface: &Iface) -> Result<(), NapiError> {
+        let dir = net_root.join(iface.name());
         let idx = std::fs::read_to_string(dir.join("ifindex")).unwrap_or_default();
         if idx.trim() != iface.ifindex().to_string() {
             return Err(NapiError::Sysfs {
@@ -394,24 +415,22 @@ impl NapiProfile {
                 ),
             });
         }
-        let mut saved = Vec::new();
+        self.applied = Some(Applied::Sysfs(Vec::new()));
         let knobs = [
-            ("napi_defer_hard_irqs", settings.defer_hard_irqs.map(|v| v as u64)),
-            ("gro_flush_timeout", settings.gro_flush_timeout_ns),
+            ("napi_defer_hard_irqs", self.settings.defer_hard_irqs.map(|v| v as u64)),
+            ("gro_flush_timeout", self.settings.gro_flush_timeout_ns),
         ];
         for (knob, value) in knobs {
             let Some(value) = value else { continue };
             let path = dir.join(knob);
             let sys_err = |e: io::Error| NapiError::Sysfs { path: path.display().to_string(), err: e.to_string() };
             let old = std::fs::read_to_string(&path).map_err(sys_err)?;
-            if let Err(e) = std::fs::write(&path, value.to_string()) {
-                p.applied = Some(Applied::Sysfs(saved));
-                return Err(sys_err(e));
+            std::fs::write(&path, value.to_string()).map_err(sys_err)?;
+            if let Some(Applied::Sysfs(saved)) = &mut self.applied {
+                saved.push(SysfsKnob { path: path.clone(), old: old.trim().to_string(), written: value.to_string() });
             }
-            saved.push((path.clone(), old.trim().to_string()));
         }
-        p.applied = Some(Applied::Sysfs(saved));
-        Ok(p)
+        Ok(())
     }
 
     /// The interface's name.
@@ -465,9 +484,9 @@ impl NapiProfile {
                 }
             }
             Some(Applied::Sysfs(v)) => {
-                for (path, old) in v.into_iter().rev() {
-                    if let Err(e) = std::fs::write(&path, &old) {
-                        first.get_or_insert(NapiError::Sysfs { path: path.display().to_string(), err: e.to_string() });
+                for k in v.into_iter().rev() {
+                    if let Err(e) = std::fs::write(&k.path, &k.old) {
+                        first.get_or_insert(NapiError::Sysfs { path: k.path.display().to_string(), err: e.to_string() });
                     }
                 }
             }
@@ -498,6 +517,36 @@ mod tests {
         assert_eq!(a[2], (A_GRO_FLUSH_TIMEOUT, 200_000u64.to_ne_bytes().to_vec()));
         assert_eq!(a[3], (A_IRQ_SUSPEND_TIMEOUT, 20_000_000u64.to_ne_bytes().to_vec()));
         assert_eq!(NapiSettings::default().attrs(1).len(), 1);
+    }
+
+    /// A fake `/sys/class/net/lo` with the knobs given, under a directory of its own.
+    fn fake_sysfs(tag: &str, knobs: &[(&str, &str)]) -> (PathBuf, Iface) {
+        let lo = Iface::resolve("lo").expect("lo");
+        let root = std::env::temp_dir().join(format!("fastpath-napi-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("lo")).unwrap();
+        std::fs::write(root.join("lo/ifindex"), format!("{}\n", lo.ifindex())).unwrap();
+        for (k, v) in knobs {
+            std::fs::write(root.join("lo").join(k), v).unwrap();
+        }
+        (root, lo)
+    }
+
+    fn profile_of(lo: &Iface, settings: NapiSettings) -> NapiProfile {
+        NapiProfile { iface: lo.name().to_string(), settings, applied: None }
+    }
+
+    #[test]
+    fn sysfs_knob_written_before_a_failing_step_is_restored() {
+        // gro_flush_timeout is missing: reading it fails after napi_defer_hard_irqs was written.
+        let (root, lo) = fake_sysfs("fail", &[("napi_defer_hard_irqs", "0\n")]);
+        let mut p = profile_of(&lo, NapiSettings::BUSY_POLL);
+        let e = p.apply_sysfs(&root, &lo).unwrap_err().to_string();
+        assert!(e.contains("gro_flush_timeout"), "{e}");
+        assert_eq!(std::fs::read_to_string(root.join("lo/napi_defer_hard_irqs")).unwrap().trim(), "100");
+        drop(p);
+        assert_eq!(std::fs::read_to_string(root.join("lo/napi_defer_hard_irqs")).unwrap().trim(), "0");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
