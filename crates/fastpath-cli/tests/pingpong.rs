@@ -8,7 +8,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{assert_one_line_refusal, fastpath, last_json, n, privileged, run, serial, stderr, Running};
-use fastpath::netdev::napi::NapiSettings;
+use fastpath::netdev::napi::{napi_set, napis, Napi, NapiError, NapiProfile, NapiSettings};
+use fastpath::netdev::Iface;
 use fastpath_lab::pingpong::napi_settings;
 use fastpath_testbed::{Testbed, TestbedConfig};
 
@@ -136,6 +137,79 @@ fn a_failing_echo_server_leaves_the_client_profile_restored() {
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
     assert!(err.contains(bed.iface_b()), "names the interface: {err}");
     assert_eq!(settings(&bed), before, "NAPI settings restored after the failure");
+}
+
+/// Runs `f` on a thread in namespace `ns`.
+fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    fastpath_testbed::run_in_netns(ns, f).expect("enter the namespace")
+}
+
+/// The first NAPI of `iface` (in the calling thread's namespace).
+fn first_napi(iface: &Iface) -> Napi {
+    napis(iface.ifindex()).expect("napi-get").into_iter().next().expect("a NAPI (GRO is on)")
+}
+
+#[test]
+fn two_profiles_dropped_out_of_order_leave_what_was_there_and_only_touch_what_they_set() {
+    if !privileged("two_profiles_dropped_out_of_order_leave_what_was_there_and_only_touch_what_they_set") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let iface = bed.iface_a().to_string();
+    in_ns(bed.ns_a(), move || {
+        let ifc = Iface::resolve(&iface).expect("iface");
+        let before = first_napi(&ifc);
+        let a = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile a");
+        let b = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile b");
+        // Something else sets a value neither profile set.
+        let other = NapiSettings { irq_suspend_timeout_ns: Some(7_000), ..Default::default() };
+        napi_set(before.id, &other).expect("napi-set irq-suspend-timeout");
+        // a goes first (not the last applied): it finds its values and puts back those of before.
+        assert_eq!(a.restore().expect("restore a"), Vec::<String>::new());
+        // b finds a's restore, not its own values: it leaves them, with a warning.
+        let w = b.restore().expect("restore b");
+        assert_eq!(w.len(), 2, "{w:?}");
+        let now = first_napi(&ifc);
+        assert_eq!(now.defer_hard_irqs, before.defer_hard_irqs);
+        assert_eq!(now.gro_flush_timeout_ns, before.gro_flush_timeout_ns);
+        assert_eq!(now.irq_suspend_timeout_ns, Some(7_000), "a setting no profile set is not rewritten");
+        napi_set(before.id, &before.settings()).expect("put irq-suspend-timeout back");
+    });
+}
+
+#[test]
+fn a_napi_gone_before_the_restore_is_an_error_not_done() {
+    if !privileged("a_napi_gone_before_the_restore_is_an_error_not_done") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, iface) = (bed.ns_a().to_string(), bed.iface_a().to_string());
+    let link = move |up: &str| {
+        let st = std::process::Command::new("ip").args(["-n", &ns, "link", "set", "dev", &iface, up]).status();
+        assert!(st.expect("ip").success(), "ip link set {up}");
+    };
+    let iface = bed.iface_a().to_string();
+    let (l1, l2, l3, l4) = (link.clone(), link.clone(), link.clone(), link);
+    in_ns(bed.ns_a(), move || {
+        let ifc = Iface::resolve(&iface).expect("iface");
+        // Link down: the NAPI is gone and nothing carries it: not restorable now.
+        let p = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile");
+        let id = p.previous()[0].id;
+        l1("down");
+        let e = p.restore().expect_err("a NAPI gone before the restore is an error");
+        assert!(matches!(e, NapiError::NotRestored { .. }), "{e}");
+        assert!(e.to_string().contains(&id.to_string()), "names the NAPI: {e}");
+        l2("up");
+        // Down and up: a fresh instance with the device's values replaced it: nothing to undo.
+        let p = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile");
+        l3("down");
+        l4("up");
+        assert_eq!(p.restore().expect("replaced instance"), Vec::<String>::new());
+        let now = first_napi(&ifc);
+        assert_ne!(now.defer_hard_irqs, NapiSettings::BUSY_POLL.defer_hard_irqs, "{now:?}");
+    });
 }
 
 #[test]

@@ -172,6 +172,16 @@ pub enum NapiError {
         /// The kernel's answer (EPERM without CAP_NET_ADMIN).
         err: io::Error,
     },
+    /// A NAPI instance the profile set is gone and could not be restored.
+    #[error("{iface}: NAPI {ids} set by the busy-poll profile {why}")]
+    NotRestored {
+        /// Interface name.
+        iface: String,
+        /// The NAPI ids, comma-separated.
+        ids: String,
+        /// What happened and what may follow.
+        why: String,
+    },
     /// A sysfs knob could not be read or written.
     #[error("{path}: {err}")]
     Sysfs {
@@ -346,12 +356,20 @@ const SYSFS_NET: &str = "/sys/class/net";
 /// or on drop (also when unwinding). Applying is all or nothing: if one instance refuses, those
 /// already set are restored before the error returns. Needs CAP_NET_ADMIN (root for sysfs).
 ///
-/// A NAPI instance that goes away before the restore (a veth's NAPI goes with its XDP program
-/// when GRO is off) needs no restore: a new instance starts from the device's values, which a
-/// per-NAPI profile never changed. Drop the profile before detaching the XDP program anyway.
+/// The restore puts back only what the profile set, and only where the value is still the
+/// profile's (two profiles on one interface dropped in any order leave the values of before
+/// both when they set the same values; otherwise what another profile or an administrator set
+/// meanwhile is left, with a warning). A NAPI instance that goes away before the restore is
+/// not necessarily done with: drivers that use `netif_napi_add_config` (6.13+) keep a disabled
+/// instance's settings (a link down, a queue-count change) and give them back when it is
+/// enabled again, so the restore looks for it again and reports what it cannot restore
+/// ([`NapiProfile::restore`]). A veth's NAPI (no config kept) is deleted with its XDP program
+/// when GRO is off, and a new one starts from the device's values: drop the profile before
+/// detaching the XDP program anyway.
 #[derive(Debug)]
 pub struct NapiProfile {
     iface: String,
+    ifindex: u32,
     settings: NapiSettings,
     applied: Option<Applied>,
 }
@@ -372,7 +390,7 @@ impl NapiProfile {
         if settings.irq_suspend_timeout_ns.is_some() {
             check(Feature::IrqSuspend)?;
         }
-        let mut p = Self { iface: iface.name().to_string(), settings: *settings, applied: None };
+        let mut p = Self { iface: iface.name().to_string(), ifindex: iface.ifindex(), settings: *settings, applied: None };
         if check(Feature::NapiSet).is_ok() {
             let list = napis(iface.ifindex())?;
             if list.is_empty() {
@@ -459,46 +477,168 @@ impl NapiProfile {
         }
     }
 
-    /// Puts every previous value back now.
+    /// Puts back the previous value of each setting the profile set, where it is still the
+    /// profile's value; returns a warning for each setting left alone because something else
+    /// changed it meanwhile (another profile, an administrator). Settings the profile did not
+    /// set (e.g. `irq-suspend-timeout` of [`NapiSettings::BUSY_POLL`]) are never written.
+    ///
+    /// A NAPI instance that is gone by id (ENOENT: disabled by a link down or a queue change,
+    /// or deleted) is looked for again: the interface's NAPIs are listed again, and one with a
+    /// new id that carries the profile's values (a driver that keeps per-NAPI config,
+    /// `netif_napi_add_config`, 6.13+, gives it back on enable) is restored in its place; one
+    /// with a new id and other values means the device made fresh instances (nothing to
+    /// restore). What is left is an error ([`NapiError::NotRestored`]): such an instance may
+    /// come back with the profile's values when it is enabled again.
     ///
     /// # Errors
     ///
-    /// The first refused restore ([`NapiError::Netlink`], [`NapiError::Sysfs`]); the others are
-    /// still tried. A NAPI that no longer exists (ENOENT) is not an error.
-    pub fn restore(mut self) -> Result<(), NapiError> {
+    /// The first refused restore ([`NapiError::Netlink`], [`NapiError::Sysfs`],
+    /// [`NapiError::NotRestored`]); the others are still tried.
+    pub fn restore(mut self) -> Result<Vec<String>, NapiError> {
         self.restore_now()
     }
 
-    fn restore_now(&mut self) -> Result<(), NapiError> {
-        let mut first = None;
-        match self.applied.take() {
-            Some(Applied::PerNapi(v)) => {
-                for n in v {
-                    match napi_set(n.id, &n.settings()) {
-                        Ok(()) => {}
-                        Err(NapiError::Netlink { err, .. }) if err.raw_os_error() == Some(libc::ENOENT) => {}
+    fn restore_now(&mut self) -> Result<Vec<String>, NapiError> {
+        let mut warn = Vec::new();
+        let r = match self.applied.take() {
+            Some(Applied::PerNapi(v)) => self.restore_per_napi(v, &mut warn),
+            Some(Applied::Sysfs(v)) => {
+                let mut first = None;
+                for k in v.into_iter().rev() {
+                    match std::fs::read_to_string(&k.path) {
+                        Ok(now) if now.trim() != k.written => warn.push(format!(
+                            "{}: {} is {} now, not the {} the busy-poll profile wrote: left as it is",
+                            self.iface,
+                            k.path.display(),
+                            now.trim(),
+                            k.written
+                        )),
+                        Ok(_) => {
+                            if let Err(e) = std::fs::write(&k.path, &k.old) {
+                                first.get_or_insert(NapiError::Sysfs {
+                                    path: k.path.display().to_string(),
+                                    err: e.to_string(),
+                                });
+                            }
+                        }
                         Err(e) => {
-                            first.get_or_insert(e);
+                            first.get_or_insert(NapiError::Sysfs {
+                                path: k.path.display().to_string(),
+                                err: e.to_string(),
+                            });
                         }
                     }
                 }
+                first.map_or(Ok(()), Err)
             }
-            Some(Applied::Sysfs(v)) => {
-                for k in v.into_iter().rev() {
-                    if let Err(e) = std::fs::write(&k.path, &k.old) {
-                        first.get_or_insert(NapiError::Sysfs { path: k.path.display().to_string(), err: e.to_string() });
+            None => Ok(()),
+        };
+        r.map(|()| warn)
+    }
+
+    /// True if `n` has every value this profile set.
+    fn carries_profile(&self, n: &Napi) -> bool {
+        let s = &self.settings;
+        (s.defer_hard_irqs.is_some() || s.gro_flush_timeout_ns.is_some() || s.irq_suspend_timeout_ns.is_some())
+            && s.defer_hard_irqs.is_none_or(|v| n.defer_hard_irqs == Some(v))
+            && s.gro_flush_timeout_ns.is_none_or(|v| n.gro_flush_timeout_ns == Some(v))
+            && s.irq_suspend_timeout_ns.is_none_or(|v| n.irq_suspend_timeout_ns == Some(v))
+    }
+
+    /// Restores on `now` (the instance as it is) the settings of `prev` this profile set and
+    /// `now` still has; warns for the others.
+    fn put_back(&self, now: &Napi, prev: &Napi, warn: &mut Vec<String>) -> Result<(), NapiError> {
+        let mut back = NapiSettings::default();
+        let s = &self.settings;
+        let mut field = |name: &str, set: Option<u64>, cur: Option<u64>, old: Option<u64>| -> Option<u64> {
+            let set = set?;
+            if cur != Some(set) {
+                warn.push(format!(
+                    "{}: NAPI {} {name} is {} now, not the {set} the busy-poll profile set: left as it is",
+                    self.iface,
+                    now.id,
+                    cur.map_or("unknown".to_string(), |c| c.to_string())
+                ));
+                return None;
+            }
+            old
+        };
+        back.defer_hard_irqs = field(
+            "defer-hard-irqs",
+            s.defer_hard_irqs.map(u64::from),
+            now.defer_hard_irqs.map(u64::from),
+            prev.defer_hard_irqs.map(u64::from),
+        )
+        .map(|v| v as u32);
+        back.gro_flush_timeout_ns =
+            field("gro-flush-timeout", s.gro_flush_timeout_ns, now.gro_flush_timeout_ns, prev.gro_flush_timeout_ns);
+        back.irq_suspend_timeout_ns = field(
+            "irq-suspend-timeout",
+            s.irq_suspend_timeout_ns,
+            now.irq_suspend_timeout_ns,
+            prev.irq_suspend_timeout_ns,
+        );
+        if back == NapiSettings::default() {
+            return Ok(());
+        }
+        napi_set(now.id, &back)
+    }
+
+    fn restore_per_napi(&self, saved: Vec<Napi>, warn: &mut Vec<String>) -> Result<(), NapiError> {
+        let now = match napis(self.ifindex) {
+            Ok(v) => v,
+            // The device is gone, and its NAPIs and their config with it.
+            Err(NapiError::Netlink { err, .. }) if err.raw_os_error() == Some(libc::ENODEV) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut first = None;
+        let mut gone = Vec::new();
+        for prev in &saved {
+            match now.iter().find(|n| n.id == prev.id) {
+                Some(n) => {
+                    if let Err(e) = self.put_back(n, prev, warn) {
+                        first.get_or_insert(e);
                     }
                 }
+                None => gone.push(prev),
             }
-            None => {}
+        }
+        // Instances with ids the profile never saw: those carrying its values first.
+        let mut fresh: Vec<&Napi> = now.iter().filter(|n| !saved.iter().any(|p| p.id == n.id)).collect();
+        fresh.sort_by_key(|n| (!self.carries_profile(n), n.id));
+        let mut fresh = fresh.into_iter();
+        let mut lost = Vec::new();
+        for prev in gone {
+            match fresh.next() {
+                Some(n) if self.carries_profile(n) => {
+                    if let Err(e) = self.put_back(n, prev, warn) {
+                        first.get_or_insert(e);
+                    }
+                }
+                // A fresh instance with other values: the device replaced it; nothing to undo.
+                Some(_) => {}
+                None => lost.push(prev.id.to_string()),
+            }
+        }
+        if !lost.is_empty() {
+            first.get_or_insert(NapiError::NotRestored {
+                iface: self.iface.clone(),
+                ids: lost.join(","),
+                why: "is gone (disabled by a link down or a queue change?) and was not restored: a driver that keeps per-NAPI config gives it back with the profile's values when it enables it; check with napi-get and set it back with napi-set".into(),
+            });
         }
         first.map_or(Ok(()), Err)
     }
 }
 
 impl Drop for NapiProfile {
+    /// Restores ([`NapiProfile::restore`]); what it cannot restore, or leaves alone, is a
+    /// warning on standard error.
     fn drop(&mut self) {
-        let _ = self.restore_now();
+        match self.restore_now() {
+            Ok(w) => w.iter().for_each(|w| eprintln!("fastpath: warning: {w}")),
+            Err(e) => eprintln!("fastpath: warning: busy-poll profile not restored: {e}"),
+        }
     }
 }
 
@@ -533,7 +673,7 @@ mod tests {
     }
 
     fn profile_of(lo: &Iface, settings: NapiSettings) -> NapiProfile {
-        NapiProfile { iface: lo.name().to_string(), settings, applied: None }
+        NapiProfile { iface: lo.name().to_string(), ifindex: lo.ifindex(), settings, applied: None }
     }
 
     #[test]
@@ -546,6 +686,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(root.join("lo/napi_defer_hard_irqs")).unwrap().trim(), "100");
         drop(p);
         assert_eq!(std::fs::read_to_string(root.join("lo/napi_defer_hard_irqs")).unwrap().trim(), "0");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn sysfs_restore_leaves_a_knob_someone_else_changed() {
+        let (root, lo) = fake_sysfs("other", &[("napi_defer_hard_irqs", "0\n"), ("gro_flush_timeout", "0\n")]);
+        let mut p = profile_of(&lo, NapiSettings::BUSY_POLL);
+        p.apply_sysfs(&root, &lo).unwrap();
+        std::fs::write(root.join("lo/gro_flush_timeout"), "5000\n").unwrap();
+        let w = p.restore().unwrap();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("gro_flush_timeout is 5000 now, not the 200000"), "{w:?}");
+        assert_eq!(std::fs::read_to_string(root.join("lo/napi_defer_hard_irqs")).unwrap().trim(), "0");
+        assert_eq!(std::fs::read_to_string(root.join("lo/gro_flush_timeout")).unwrap().trim(), "5000");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
