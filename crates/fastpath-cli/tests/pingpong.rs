@@ -213,6 +213,29 @@ fn a_napi_gone_before_the_restore_is_an_error_not_done() {
 }
 
 #[test]
+fn a_profile_applied_in_a_namespace_is_restored_from_outside_and_refused_across() {
+    if !privileged("a_profile_applied_in_a_namespace_is_restored_from_outside_and_refused_across") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let before = settings(&bed);
+    let iface = bed.iface_a().to_string();
+    let p = in_ns(bed.ns_a(), move || {
+        NapiProfile::apply(&Iface::resolve(&iface).expect("iface"), &NapiSettings::BUSY_POLL).expect("profile")
+    });
+    let on = settings(&bed);
+    assert!(on.iter().any(|(_, s)| s.defer_hard_irqs == Some(100)), "applied first: {on:?}");
+    drop(p); // on this thread, in the test's own namespace
+    assert_eq!(settings(&bed), before, "restored from another namespace");
+    let iface = bed.iface_a().to_string();
+    let ifc = in_ns(bed.ns_a(), move || Iface::resolve(&iface).expect("iface"));
+    let e = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect_err("another namespace");
+    assert!(matches!(e, NapiError::OtherNetns { .. }), "{e}");
+    assert_eq!(settings(&bed), before);
+}
+
+#[test]
 fn bad_values_are_one_line_refusals() {
     for (args, needle) in [
         (&["--modes", "xsk,udp"][..], "--modes xsk"),

@@ -182,6 +182,16 @@ pub enum NapiError {
         /// What happened and what may follow.
         why: String,
     },
+    /// The interface was resolved in another network namespace than the calling thread's.
+    #[error("{iface} was resolved in network namespace net:[{its}], this thread is in net:[{here}]: apply the profile on a thread in the interface's namespace")]
+    OtherNetns {
+        /// Interface name.
+        iface: String,
+        /// Its namespace's inode number.
+        its: u32,
+        /// The calling thread's.
+        here: u32,
+    },
     /// A sysfs knob could not be read or written.
     #[error("{path}: {err}")]
     Sysfs {
@@ -370,15 +380,22 @@ const SYSFS_NET: &str = "/sys/class/net";
 pub struct NapiProfile {
     iface: String,
     ifindex: u32,
+    /// The network namespace the profile was applied in (its inode number, and an fd of it to
+    /// restore from, whatever namespace the restoring thread is in).
+    netns_ino: u32,
+    netns: Option<std::os::fd::OwnedFd>,
     settings: NapiSettings,
     applied: Option<Applied>,
 }
 
 impl NapiProfile {
-    /// Applies `settings` to every NAPI of `iface` (in the calling thread's namespace).
+    /// Applies `settings` to every NAPI of `iface`, on a thread in the namespace `iface` was
+    /// resolved in (refused otherwise); the profile keeps that namespace, and restores in it
+    /// from any thread.
     ///
     /// # Errors
     ///
+    /// [`NapiError::OtherNetns`] when the calling thread is not in `iface`'s namespace;
     /// [`NapiError::BadValue`]; [`NapiError::Unsupported`] for `irq_suspend_timeout_ns` on a
     /// kernel without it (< 6.14), or for no way at all (neither `napi-set` nor sysfs knobs);
     /// [`NapiError::NoNapi`] when the interface has no NAPI; [`NapiError::Netlink`] /
@@ -390,7 +407,22 @@ impl NapiProfile {
         if settings.irq_suspend_timeout_ns.is_some() {
             check(Feature::IrqSuspend)?;
         }
-        let mut p = Self { iface: iface.name().to_string(), ifindex: iface.ifindex(), settings: *settings, applied: None };
+        let here = crate::bpf::monitor::current_netns_ino();
+        if iface.netns_ino() != here {
+            return Err(NapiError::OtherNetns { iface: iface.name().to_string(), its: iface.netns_ino(), here });
+        }
+        let netns = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| NapiError::Sysfs {
+            path: "/proc/thread-self/ns/net".into(),
+            err: e.to_string(),
+        })?;
+        let mut p = Self {
+            iface: iface.name().to_string(),
+            ifindex: iface.ifindex(),
+            netns_ino: here,
+            netns: Some(netns.into()),
+            settings: *settings,
+            applied: None,
+        };
         if check(Feature::NapiSet).is_ok() {
             let list = napis(iface.ifindex())?;
             if list.is_empty() {
@@ -499,8 +531,39 @@ impl NapiProfile {
     }
 
     fn restore_now(&mut self) -> Result<Vec<String>, NapiError> {
+        let applied = self.applied.take();
+        if applied.is_none() || crate::bpf::monitor::current_netns_ino() == self.netns_ino {
+            return self.restore_applied(applied);
+        }
+        // Another namespace: restore from a thread that enters the profile's.
+        let Some(fd) = &self.netns else {
+            return Err(NapiError::OtherNetns {
+                iface: self.iface.clone(),
+                its: self.netns_ino,
+                here: crate::bpf::monitor::current_netns_ino(),
+            });
+        };
+        let this = &*self;
+        std::thread::scope(|sc| {
+            sc.spawn(move || {
+                use std::os::fd::AsRawFd;
+                // SAFETY: setns on an open namespace fd; affects this (new, scoped) thread only.
+                if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return Err(NapiError::Netlink {
+                        call: format!("setns(net:[{}]) to restore {}", this.netns_ino, this.iface),
+                        err: io::Error::last_os_error(),
+                    });
+                }
+                this.restore_applied(applied)
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    fn restore_applied(&self, applied: Option<Applied>) -> Result<Vec<String>, NapiError> {
         let mut warn = Vec::new();
-        let r = match self.applied.take() {
+        let r = match applied {
             Some(Applied::PerNapi(v)) => self.restore_per_napi(v, &mut warn),
             Some(Applied::Sysfs(v)) => {
                 let mut first = None;
@@ -673,7 +736,7 @@ mod tests {
     }
 
     fn profile_of(lo: &Iface, settings: NapiSettings) -> NapiProfile {
-        NapiProfile { iface: lo.name().to_string(), ifindex: lo.ifindex(), settings, applied: None }
+        NapiProfile { iface: lo.name().to_string(), ifindex: lo.ifindex(), netns_ino: lo.netns_ino(), netns: None, settings, applied: None }
     }
 
     #[test]
