@@ -108,6 +108,38 @@ fn sigint_mid_run_restores_the_napi_profile() {
 }
 
 #[test]
+fn sigterm_during_sockperf_ends_the_run_promptly_and_not_with_0() {
+    if !privileged("sigterm_during_sockperf_ends_the_run_promptly_and_not_with_0") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    // sockperf runs up to --duration (60 s) for this many round trips.
+    let child = fastpath()
+        .args(["bench", "pingpong", "--testbed", bed.name(), "--modes", "sockperf-udp", "--count", "100000000"])
+        .args(["--runs", "1", "--duration", "60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Until sockperf ping-pong runs (its server bound, the client started).
+    let t = Instant::now();
+    while !std::process::Command::new("pgrep").args(["-P", &child.id().to_string()]).status().unwrap().success() {
+        assert!(t.elapsed() < Duration::from_secs(20), "sockperf never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id().to_string();
+    let t = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let o = child.wait_with_output().expect("wait");
+    assert!(t.elapsed() < Duration::from_secs(10), "ended {:?} after SIGTERM", t.elapsed());
+    assert!(!o.status.success(), "interrupted run must not exit 0: {}", String::from_utf8_lossy(&o.stdout));
+    let err = stderr(&o);
+    assert!(err.contains("interrupted"), "{err}");
+}
+
+#[test]
 fn a_failing_echo_server_leaves_the_client_profile_restored() {
     if !privileged("a_failing_echo_server_leaves_the_client_profile_restored") {
         return;

@@ -383,7 +383,7 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
                 return Err(runtime(anyhow!("interrupted")));
             }
             let r = match mode {
-                Mode::SockperfUdp => sockperf_run(&bed, opts)?,
+                Mode::SockperfUdp => sockperf_run(&bed, opts, stop)?,
                 _ => {
                     let before = busy_poll_rx(&bed);
                     let mut r = pair_run(&bed, mode, opts, stop)?;
@@ -393,6 +393,9 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
             };
             per_mode[i].push(r);
         }
+    }
+    if stop.load(Ordering::Relaxed) {
+        return Err(runtime(anyhow!("interrupted")));
     }
     let rows: Vec<ModeRow> = opts.modes.iter().zip(per_mode).map(|(&m, runs)| ModeRow::of(m, runs)).collect();
     let mut ratios = Vec::new();
@@ -763,12 +766,15 @@ pub fn echo_in_place(f: &mut [u8]) -> bool {
 /// One sockperf run: its UDP server in namespace b on the server CPU, ping-pong in namespace a
 /// on the client CPU for about as long as `opts.count` round trips of the UDP program take
 /// (at least 1 s, at most `max_run`).
-fn sockperf_run(bed: &Testbed, opts: &PingpongOpts) -> LabResult<RunStats> {
+fn sockperf_run(bed: &Testbed, opts: &PingpongOpts, stop: &AtomicBool) -> LabResult<RunStats> {
     let ip = IP4_B.to_string();
     let _server = tools::sockperf_udp_server(bed.ns_b(), opts.server_cpu, &ip, SOCKPERF_PORT)
         .map_err(|e| env(anyhow!("sockperf server: {e}")))?;
     let t = Instant::now();
     while !tools::udp_bound(bed.ns_b(), SOCKPERF_PORT) {
+        if stop.load(Ordering::Relaxed) {
+            return Err(runtime(anyhow!("interrupted")));
+        }
         if t.elapsed() > Duration::from_secs(5) {
             return Err(runtime(anyhow!("sockperf server did not bind UDP port {SOCKPERF_PORT} within 5 s")));
         }
@@ -776,8 +782,9 @@ fn sockperf_run(bed: &Testbed, opts: &PingpongOpts) -> LabResult<RunStats> {
     }
     // ~15 us per round trip on this kind of machine: count round trips' worth of seconds.
     let secs = ((opts.count as f64 * 15e-6).ceil() as u64).clamp(1, opts.max_run.as_secs().max(1));
-    let out = tools::sockperf_udp_ping_pong(bed.ns_a(), opts.client_cpu, &ip, SOCKPERF_PORT, UDP_PAYLOAD, secs)
-        .map_err(|e| env(anyhow!("sockperf ping-pong: {e}")))?;
+    let out = tools::sockperf_udp_ping_pong(bed.ns_a(), opts.client_cpu, &ip, SOCKPERF_PORT, UDP_PAYLOAD, secs, stop)
+        .map_err(|e| env(anyhow!("sockperf ping-pong: {e}")))?
+        .ok_or_else(|| runtime(anyhow!("interrupted")))?;
     let s = tools::parse_sockperf(&out).ok_or_else(|| {
         runtime(anyhow!("sockperf ping-pong printed no statistics: {}", out.trim().replace('\n', " | ")))
     })?;
