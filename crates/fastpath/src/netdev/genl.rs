@@ -192,27 +192,37 @@ impl Netdev {
         loop {
             let mut rx = Vec::with_capacity(1 << 16);
             self.sock.recv(&mut rx, 0)?;
-            let mut off = 0;
-            while off < rx.len() {
-                let len = NetlinkBuffer::new_checked(&rx[off..])
-                    .map_err(|e| bad(format!("netlink answer: {e}")))?
-                    .length() as usize;
-                if len == 0 {
-                    break;
-                }
-                let msg = NetlinkMessage::<GenlMessage<NetdevMsg>>::deserialize(&rx[off..off + len])
-                    .map_err(|e| bad(format!("netlink answer: {e}")))?;
-                match msg.payload {
-                    NetlinkPayload::InnerMessage(m) => out.push(m.payload.attrs),
-                    NetlinkPayload::Done(_) => return Ok(out),
-                    NetlinkPayload::Error(e) if e.code.is_none() => return Ok(out),
-                    NetlinkPayload::Error(e) => return Err(e.to_io()),
-                    _ => {}
-                }
-                off += len.div_ceil(4) * 4;
+            if dump_chunk(&rx, &mut out)? {
+                return Ok(out);
             }
         }
     }
+}
+
+/// Reads one received buffer of a dump into `out`: true once NLMSG_DONE (or an
+/// acknowledgement) ends the dump. An error code, in an error message or in NLMSG_DONE's
+/// payload (the dump callback's errno, e.g. -ENODEV for an unknown ifindex), is the error.
+fn dump_chunk(rx: &[u8], out: &mut Vec<Attrs>) -> io::Result<bool> {
+    let mut off = 0;
+    while off < rx.len() {
+        let len = NetlinkBuffer::new_checked(&rx[off..]).map_err(|e| bad(format!("netlink answer: {e}")))?.length()
+            as usize;
+        if len == 0 {
+            break;
+        }
+        let msg = NetlinkMessage::<GenlMessage<NetdevMsg>>::deserialize(&rx[off..off + len])
+            .map_err(|e| bad(format!("netlink answer: {e}")))?;
+        match msg.payload {
+            NetlinkPayload::InnerMessage(m) => out.push(m.payload.attrs),
+            NetlinkPayload::Done(d) if d.code < 0 => return Err(io::Error::from_raw_os_error(-d.code)),
+            NetlinkPayload::Done(_) => return Ok(true),
+            NetlinkPayload::Error(e) if e.code.is_none() => return Ok(true),
+            NetlinkPayload::Error(e) => return Err(e.to_io()),
+            _ => {}
+        }
+        off += len.div_ceil(4) * 4;
+    }
+    Ok(false)
 }
 
 /// The value of attribute `kind` as an unsigned number of 1, 2, 4 or 8 bytes (NLA_UINT is 4 or
@@ -226,4 +236,29 @@ pub(crate) fn uint(attrs: &[(u16, Vec<u8>)], kind: u16) -> Option<u64> {
         8 => u64::from_ne_bytes(v[..8].try_into().ok()?),
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NLMSG_DONE (type 3, NLM_F_MULTI) with `code` as its payload.
+    fn done(code: i32) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&20u32.to_ne_bytes());
+        m.extend_from_slice(&3u16.to_ne_bytes());
+        m.extend_from_slice(&2u16.to_ne_bytes());
+        m.extend_from_slice(&[0; 8]);
+        m.extend_from_slice(&code.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn done_with_an_errno_is_that_error() {
+        let mut out = Vec::new();
+        let e = dump_chunk(&done(-libc::ENODEV), &mut out).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENODEV));
+        assert!(dump_chunk(&done(0), &mut out).unwrap());
+        assert!(out.is_empty());
+    }
 }

@@ -767,6 +767,15 @@ mod tests {
     }
 
     #[test]
+    fn napi_get_of_an_unknown_ifindex_is_enodev_not_empty() {
+        match napis(999_999) {
+            Err(NapiError::Netlink { err, .. }) => assert_eq!(err.raw_os_error(), Some(libc::ENODEV)),
+            Err(NapiError::Unsupported(_)) => eprintln!("skipped: no napi-get"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn queue_get_of_lo_finds_no_napi() {
         // lo's RX queue 0 exists and is linked to no NAPI; no privileges needed.
         match rx_queue_napi(1, 0) {
