@@ -171,6 +171,29 @@ fn a_failing_echo_server_leaves_the_client_profile_restored() {
     assert_eq!(settings(&bed), before, "NAPI settings restored after the failure");
 }
 
+#[test]
+fn a_mode_whose_round_trips_all_vanish_fails_promptly_naming_it() {
+    if !privileged("a_mode_whose_round_trips_all_vanish_fails_promptly_naming_it") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let nft = |rules: &str| {
+        let o = std::process::Command::new("ip").args(["netns", "exec", bed.ns_b(), "nft", rules]).output().unwrap();
+        assert!(o.status.success(), "nft {rules}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    nft("add table inet fptest; add chain inet fptest in { type filter hook input priority 0; }; add rule inet fptest in udp dport 9001 drop");
+    let t = Instant::now();
+    let o = run(&["bench", "pingpong", "--testbed", bed.name(), "--modes", "udp", "--count", "1000", "--runs", "1"]);
+    let took = t.elapsed();
+    nft("delete table inet fptest");
+    let err = stderr(&o);
+    assert!(!o.status.success(), "every round trip lost must fail: {}", String::from_utf8_lossy(&o.stdout));
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("mode udp") && err.contains("not answered"), "{err}");
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+}
+
 /// Runs `f` on a thread in namespace `ns`.
 fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     fastpath_testbed::run_in_netns(ns, f).expect("enter the namespace")

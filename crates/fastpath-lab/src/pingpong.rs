@@ -28,7 +28,9 @@
 //!
 //! Runs are interleaved (run 1 of every mode, then run 2, ...) in one sitting; each row is the
 //! median over runs of each percentile, with the spread of p50 and p99 across runs. A round
-//! trip not answered within 100 ms counts as lost (and ends the wait for it).
+//! trip not answered within 100 ms counts as lost (and ends the wait for it); 10 lost in a row
+//! end the run with an error naming the mode, as does a run with no round trip answered. The
+//! warm-up before each run is 1,000 round trips or 2 s, whichever comes first.
 //!
 //! Privileges: root (namespaces, XDP, AF_XDP, netdev `napi-set`). Kernel: AF_XDP copy mode
 //! (>= 5.4 with need_wakeup), busy poll socket options (>= 5.11), `napi-set` (>= 6.13, else
@@ -333,10 +335,10 @@ pub struct Ratio {
     pub mode: Mode,
     /// The baseline mode (`udp` or `sockperf-udp`).
     pub baseline: Mode,
-    /// p50 of `mode` / p50 of `baseline`.
-    pub p50: f64,
-    /// p99 of `mode` / p99 of `baseline`.
-    pub p99: f64,
+    /// p50 of `mode` / p50 of `baseline`; None when either has no samples.
+    pub p50: Option<f64>,
+    /// p99 of `mode` / p99 of `baseline`; None when either has no samples.
+    pub p99: Option<f64>,
 }
 
 /// What `fastpath bench pingpong` measured.
@@ -402,7 +404,7 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
     for base in [Mode::Udp, Mode::SockperfUdp] {
         let Some(b) = rows.iter().find(|r| r.mode == base) else { continue };
         for r in rows.iter().filter(|r| r.mode.is_xsk()) {
-            let q = |x: u64, y: u64| if y == 0 { f64::NAN } else { x as f64 / y as f64 };
+            let q = |x: u64, y: u64| (x > 0 && y > 0 && r.round_trips > 0 && b.round_trips > 0).then(|| x as f64 / y as f64);
             ratios.push(Ratio { mode: r.mode, baseline: base, p50: q(r.p50_ns, b.p50_ns), p99: q(r.p99_ns, b.p99_ns) });
         }
     }
@@ -502,7 +504,7 @@ fn pair_run(bed: &Testbed, mode: Mode, opts: &PingpongOpts, stop: &Arc<AtomicBoo
         if !go_rx.recv().unwrap_or(false) {
             return Err(runtime(anyhow!("the echo server failed")));
         }
-        side.client(mac_a, mac_b, count, max_run, &client_stop)
+        side.client(mac_a, mac_b, mode, count, max_run, &client_stop)
     });
     let failed =
         |h: std::thread::JoinHandle<Result<LabResult<RunStats>, fastpath_testbed::TestbedError>>| match h.join() {
@@ -641,20 +643,18 @@ impl Side {
         }
     }
 
-    /// Sends one frame at a time and waits for its echo: [`WARMUP`] round trips, then up to
-    /// `count` measured ones (or until `max_run` passed).
+    /// Sends one frame at a time and waits for its echo: a warm-up ([`Tally`]), then up to
+    /// `count` measured round trips (or until `max_run` passed).
     fn client(
         self,
         mac_a: [u8; 6],
         mac_b: [u8; 6],
+        mode: Mode,
         count: u64,
         max_run: Duration,
         stop: &AtomicBool,
     ) -> LabResult<RunStats> {
-        let mut rtts = Vec::with_capacity(count as usize);
-        let mut lost = 0u64;
-        let mut started = None;
-        let total = WARMUP + count;
+        let mut t = Tally::new(mode, count, max_run);
         match self {
             Side::Xsk { ep, mut port, _profile } => {
                 let spec = UdpFrameSpec {
@@ -668,13 +668,11 @@ impl Side {
                 };
                 let mut frame = vec![0u8; FRAME_LEN];
                 packet::build_udp_frame(&spec, &mut frame);
-                for seq in 1..=total {
+                for seq in 1u64.. {
                     if stop.load(Ordering::Relaxed) {
                         return Err(runtime(anyhow!("interrupted")));
                     }
-                    if seq == WARMUP + 1 {
-                        started = Some(Instant::now());
-                    }
+                    t.before();
                     packet::stamp(&mut frame, &Payload { stream: 0, seq, tstamp_ns: 0 });
                     let t0 = monotonic_ns();
                     while port.tx_burst(&[&frame]).map_err(|e| runtime(anyhow!("client: {e}")))? == 0 {
@@ -694,28 +692,19 @@ impl Side {
                         }
                     }
                     let t1 = monotonic_ns();
-                    if seq > WARMUP {
-                        if got {
-                            rtts.push(t1 - t0);
-                        } else {
-                            lost += 1;
-                        }
-                        if started.is_some_and(|s| s.elapsed() >= max_run) {
-                            break;
-                        }
+                    if t.after(got, t1 - t0)? {
+                        break;
                     }
                 }
             }
             Side::Udp(s) => {
                 let mut msg = [0u8; UDP_PAYLOAD];
                 let mut buf = [0u8; 2048];
-                for seq in 1..=total {
+                for seq in 1u64.. {
                     if stop.load(Ordering::Relaxed) {
                         return Err(runtime(anyhow!("interrupted")));
                     }
-                    if seq == WARMUP + 1 {
-                        started = Some(Instant::now());
-                    }
+                    t.before();
                     msg[..8].copy_from_slice(&seq.to_le_bytes());
                     let t0 = monotonic_ns();
                     s.send(&msg).map_err(|e| runtime(anyhow!("client: UDP send: {e}")))?;
@@ -731,21 +720,82 @@ impl Side {
                         }
                     }
                     let t1 = monotonic_ns();
-                    if seq > WARMUP {
-                        if got {
-                            rtts.push(t1 - t0);
-                        } else {
-                            lost += 1;
-                        }
-                        if started.is_some_and(|s| s.elapsed() >= max_run) {
-                            break;
-                        }
+                    if t.after(got, t1 - t0)? {
+                        break;
                     }
                 }
             }
         }
-        let secs = started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-        Ok(stats_of(&mut rtts, lost, secs))
+        t.stats()
+    }
+}
+
+/// Most consecutive round trips not answered before a run is abandoned.
+pub const MAX_LOST_IN_A_ROW: u64 = 10;
+/// Longest the warm-up may take (it ends at [`WARMUP`] round trips or here).
+pub const WARMUP_MAX: Duration = Duration::from_secs(2);
+
+/// The client's bookkeeping: warm-up (up to [`WARMUP`] round trips or [`WARMUP_MAX`]), then
+/// up to `count` measured round trips or `max_run`; [`MAX_LOST_IN_A_ROW`] losses in a row end
+/// the run with an error.
+struct Tally {
+    mode: Mode,
+    count: u64,
+    max_run: Duration,
+    begun: Instant,
+    warm: u64,
+    started: Option<Instant>,
+    rtts: Vec<u64>,
+    lost: u64,
+    in_a_row: u64,
+}
+
+impl Tally {
+    fn new(mode: Mode, count: u64, max_run: Duration) -> Self {
+        // The reservation is capped: a long run's samples grow as they come.
+        let rtts = Vec::with_capacity(count.min(1 << 20) as usize);
+        Self { mode, count, max_run, begun: Instant::now(), warm: 0, started: None, rtts, lost: 0, in_a_row: 0 }
+    }
+
+    /// Called before each round trip: starts the measured part when the warm-up is over.
+    fn before(&mut self) {
+        if self.started.is_none() && (self.warm >= WARMUP || self.begun.elapsed() >= WARMUP_MAX) {
+            self.started = Some(Instant::now());
+        }
+    }
+
+    /// One round trip's outcome; Ok(true) when the run is complete.
+    fn after(&mut self, got: bool, rtt_ns: u64) -> LabResult<bool> {
+        if got {
+            self.in_a_row = 0;
+        } else {
+            self.in_a_row += 1;
+            if self.in_a_row >= MAX_LOST_IN_A_ROW {
+                return Err(runtime(anyhow!(
+                    "mode {}: {MAX_LOST_IN_A_ROW} round trips in a row not answered within {} ms: the echo does not come back",
+                    self.mode.key(),
+                    LOSS_TIMEOUT_NS / 1_000_000
+                )));
+            }
+        }
+        let Some(started) = self.started else {
+            self.warm += 1;
+            return Ok(false);
+        };
+        if got {
+            self.rtts.push(rtt_ns);
+        } else {
+            self.lost += 1;
+        }
+        Ok(self.rtts.len() as u64 + self.lost >= self.count || started.elapsed() >= self.max_run)
+    }
+
+    fn stats(mut self) -> LabResult<RunStats> {
+        if self.rtts.is_empty() {
+            return Err(runtime(anyhow!("mode {}: no round trip answered ({} lost)", self.mode.key(), self.lost)));
+        }
+        let secs = self.started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+        Ok(stats_of(&mut self.rtts, self.lost, secs))
     }
 }
 
@@ -855,7 +905,8 @@ pub fn table(r: &PingpongReport) -> String {
     if !r.ratios.is_empty() {
         s += "\n| AF_XDP mode / kernel UDP | p50 ratio | p99 ratio |\n|---|---:|---:|\n";
         for q in &r.ratios {
-            s += &format!("| {} / {} | {:.2} | {:.2} |\n", q.mode.key(), q.baseline.key(), q.p50, q.p99);
+            let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+            s += &format!("| {} / {} | {} | {} |\n", q.mode.key(), q.baseline.key(), f(q.p50), f(q.p99));
         }
     }
     s
