@@ -25,6 +25,15 @@ fn options(a: &BenchArgs) -> CliResult<PingpongOpts> {
             a.xsk.iface
         )));
     }
+    if let Some(flag) = unused_flag(std::env::args_os()) {
+        return Err(usage(anyhow!("{flag} is not accepted with bench pingpong: it does not use it")));
+    }
+    if a.run.duration <= 0.0 {
+        return Err(usage(anyhow!(
+            "--duration {} is not accepted with bench pingpong: use more than 0 seconds (the longest a run may take)",
+            a.run.duration
+        )));
+    }
     let p = &a.pingpong;
     let mut modes = Vec::new();
     for m in &p.modes {
@@ -48,6 +57,28 @@ fn options(a: &BenchArgs) -> CliResult<PingpongOpts> {
     Ok(o)
 }
 
+/// The flags `bench pingpong` reads (clap ids); -i and --metrics have refusals of their own.
+const USED: &[&str] = &["mode", "modes", "runs", "client_cpu", "server_cpu", "testbed", "count", "duration", "json", "iface", "metrics"];
+
+/// The first flag given on the command line `argv` that `bench pingpong` does not use, as
+/// written in the help (`--frame-len`), or None.
+fn unused_flag(argv: impl IntoIterator<Item = std::ffi::OsString>) -> Option<String> {
+    use clap::parser::ValueSource;
+    use clap::CommandFactory;
+    let cmd = crate::args::Cli::command();
+    let m = cmd.clone().try_get_matches_from(argv).ok()?;
+    let (name, sub) = m.subcommand()?;
+    let bench = cmd.find_subcommand(name)?;
+    let found = bench.get_arguments().find_map(|arg| {
+        let id = arg.get_id().as_str();
+        if USED.contains(&id) || sub.value_source(id) != Some(ValueSource::CommandLine) {
+            return None;
+        }
+        Some(arg.get_long().map_or_else(|| format!("-{}", arg.get_short().unwrap_or('?')), |l| format!("--{l}")))
+    });
+    found
+}
+
 pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let o = options(a)?;
     require_privileges("bench pingpong")?;
@@ -65,4 +96,22 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     }
     print!("{}", pingpong::table(&r));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(a: &[&str]) -> Vec<std::ffi::OsString> {
+        ["fastpath", "bench", "pingpong"].iter().chain(a).map(Into::into).collect()
+    }
+
+    #[test]
+    fn flags_pingpong_does_not_use_are_named() {
+        assert_eq!(unused_flag(argv(&["--runs", "2", "--count", "9", "--json"])), None);
+        assert_eq!(unused_flag(argv(&["--frame-len", "1500"])).as_deref(), Some("--frame-len"));
+        assert_eq!(unused_flag(argv(&["--runs", "1", "--busy-poll"])).as_deref(), Some("--busy-poll"));
+        assert_eq!(unused_flag(argv(&["--rate", "10"])).as_deref(), Some("--rate"));
+        assert_eq!(unused_flag(argv(&["-q", "1"])).as_deref(), Some("--queue"));
+    }
 }

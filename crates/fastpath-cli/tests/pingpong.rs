@@ -300,6 +300,12 @@ fn bad_values_are_one_line_refusals() {
         (&["--client-cpu", "999"][..], "--client-cpu 999"),
         (&["--client-cpu", "1", "--server-cpu", "1"][..], "different CPUs"),
         (&["-i", "eth0"][..], "-i eth0"),
+        (&["--frame-len", "1500"][..], "--frame-len is not accepted"),
+        (&["--busy-poll"][..], "--busy-poll is not accepted"),
+        (&["--copy-mode", "zero-copy"][..], "--copy-mode is not accepted"),
+        (&["--queues", "2"][..], "--queues is not accepted"),
+        (&["--rate", "10"][..], "--rate is not accepted"),
+        (&["--duration", "0"][..], "--duration 0"),
     ] {
         let mut a = vec!["bench", "pingpong"];
         a.extend_from_slice(args);

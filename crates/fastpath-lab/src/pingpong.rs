@@ -225,6 +225,9 @@ pub struct RunStats {
     pub p99_ns: u64,
     /// 99.9th percentile.
     pub p999_ns: u64,
+    /// False with fewer than 1,000 samples: then p99.9 is the slowest sample or next to it,
+    /// not a 99.9th percentile.
+    pub p999_meaningful: bool,
     /// Slowest.
     pub max_ns: u64,
     /// Mean.
@@ -247,6 +250,7 @@ pub fn stats_of(rtts: &mut [u64], lost: u64, secs: f64) -> RunStats {
         p50_ns: at(0.50),
         p99_ns: at(0.99),
         p999_ns: at(0.999),
+        p999_meaningful: n >= 1000,
         max_ns: rtts.last().copied().unwrap_or(0),
         mean_ns: if n == 0 { 0 } else { rtts.iter().sum::<u64>() / n as u64 },
         busy_poll_rx_packets: None,
@@ -270,6 +274,8 @@ pub struct ModeRow {
     pub p99_ns: u64,
     /// Median over runs of p99.9.
     pub p999_ns: u64,
+    /// False if a run had fewer than 1,000 samples ([`RunStats::p999_meaningful`]).
+    pub p999_meaningful: bool,
     /// Median over runs of the maximum.
     pub max_ns: u64,
     /// Lowest and highest p50 of the runs.
@@ -317,6 +323,7 @@ impl ModeRow {
             p50_ns: med(runs.iter().map(|r| r.p50_ns)),
             p99_ns: med(runs.iter().map(|r| r.p99_ns)),
             p999_ns: med(runs.iter().map(|r| r.p999_ns)),
+            p999_meaningful: runs.iter().all(|r| r.p999_meaningful),
             max_ns: med(runs.iter().map(|r| r.max_ns)),
             p50_range_ns: range(|r| r.p50_ns),
             p99_range_ns: range(|r| r.p99_ns),
@@ -847,14 +854,16 @@ fn sockperf_run(bed: &Testbed, opts: &PingpongOpts, stop: &AtomicBool) -> LabRes
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or(f64::NAN);
+    let round_trips = (s.transactions_per_s * secs as f64).round() as u64;
     Ok(RunStats {
-        round_trips: (s.transactions_per_s * secs as f64).round() as u64,
+        round_trips,
         lost: 0,
         secs: secs as f64,
         min_ns: if min.is_finite() { ns(min) } else { 0 },
         p50_ns: ns(s.p50_us),
         p99_ns: ns(s.p99_us),
         p999_ns: ns(s.p999_us),
+        p999_meaningful: round_trips >= 1000,
         max_ns: ns(s.max_us),
         mean_ns: if mean.is_finite() { ns(mean) } else { 0 },
         busy_poll_rx_packets: None,
@@ -895,7 +904,7 @@ pub fn table(r: &PingpongReport) -> String {
             us(row.p99_ns),
             us(row.p99_range_ns.0),
             us(row.p99_range_ns.1),
-            us(row.p999_ns),
+            us(row.p999_ns) + if row.p999_meaningful { "" } else { " (< 1,000 samples: not meaningful)" },
             us(row.max_ns),
             fastpath::stats::thousands(row.round_trips),
             row.lost,
@@ -926,6 +935,7 @@ mod tests {
         assert_eq!((e.p50_ns, e.max_ns), (0, 0));
         let one = stats_of(&mut [7], 0, 0.0);
         assert_eq!((one.p50_ns, one.p999_ns, one.max_ns), (7, 7, 7));
+        assert!(s.p999_meaningful && !one.p999_meaningful && !stats_of(&mut [1; 999], 0, 0.0).p999_meaningful);
     }
 
     #[test]
