@@ -58,7 +58,8 @@ fn options(a: &BenchArgs) -> CliResult<PingpongOpts> {
 }
 
 /// The flags `bench pingpong` reads (clap ids); -i and --metrics have refusals of their own.
-const USED: &[&str] = &["mode", "modes", "runs", "client_cpu", "server_cpu", "testbed", "count", "duration", "json", "iface", "metrics"];
+const USED: &[&str] =
+    &["mode", "modes", "runs", "client_cpu", "server_cpu", "testbed", "count", "duration", "json", "iface", "metrics"];
 
 /// The first flag given on the command line `argv` that `bench pingpong` does not use, as
 /// written in the help (`--frame-len`), or None.

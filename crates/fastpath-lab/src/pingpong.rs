@@ -411,7 +411,9 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
     for base in [Mode::Udp, Mode::SockperfUdp] {
         let Some(b) = rows.iter().find(|r| r.mode == base) else { continue };
         for r in rows.iter().filter(|r| r.mode.is_xsk()) {
-            let q = |x: u64, y: u64| (x > 0 && y > 0 && r.round_trips > 0 && b.round_trips > 0).then(|| x as f64 / y as f64);
+            let q = |x: u64, y: u64| {
+                (x > 0 && y > 0 && r.round_trips > 0 && b.round_trips > 0).then(|| x as f64 / y as f64)
+            };
             ratios.push(Ratio { mode: r.mode, baseline: base, p50: q(r.p50_ns, b.p50_ns), p99: q(r.p99_ns, b.p99_ns) });
         }
     }

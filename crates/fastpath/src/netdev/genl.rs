@@ -205,8 +205,8 @@ impl Netdev {
 fn dump_chunk(rx: &[u8], out: &mut Vec<Attrs>) -> io::Result<bool> {
     let mut off = 0;
     while off < rx.len() {
-        let len = NetlinkBuffer::new_checked(&rx[off..]).map_err(|e| bad(format!("netlink answer: {e}")))?.length()
-            as usize;
+        let len =
+            NetlinkBuffer::new_checked(&rx[off..]).map_err(|e| bad(format!("netlink answer: {e}")))?.length() as usize;
         if len == 0 {
             break;
         }

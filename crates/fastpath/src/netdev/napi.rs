@@ -411,10 +411,8 @@ impl NapiProfile {
         if iface.netns_ino() != here {
             return Err(NapiError::OtherNetns { iface: iface.name().to_string(), its: iface.netns_ino(), here });
         }
-        let netns = std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| NapiError::Sysfs {
-            path: "/proc/thread-self/ns/net".into(),
-            err: e.to_string(),
-        })?;
+        let netns = std::fs::File::open("/proc/thread-self/ns/net")
+            .map_err(|e| NapiError::Sysfs { path: "/proc/thread-self/ns/net".into(), err: e.to_string() })?;
         let mut p = Self {
             iface: iface.name().to_string(),
             ifindex: iface.ifindex(),
@@ -736,7 +734,14 @@ mod tests {
     }
 
     fn profile_of(lo: &Iface, settings: NapiSettings) -> NapiProfile {
-        NapiProfile { iface: lo.name().to_string(), ifindex: lo.ifindex(), netns_ino: lo.netns_ino(), netns: None, settings, applied: None }
+        NapiProfile {
+            iface: lo.name().to_string(),
+            ifindex: lo.ifindex(),
+            netns_ino: lo.netns_ino(),
+            netns: None,
+            settings,
+            applied: None,
+        }
     }
 
     #[test]
