@@ -26,8 +26,8 @@ impl BusyPollEpoll {
     /// # Errors
     ///
     /// The failed call ([`SysError`]): `epoll_create1`, `epoll_ctl`, or `ioctl(EPIOCSPARAMS)`
-    /// (ENOTTY before 6.9; EINVAL for a budget above NAPI_POLL_WEIGHT without CAP_NET_ADMIN, or
-    /// `usecs` above INT_MAX; EPERM).
+    /// (ENOTTY before 6.9; EPERM for a budget above NAPI_POLL_WEIGHT without CAP_NET_ADMIN;
+    /// EINVAL for `usecs` above INT_MAX).
     pub fn new(fd: RawFd, usecs: u32, budget: u16, prefer: bool) -> Result<Self, SysError> {
         let ep = sys::epoll::create()?;
         sys::epoll::add_in(&ep, fd)?;
