@@ -348,6 +348,51 @@ def render_peers(sec):
     return out
 
 
+def render_latency(sec):
+    """`bench pingpong`: one row per mode, round trips in us, medians over the sitting's runs; then
+    each AF_XDP mode over the kernel UDP socket (the same program), medians of per-run ratios."""
+    runs = sec["raw"]
+
+    def row(run, mode):
+        return next((r for r in run["report"]["rows"] if r["mode"] == mode), None)
+
+    def col(mode, key):
+        return [row(r, mode)[key] / 1000 if row(r, mode) else None for r in runs]
+
+    rep = runs[0]["report"]
+    out = [head(sec, f"one {rep['frame_len']}-byte frame in flight, client on CPU {rep['client_cpu']} in namespace a, "
+                     f"echo server on CPU {rep['server_cpu']} in namespace b (veth, AF_XDP copy mode, native XDP); "
+                     "whole round trips (CLOCK_MONOTONIC), us, median (min..max) over the runs, each run "
+                     f"{rep['count']:,} round trips after 1,000 not measured or --duration seconds; modes interleaved "
+                     "within each run."), "",
+           "| path | p50 us | p99 us | p99.9 us | max us | p50 per run | round trips, lost | busy-poll rx packets |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r0 in rep["rows"]:
+        m = r0["mode"]
+        rt = [row(r, m)["round_trips"] for r in runs]
+        lost = sum(row(r, m)["lost"] for r in runs)
+        bp = [row(r, m).get("busy_poll_rx_packets") for r in runs]
+        bps = "-" if any(x is None for x in bp) else f"{sum(bp):,}"
+        out.append(f"| {r0['label']} (`{m}`) | {mmm(col(m, 'p50_ns'), '.1f')} | {mmm(col(m, 'p99_ns'), '.1f')} | "
+                   f"{mmm(col(m, 'p999_ns'), '.1f')} | {mmm(col(m, 'max_ns'), '.0f')} | "
+                   f"{per_run(col(m, 'p50_ns'), '.1f')} | {sum(rt):,}, {lost} | {bps} |")
+    base = "udp"
+    if any(r["mode"] == base for r in rep["rows"]):
+        out += ["", f"AF_XDP over the kernel UDP socket (`{base}`, the same program), per-run ratios of the medians "
+                    "(below 1: AF_XDP faster), median (min..max):", "",
+                "| mode / udp | p50 ratio | p99 ratio | p50 ratio per run |", "|---|---|---|---|"]
+        for r0 in rep["rows"]:
+            m = r0["mode"]
+            if not m.startswith("xsk"):
+                continue
+            q50 = ratios(col(m, "p50_ns"), col(base, "p50_ns"))
+            q99 = ratios(col(m, "p99_ns"), col(base, "p99_ns"))
+            out.append(f"| {m} / {base} | {mmm(q50)} | {mmm(q99)} | {per_run(q50)} |")
+    notes = [n for n in rep["notes"]]
+    out += [""] + [f"- {n}" for n in notes]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The sections: what one run does (root), how long it takes, and how it renders.
 
@@ -472,6 +517,11 @@ def run_many_flows(d, ctx):
     return bench_gen_flows.one_run(d)
 
 
+def run_latency(d, ctx):
+    from fplib import fp
+    return fp(["bench", "pingpong", "--runs", "1", "--count", "100000", "--duration", str(d), "--json"])
+
+
 def _s(d):
     return f"{d:g}"
 
@@ -523,6 +573,9 @@ SECTIONS = [
     Section("inject", 5, 5, 1, lambda d: 2 * (2 * d + 4), run_inject,
             lambda d: f"fastpath compare --inject --runs 1 --duration {_s(d)} --json", render_inject,
             "Injection through a TAP (readv/writev, io_uring)"),
+    Section("latency", 3, 5, 1, lambda d: 3 * d + 10, run_latency,
+            lambda d: f"fastpath bench pingpong --runs 1 --count 100000 --duration {_s(d)} --json", render_latency,
+            "Round-trip latency: AF_XDP busy poll against the kernel UDP socket"),
     Section("many_flows", 5, 3, 1, lambda d: 4 * (d + 0.4) + 0.5, run_many_flows,
             lambda d: f"scripts/bench_gen_flows.py --runs 1 --duration {_s(d)}", render_many_flows,
             "The generator with many flows"),

@@ -19,7 +19,7 @@ pub enum Cmd {
     #[command(subcommand)]
     Testbed(TestbedCmd),
     /// Measure one AF_XDP path (rxdrop, txonly, l2fwd) or in-kernel XDP_DROP (xdpdrop).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Generate 64-byte (configurable) sequence-numbered UDP frames out of an interface.
     Gen(GenArgs),
     /// Build a test bed, drive xdp-live traffic into rxdrop, then into xdpdrop, print one table.
@@ -375,6 +375,10 @@ pub enum BenchMode {
     /// Redirect every frame through a CPUMAP to the CPUs of --cpus (--cpu-dist, --qsize,
     /// --remote-action); counts what each CPU received.
     RedirectCpu,
+    /// Round-trip latency, one packet in flight, between two namespaces of a test bed: AF_XDP
+    /// (softirq, busy poll, busy poll + IRQ suspension) against kernel UDP sockets (the same
+    /// program, and sockperf); p50 / p99 / p99.9 / max, medians of --runs interleaved runs.
+    Pingpong,
 }
 
 /// Which port backend `bench rxdrop`/`txonly` run on.
@@ -663,7 +667,8 @@ pub struct FrameArgs {
     /// the same tuples.
     #[arg(long, value_name = "S", requires = "flows", value_parser = parse_seed)]
     pub seed: Option<u64>,
-    /// Stop after this many frames.
+    /// Stop after this many frames (bench pingpong: round trips per run after 1,000 not
+    /// measured, 1..=100000000, default 100000; a run also ends after --duration seconds).
     #[arg(long)]
     pub count: Option<u64>,
     /// Send at most this many frames per second, 1.. (leave it out for no limit). With `gen
@@ -715,6 +720,8 @@ pub struct BenchArgs {
     pub ddos: DdosArgs,
     #[command(flatten)]
     pub tx_meta: TxMetaArgs,
+    #[command(flatten)]
+    pub pingpong: PingpongArgs,
 }
 
 /// Who completes a partial TX checksum (`--tx-csum`).
@@ -763,6 +770,38 @@ impl TxMetaArgs {
         } else {
             "--tx-launch-time"
         }
+    }
+}
+
+/// `bench pingpong`: which modes, how many round trips, where.
+#[derive(Debug, Clone, Args)]
+pub struct PingpongArgs {
+    /// pingpong: modes, comma-separated, measured in this order in every run: xsk-softirq,
+    /// xsk-busy-poll, xsk-irq-suspend, udp, sockperf-udp.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "xsk-softirq,xsk-busy-poll,xsk-irq-suspend,udp,sockperf-udp"
+    )]
+    pub modes: Vec<String>,
+    /// pingpong: runs of every mode, interleaved (each row is the median of its runs), 1..=50.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+    /// pingpong: the client's CPU (namespace a).
+    #[arg(long, default_value_t = 0)]
+    pub client_cpu: usize,
+    /// pingpong: the echo server's CPU (namespace b).
+    #[arg(long, default_value_t = 1)]
+    pub server_cpu: usize,
+    /// pingpong: use this test bed (`fastpath testbed up`) instead of one of its own.
+    #[arg(long, value_name = "NAME")]
+    pub testbed: Option<String>,
+}
+
+impl Default for PingpongArgs {
+    fn default() -> Self {
+        Self { modes: vec![], runs: 3, client_cpu: 0, server_cpu: 1, testbed: None }
     }
 }
 

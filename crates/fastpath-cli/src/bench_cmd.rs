@@ -193,7 +193,7 @@ fn columns(mode: BenchMode) -> &'static [Ctr] {
         BenchMode::Rxdrop => &[Ctr::RxPackets],
         BenchMode::Txonly => &[Ctr::TxPackets, Ctr::TxCompleted],
         BenchMode::L2fwd => &[Ctr::RxPackets, Ctr::TxPackets],
-        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => &[Ctr::DropPackets],
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu | BenchMode::Pingpong => &[Ctr::DropPackets],
     }
 }
 
@@ -205,6 +205,7 @@ fn mode_name(m: BenchMode) -> &'static str {
         BenchMode::Xdpdrop => "xdpdrop",
         BenchMode::Ddos => "ddos",
         BenchMode::RedirectCpu => "redirect-cpu",
+        BenchMode::Pingpong => "pingpong",
     }
 }
 
@@ -397,7 +398,7 @@ fn afxdp_role(a: &BenchArgs) -> CliResult<Role> {
     let role = match a.mode {
         BenchMode::Rxdrop | BenchMode::L2fwd => Role::Rx,
         BenchMode::Txonly => Role::Tx,
-        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Role::Drop,
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu | BenchMode::Pingpong => Role::Drop,
     };
     crate::session::validate(&a.xsk, role)?;
     if a.rules.is_some() && role != Role::Rx {
@@ -718,7 +719,7 @@ fn run_queue(
             }
             r.map(|_| ())
         }
-        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu => Ok(()),
+        BenchMode::Xdpdrop | BenchMode::Ddos | BenchMode::RedirectCpu | BenchMode::Pingpong => Ok(()),
     }
 }
 
@@ -752,6 +753,7 @@ pub fn gen(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             xsk_handoff: None,
             cpumap: Default::default(),
             ddos: Default::default(),
+            pingpong: Default::default(),
             flood_threads: 1,
             path: crate::args::PathArg::Afxdp,
             tx_meta: g.tx_meta.clone(),

@@ -32,6 +32,7 @@ mod metrics;
 mod out;
 mod outfile;
 mod pcap_in;
+mod pingpong;
 mod probe_cmd;
 mod redirect_cpu;
 mod replay_cmd;
@@ -102,6 +103,9 @@ fn main() {
         // Commands never call each other: the modes and engines with a module of their own are
         // dispatched here, after the checks they share with the rest of their command.
         Cmd::Bench(b) if b.mode == args::BenchMode::Ddos => bench_cmd::check_ddos(b).and_then(|_| ddos::run(b, stop)),
+        Cmd::Bench(b) if b.mode == args::BenchMode::Pingpong => {
+            bench_cmd::check_common(b).and_then(|_| pingpong::run(b, stop))
+        }
         Cmd::Bench(b) if b.mode == args::BenchMode::RedirectCpu => {
             bench_cmd::check_common(b).and_then(|_| redirect_cpu::run(b, stop))
         }

@@ -4,6 +4,7 @@
 
 use anyhow::anyhow;
 use fastpath::features::{Feature, Features};
+use fastpath::netdev::napi::{self, NapiSettings};
 use fastpath::netdev::xdp_features::{xdp_features, XdpFeatures};
 use fastpath::netdev::{link_state, NetDev};
 use serde::Serialize;
@@ -115,6 +116,31 @@ fn bpffs_mounted() -> bool {
         .is_ok_and(|m| m.lines().any(|l| l.split_whitespace().nth(1) == Some("/sys/fs/bpf") && l.contains(" bpf ")))
 }
 
+/// How this kernel can take the per-NAPI busy-poll profile ([`NapiSettings::BUSY_POLL`], which
+/// `bench pingpong`'s busy-poll modes apply): per NAPI (`napi-set`), with IRQ suspension, or
+/// per device through sysfs. `--busy-poll` (bench, gen) applies none of it: it sets the socket
+/// options SO_PREFER_BUSY_POLL, SO_BUSY_POLL and SO_BUSY_POLL_BUDGET only.
+fn busy_poll_profile(kernel: &Features) -> serde_json::Value {
+    let set = kernel.supported(Feature::NapiSet);
+    let suspend = kernel.supported(Feature::IrqSuspend);
+    let sysfs = napi::sysfs_knobs();
+    let b = NapiSettings::BUSY_POLL;
+    let (d, g) = (b.defer_hard_irqs.unwrap_or(0), b.gro_flush_timeout_ns.unwrap_or(0));
+    let how = if set {
+        format!(
+            "per NAPI through napi-set (defer-hard-irqs {d}, gro-flush-timeout {g} ns){}; sysfs knobs {}; applied by bench pingpong (--busy-poll sets socket options only)",
+            if suspend { ", irq-suspend-timeout available" } else { ", no irq-suspend-timeout (kernel < 6.14)" },
+            if sysfs { "present" } else { "absent" }
+        )
+    } else if sysfs {
+        format!("per device through /sys/class/net/DEV/napi_defer_hard_irqs and gro_flush_timeout (defer-hard-irqs {d}, gro-flush-timeout {g} ns); no napi-set (kernel < 6.13); applied by bench pingpong (--busy-poll sets socket options only)")
+    } else {
+        "none: neither napi-set nor the sysfs knobs (--busy-poll sets socket options only)".to_string()
+    };
+    json!({"napi_set": set, "irq_suspend_timeout": suspend, "sysfs_knobs": sysfs,
+           "defer_hard_irqs": d, "gro_flush_timeout_ns": g, "how": how})
+}
+
 /// `fastpath probe`.
 pub fn run(p: &ProbeArgs) -> CliResult<()> {
     enter_ns(&p.netns)?;
@@ -142,15 +168,21 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
         };
         let path = choose(xf.as_ref(), s.mtu, kernel);
         let attached = fastpath::bpf::query_xdp(s.ifindex).ok().flatten();
+        let napis = match napi::napis(s.ifindex) {
+            Ok(v) => json!(v),
+            Err(e) => json!(e.to_string()),
+        };
         ifaces.push(json!({
             "iface": i, "ifindex": s.ifindex, "driver": dev.driver().unwrap_or_default(), "mtu": s.mtu, "up": s.up,
             "rx_queues": dev.rx_queue_count().ok().flatten(), "tx_queues": dev.tx_queue_count().ok().flatten(),
             "xdp_features": xf, "xdp_features_error": xf_note,
             "xdp_attached": attached.map(|a| json!({"prog_id": a.id, "mode": a.mode})),
             "rx_vlan_offload": dev.rx_vlan_offload().ok(),
+            "napi": napis,
             "path": path,
         }));
     }
+    let profile = busy_poll_profile(kernel);
     if p.json {
         let caps_json: serde_json::Map<String, serde_json::Value> =
             caps.iter().map(|(n, on, _)| (n.to_string(), json!(on))).collect();
@@ -159,6 +191,7 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
             json!({"type": "probe", "kernel": kernel.kernel, "features": kernel.features,
                    "xdp_tracepoints": kernel.xdp_tracepoints,
                    "bpffs": {"path": "/sys/fs/bpf", "mounted": bpffs}, "privileges": caps_json,
+                   "busy_poll_profile": profile,
                    "interfaces": ifaces})
         );
         return Ok(());
@@ -172,6 +205,7 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
         "bpffs                    {}",
         if bpffs { "mounted at /sys/fs/bpf" } else { "not mounted (mount -t bpf bpf /sys/fs/bpf to pin maps)" }
     );
+    println!("busy-poll profile        {}", profile["how"].as_str().unwrap_or(""));
     for (name, on, what) in &caps {
         println!("{name:<24} {:<4} {what}", if *on { "yes" } else { "no" });
     }
@@ -209,6 +243,23 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
         }
         if let Some(tx) = names("xsk") {
             println!("  xsk tx meta    {tx} (AF_XDP TX metadata the driver implements)");
+        }
+        match &v["napi"] {
+            serde_json::Value::Array(list) if list.is_empty() => println!("  napi           none"),
+            serde_json::Value::Array(list) => {
+                for n in list {
+                    let opt = |k: &str| n[k].as_u64().map_or("-".to_string(), |x| x.to_string());
+                    println!(
+                        "  napi {:<9} defer-hard-irqs {}  gro-flush-timeout {} ns  irq-suspend-timeout {} ns{}",
+                        n["id"],
+                        opt("defer_hard_irqs"),
+                        opt("gro_flush_timeout_ns"),
+                        opt("irq_suspend_timeout_ns"),
+                        n["pid"].as_u64().map(|p| format!("  thread pid {p}")).unwrap_or_default()
+                    );
+                }
+            }
+            other => println!("  napi           {}", other.as_str().unwrap_or("")),
         }
         if let serde_json::Value::Object(a) = &v["xdp_attached"] {
             println!("  attached       XDP program id {} ({})", a["prog_id"], a["mode"].as_str().unwrap_or(""));

@@ -218,6 +218,92 @@ pub fn sockperf_server(ns: &str, cpu: Option<usize>, ip: &str, port: u16) -> std
     c.stdout(Stdio::null()).stderr(Stdio::null()).spawn().map(Running)
 }
 
+/// Starts `sockperf server -i <ip> -p <port>` (UDP) in namespace `ns`, pinned to `cpu` with
+/// taskset; output discarded. Killed when the returned value drops.
+///
+/// # Errors
+///
+/// The start error (sockperf or taskset not installed).
+pub fn sockperf_udp_server(ns: &str, cpu: usize, ip: &str, port: u16) -> std::io::Result<Running> {
+    ns_command(ns, "taskset")
+        .args(["-c", &cpu.to_string(), "sockperf", "server", "-i", ip, "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Running)
+}
+
+/// True once a UDP socket is bound to `port` in namespace `ns` (`ss -Huln`).
+pub fn udp_bound(ns: &str, port: u16) -> bool {
+    let o = ns_command(ns, "ss").args(["-Huln", &format!("sport = :{port}")]).output();
+    o.is_ok_and(|o| !o.stdout.is_empty())
+}
+
+/// `sockperf ping-pong -i <ip> -p <port> -m <msg_bytes> -t <secs> --full-rtt` (UDP, one
+/// message in flight, round trips reported) in namespace `ns`, pinned to `cpu` with taskset
+/// and killed (`timeout -s KILL`) after `secs + 10` seconds; returns its standard output
+/// followed by its standard error (read them with [`parse_sockperf`]: with `--full-rtt` its
+/// figures are whole round trips), or `None` when `stop` was set meanwhile: then the child (the
+/// `timeout` process, by its PID, which passes the signal on to sockperf) got SIGTERM, and
+/// SIGKILL 2 s later if still there.
+///
+/// # Errors
+///
+/// The start error (sockperf, taskset or timeout not installed), or waiting for it failing.
+pub fn sockperf_udp_ping_pong(
+    ns: &str,
+    cpu: usize,
+    ip: &str,
+    port: u16,
+    msg_bytes: usize,
+    secs: u64,
+    stop: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<Option<String>> {
+    use std::io::Read;
+    let mut child = ns_command(ns, "timeout")
+        .args(["-s", "KILL", &format!("{}", secs + 10), "taskset", "-c", &cpu.to_string(), "sockperf", "ping-pong"])
+        .args(["-i", ip, "-p", &port.to_string(), "-m", &msg_bytes.to_string(), "-t", &secs.to_string(), "--full-rtt"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut t = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut t);
+            }
+            t
+        })
+    };
+    let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+    let mut stopped_at: Option<std::time::Instant> = None;
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            match stopped_at {
+                None => {
+                    // Our own child, by its PID (not reaped yet: the PID is still its).
+                    let _ = std::process::Command::new("kill")
+                        .args(["-TERM", &child.id().to_string()])
+                        .stderr(Stdio::null())
+                        .status();
+                    stopped_at = Some(std::time::Instant::now());
+                }
+                Some(t) if t.elapsed() > std::time::Duration::from_secs(2) => {
+                    let _ = child.kill();
+                }
+                Some(_) => {}
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let text = out.join().unwrap_or_default() + &err.join().unwrap_or_default();
+    Ok(if stopped_at.is_some() { None } else { Some(text) })
+}
+
 /// True once a TCP socket listens on `port` in namespace `ns` (`ss -Hltn`).
 pub fn tcp_listening(ns: &str, port: u16) -> bool {
     let o = ns_command(ns, "ss").args(["-Hltn", &format!("sport = :{port}")]).output();

@@ -1,7 +1,7 @@
 //! Which AF_XDP / XDP features the running kernel has: probed lazily, once per process, cached.
 //!
 //! [`check`] and [`status`] answer for one feature and run only that feature's probe group (the
-//! AF_XDP socket probes, the live-frames run, or the tracepoints), the first time one of its
+//! AF_XDP socket probes, the live-frames run, the tracepoints, or the NAPI requests), the first time one of its
 //! features is asked for (a [`OnceLock`] per group, as libbpf's `feat_supported(cache, id)`);
 //! [`probe`] answers for all of them (`fastpath probe`, `doctor`). Each probe tries the real thing on a harmless object and reads the
 //! kernel's answer; the kernel version decides only where a probe cannot run (no privilege),
@@ -17,6 +17,9 @@
 //! | [`Feature::LiveFrames`] | 5.18 | a 2-instruction XDP program (`return XDP_DROP`) run once with `BPF_F_TEST_XDP_LIVE_FRAMES` over a 64-byte zero frame |
 //! | [`Feature::MaxTxSkbBudget`] | 6.17 | `setsockopt(SOL_XDP, XDP_MAX_TX_SKB_BUDGET, 32)` on a socket with a 64-entry TX ring |
 //! | [`Feature::MultiBuffer`] | 6.6 | a socket bound with `XDP_COPY \| XDP_USE_SG` to `lo` queue 0 (EBUSY also proves the flag was accepted: flags are checked first) |
+//! | [`Feature::NapiGet`] | 6.9 | the `netdev` generic netlink family's `napi-get` dump of ifindex 1 (`lo`, no NAPI): answered, or EOPNOTSUPP |
+//! | [`Feature::NapiSet`] | 6.13 | `napi-set` of NAPI id 0 (never a NAPI) with `defer-hard-irqs`: ENOENT proves the command (EOPNOTSUPP: none) |
+//! | [`Feature::IrqSuspend`] | 6.14 | the same with `irq-suspend-timeout` only: ENOENT proves the attribute (EINVAL: unknown to the op's policy) |
 //! | [`Feature::XdpTracepoints`] | 5.5 | `/sys/kernel/btf/vmlinux` has `btf_trace_xdp_exception`, and a `tp_btf` program on it attaches with `bpf_raw_tracepoint_open` |
 //!
 //! Fallbacks to the kernel version (`uname -r`): the AF_XDP probes when `socket(AF_XDP)` is
@@ -71,11 +74,18 @@ pub enum Feature {
     /// The `xdp` tracepoints (xdp_exception, xdp_redirect_err, ...) as `tp_btf` programs:
     /// needs kernel BTF (CONFIG_DEBUG_INFO_BTF), >= 5.5.
     XdpTracepoints,
+    /// `napi-get` of the `netdev` netlink family: NAPI instances and their settings, >= 6.9.
+    NapiGet,
+    /// `napi-set`: `defer-hard-irqs` and `gro-flush-timeout` per NAPI instance, >= 6.13 (before:
+    /// the per-device sysfs knobs).
+    NapiSet,
+    /// `napi-set` of `irq-suspend-timeout`: IRQ suspension under epoll busy polling, >= 6.14.
+    IrqSuspend,
 }
 
 impl Feature {
     /// Every feature, in table order.
-    pub const ALL: [Feature; 9] = [
+    pub const ALL: [Feature; 12] = [
         Feature::NeedWakeup,
         Feature::BusyPoll,
         Feature::XdpOptions,
@@ -85,6 +95,9 @@ impl Feature {
         Feature::MaxTxSkbBudget,
         Feature::MultiBuffer,
         Feature::XdpTracepoints,
+        Feature::NapiGet,
+        Feature::NapiSet,
+        Feature::IrqSuspend,
     ];
 
     /// Short name (table and JSON key), e.g. `need_wakeup`.
@@ -99,6 +112,9 @@ impl Feature {
             Feature::MaxTxSkbBudget => "max_tx_skb_budget",
             Feature::MultiBuffer => "multi_buffer",
             Feature::XdpTracepoints => "xdp_tracepoints",
+            Feature::NapiGet => "napi_get",
+            Feature::NapiSet => "napi_set",
+            Feature::IrqSuspend => "irq_suspend",
         }
     }
 
@@ -116,6 +132,9 @@ impl Feature {
             Feature::MaxTxSkbBudget => "XDP_MAX_TX_SKB_BUDGET",
             Feature::MultiBuffer => "AF_XDP multi-buffer (XDP_USE_SG)",
             Feature::XdpTracepoints => "xdp tracepoints (tp_btf, kernel BTF)",
+            Feature::NapiGet => "netdev napi-get",
+            Feature::NapiSet => "per-NAPI settings (netdev napi-set)",
+            Feature::IrqSuspend => "IRQ suspension (netdev napi-set irq-suspend-timeout)",
         }
     }
 
@@ -131,6 +150,9 @@ impl Feature {
             Feature::MaxTxSkbBudget => "6.17",
             Feature::MultiBuffer => "6.6",
             Feature::XdpTracepoints => "5.5",
+            Feature::NapiGet => "6.9",
+            Feature::NapiSet => "6.13",
+            Feature::IrqSuspend => "6.14",
         }
     }
 
@@ -246,6 +268,7 @@ enum Group {
     Xsk,
     LiveFrames,
     Tracepoints,
+    Napi,
 }
 
 impl Feature {
@@ -253,6 +276,7 @@ impl Feature {
         match self {
             Feature::LiveFrames => Group::LiveFrames,
             Feature::XdpTracepoints => Group::Tracepoints,
+            Feature::NapiGet | Feature::NapiSet | Feature::IrqSuspend => Group::Napi,
             _ => Group::Xsk,
         }
     }
@@ -261,6 +285,7 @@ impl Feature {
 static KERNEL: OnceLock<(String, Option<(u32, u32)>)> = OnceLock::new();
 static XSK: OnceLock<Vec<FeatureStatus>> = OnceLock::new();
 static LIVE: OnceLock<Vec<FeatureStatus>> = OnceLock::new();
+static NAPI: OnceLock<Vec<FeatureStatus>> = OnceLock::new();
 static TRACEPOINTS: OnceLock<(Vec<FeatureStatus>, Vec<&'static str>)> = OnceLock::new();
 static FEATURES: OnceLock<Features> = OnceLock::new();
 static PROBE_RUNS: AtomicUsize = AtomicUsize::new(0);
@@ -287,6 +312,7 @@ fn group_answers(g: Group) -> &'static [FeatureStatus] {
     match g {
         Group::Xsk => XSK.get_or_init(|| run(Prober::xsk_probes)),
         Group::LiveFrames => LIVE.get_or_init(|| run(Prober::live_frames)),
+        Group::Napi => NAPI.get_or_init(|| run(Prober::napi)),
         Group::Tracepoints => {
             &TRACEPOINTS
                 .get_or_init(|| {
@@ -349,7 +375,7 @@ pub fn probe() -> &'static Features {
 }
 
 /// How many probe groups have run in this process: 0 before any feature was asked for, at
-/// most 3 (one per group) for good.
+/// most 4 (one per group) for good.
 pub fn probe_runs() -> usize {
     PROBE_RUNS.load(Ordering::Relaxed)
 }
@@ -364,6 +390,7 @@ pub fn probe_uncached() -> Features {
     let mut p = prober();
     p.xsk_probes();
     p.live_frames();
+    p.napi();
     let xdp_tracepoints = p.tracepoints();
     let features = Feature::ALL
         .iter()
@@ -435,6 +462,18 @@ impl Prober {
             method: Method::KernelVersion,
             how: format!("{v} {cmp} {} ({why})", f.min_kernel()),
         });
+    }
+
+    /// The `netdev` family's NAPI requests ([`crate::netdev::napi`]); by kernel version where
+    /// the request cannot decide (no CAP_NET_ADMIN for `napi-set`).
+    fn napi(&mut self) {
+        let answers = crate::netdev::napi::probe_napi();
+        for (f, a) in [Feature::NapiGet, Feature::NapiSet, Feature::IrqSuspend].into_iter().zip(answers) {
+            match a {
+                Ok((yes, how)) => self.probed(f, yes, how),
+                Err(why) => self.by_version(f, &why),
+            }
+        }
     }
 
     fn xsk_probes(&mut self) {
@@ -842,7 +881,7 @@ mod tests {
         let a = probe();
         let b = probe();
         assert!(std::ptr::eq(a, b), "probe() returns the cached object");
-        assert_eq!(probe_runs(), 3, "each of the three probe groups ran once");
+        assert_eq!(probe_runs(), 4, "each of the four probe groups ran once");
         eprintln!("{}", a.table());
         assert_eq!(a.features.len(), Feature::ALL.len());
         let v = parse_version(&a.kernel).expect("uname -r parses");

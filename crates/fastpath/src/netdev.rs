@@ -3,10 +3,13 @@
 //!
 //! Source: include/uapi/linux/ethtool.h (struct ethtool_channels, ethtool_drvinfo,
 //! ethtool_sset_info, ethtool_gstrings, ethtool_stats). Needs no privileges.
-//! [`watch`]: link, neighbour and address changes as rtnetlink notifications.
+//! [`watch`]: link, neighbour and address changes as rtnetlink notifications. [`napi`]: NAPI
+//! instances, their interrupt-deferral settings and the busy-poll profile.
 
 use crate::sys::{self, SysError};
 
+pub(crate) mod genl;
+pub mod napi;
 pub mod watch;
 pub mod xdp_features;
 

@@ -7,6 +7,7 @@
 //! frame when the callback returns. Transmit copies into the backend's buffers.
 
 pub mod afxdp;
+pub mod epoll;
 pub mod tap;
 pub mod tap_uring;
 pub mod tpacket;

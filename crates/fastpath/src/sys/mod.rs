@@ -4,7 +4,7 @@
 //! [`mmap`] (mappings), [`ifreq`] (interface ioctls, ethtool, `if_nametoindex`), [`bpf`]
 //! (libbpf-sys calls, bpffs), [`signal`] (interrupting a blocked thread), [`affinity`] (CPU
 //! pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
-//! (`recvmmsg`), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`netlink`] (the
+//! (`recvmmsg`), [`epoll`] (epoll busy polling), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`netlink`] (the
 //! sock_diag socket), [`unix`] (the Unix sockets of the XSKMAP hand-off), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
 //! [`uapi`] (the kernel UAPI constants and structs the `libc` crate lacks, each defined once;
 //! everything else comes from `libc`). Programs and tests reach what they need through
@@ -18,6 +18,7 @@
 
 pub(crate) mod affinity;
 pub(crate) mod bpf;
+pub(crate) mod epoll;
 pub(crate) mod ethtool;
 pub(crate) mod ifreq;
 pub(crate) mod mmap;
