@@ -47,6 +47,18 @@ fn eth(ethertype: u16) -> Vec<u8> {
 }
 
 /// `len` bytes of a pattern that differs per frame `k` (no two frames alike).
+/// Frames of the given lengths, frame k an unknown-ethertype frame filled with pattern k.
+fn frames_of(lens: &[usize]) -> Vec<Vec<u8>> {
+    lens.iter()
+        .enumerate()
+        .map(|(k, &len)| {
+            let mut f = eth(0x88b5);
+            fill(&mut f, len, k as u8);
+            f
+        })
+        .collect()
+}
+
 fn fill(f: &mut Vec<u8>, len: usize, k: u8) {
     let mut i = 0u32;
     while f.len() < len {
@@ -244,13 +256,7 @@ fn replay_keeps_the_files_own_timing() {
     let bed = bed();
     let d = dir("timing");
     let file = d.join("slow.pcap").to_string_lossy().into_owned();
-    let frames: Vec<Vec<u8>> = (0..3u8)
-        .map(|k| {
-            let mut f = eth(0x88b5);
-            fill(&mut f, 100, k);
-            f
-        })
-        .collect();
+    let frames = frames_of(&[100; 3]);
     write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 200_000);
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
@@ -334,15 +340,7 @@ fn replay_longest_live_frame() {
     bed.set_mtu(3500).expect("mtu 3500");
     let d = dir("long");
     let file = d.join("long.pcap").to_string_lossy().into_owned();
-    let frames: Vec<Vec<u8>> = [60usize, 3408, 60, 3408, 100]
-        .iter()
-        .enumerate()
-        .map(|(k, &len)| {
-            let mut f = eth(0x88b5);
-            fill(&mut f, len, k as u8);
-            f
-        })
-        .collect();
+    let frames = frames_of(&[60, 3408, 60, 3408, 100]);
     write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 10);
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
@@ -392,13 +390,7 @@ fn replay_long_gap_ends_on_duration_and_sigint() {
     let bed = bed();
     let d = dir("gap");
     let file = d.join("gap60s.pcap").to_string_lossy().into_owned();
-    let frames: Vec<Vec<u8>> = (0..2u8)
-        .map(|k| {
-            let mut f = eth(0x88b5);
-            fill(&mut f, 60, k);
-            f
-        })
-        .collect();
+    let frames = frames_of(&[60; 2]);
     write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 60_000_000);
     for engine in ["xsk", "xdp-live"] {
         let t0 = std::time::Instant::now();
