@@ -77,7 +77,10 @@ fn every_mode_answers_every_round_trip_and_the_napi_profile_is_restored() {
             assert_eq!(n(&r["round_trips"]), n(&sp["observations"]), "{m}: {r}");
             assert!(n(&r["round_trips"]) >= 1000, "{m}: {r}");
             let secs = run["secs"].as_f64().expect("secs");
-            assert!(secs > 0.0 && secs <= sockperf_secs as f64, "{m}: valid duration {secs} s of a {sockperf_secs} s run");
+            assert!(
+                secs > 0.0 && secs <= sockperf_secs as f64,
+                "{m}: valid duration {secs} s of a {sockperf_secs} s run"
+            );
         } else {
             assert_eq!(n(&r["round_trips"]), count, "{m}: every round trip asked answered: {r}");
             assert!(run["sockperf"].is_null(), "{m}: {run}");

@@ -1086,7 +1086,10 @@ mod tests {
         };
         let r = sockperf_stats(&s);
         assert_eq!((r.round_trips, r.lost, r.secs), (23889, 2, 1.55));
-        assert_eq!((r.min_ns, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns, r.mean_ns), (23645, 30635, 1655017, 3971821, 8070791, 64855));
+        assert_eq!(
+            (r.min_ns, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns, r.mean_ns),
+            (23645, 30635, 1655017, 3971821, 8070791, 64855)
+        );
         assert!(r.p999_meaningful && r.sockperf == Some(s));
     }
 

@@ -485,7 +485,7 @@ pub struct SockperfPingPong {
     pub duplicated: u64,
     /// Replies out of order ("# out-of-order messages = N").
     pub out_of_order: u64,
-    /// Fastest round trip, us ("<MIN> observation").
+    /// Fastest round trip, us (`<MIN> observation`).
     pub min_us: f64,
     /// Mean round trip, us ("avg-rtt=").
     pub mean_us: f64,
@@ -495,7 +495,7 @@ pub struct SockperfPingPong {
     pub p99_us: f64,
     /// 99.9th percentile, us.
     pub p999_us: f64,
-    /// Slowest round trip, us ("<MAX> observation").
+    /// Slowest round trip, us (`<MAX> observation`).
     pub max_us: f64,
 }
 
@@ -555,8 +555,7 @@ pub fn parse_sockperf_ping_pong(out: &str) -> Result<SockperfPingPong, String> {
     };
     let missing = |what: &str| format!("sockperf ping-pong printed no {what}{}", complaint());
     let valid = find("[Valid Duration]").ok_or_else(|| missing("[Valid Duration] line"))?;
-    let valid_secs =
-        after(&valid, "RunTime=").as_deref().and_then(float).ok_or_else(|| missing("valid RunTime"))?;
+    let valid_secs = after(&valid, "RunTime=").as_deref().and_then(float).ok_or_else(|| missing("valid RunTime"))?;
     let sent = after(&valid, "SentMessages=").as_deref().and_then(int).ok_or_else(|| missing("SentMessages"))?;
     let received =
         after(&valid, "ReceivedMessages=").as_deref().and_then(int).ok_or_else(|| missing("ReceivedMessages"))?;
@@ -606,7 +605,7 @@ pub struct DevState {
     pub driver: String,
     /// The sysfs `threaded` value ("0": NAPI in softirq, "1": in a kernel thread).
     pub threaded: String,
-    /// `generic-receive-offload:` of `ethtool -k` ("on", "off", "off [fixed]", ...).
+    /// `generic-receive-offload:` of `ethtool -k` (`on`, `off`, `off [fixed]`, ...).
     pub gro: String,
 }
 
@@ -620,8 +619,7 @@ pub fn dev_state(ns: &str, dev: &str) -> DevState {
     };
     let driver = ns_run(ns, "ethtool", &["-i", dev], "ethtool -i").map_or_else(unknown, |t| field(&t, "driver:"));
     let path = format!("/sys/class/net/{dev}/threaded");
-    let threaded = ns_run(ns, "cat", &[path.as_str()], "cat threaded")
-        .map_or_else(unknown, |t| t.trim().to_string());
+    let threaded = ns_run(ns, "cat", &[path.as_str()], "cat threaded").map_or_else(unknown, |t| t.trim().to_string());
     let gro = ns_run(ns, "ethtool", &["-k", dev], "ethtool -k")
         .map_or_else(unknown, |t| field(&t, "generic-receive-offload:"));
     DevState { dev: dev.to_string(), driver, threaded, gro }
