@@ -10,8 +10,8 @@
 //! Modes ([`Mode`]), each measured on both ends alike:
 //!
 //! - `xsk-softirq`: AF_XDP copy mode behind `xsk_redirect` on both veth ends, both sides
-//!   spinning on their RX ring; the receive runs in the sender's softirq (veth, threaded NAPI
-//!   off), inside its `sendto` kick.
+//!   spinning on their RX ring; the receive runs in the sender's softirq (veth with threaded
+//!   NAPI off: the run's first note says what it found on both ends), inside its `sendto` kick.
 //! - `xsk-busy-poll`: the same with busy polling: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL` 20 us,
 //!   `SO_BUSY_POLL_BUDGET` 64 on each socket and the NAPI profile
 //!   ([`NapiSettings::BUSY_POLL`]: defer-hard-irqs 100, gro-flush-timeout 200 us) on each veth
@@ -24,7 +24,12 @@
 //! - `udp`: the same program over kernel UDP sockets (22-byte payload, the same 64-byte
 //!   frame), both sides spinning on non-blocking `recv`.
 //! - `sockperf-udp`: sockperf ping-pong / server over UDP (22-byte messages, `--full-rtt`),
-//!   pinned the same way; its percentiles have microsecond resolution.
+//!   pinned the same way, for whole seconds ([`SockperfRun`]); its row is sockperf's own report
+//!   (observations, messages sent and not answered, valid duration); its percentiles have
+//!   microsecond resolution.
+//!
+//! The AF_XDP echo server answers only the client's frames ([`EchoFilter`]) and counts the
+//! others.
 //!
 //! Runs are interleaved (run 1 of every mode, then run 2, ...) in one sitting; each row is the
 //! median over runs of each percentile, with the spread of p50 and p99 across runs. A round
@@ -235,6 +240,12 @@ pub struct RunStats {
     /// Packets busy polling received over the run, both namespaces (TcpExt BusyPollRxPackets
     /// of /proc/net/netstat, LINUX_MIB_BUSYPOLLRXPACKETS); None where not read (sockperf).
     pub busy_poll_rx_packets: Option<u64>,
+    /// Frames the AF_XDP echo server received and did not echo because they were not the
+    /// client's ([`EchoFilter`]); None for the modes without an AF_XDP echo server.
+    pub echo_ignored: Option<u64>,
+    /// sockperf's own report of the run (sockperf-udp only): `round_trips`, `lost` and `secs`
+    /// above are its observations, its unanswered messages and its valid duration.
+    pub sockperf: Option<tools::SockperfPingPong>,
 }
 
 /// Nearest-rank percentiles of `rtts` (sorted here); all zero for none.
@@ -254,6 +265,8 @@ pub fn stats_of(rtts: &mut [u64], lost: u64, secs: f64) -> RunStats {
         max_ns: rtts.last().copied().unwrap_or(0),
         mean_ns: if n == 0 { 0 } else { rtts.iter().sum::<u64>() / n as u64 },
         busy_poll_rx_packets: None,
+        echo_ignored: None,
+        sockperf: None,
     }
 }
 
@@ -288,6 +301,8 @@ pub struct ModeRow {
     pub lost: u64,
     /// Packets busy polling received over all runs, both namespaces.
     pub busy_poll_rx_packets: Option<u64>,
+    /// Frames the AF_XDP echo server ignored (not the client's) over all runs.
+    pub echo_ignored: Option<u64>,
 }
 
 /// TcpExt BusyPollRxPackets of both of the bed's namespaces, summed (None if unreadable).
@@ -330,6 +345,7 @@ impl ModeRow {
             round_trips: runs.iter().map(|r| r.round_trips).sum(),
             lost: runs.iter().map(|r| r.lost).sum(),
             busy_poll_rx_packets: runs.iter().map(|r| r.busy_poll_rx_packets).sum(),
+            echo_ignored: runs.iter().map(|r| r.echo_ignored).sum(),
             runs,
         }
     }
@@ -348,6 +364,37 @@ pub struct Ratio {
     pub p99: Option<f64>,
 }
 
+/// Round-trip time per `--count` that sets sockperf's run length: sockperf ping-pong runs for
+/// whole seconds (`-t`), not for a number of round trips.
+pub const SOCKPERF_NS_PER_ROUND_TRIP: u64 = 15_000;
+
+/// How long sockperf ping-pong runs, and the rule that chose it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SockperfRun {
+    /// `sockperf ping-pong -t`, seconds.
+    pub secs: u64,
+    /// How `secs` was chosen, in words.
+    pub rule: String,
+}
+
+impl SockperfRun {
+    /// sockperf's run length for `count` round trips and runs of at most `max_run`: `count` x
+    /// [`SOCKPERF_NS_PER_ROUND_TRIP`] rounded up to whole seconds, at least 1 s, at most
+    /// `max_run` (rounded down, at least 1 s).
+    pub fn of(count: u64, max_run: Duration) -> Self {
+        let want = count.saturating_mul(SOCKPERF_NS_PER_ROUND_TRIP).div_ceil(1_000_000_000);
+        let cap = max_run.as_secs().max(1);
+        let secs = want.clamp(1, cap);
+        Self {
+            secs,
+            rule: format!(
+                "sockperf ping-pong -t {secs} s: --count {count} x {} us rounded up to whole seconds, at least 1 s, at most --duration ({cap} s); sockperf counts its own round trips (its 400 ms warm-up and its last moments not measured), so its row's round trips are what sockperf reported, not --count",
+                SOCKPERF_NS_PER_ROUND_TRIP / 1000
+            ),
+        }
+    }
+}
+
 /// What `fastpath bench pingpong` measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct PingpongReport {
@@ -363,6 +410,11 @@ pub struct PingpongReport {
     pub count: u64,
     /// Runs per mode.
     pub runs: u32,
+    /// How long each sockperf ping-pong runs (`-t`, seconds) and why; None without
+    /// sockperf-udp.
+    pub sockperf_run: Option<SockperfRun>,
+    /// The state of both veth ends, read before the runs ([`tools::dev_state`]).
+    pub devices: Vec<tools::DevState>,
     /// One row per mode, in the order asked.
     pub rows: Vec<ModeRow>,
     /// Each AF_XDP mode over each UDP baseline measured.
@@ -385,6 +437,8 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         Some(name) => Testbed::open(name)?,
         None => Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() })?,
     };
+    let devices = vec![tools::dev_state(bed.ns_a(), bed.iface_a()), tools::dev_state(bed.ns_b(), bed.iface_b())];
+    let sockperf = opts.modes.contains(&Mode::SockperfUdp).then(|| SockperfRun::of(opts.count, opts.max_run));
     let mut per_mode: Vec<Vec<RunStats>> = vec![Vec::new(); opts.modes.len()];
     for _ in 0..opts.runs {
         for (i, &mode) in opts.modes.iter().enumerate() {
@@ -392,7 +446,7 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
                 return Err(runtime(anyhow!("interrupted")));
             }
             let r = match mode {
-                Mode::SockperfUdp => sockperf_run(&bed, opts, stop)?,
+                Mode::SockperfUdp => sockperf_run(&bed, opts, sockperf.as_ref().map_or(1, |s| s.secs), stop)?,
                 _ => {
                     let before = busy_poll_rx(&bed);
                     let mut r = pair_run(&bed, mode, opts, stop)?;
@@ -417,13 +471,15 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
             ratios.push(Ratio { mode: r.mode, baseline: base, p50: q(r.p50_ns, b.p50_ns), p99: q(r.p99_ns, b.p99_ns) });
         }
     }
-    let notes = vec![
+    let mut notes = vec![
         format!(
-            "client on CPU {} in {}, echo server on CPU {} in {}; veth, threaded NAPI off, GRO on; AF_XDP copy mode (veth has no zero-copy), native XDP",
+            "client on CPU {} in {}, echo server on CPU {} in {}; found before the runs: {}; {}; AF_XDP copy mode, native XDP",
             opts.client_cpu,
             bed.ns_a(),
             opts.server_cpu,
-            bed.ns_b()
+            bed.ns_b(),
+            devices[0],
+            devices[1]
         ),
         format!(
             "busy poll: SO_PREFER_BUSY_POLL, SO_BUSY_POLL {} us, SO_BUSY_POLL_BUDGET {}; NAPI defer-hard-irqs {}, gro-flush-timeout {} ns (irq-suspend-timeout {} ns with IRQ suspension), restored after each run",
@@ -435,7 +491,16 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         ),
         "sockperf reports microseconds with 3 decimals (--full-rtt: whole round trips)".into(),
     ];
-    let mut notes = notes;
+    if let Some(s) = &sockperf {
+        notes.push(s.rule.clone());
+    }
+    for r in rows.iter().filter(|r| r.echo_ignored.is_some_and(|n| n > 0)) {
+        notes.push(format!(
+            "{}: the echo server ignored {} frames that were not the client's (destination MAC, IPv4 address or UDP port not the server's)",
+            r.mode.key(),
+            r.echo_ignored.unwrap_or(0)
+        ));
+    }
     if rows.iter().any(|r| r.napi.is_some() && r.busy_poll_rx_packets == Some(0)) {
         let links = [(bed.ns_a(), bed.iface_a()), (bed.ns_b(), bed.iface_b())].map(|(ns, i)| (i, rx_queue_link(ns, i)));
         for r in rows.iter().filter(|r| r.napi.is_some() && r.busy_poll_rx_packets == Some(0)) {
@@ -453,6 +518,8 @@ pub fn run(opts: &PingpongOpts, stop: &Arc<AtomicBool>) -> LabResult<PingpongRep
         frame_len: FRAME_LEN,
         count: opts.count,
         runs: opts.runs,
+        sockperf_run: sockperf,
+        devices,
         rows,
         ratios,
         notes,
@@ -529,27 +596,28 @@ fn pair_run(bed: &Testbed, mode: Mode, opts: &PingpongOpts, stop: &Arc<AtomicBoo
     let server_stop = Arc::new(AtomicBool::new(false));
     let (sready_tx, sready_rx) = mpsc::channel::<LabResult<()>>();
     let ss = server_stop.clone();
-    let server = spawn_in_netns(bed.ns_b(), move || -> LabResult<()> {
+    let to = EchoFilter { mac: mac_b, ip: IP4_B, port: SERVER_PORT };
+    let server = spawn_in_netns(bed.ns_b(), move || -> LabResult<Option<u64>> {
         fastpath::workers::pin_current_thread(scpu)
             .map_err(|e| env(anyhow!("pinning the server to CPU {scpu}: {e}")))?;
         let side = Side::open(mode, &iface_b, &sready_tx)?;
-        side.serve(&ss)
+        side.serve(&to, &ss)
     });
     let server_ok = matches!(sready_rx.recv(), Ok(Ok(())));
     let _ = go_tx.send(server_ok);
     let client_result = client.join();
     server_stop.store(true, Ordering::Relaxed);
     let server_result = server.join();
-    let server_err = match server_result {
-        Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(e),
-        Ok(Err(e)) => Some(e.into()),
-        Err(_) => Some(runtime(anyhow!("the echo server thread panicked"))),
+    let (ignored, server_err) = match server_result {
+        Ok(Ok(Ok(n))) => (n, None),
+        Ok(Ok(Err(e))) => (None, Some(e)),
+        Ok(Err(e)) => (None, Some(e.into())),
+        Err(_) => (None, Some(runtime(anyhow!("the echo server thread panicked")))),
     };
     if !server_ok {
         return Err(server_err.unwrap_or_else(|| runtime(anyhow!("the echo server failed to start"))));
     }
-    let stats = match client_result {
+    let mut stats = match client_result {
         Ok(Ok(r)) => r?,
         Ok(Err(e)) => return Err(e.into()),
         Err(_) => return Err(runtime(anyhow!("the client thread panicked"))),
@@ -557,6 +625,7 @@ fn pair_run(bed: &Testbed, mode: Mode, opts: &PingpongOpts, stop: &Arc<AtomicBoo
     if let Some(e) = server_err {
         return Err(e);
     }
+    stats.echo_ignored = ignored;
     Ok(stats)
 }
 
@@ -624,17 +693,24 @@ impl Side {
         Ok(Side::Xsk { _profile: profile, ep, port: Box::new(port) })
     }
 
-    /// Echoes every frame back until `stop`.
-    fn serve(self, stop: &AtomicBool) -> LabResult<()> {
+    /// Echoes the client's frames back until `stop`; returns how many frames it ignored (AF_XDP:
+    /// not addressed as `to` says; None over UDP, whose connected socket the kernel filters).
+    fn serve(self, to: &EchoFilter, stop: &AtomicBool) -> LabResult<Option<u64>> {
         match self {
             Side::Xsk { ep, mut port, _profile } => {
+                let mut ignored = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     if let Some(ep) = &ep {
                         ep.wait(10).map_err(|e| runtime(anyhow!("server: {e}")))?;
                     }
-                    port.fwd_burst(64, 0, echo_in_place).map_err(|e| runtime(anyhow!("server: {e}")))?;
+                    port.fwd_burst(64, 0, |f| {
+                        let echo = echo_in_place(f, to);
+                        ignored += u64::from(!echo);
+                        echo
+                    })
+                    .map_err(|e| runtime(anyhow!("server: {e}")))?;
                 }
-                Ok(())
+                Ok(Some(ignored))
             }
             Side::Udp(s) => {
                 let mut buf = [0u8; 2048];
@@ -647,7 +723,7 @@ impl Side {
                         Err(e) => return Err(runtime(anyhow!("server: UDP recv: {e}"))),
                     }
                 }
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -808,10 +884,27 @@ impl Tally {
     }
 }
 
-/// The echo: swaps Ethernet, IPv4 and UDP source and destination in place (checksums are
-/// unchanged by a swap); false (not sent back) for anything but an option-less IPv4/UDP frame.
-pub fn echo_in_place(f: &mut [u8]) -> bool {
+/// What the AF_XDP echo server answers: frames addressed to it (its port's MAC, its IPv4
+/// address, the UDP port the client sends to); everything else on the port is counted and
+/// dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EchoFilter {
+    /// The server's port's MAC.
+    pub mac: [u8; 6],
+    /// The server's IPv4 address.
+    pub ip: std::net::Ipv4Addr,
+    /// The UDP port the client sends to.
+    pub port: u16,
+}
+
+/// The echo: for an option-less IPv4/UDP frame addressed as `to` says, swaps Ethernet, IPv4
+/// and UDP source and destination in place (checksums are unchanged by a swap) and returns
+/// true; false (not sent back) for anything else.
+pub fn echo_in_place(f: &mut [u8], to: &EchoFilter) -> bool {
     if f.len() < 42 || f[12..14] != [0x08, 0x00] || f[14] != 0x45 || f[23] != 17 {
+        return false;
+    }
+    if f[..6] != to.mac || f[30..34] != to.ip.octets() || f[36..38] != to.port.to_be_bytes() {
         return false;
     }
     packet::swap_macs(f);
@@ -823,9 +916,10 @@ pub fn echo_in_place(f: &mut [u8]) -> bool {
 }
 
 /// One sockperf run: its UDP server in namespace b on the server CPU, ping-pong in namespace a
-/// on the client CPU for about as long as `opts.count` round trips of the UDP program take
-/// (at least 1 s, at most `max_run`).
-fn sockperf_run(bed: &Testbed, opts: &PingpongOpts, stop: &AtomicBool) -> LabResult<RunStats> {
+/// on the client CPU for `secs` seconds ([`SockperfRun`]); the figures are sockperf's own
+/// report ([`tools::parse_sockperf_ping_pong`]): its observations, its messages sent and not
+/// answered, its valid duration.
+fn sockperf_run(bed: &Testbed, opts: &PingpongOpts, secs: u64, stop: &AtomicBool) -> LabResult<RunStats> {
     let ip = IP4_B.to_string();
     let _server = tools::sockperf_udp_server(bed.ns_b(), opts.server_cpu, &ip, SOCKPERF_PORT)
         .map_err(|e| env(anyhow!("sockperf server: {e}")))?;
@@ -839,37 +933,31 @@ fn sockperf_run(bed: &Testbed, opts: &PingpongOpts, stop: &AtomicBool) -> LabRes
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    // ~15 us per round trip on this kind of machine: count round trips' worth of seconds.
-    let secs = ((opts.count as f64 * 15e-6).ceil() as u64).clamp(1, opts.max_run.as_secs().max(1));
     let out = tools::sockperf_udp_ping_pong(bed.ns_a(), opts.client_cpu, &ip, SOCKPERF_PORT, UDP_PAYLOAD, secs, stop)
         .map_err(|e| env(anyhow!("sockperf ping-pong: {e}")))?
         .ok_or_else(|| runtime(anyhow!("interrupted")))?;
-    let s = tools::parse_sockperf(&out).ok_or_else(|| {
-        runtime(anyhow!("sockperf ping-pong printed no statistics: {}", out.trim().replace('\n', " | ")))
-    })?;
+    let s = tools::parse_sockperf_ping_pong(&out).map_err(|e| runtime(anyhow!("mode sockperf-udp: {e}")))?;
+    Ok(sockperf_stats(&s))
+}
+
+/// A run's figures from sockperf's report (microseconds to nanoseconds).
+pub fn sockperf_stats(s: &tools::SockperfPingPong) -> RunStats {
     let ns = |us: f64| (us * 1000.0).round() as u64;
-    let min = tools::sockperf_value(&out, "<MIN>");
-    let mean = out
-        .lines()
-        .find(|l| l.contains("avg-rtt") || l.contains("avg-lat"))
-        .and_then(|l| l.split('=').nth(1))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(f64::NAN);
-    let round_trips = (s.transactions_per_s * secs as f64).round() as u64;
-    Ok(RunStats {
-        round_trips,
-        lost: 0,
-        secs: secs as f64,
-        min_ns: if min.is_finite() { ns(min) } else { 0 },
+    RunStats {
+        round_trips: s.observations,
+        lost: s.lost(),
+        secs: s.valid_secs,
+        min_ns: ns(s.min_us),
         p50_ns: ns(s.p50_us),
         p99_ns: ns(s.p99_us),
         p999_ns: ns(s.p999_us),
-        p999_meaningful: round_trips >= 1000,
+        p999_meaningful: s.observations >= 1000,
         max_ns: ns(s.max_us),
-        mean_ns: if mean.is_finite() { ns(mean) } else { 0 },
+        mean_ns: ns(s.mean_us),
         busy_poll_rx_packets: None,
-    })
+        echo_ignored: None,
+        sockperf: Some(*s),
+    }
 }
 
 /// The NAPI settings of every NAPI of `iface` in namespace `ns` now (for checks that a profile
@@ -954,14 +1042,55 @@ mod tests {
         let mut f = vec![0u8; FRAME_LEN];
         packet::build_udp_frame(&spec, &mut f);
         packet::stamp(&mut f, &Payload { stream: 0, seq: 42, tstamp_ns: 0 });
-        assert!(echo_in_place(&mut f));
+        let to = EchoFilter { mac: [2, 0, 0, 0, 0, 2], ip: IP4_B, port: SERVER_PORT };
+        // Not the client's: another MAC, another address, another port; left as they were.
+        for (what, at, v) in [("mac", 5, 9u8), ("ip", 33, 9), ("port", 37, 9)] {
+            let mut g = f.clone();
+            g[at] = v;
+            let kept = g.clone();
+            assert!(!echo_in_place(&mut g, &to), "{what}");
+            assert_eq!(g, kept, "{what}: not rewritten");
+        }
+        assert!(echo_in_place(&mut f, &to));
         assert_eq!(&f[..6], &[2, 0, 0, 0, 0, 1]);
         assert_eq!(&f[26..30], &IP4_B.octets());
         assert_eq!(u16::from_be_bytes([f[36], f[37]]), CLIENT_PORT);
         assert_eq!(packet::verify(&f).expect("still a valid frame").seq, 42);
         let mut arp = vec![0u8; 60];
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
-        assert!(!echo_in_place(&mut arp));
+        assert!(!echo_in_place(&mut arp, &to));
+    }
+
+    #[test]
+    fn sockperf_runs_whole_seconds_by_a_stated_rule_and_its_row_is_its_report() {
+        let r = SockperfRun::of(100_000, Duration::from_secs(5));
+        assert_eq!(r.secs, 2, "100,000 x 15 us = 1.5 s, rounded up");
+        assert!(r.rule.contains("-t 2 s") && r.rule.contains("--count 100000 x 15 us"), "{}", r.rule);
+        assert_eq!(SockperfRun::of(1, Duration::from_secs(5)).secs, 1);
+        assert_eq!(SockperfRun::of(100_000_000, Duration::from_secs(60)).secs, 60);
+        assert_eq!(SockperfRun::of(100_000_000, Duration::from_millis(300)).secs, 1);
+        let s = tools::SockperfPingPong {
+            valid_secs: 1.55,
+            sent: 23891,
+            received: 23889,
+            observations: 23889,
+            dropped: 0,
+            duplicated: 0,
+            out_of_order: 0,
+            min_us: 23.645,
+            mean_us: 64.855,
+            p50_us: 30.635,
+            p99_us: 1655.017,
+            p999_us: 3971.821,
+            max_us: 8070.791,
+        };
+        let r = sockperf_stats(&s);
+        assert_eq!((r.round_trips, r.lost, r.secs), (23889, 2, 1.55));
+        assert_eq!(
+            (r.min_ns, r.p50_ns, r.p99_ns, r.p999_ns, r.max_ns, r.mean_ns),
+            (23645, 30635, 1655017, 3971821, 8070791, 64855)
+        );
+        assert!(r.p999_meaningful && r.sockperf == Some(s));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::process::{Child, Output, Stdio};
 
 use anyhow::anyhow;
 use fastpath_testbed::ns_command;
+use serde::Serialize;
 
 use crate::error::{env, runtime, LabResult};
 
@@ -463,5 +464,254 @@ impl Iperf3Client {
         let out = self.0.wait_with_output().map_err(|e| e.to_string())?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("iperf3 output: {e}"))?;
         v["end"]["sum_received"]["bits_per_second"].as_f64().ok_or_else(|| format!("iperf3: {}", v["error"]))
+    }
+}
+
+/// What one `sockperf ping-pong` (UDP, `--full-rtt`) reported for its valid duration (the run
+/// less its warm-up and its last moments): its own counts, not estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SockperfPingPong {
+    /// Seconds of the valid duration ("[Valid Duration] RunTime=").
+    pub valid_secs: f64,
+    /// Messages sent in the valid duration ("SentMessages=").
+    pub sent: u64,
+    /// Replies received in the valid duration ("ReceivedMessages=").
+    pub received: u64,
+    /// Round trips the percentiles are taken over ("Total N observations").
+    pub observations: u64,
+    /// Sequence gaps among the replies ("# dropped messages = N").
+    pub dropped: u64,
+    /// Replies received twice ("# duplicated messages = N").
+    pub duplicated: u64,
+    /// Replies out of order ("# out-of-order messages = N").
+    pub out_of_order: u64,
+    /// Fastest round trip, us (`<MIN> observation`).
+    pub min_us: f64,
+    /// Mean round trip, us ("avg-rtt=").
+    pub mean_us: f64,
+    /// Median, us.
+    pub p50_us: f64,
+    /// 99th percentile, us.
+    pub p99_us: f64,
+    /// 99.9th percentile, us.
+    pub p999_us: f64,
+    /// Slowest round trip, us (`<MAX> observation`).
+    pub max_us: f64,
+}
+
+impl SockperfPingPong {
+    /// Messages sent in the valid duration and never answered (sent - received, which covers
+    /// the sequence gaps of `dropped`; at least `dropped`).
+    pub fn lost(&self) -> u64 {
+        self.sent.saturating_sub(self.received).max(self.dropped)
+    }
+}
+
+/// `text` without ANSI escape sequences (sockperf colours some of its lines).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Reads the report `sockperf ping-pong` (3.x, UDP) prints: the "[Valid Duration]" line's
+/// run time and message counts, the dropped / duplicated / out-of-order counts, the number of
+/// observations and the percentiles.
+///
+/// # Errors
+///
+/// What is missing, with sockperf's own complaint when it printed one (e.g. "No valid
+/// observations found": a reply it never got stalls its ping-pong, which waits for each reply
+/// without a timeout, so the valid duration may hold no round trip at all).
+pub fn parse_sockperf_ping_pong(out: &str) -> Result<SockperfPingPong, String> {
+    let text = strip_ansi(out);
+    let int = |s: &str| s.trim_start().split(|c: char| !c.is_ascii_digit()).next().and_then(|d| d.parse::<u64>().ok());
+    let float = |s: &str| {
+        let s = s.trim_start();
+        let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+        s[..end].parse::<f64>().ok()
+    };
+    let after = |line: &str, key: &str| line.split_once(key).map(|(_, v)| v.to_string());
+    let find = |key: &str| text.lines().find(|l| l.contains(key)).map(str::to_string);
+    let complaint = || {
+        text.lines()
+            .map(|l| l.trim_start_matches("sockperf:").trim())
+            .find(|l| l.starts_with("No ") || l.contains("ERROR") || l.contains("error"))
+            .map_or(String::new(), |l| format!(" (sockperf: {l})"))
+    };
+    let missing = |what: &str| format!("sockperf ping-pong printed no {what}{}", complaint());
+    let valid = find("[Valid Duration]").ok_or_else(|| missing("[Valid Duration] line"))?;
+    let valid_secs = after(&valid, "RunTime=").as_deref().and_then(float).ok_or_else(|| missing("valid RunTime"))?;
+    let sent = after(&valid, "SentMessages=").as_deref().and_then(int).ok_or_else(|| missing("SentMessages"))?;
+    let received =
+        after(&valid, "ReceivedMessages=").as_deref().and_then(int).ok_or_else(|| missing("ReceivedMessages"))?;
+    let counts = find("dropped messages").ok_or_else(|| missing("dropped-messages line"))?;
+    let count = |key: &str| after(&counts, key).and_then(|v| v.split_once('=').and_then(|(_, n)| int(n)));
+    let dropped = count("dropped messages").ok_or_else(|| missing("dropped messages count"))?;
+    let duplicated = count("duplicated messages").ok_or_else(|| missing("duplicated messages count"))?;
+    let out_of_order = count("out-of-order messages").ok_or_else(|| missing("out-of-order messages count"))?;
+    let observations = find(" observations;")
+        .and_then(|l| after(&l, "Total "))
+        .as_deref()
+        .and_then(int)
+        .ok_or_else(|| missing("observation count"))?;
+    let value = |key: &str| {
+        find(key).and_then(|l| l.split_once(key).and_then(|(_, v)| v.split_once('=').and_then(|(_, n)| float(n))))
+    };
+    let mean_us = find("avg-rtt=")
+        .or_else(|| find("avg-lat="))
+        .and_then(|l| l.split_once("avg-").and_then(|(_, v)| v.split_once('=').and_then(|(_, n)| float(n))))
+        .ok_or_else(|| missing("avg-rtt"))?;
+    Ok(SockperfPingPong {
+        valid_secs,
+        sent,
+        received,
+        observations,
+        dropped,
+        duplicated,
+        out_of_order,
+        min_us: value("<MIN> observation").ok_or_else(|| missing("<MIN>"))?,
+        mean_us,
+        p50_us: value("percentile 50.000").ok_or_else(|| missing("percentile 50"))?,
+        p99_us: value("percentile 99.000").ok_or_else(|| missing("percentile 99"))?,
+        p999_us: value("percentile 99.900").ok_or_else(|| missing("percentile 99.9"))?,
+        max_us: value("<MAX> observation").ok_or_else(|| missing("<MAX>"))?,
+    })
+}
+
+/// The state of a device in namespace `ns` that latency depends on: its driver (`ethtool
+/// -i`), whether its NAPI runs in a kernel thread (`/sys/class/net/DEV/threaded`, read inside
+/// the namespace) and whether GRO is on (`ethtool -k`); each field the value found or
+/// "unknown (why)".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DevState {
+    /// The device.
+    pub dev: String,
+    /// `driver:` of `ethtool -i`.
+    pub driver: String,
+    /// The sysfs `threaded` value ("0": NAPI in softirq, "1": in a kernel thread).
+    pub threaded: String,
+    /// `generic-receive-offload:` of `ethtool -k` (`on`, `off`, `off [fixed]`, ...).
+    pub gro: String,
+}
+
+/// Reads [`DevState`] of `dev` in namespace `ns`.
+pub fn dev_state(ns: &str, dev: &str) -> DevState {
+    let unknown = |e: crate::error::LabError| format!("unknown ({})", e.to_string().trim());
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(|v| v.trim().to_string()))
+            .unwrap_or_else(|| format!("unknown (no \"{key}\")"))
+    };
+    let driver = ns_run(ns, "ethtool", &["-i", dev], "ethtool -i").map_or_else(unknown, |t| field(&t, "driver:"));
+    let path = format!("/sys/class/net/{dev}/threaded");
+    let threaded = ns_run(ns, "cat", &[path.as_str()], "cat threaded").map_or_else(unknown, |t| t.trim().to_string());
+    let gro = ns_run(ns, "ethtool", &["-k", dev], "ethtool -k")
+        .map_or_else(unknown, |t| field(&t, "generic-receive-offload:"));
+    DevState { dev: dev.to_string(), driver, threaded, gro }
+}
+
+impl std::fmt::Display for DevState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let threaded = match self.threaded.as_str() {
+            "0" => "threaded NAPI off".to_string(),
+            "1" => "threaded NAPI on".to_string(),
+            v => format!("threaded NAPI {v}"),
+        };
+        write!(f, "{} driver {}, {threaded}, GRO {}", self.dev, self.driver, self.gro)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sockperf ping-pong -i 10.99.77.2 -p 11177 -m 22 -t 2 --full-rtt` (sockperf 3.7, this
+    /// VM, veth between two namespaces), as printed, escapes included.
+    const PING_PONG: &str = "sockperf: \u{1b}[2;35m== version #3.7-no.git == \u{1b}[0m
+sockperf[CLIENT] send on:sockperf: using recvfrom() to block on socket(s)
+
+[ 0] IP = 10.99.77.2      PORT = 11177 # UDP
+sockperf: Warmup stage (sending a few dummy messages)...
+sockperf: Starting test...
+sockperf: Test end (interrupted by timer)
+sockperf: Test ended
+sockperf: [Total Run] RunTime=2.000 sec; Warm up time=400 msec; SentMessages=31284; ReceivedMessages=31283
+sockperf: ========= Printing statistics for Server No: 0
+sockperf: [Valid Duration] RunTime=1.550 sec; SentMessages=23891; ReceivedMessages=23891
+sockperf: \u{1b}[2;35m====> avg-rtt=64.855 (std-dev=314.253)\u{1b}[0m
+sockperf: # dropped messages = 0; # duplicated messages = 0; # out-of-order messages = 0
+sockperf: Summary: Round trip is 64.855 usec
+sockperf: \u{1b}[2;35mTotal 23891 observations\u{1b}[0m; each percentile contains 238.91 observations
+sockperf: ---> <MAX> observation = 8070.791
+sockperf: ---> percentile 99.999 = 8070.791
+sockperf: ---> percentile 99.990 = 4920.154
+sockperf: ---> percentile 99.900 = 3971.821
+sockperf: ---> percentile 99.000 = 1655.017
+sockperf: ---> percentile 90.000 =   33.149
+sockperf: ---> percentile 75.000 =   31.196
+sockperf: ---> percentile 50.000 =   30.635
+sockperf: ---> percentile 25.000 =   30.265
+sockperf: ---> <MIN> observation =   23.645
+";
+
+    /// The same with one reply dropped (nft, in the server's namespace) 2.5 s into a 4 s run:
+    /// sockperf waits for it until its timer ends the run.
+    const STALLED: &str = "sockperf: \u{1b}[2;35m== version #3.7-no.git == \u{1b}[0m
+sockperf[CLIENT] send on:sockperf: using recvfrom() to block on socket(s)
+
+[ 0] IP = 10.99.77.2      PORT = 11177 # UDP
+sockperf: Warmup stage (sending a few dummy messages)...
+sockperf: Starting test...
+sockperf: Test end (interrupted by timer)
+sockperf: Test ended
+sockperf: [Total Run] RunTime=4.001 sec; Warm up time=400 msec; SentMessages=4736; ReceivedMessages=4735
+sockperf: ========= Printing statistics for Server No: 0
+sockperf: No valid observations found. Try tune parameters: --time/--mps/--reply-every
+";
+
+    #[test]
+    fn sockperf_ping_pong_report_is_read_not_estimated() {
+        let s = parse_sockperf_ping_pong(PING_PONG).expect("a full report");
+        assert_eq!((s.sent, s.received, s.observations), (23891, 23891, 23891));
+        assert_eq!((s.dropped, s.duplicated, s.out_of_order, s.lost()), (0, 0, 0, 0));
+        assert_eq!(s.valid_secs, 1.55);
+        assert_eq!((s.min_us, s.mean_us, s.p50_us), (23.645, 64.855, 30.635));
+        assert_eq!((s.p99_us, s.p999_us, s.max_us), (1655.017, 3971.821, 8070.791));
+        // Counts that say something was lost are read as such.
+        let lossy = PING_PONG
+            .replace("SentMessages=23891; ReceivedMessages=23891", "SentMessages=23891; ReceivedMessages=23889")
+            .replace("# dropped messages = 0", "# dropped messages = 1");
+        assert_eq!(parse_sockperf_ping_pong(&lossy).expect("lossy").lost(), 2);
+        let gaps = PING_PONG.replace("# dropped messages = 0", "# dropped messages = 5");
+        assert_eq!(parse_sockperf_ping_pong(&gaps).expect("gaps").lost(), 5);
+        let e = parse_sockperf_ping_pong(STALLED).expect_err("no valid duration");
+        assert!(e.contains("[Valid Duration]") && e.contains("No valid observations found"), "{e}");
+        let e = parse_sockperf_ping_pong(&PING_PONG.replace("percentile 99.900", "pct")).expect_err("no p99.9");
+        assert!(e.contains("percentile 99.9"), "{e}");
+    }
+
+    #[test]
+    fn device_state_reads_as_found() {
+        let d = DevState { dev: "va".into(), driver: "veth".into(), threaded: "0".into(), gro: "on".into() };
+        assert_eq!(d.to_string(), "va driver veth, threaded NAPI off, GRO on");
+        let d = DevState { threaded: "1".into(), gro: "off [fixed]".into(), ..d };
+        assert_eq!(d.to_string(), "va driver veth, threaded NAPI on, GRO off [fixed]");
+        let d = DevState { threaded: "unknown (cat threaded failed: x)".into(), ..d };
+        assert!(d.to_string().contains("threaded NAPI unknown (cat threaded failed: x)"));
     }
 }
