@@ -361,7 +361,7 @@ def render_latency(sec):
 
     rep = runs[0]["report"]
     out = [head(sec, f"one {rep['frame_len']}-byte frame in flight, client on CPU {rep['client_cpu']} in namespace a, "
-                     f"echo server on CPU {rep['server_cpu']} in namespace b (veth, AF_XDP copy mode, native XDP); "
+                     f"echo server on CPU {rep['server_cpu']} in namespace b (the devices as the notes below read them); "
                      "whole round trips (CLOCK_MONOTONIC), us, median (min..max) over the runs, each run "
                      f"{rep['count']:,} round trips after 1,000 not measured or --duration seconds; modes interleaved "
                      "within each run."), "",
