@@ -734,11 +734,11 @@ pub enum TxCsumArg {
     Device,
 }
 
-/// AF_XDP TX metadata (Linux >= 6.8): per-frame requests written in front of each TX frame.
+/// AF_XDP TX metadata (Linux >= 6.11, with the XDP_UMEM_TX_METADATA_LEN flag fastpath sets): per-frame requests written in front of each TX frame.
 #[derive(Debug, Clone, Default, Args)]
 pub struct TxMetaArgs {
     /// txonly / gen --engine xsk: send every frame with a partial UDP checksum (the
-    /// pseudo-header sum) and a TX checksum request (AF_XDP TX metadata, Linux >= 6.8). sw
+    /// pseudo-header sum) and a TX checksum request (AF_XDP TX metadata, Linux >= 6.11). sw
     /// (the default): the kernel completes it on the CPU in copy mode (XDP_UMEM_TX_SW_CSUM);
     /// device: the frame leaves partial, for the device to complete.
     #[arg(long, value_enum, value_name = "WHO", num_args = 0..=1, default_missing_value = "sw")]

@@ -245,6 +245,18 @@ pub(crate) fn announce(kind: &str, path: &Value, notes: &[String], json_out: boo
 /// options. Errors: exit 2 (usage).
 pub fn check_common(a: &BenchArgs) -> CliResult<()> {
     check_run(&a.run)?;
+    // Every mode, including those dispatched before `bench` (ddos, redirect-cpu, pingpong):
+    // a flag a mode does not use is refused, never ignored.
+    if a.tx_meta.any() && a.mode != BenchMode::Txonly {
+        return Err(usage(anyhow!(
+            "{} is for txonly (AF_XDP TX metadata), not {}",
+            a.tx_meta.first_name(),
+            mode_name(a.mode)
+        )));
+    }
+    if a.rx_meta && a.mode != BenchMode::Rxdrop {
+        return Err(usage(anyhow!("--rx-meta is for rxdrop, not {}", mode_name(a.mode))));
+    }
     check_frame(&a.frame)
 }
 

@@ -45,6 +45,12 @@ fn check(g: &GenArgs) -> CliResult<()> {
     if g.xsk.iface.is_empty() {
         return Err(usage(anyhow!("gen --pcap needs -i/--iface (the interface the frames leave by)")));
     }
+    if g.tx_meta.any() {
+        return Err(usage(anyhow!(
+            "{} is not accepted with --pcap: the file's frames leave as they are (no TX metadata); leave it out",
+            g.tx_meta.first_name()
+        )));
+    }
     if g.threads != 1 {
         return Err(usage(anyhow!(
             "--threads {} is not accepted with --pcap: one thread sends the file's frames in order (leave --threads out)",

@@ -902,3 +902,26 @@ fn a_queue_out_of_range_is_refused_without_ethtool_channels() {
         assert_one_line_refusal("doctor -i lo -q", &o, 2, &[&format!("-q {q}"), "lo", "0..=0"]);
     }
 }
+
+/// TX- and RX-metadata flags on a mode or path that would ignore them are refused in one line
+/// before anything is set up (bench ddos, redirect-cpu and gen --pcap are dispatched apart).
+#[test]
+fn metadata_flags_are_refused_where_they_would_be_ignored() {
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        ("ddos --tx-csum", &["bench", "ddos", "--tx-csum", "--duration", "1"], &["--tx-csum", "txonly", "ddos"]),
+        (
+            "redirect-cpu --tx-timestamp",
+            &["bench", "redirect-cpu", "-i", "lo", "--tx-timestamp", "--duration", "1"],
+            &["--tx-timestamp", "txonly", "redirect-cpu"],
+        ),
+        ("ddos --rx-meta", &["bench", "ddos", "--rx-meta", "--duration", "1"], &["--rx-meta", "rxdrop", "ddos"]),
+        (
+            "gen --pcap --tx-csum",
+            &["gen", "-i", "lo", "--pcap", "/nonexistent.pcap", "--tx-csum"],
+            &["--tx-csum", "--pcap"],
+        ),
+    ];
+    for (what, args, needles) in cases {
+        assert_one_line_refusal(what, &run(args), 2, needles);
+    }
+}

@@ -286,7 +286,7 @@ impl AfXdpPort {
             return Err(PortError::Config {
                 what: "TX metadata",
                 value: format!("tx_metadata_len {tx_off} on a multi-buffer socket"),
-                accepted: "TX metadata on single-buffer sockets (every frame of a packet would need the room)".into(),
+                accepted: "TX metadata on single-buffer sockets (every frame of a packet would need the room): the interface's MTU made the socket multi-buffer; lower it to 3822 or less (4096-byte frames)".into(),
             });
         }
         let queue = sock.queue_id();

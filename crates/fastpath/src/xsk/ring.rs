@@ -399,8 +399,11 @@ impl TxCheck {
         if d.len == 0 {
             return Some(format!("TX descriptor addr {:#x} of length 0", d.addr));
         }
-        if d.len as u64 > cs {
-            return Some(format!("TX descriptor {:#x} of {} bytes, longer than a {cs}-byte chunk", d.addr, d.len));
+        if d.len as u64 + self.tx_metadata_len as u64 > cs {
+            return Some(format!(
+                "TX descriptor {:#x} of {} bytes (+ {} of TX metadata room) is longer than a {cs}-byte chunk",
+                d.addr, d.len, self.tx_metadata_len
+            ));
         }
         if end.is_none_or(|e| e > self.umem_len) {
             return Some(format!("TX descriptor {:#x}+{} beyond the UMEM ({} bytes)", d.addr, d.len, self.umem_len));
@@ -965,6 +968,7 @@ mod tests {
         let tmu = TxCheck { unaligned: true, ..tm };
         assert!(tmu.refusal(&d(8, 64, md)).is_some(), "unaligned: the metadata must still be in the UMEM");
         assert_eq!(tmu.refusal(&d(4096 - 8, 64, md)), None, "unaligned: anywhere after 24");
+        assert!(tmu.refusal(&d(8192, 4096 - 23, 0)).is_some(), "unaligned: length + metadata room over a chunk");
     }
 
     #[test]

@@ -481,7 +481,7 @@ impl Umem {
     /// # Panics
     ///
     /// If `offset + len` exceeds the frame size, or `f` belongs to another UMEM.
-    #[inline]
+    #[inline(always)]
     pub fn resize_at<'a>(&'a self, f: &'a mut Frame, offset: u32, len: u32) -> &'a mut [u8] {
         let fs = self.config.frame_size;
         assert!(
