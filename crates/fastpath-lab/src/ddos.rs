@@ -16,6 +16,12 @@
 //! ring; the
 //! service and its clients run on CPU 1; the attacker (the xdp-live generator, paced per
 //! frame in its program) runs on CPU 0.
+//!
+//! Two models of how the flood reaches the receiving NAPI, each a row set of its own
+//! ([`Model`], `--model`): per frame (every frame may wake the NAPI thread), and coalesced
+//! (adaptive interrupt coalescing as a NIC with `rx-usecs`, [`crate::coalesce`]: under load
+//! the NAPI polls at most every rx-usecs and the service's packets wait with the flood's batch;
+//! idle it is woken per frame).
 
 use std::fmt;
 use std::str::FromStr;
