@@ -113,6 +113,8 @@ def tables(runs, cmd):
     names = [m for m, _, _ in models(runs[0])]
     for m in names:
         desc = next(d for mm, d, _ in models(runs[0]) if mm == m)
+        # The description begins "<model> model: ...".
+        desc = (desc or "").removeprefix(f"{m} model: ")
         out.append(f"**{m} model**" + (f": {desc}" if desc else "") + "\n")
         out += table([of_model(r, m) for r in runs], cmd)
         out.append("")
