@@ -319,6 +319,6 @@ fn ddos_coalesced_model_is_adaptive() {
     assert!(phases.iter().all(|p| p["model"] == "coalesced"), "{v}");
     let held = |p: &serde_json::Value| f(&p["napi_coalescing_pct"]);
     assert!(f(&phases[0]["transactions_per_s"]) > 0.0, "{v}");
-    assert!(held(&phases[0]) < 50.0, "idle: no deferral for most of the window: {v}");
+    assert!(held(&phases[0]) < 5.0, "idle: the service alone (below the switch-on rate) is never deferred: {v}");
     assert!(held(&phases[1]) > 50.0, "under a 1 Mpps flood: coalescing for most of the window: {v}");
 }

@@ -127,7 +127,8 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     assert_refused(&bed, &["bench", "ddos", "--defences", "nft,nft", "--duration", "1"], 2, &["nft is listed twice"]);
     // The coalesced model's rx-usecs: in range, and only with that model.
     for us in ["0", "1001"] {
-        assert_refused(&bed, &["bench", "ddos", "--rx-usecs", us, "--duration", "1"], 2, &[us, "1..=1000"]);
+        let named = format!("--rx-usecs {us} is not accepted");
+        assert_refused(&bed, &["bench", "ddos", "--rx-usecs", us, "--duration", "1"], 2, &[named.as_str(), "1..=1000"]);
     }
     assert_refused(
         &bed,

@@ -2,10 +2,12 @@
 //! `fastpath bench ddos` (docs/ARCHITECTURE.md, "The flood model").
 //!
 //! A NIC coalesces receive interrupts: with `rx-usecs` = N it raises at most one interrupt per
-//! N microseconds, and its NAPI then polls the frames that arrived meanwhile as one batch. The
-//! default of a common 10G NIC, Intel's X710 (i40e), is 50 us with adaptive moderation on
+//! N microseconds, and its NAPI then polls the frames that arrived meanwhile as one batch. A
+//! common 10G NIC, Intel's X710 (i40e), starts at 50 us with adaptive moderation on
 //! (drivers/net/ethernet/intel/i40e/i40e_txrx.h: `I40E_ITR_RX_DEF` = `I40E_ITR_20K |
-//! I40E_ITR_DYNAMIC`, `I40E_ITR_20K` = 50 us). Adaptive moderation (i40e's dynamic ITR,
+//! I40E_ITR_DYNAMIC`, `I40E_ITR_20K` = 50 us); adaptive, the driver then moves the interval
+//! with the traffic (`i40e_update_itr`), so 50 us is its static default, not what it settles
+//! at under every flood. Adaptive moderation (i40e's dynamic ITR,
 //! lib/dim/net_dim.c for mlx5 and others) keeps latency low when the queue is idle and
 //! batches under load.
 //!
@@ -15,7 +17,9 @@
 //! the peer's `napi_schedule` on the next frame, drivers/net/veth.c `veth_poll` leaves
 //! `rx_notify_masked` set) but arms a T-ns timer that polls again (`napi_watchdog`); only after
 //! D consecutive empty polls does a frame wake the NAPI at once again. So with T = N us the
-//! NAPI polls at most once per N us while frames keep coming: a NIC's `rx-usecs` = N.
+//! NAPI polls once per N us while frames keep coming: a NIC's `rx-usecs` = N. A poll that
+//! fills its budget (64 frames for veth) is repeated at once, as a NIC's NAPI is, so above
+//! 64 frames per N us (1.28 Mpps at 50 us) the polls come faster than that.
 //!
 //! [`Coalescer`] is the adaptive part: a thread in the receiving namespace samples the veth's
 //! received frames (`rx_queue_*_xdp_packets`, ethtool) every [`SAMPLE_MS`] ms and steps
@@ -167,19 +171,18 @@ impl Coalescer {
                 }
             };
             let table = profile(rx_usecs);
-            let rx = |dev: &NetDev| -> u64 {
-                dev.ethtool_stats()
-                    .unwrap_or_default()
-                    .iter()
-                    .filter(|(k, _)| k.ends_with("xdp_packets"))
-                    .map(|(_, v)| *v)
-                    .sum()
+            // None when the read failed: that sample is skipped (a 0 would read as idle, then
+            // as a burst, two false level changes).
+            let rx = |dev: &NetDev| -> Option<u64> {
+                let stats = dev.ethtool_stats().ok()?;
+                Some(stats.iter().filter(|(k, _)| k.ends_with("xdp_packets")).map(|(_, v)| *v).sum())
             };
-            let (mut level, mut last, mut t_last) = (0usize, rx(&dev), Instant::now());
+            let (mut level, mut last, mut t_last) = (0usize, rx(&dev).unwrap_or(0), Instant::now());
             let mut result = Ok(());
             while !d.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(SAMPLE_MS));
-                let (now, t) = (rx(&dev), Instant::now());
+                let Some(now) = rx(&dev) else { continue };
+                let t = Instant::now();
                 let dt = t.duration_since(t_last);
                 if level > 0 {
                     st.coalescing_ns.fetch_add(dt.as_nanos() as u64, Ordering::Relaxed);

@@ -954,10 +954,30 @@ pub struct DdosBed {
 ///
 /// # Errors
 ///
+/// [`LabError::Usage`] for no model, a model twice, or rx-usecs outside 1..=1000 with the
+/// coalesced model; [`LabError::Unsupported`] for the coalesced model on a kernel without the
+/// netdev family's `napi-set` (Linux < 6.13), before any test bed exists;
 /// [`LabError::Environment`] when sockperf (or nft, with that defence) is missing or ethtool
 /// cannot be started, [`LabError::Testbed`] when the test bed cannot be made,
 /// [`LabError::Runtime`] when ethtool fails.
 pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
+    // The models: at least one, each once; the coalesced one needs a period and, before any
+    // test bed exists (rather than after the per-frame rows ran), the kernel's napi-set.
+    let names = || o.models.iter().map(|m| m.name()).collect::<Vec<_>>().join(",");
+    if o.models.is_empty() || (1..o.models.len()).any(|i| o.models[..i].contains(&o.models[i])) {
+        return Err(crate::error::usage(anyhow!(
+            "models [{}] are not accepted: one or both of per-frame, coalesced, each once",
+            names()
+        )));
+    }
+    if o.models.contains(&Model::Coalesced) {
+        if !(1..=1000).contains(&o.rx_usecs) {
+            return Err(crate::error::usage(anyhow!("rx-usecs {} is not accepted: 1..=1000 microseconds", o.rx_usecs)));
+        }
+        fastpath::features::check(fastpath::features::Feature::NapiSet).map_err(|u| {
+            LabError::Unsupported(anyhow!("the coalesced flood model needs {u}: use --model per-frame"))
+        })?;
+    }
     if !tools::installed("sockperf") {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
     }
