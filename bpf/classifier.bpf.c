@@ -9,16 +9,19 @@
  *
  * Technique: tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999), the megaflow
  * classifier of Open vSwitch (NSDI 2015). Rules constraining the same fields the same way form a
- * tuple; each tuple is ONE exact-match lookup in the `cls_rules` hash on the packet's fields
- * masked the tuple's way. Tuples are sorted by the first rule they hold, so the loop stops as soon
+ * tuple; each tuple is ONE exact-match lookup on the packet's fields masked the tuple's way: in
+ * `cls_table`, an open-addressing table in an ARRAY map the compiler lays out (table_find(): a
+ * cheap hash, at most FP_CLS_TABLE_PROBES inlined reads), or for a tuple too big for it in the
+ * `cls_rules` hash. Tuples are sorted by the first rule they hold, so the loop stops as soon
  * as no later tuple can beat the match in hand. Port and length ranges become exact keys through
  * per-field equivalence classes (one array lookup per field). Per packet the cost is bounded by
  * the number of tuples (<= FP_CLS_MAX_TUPLES), never by the number of rules. Before a tuple's
- * hash lookup, a bitmap over the first 16 bits of its masked addresses (`cls_prefilter`, one
- * inlined array read) skips tuples the packet cannot match: under a flood of fresh flows every
- * lookup is a helper call plus a hash over the whole key, the dominant cost. Chosen over a
- * bit-vector scheme (Lakshman & Stiliadis, 1998), whose per-packet AND grows with rules/64 words
- * per field, and over per-field LPM tries, which cannot express a rule's conjunction alone.
+ * lookup, a bitmap over the first 16 bits of its masked addresses (`cls_prefilter`, one
+ * inlined array read) skips tuples the packet cannot match: under a flood of fresh flows the
+ * tuple lookups are the dominant cost (a hash lookup: a helper call plus a hash over the
+ * key). Chosen over a bit-vector scheme (Lakshman & Stiliadis, 1998), whose per-packet AND
+ * grows with rules/64 words per field, and over per-field LPM tries, which cannot express a
+ * rule's conjunction alone.
  *
  * Two rule sets (0 and 1) live side by side in every map; `cls_active[0]` names the one in use.
  * A reload writes the inactive set in full, then flips the index with one map update, so no

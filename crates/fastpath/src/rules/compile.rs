@@ -232,14 +232,16 @@ pub fn abi_key(k: &Key, set: u8) -> abi::fp_cls_key {
     }
 }
 
-/// The home slot of `k` (`0..TABLE_SLOTS`): the top bits of sum(word[i] * MUL * (2i + 1)) over
+/// The home slot of `k` (`0..TABLE_SLOTS`): the top bits of `sum(word[i] * MUL * (2i + 1))` over
 /// the seven native-endian u64 words of its `fp_cls_key` with set 0, as the program's
 /// `table_find()` computes it (fastpath_abi.h, `FP_CLS_TABLE_MUL`).
 pub fn table_home(k: &Key) -> usize {
     let ak = abi_key(k, 0);
     let b = bytemuck::bytes_of(&ak);
     let h = b.chunks_exact(8).enumerate().fold(0u64, |h, (i, w)| {
-        let w = u64::from_ne_bytes(w.try_into().expect("8-byte chunk"));
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        let w = u64::from_ne_bytes(word);
         h.wrapping_add(w.wrapping_mul((abi::FP_CLS_TABLE_MUL as u64).wrapping_mul(2 * i as u64 + 1)))
     });
     (h >> (64 - abi::FP_CLS_TABLE_BITS)) as usize
