@@ -134,7 +134,8 @@ struct fp_cls_key {
  * slot is the top FP_CLS_TABLE_BITS bits of sum(word[i] * FP_CLS_TABLE_MUL * (2i + 1)) over the
  * 7 native-endian u64 words of its struct fp_cls_key with `set` 0; collisions probe the next
  * slots (linear probing, wrapping within the set). The compiler (rules/compile.rs) fills the
- * table to at most half and places every key within FP_CLS_TABLE_PROBES slots of its home; a
+ * table to at most half and places every key (Robin Hood insertion) within FP_CLS_TABLE_PROBES
+ * slots of its home, no empty slot between; a
  * tuple whose keys do not fit stays in `cls_rules`. A lookup stops at an empty slot or after
  * FP_CLS_TABLE_PROBES slots, whatever the packet. */
 #define FP_CLS_TABLE_BITS   16

@@ -283,23 +283,28 @@ impl std::fmt::Display for TableError {
 
 impl std::error::Error for TableError {}
 
-/// An open-addressing table under construction: linear probing from [`table_home`], at most
-/// [`TABLE_MAX_ENTRIES`] entries, every key within [`TABLE_PROBES`] slots of its home.
+/// An open-addressing table under construction: linear probing from [`table_home`] with Robin
+/// Hood insertion (a key being placed takes the slot of one nearer its own home, which moves on;
+/// the lookup is unchanged, and the longest distance from home stays small: about 7 slots at
+/// half load, against more than 20 for first-come placement), at most [`TABLE_MAX_ENTRIES`]
+/// entries, every key within [`TABLE_PROBES`] slots of its home with no empty slot between.
 #[derive(Debug, Clone)]
 pub struct Table {
     slots: Vec<Option<(Key, u32)>>,
+    /// Home slot of the entry in each slot (meaningless where empty).
+    homes: Vec<usize>,
     len: usize,
 }
 
 impl Default for Table {
     fn default() -> Self {
-        Table { slots: vec![None; TABLE_SLOTS], len: 0 }
+        Table { slots: vec![None; TABLE_SLOTS], homes: vec![0; TABLE_SLOTS], len: 0 }
     }
 }
 
 impl Table {
-    /// Adds `entries` (distinct keys, none already in the table) all or none, each at the first
-    /// free slot from its home slot `home(key)` (`< TABLE_SLOTS`; [`table_home`] in use).
+    /// Adds `entries` (distinct keys, none already in the table) all or none, `home(key)`
+    /// (taken modulo [`TABLE_SLOTS`]; [`table_home`] in use) giving each key's home slot.
     ///
     /// # Errors
     ///
@@ -308,19 +313,30 @@ impl Table {
         if self.len + entries.len() > TABLE_MAX_ENTRIES {
             return Err(TableError::Full { placed: self.len, adding: entries.len() });
         }
-        let mut placed = Vec::with_capacity(entries.len());
+        let before = (self.slots.clone(), self.homes.clone());
         for (k, r) in entries {
             let h = home(k) % TABLE_SLOTS;
-            let free = (0..TABLE_PROBES).map(|j| (h + j) % TABLE_SLOTS).find(|&s| self.slots[s].is_none());
-            let Some(s) = free else {
-                // Linear probing only fills empty slots: clearing ours restores the table.
-                for s in placed {
-                    self.slots[s] = None;
+            let (mut cur, mut cur_home, mut d) = ((*k, *r), h, 0usize);
+            loop {
+                if d >= TABLE_PROBES {
+                    (self.slots, self.homes) = before;
+                    return Err(TableError::ProbeBound { tuple: k.tuple, home: h });
                 }
-                return Err(TableError::ProbeBound { tuple: k.tuple, home: h });
-            };
-            self.slots[s] = Some((*k, *r));
-            placed.push(s);
+                let p = (cur_home + d) % TABLE_SLOTS;
+                let Some(occupant) = self.slots[p] else {
+                    self.slots[p] = Some(cur);
+                    self.homes[p] = cur_home;
+                    break;
+                };
+                let od = (p + TABLE_SLOTS - self.homes[p]) % TABLE_SLOTS;
+                if od < d {
+                    // Robin Hood: the occupant is nearer its home; it moves on instead.
+                    self.slots[p] = Some(cur);
+                    (cur, cur_home, self.homes[p]) = (occupant, self.homes[p], cur_home);
+                    d = od;
+                }
+                d += 1;
+            }
         }
         self.len += entries.len();
         Ok(())
