@@ -426,7 +426,8 @@ fn compiled_table_empty_match_all_and_overflow() {
 
 /// Filled to its limit (half its slots) with keys of one tuple through the real hash, the table
 /// takes them all (Robin Hood keeps every key within the probe bound; first-come linear probing
-/// needs more than 16 probes from about 22,000 keys) and finds each where the program would.
+/// needs more than 16 probes from about 25,000 scattered keys) and finds each where the program
+/// would.
 #[test]
 fn table_takes_a_full_load_within_the_probe_bound() {
     use compile::{table_home, Table, TABLE_MAX_ENTRIES};
