@@ -681,6 +681,7 @@ GOALS = [
      "its one-queue ratio (each to its XDP_DROP)"),
     ("classifier, 10,000 rules, 1,000,000 flows", "classifier_flows", lambda r: div(r["1000000"][1], r["1000000"][0]),
      0.8, "xdp_drop"),
+    ("classifier, 10,000 rules, 1 flow", "classifier_flows", lambda r: div(r["1"][1], r["1"][0]), 0.85, "xdp_drop"),
     ("XDP L3 forwarding, 64 B", "fwd", lambda r: div(r["xdp-l3"][0], r["kernel"][0]), 3.0, "the kernel's IP forwarding"),
     ("AF_XDP forwarding (xsk-l2), 64 B", "fwd", lambda r: div(r["xsk-l2"][0], r["kernel"][0]), 1.0,
      "the kernel's IP forwarding"),
