@@ -698,11 +698,18 @@ GOALS = [
 ]
 
 
-def render_goals(fig):
-    secs = fig["sections"]
+def render_goals(fig, newer=None):
+    """The goals block of the sitting `fig`; `newer` ({section: (section, commit)}, see
+    extra_blocks) replaces sections measured again by partial sittings after it."""
+    secs = dict(fig["sections"])
     out = ["The goals the issues set, against this sitting: the ratio's median (min..max) over the section's runs, "
-           "each run's ratio from figures measured side by side in that run; met when the median reaches the goal.",
-           "", "| goal | section | ratio to | goal | ratio | met | ratio per run |", "|---|---|---|---|---|---|---|"]
+           "each run's ratio from figures measured side by side in that run; met when the median reaches the goal."]
+    if newer:
+        secs.update({n: sec for n, (sec, _) in newer.items()})
+        out += ["", "Measured again after it, at a later commit, by a partial sitting (`scripts/figures.py --sections`): "
+                + ", ".join(f"{n} (at {c[:12]})" for n, (_, c) in sorted(newer.items()))
+                + "; their goals are judged on those runs."]
+    out += ["", "| goal | section | ratio to | goal | ratio | met | ratio per run |", "|---|---|---|---|---|---|---|"]
     for what, name, get, goal, ref in GOALS:
         if name not in secs:
             out.append(f"| {what} | {name} | {ref} | {goal:g} | - | not measured (no {name} section) | - |")
@@ -831,12 +838,20 @@ def table_errors(where, text):
     return errs
 
 
-def extra_blocks(extra_paths, main_sections):
-    """(blocks, problems) of the partial sittings `extra_paths` (each `scripts/figures.py
+def finished(fig):
+    """When a sitting finished ("YYYY-MM-DD HH:MM UTC"; its day when the stamp is missing)."""
+    return str(fig.get("finished") or fig.get("date") or "")
+
+
+def extra_blocks(extra_paths, main_fig):
+    """(blocks, problems, newer) of the partial sittings `extra_paths` (each `scripts/figures.py
     --sections S --out docs/figures-S`: a section measured at a later commit than the full
     sitting, until the next full sitting measures it too): each names a 40-hex commit, a clean
-    tree, no --quick, and only sections the full sitting lacks."""
-    blocks, errs = {}, []
+    tree, no --quick, and sections the full sitting lacks or, measured after it finished, ones
+    it supersedes; a section in two partial sittings is a problem. `newer` maps each superseding
+    section to (its section, its sitting's commit), for the goals block."""
+    blocks, errs, newer, owner = {}, [], {}, {}
+    main_sections = main_fig.get("sections", {})
     for path in extra_paths:
         try:
             with open(path) as f:
@@ -850,14 +865,38 @@ def extra_blocks(extra_paths, main_sections):
         if fig.get("dirty") or "--quick" in str(fig.get("made_by", "")):
             errs.append(f"{path}: a dirty tree or a smoke sitting: not a named commit's figures")
         for name, sec in fig.get("sections", {}).items():
-            if name in main_sections:
-                errs.append(f"{path}: section {name} is in the full sitting too: delete {path}")
+            if name in owner:
+                errs.append(f"{path}: section {name} is in {owner[name]} too: keep one")
+                continue
+            owner[name] = path
+            if name in main_sections and finished(fig) <= finished(main_fig):
+                errs.append(f"{path}: section {name} is in the full sitting too, which finished after it: delete {path}")
             elif name not in BY_NAME:
                 errs.append(f"{path}: section {name!r} is not one this script knows")
             elif sec.get("runs") != len(sec.get("raw", [])):
                 errs.append(f"{path}: section {name}: runs {sec.get('runs')} but {len(sec.get('raw', []))} raw runs")
             else:
                 blocks[name] = "\n".join(BY_NAME[name].render(sec))
+                if name in main_sections:
+                    newer[name] = (sec, fig["commit"])
+    return blocks, errs, newer
+
+
+def partials_beside(json_path):
+    """The partial sittings beside `json_path`: DIR/figures-*.json."""
+    d = os.path.dirname(os.path.abspath(json_path))
+    return sorted(os.path.join(d, f) for f in os.listdir(d)
+                  if f.startswith("figures-") and f.endswith(".json") and ".state" not in f)
+
+
+def all_blocks(fig, extra_paths):
+    """(blocks, problems): every block of the full sitting `fig`, the partial sittings' blocks
+    over them, and the goals judged on the newest runs of each section."""
+    blocks = render_all(fig)
+    more, errs, newer = extra_blocks(extra_paths, fig)
+    blocks.update(more)
+    if newer:
+        blocks["goals"] = "\n".join(render_goals(fig, newer))
     return blocks, errs
 
 
@@ -888,12 +927,10 @@ def check(json_path, md_paths, extra_paths=()):
     if "--quick" in str(fig.get("made_by", "")) or "--sections" in str(fig.get("made_by", "")):
         errs.append(f"{json_path}: made by {fig.get('made_by')!r}: a smoke or partial sitting, not every figure")
     try:
-        blocks = render_all(fig)
+        blocks, more_errs = all_blocks(fig, extra_paths)
     except Exception as e:  # any renderer failure is a check failure, one line
         return errs + [f"{json_path}: cannot render: {type(e).__name__} {e}"]
-    more, more_errs = extra_blocks(extra_paths, fig["sections"])
     errs += more_errs
-    blocks.update(more)
     for name, text in blocks.items():
         errs += table_errors(f"rendered {name}", text)
     seen = set()
@@ -1066,6 +1103,13 @@ def sitting(a, names):
     if a.readme:
         for path in a.readme:
             put_blocks(path, section_blocks(fig, blocks))
+        full = os.path.join(os.path.dirname(HERE), "docs", "figures.json")
+        if "--sections" in made_by and os.path.exists(full) and os.path.abspath(a.out + ".json") != full:
+            # A partial sitting: the goals block judged again with its sections over the full one's.
+            with open(full) as f:
+                goals = all_blocks(json.load(f), partials_beside(full))[0]["goals"]
+            for path in a.readme:
+                put_blocks(path, {"goals": goals})
     for n, t in timing.items():
         print(f"figures: {n:<18} {', '.join(f'{x:.0f}' for x in t)} s per run", file=sys.stderr)
     print(f"figures: wrote {a.out}.json and {a.out}.md in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)
@@ -1098,9 +1142,7 @@ def main():
             os.path.join(root, "docs", f) for f in os.listdir(os.path.join(root, "docs")) if f.endswith(".md"))
         extra = a.extra_json
         if extra is None:  # the partial sittings beside --json: DIR/figures-*.json
-            d = os.path.dirname(os.path.abspath(a.json))
-            extra = sorted(os.path.join(d, f) for f in os.listdir(d)
-                           if f.startswith("figures-") and f.endswith(".json") and ".state" not in f)
+            extra = partials_beside(a.json)
         errs = check(a.json, paths, extra)
         for e in errs:
             print(f"figures-check: {e}", file=sys.stderr)
@@ -1114,8 +1156,10 @@ def main():
             sys.exit("figures: --render needs --readme FILE (the Markdown files whose blocks to fill)")
         with open(a.json) as f:
             fig = json.load(f)
+        # A full sitting's JSON: its blocks with the partial sittings beside it over them.
+        blocks = render_all(fig) if "--sections" in str(fig.get("made_by", "")) else all_blocks(fig, partials_beside(a.json))[0]
         for path in a.readme:
-            put_blocks(path, section_blocks(fig, render_all(fig)))
+            put_blocks(path, section_blocks(fig, blocks))
         print(f"figures: rendered {a.json} into {', '.join(a.readme)}")
         return
     sitting(a, names)

@@ -185,6 +185,31 @@ class Check(unittest.TestCase):
         errs = figures.check(self.json, [self.readme], [extra])
         self.assertTrue(any(f"section {name} is in the full sitting too" in e for e in errs), errs)
 
+    def test_later_partial_sitting_supersedes_a_section_and_its_goals(self):
+        extra, _ = self.peers_sitting()
+        with open(extra) as f:
+            fig = json.load(f)
+        name = next(iter(self.fig["sections"]))
+        fig["sections"][name] = self.fig["sections"][name]
+        fig["finished"] = "9999-01-01 00:00 UTC"  # after the full sitting
+        with open(extra, "w") as f:
+            json.dump(fig, f)
+        blocks, errs = figures.all_blocks(self.fig, [extra])
+        self.assertEqual(errs, [])
+        self.assertIn(f"{name} (at {fig['commit'][:12]})", blocks["goals"])
+        # The same section in a second partial sitting is a problem, whichever finished last.
+        second = self.write("figures-again.json", json.dumps(fig))
+        errs = figures.all_blocks(self.fig, [extra, second])[1]
+        self.assertTrue(any(f"section {name} is in {extra} too" in e for e in errs), errs)
+
+    def test_goals_judge_the_newer_runs(self):
+        fwd = lambda x: {"command": "c", "runs": 1, "duration": 3,
+                         "raw": [{"xdp-l3": [x, 5.0], "kernel": [1.0, 5.0], "xsk-l2": [0.3, 5.0]}]}
+        full = {"sections": {"fwd": fwd(2.0)}}
+        row = lambda lines: next(x for x in lines if x.startswith("| XDP L3"))
+        self.assertIn("| **not met** |", row(figures.render_goals(full)))
+        self.assertIn("| met |", row(figures.render_goals(full, {"fwd": (fwd(3.5), "a" * 40)})))
+
     def test_commit_outside_the_history_fails(self):
         bad = subprocess.run(self.with_commit("0123456789abcdef0123456789abcdef01234567"), capture_output=True, text=True)
         self.assertEqual(bad.returncode, 1)
