@@ -706,9 +706,9 @@ def render_goals(fig, newer=None):
            "each run's ratio from figures measured side by side in that run; met when the median reaches the goal."]
     if newer:
         secs.update({n: sec for n, (sec, _) in newer.items()})
-        out += ["", "Measured again after it, at a later commit, by a partial sitting (`scripts/figures.py --sections`): "
+        out += ["", "Sections measured after it, at later commits, by partial sittings (`scripts/figures.py --sections`): "
                 + ", ".join(f"{n} (at {c[:12]})" for n, (_, c) in sorted(newer.items()))
-                + "; their goals are judged on those runs."]
+                + "; the goals of those sections are judged on those runs."]
     out += ["", "| goal | section | ratio to | goal | ratio | met | ratio per run |", "|---|---|---|---|---|---|---|"]
     for what, name, get, goal, ref in GOALS:
         if name not in secs:
@@ -845,13 +845,15 @@ def finished(fig):
 
 def extra_blocks(extra_paths, main_fig):
     """(blocks, problems, newer) of the partial sittings `extra_paths` (each `scripts/figures.py
-    --sections S --out docs/figures-S`: a section measured at a later commit than the full
-    sitting, until the next full sitting measures it too): each names a 40-hex commit, a clean
-    tree, no --quick, and sections the full sitting lacks or, measured after it finished, ones
-    it supersedes; a section in two partial sittings is a problem. `newer` maps each superseding
-    section to (its section, its sitting's commit), for the goals block."""
+    --sections S --out docs/figures-S`: sections measured at a later commit than the full
+    sitting, until the next full sitting measures them too): each names a 40-hex commit, a clean
+    tree, no --quick, and sections the full sitting lacks or, finished after it, ones it
+    supersedes. A section in several partial sittings is the one of the sitting that finished
+    last (two finished in the same minute: a problem). `newer` maps each such section the full
+    sitting has or a goal judges to (its section, its sitting's commit), for the goals block."""
     blocks, errs, newer, owner = {}, [], {}, {}
     main_sections = main_fig.get("sections", {})
+    figs = []
     for path in extra_paths:
         try:
             with open(path) as f:
@@ -864,20 +866,21 @@ def extra_blocks(extra_paths, main_fig):
             continue
         if fig.get("dirty") or "--quick" in str(fig.get("made_by", "")):
             errs.append(f"{path}: a dirty tree or a smoke sitting: not a named commit's figures")
+        figs.append((path, fig))
+    for path, fig in sorted(figs, key=lambda pf: finished(pf[1])):
         for name, sec in fig.get("sections", {}).items():
-            if name in owner:
-                errs.append(f"{path}: section {name} is in {owner[name]} too: keep one")
-                continue
-            owner[name] = path
             if name in main_sections and finished(fig) <= finished(main_fig):
                 errs.append(f"{path}: section {name} is in the full sitting too, which finished after it: delete {path}")
             elif name not in BY_NAME:
                 errs.append(f"{path}: section {name!r} is not one this script knows")
             elif sec.get("runs") != len(sec.get("raw", [])):
                 errs.append(f"{path}: section {name}: runs {sec.get('runs')} but {len(sec.get('raw', []))} raw runs")
+            elif name in owner and finished(owner[name][1]) == finished(fig):
+                errs.append(f"{path}: section {name} is in {owner[name][0]} too, finished the same minute: keep one")
             else:
+                owner[name] = (path, fig)
                 blocks[name] = "\n".join(BY_NAME[name].render(sec))
-                if name in main_sections:
+                if name in main_sections or any(g[1] == name for g in GOALS):
                     newer[name] = (sec, fig["commit"])
     return blocks, errs, newer
 

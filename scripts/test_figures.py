@@ -197,10 +197,16 @@ class Check(unittest.TestCase):
         blocks, errs = figures.all_blocks(self.fig, [extra])
         self.assertEqual(errs, [])
         self.assertIn(f"{name} (at {fig['commit'][:12]})", blocks["goals"])
-        # The same section in a second partial sitting is a problem, whichever finished last.
-        second = self.write("figures-again.json", json.dumps(fig))
-        errs = figures.all_blocks(self.fig, [extra, second])[1]
-        self.assertTrue(any(f"section {name} is in {extra} too" in e for e in errs), errs)
+        # The same section in a second partial sitting: the one that finished last is shown;
+        # two that finished the same minute are a problem.
+        same = self.write("figures-again.json", json.dumps(fig))
+        errs = figures.all_blocks(self.fig, [extra, same])[1]
+        self.assertTrue(any(f"section {name} is in " in e and "same minute" in e for e in errs), errs)
+        later = dict(fig, commit="b" * 40, finished="9999-01-02 00:00 UTC")
+        later_path = self.write("figures-later.json", json.dumps(later))
+        blocks, errs = figures.all_blocks(self.fig, [later_path, extra])
+        self.assertEqual(errs, [])
+        self.assertIn(f"{name} (at bbbbbbbbbbbb)", blocks["goals"])
 
     def test_goals_judge_the_newer_runs(self):
         fwd = lambda x: {"command": "c", "runs": 1, "duration": 3,
