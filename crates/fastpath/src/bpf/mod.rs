@@ -42,6 +42,7 @@ pub mod cpumap;
 pub mod fwd;
 pub mod monitor;
 pub mod replay;
+pub mod syncookie;
 pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};

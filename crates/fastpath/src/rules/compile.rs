@@ -60,6 +60,8 @@ pub mod action {
     pub const TX: u8 = crate::abi::FP_ACT_TX as u8;
     /// DEVMAP.
     pub const REDIRECT: u8 = crate::abi::FP_ACT_REDIRECT as u8;
+    /// SYN cookies (`FP_ACT_SYNCOOKIE`).
+    pub const SYNCOOKIE: u8 = crate::abi::FP_ACT_SYNCOOKIE as u8;
     /// In [`super::Compiled::malformed`] only: the default action applies.
     pub const MALFORMED_DEFAULT: u8 = crate::abi::FP_MALFORMED_DEFAULT as u8;
 }
@@ -200,6 +202,13 @@ pub struct Compiled {
     pub prefilter_words: Vec<u64>,
 }
 
+impl Compiled {
+    /// Whether a rule has `action = "syncookie"` (the tc ingress program must be attached).
+    pub fn uses_syncookie(&self) -> bool {
+        self.actions.iter().any(|a| a.code == action::SYNCOOKIE)
+    }
+}
+
 /// u64 words of one prefilter bitmap (65536 bits).
 pub const PRE_WORDS: usize = abi::FP_CLS_PRE_WORDS as usize;
 
@@ -321,6 +330,7 @@ impl Targets {
             Action::Pass => (action::PASS, 0),
             Action::Xsk => (action::XSK, 0),
             Action::Tx => (action::TX, 0),
+            Action::Syncookie => (action::SYNCOOKIE, 0),
             Action::Cpu(cpus) => {
                 let n = self.cpu_index.len() as u32;
                 let i = *self.cpu_index.entry(cpus.clone()).or_insert_with(|| {
