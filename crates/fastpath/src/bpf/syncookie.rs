@@ -213,6 +213,17 @@ pub(crate) fn attach_tc(maps: &ClsMaps, ifindex: u32) -> Result<OwnedFd, BpfErro
     })?)
 }
 
+/// How many programs run at tcx ingress of interface `ifindex` (of the calling thread's network
+/// namespace): 1 while a classifier with a syncookie rule is attached there and nothing else
+/// uses tcx. Linux >= 6.6.
+///
+/// # Errors
+///
+/// The failed query ([`crate::sys::SysError`]).
+pub fn tcx_ingress_programs(ifindex: u32) -> Result<u32, crate::sys::SysError> {
+    crate::sys::bpf::tcx_ingress_count(ifindex)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -260,6 +260,21 @@ pub fn link_create_tcx_ingress(prog_fd: RawFd, ifindex: u32, label: impl FnOnce(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// How many programs are attached at tcx ingress of `ifindex` (`bpf_prog_query_opts` with
+/// BPF_TCX_INGRESS, Linux >= 6.6), in the calling thread's network namespace.
+pub fn tcx_ingress_count(ifindex: u32) -> Result<u32, SysError> {
+    // SAFETY: all-zero is a valid bpf_prog_query_opts; sz is set (no id arrays: count only).
+    let mut opts: libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_prog_query_opts>() as _;
+    // SAFETY: opts is valid; the kernel writes only count and revision (no arrays given).
+    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(ifindex as i32, libbpf_sys::BPF_TCX_INGRESS, &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_prog_query(ifindex {ifindex}, BPF_TCX_INGRESS)"), errno: -rc });
+    }
+    // SAFETY: `count` (alias `prog_cnt`) is the member the kernel wrote.
+    Ok(unsafe { opts.__bindgen_anon_1.count })
+}
+
 /// `bpf_prog_test_run_opts` (BPF_PROG_TEST_RUN) of `prog` over `data`, `repeat` times, with
 /// `flags` and `batch_size` (0: the kernel's default); returns the program's return value.
 /// `label` names the call in errors.
