@@ -13,7 +13,9 @@
  * then takes it (cookie_bpf_check) and the connection is established. That path needs
  * net.ipv4.tcp_syncookies != 0 (cookie_v4_check returns early otherwise); the loader checks.
  *
- * Unmarked packets are passed untouched after one metadata read. Counters: FP_STAT_SC_REQSK and
+ * Unmarked packets are passed untouched after one metadata read, except where the classifier
+ * runs in generic (skb) mode (FP_SC_F_NO_META: the metadata does not reach tc there): then every
+ * ACK costs a socket lookup, and one that finds a listener a cookie check. Counters: FP_STAT_SC_REQSK and
  * FP_STAT_SC_TC_FAIL in the classifier's cls_stats (shared map, the active rule set's half).
  */
 #include <linux/bpf.h>
@@ -69,11 +71,11 @@ static __always_inline void sc_count(__u32 idx, __u64 bytes)
 	}
 }
 
-/* The request socket for a marked ACK: 0 if created, -1 if not (counted either way). */
-static __always_inline int sc_reqsk(struct __sk_buff *skb)
+/* The request socket for an ACK: 0 if created, -1 if not; 1 if an unmarked (`marked` 0) ACK is
+ * not one of ours (no listener, or no valid cookie): nothing to count. */
+static __always_inline int sc_reqsk(struct __sk_buff *skb, int marked)
 {
-	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
-	__u32 zero = 0, off = 14, l4, optlen, sz, v6;
+	__u32 zero = 0, l4, optlen, sz, v6;
 	struct fp_sc_config *c = bpf_map_lookup_elem(&sc_config, &zero);
 	struct bpf_tcp_req_attrs attrs = {};
 	struct bpf_sock_tuple bt = {};
@@ -82,54 +84,52 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb)
 	struct tcp_sock *tp;
 	struct sc_parse ps = {};
 	__u32 cookie, seq, ack;
-	__u16 et;
-	__u8 *th;
-	int err;
+	__u8 th[20];
+	int err, fail = marked ? -1 : 1;
 
-	if (!c || data + 14 > end)
-		return -1;
-	et = *(__be16 *)(data + 12);
-	/* A tag the device did not take off (skb->vlan_tci holds the ones it did). */
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		if (et != bpf_htons(0x8100) && et != bpf_htons(0x88a8))
-			break;
-		if (data + off + 4 > end)
-			return -1;
-		et = *(__be16 *)(data + off + 2);
-		off += 4;
-	}
-	if (et == bpf_htons(ETH_P_IP)) {
-		struct iphdr *ip = data + off;
-		if ((void *)(ip + 1) > end || ip->ihl < 5 || ip->protocol != IPPROTO_TCP)
-			return -1;
-		__builtin_memcpy(tu.src, &ip->saddr, 4);
-		__builtin_memcpy(tu.dst, &ip->daddr, 4);
-		bt.ipv4.saddr = ip->saddr;
-		bt.ipv4.daddr = ip->daddr;
+	/* Headers are read relative to the network header (bpf_skb_load_bytes_relative, Linux
+	 * >= 4.18): where skb->data points at tc differs between native and generic XDP, and VLAN
+	 * tags are already off (skb->vlan_tci) when tc runs. */
+	if (!c)
+		return fail;
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes_relative(skb, 0, &ip, sizeof(ip), BPF_HDR_START_NET))
+			return fail;
+		if (ip.ihl < 5 || ip.protocol != IPPROTO_TCP || (ip.frag_off & bpf_htons(0x3fff)))
+			return fail;
+		__builtin_memcpy(tu.src, &ip.saddr, 4);
+		__builtin_memcpy(tu.dst, &ip.daddr, 4);
+		bt.ipv4.saddr = ip.saddr;
+		bt.ipv4.daddr = ip.daddr;
 		sz = sizeof(bt.ipv4);
-		l4 = off + ip->ihl * 4;
+		l4 = ip.ihl * 4;
 		v6 = 0;
-	} else if (et == bpf_htons(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = data + off;
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
-			return -1;
-		__builtin_memcpy(tu.src, &ip6->saddr, 16);
-		__builtin_memcpy(tu.dst, &ip6->daddr, 16);
-		__builtin_memcpy(bt.ipv6.saddr, &ip6->saddr, 16);
-		__builtin_memcpy(bt.ipv6.daddr, &ip6->daddr, 16);
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes_relative(skb, 0, &ip6, sizeof(ip6), BPF_HDR_START_NET))
+			return fail;
+		if (ip6.nexthdr != IPPROTO_TCP)
+			return fail;
+		__builtin_memcpy(tu.src, &ip6.saddr, 16);
+		__builtin_memcpy(tu.dst, &ip6.daddr, 16);
+		__builtin_memcpy(bt.ipv6.saddr, &ip6.saddr, 16);
+		__builtin_memcpy(bt.ipv6.daddr, &ip6.daddr, 16);
 		sz = sizeof(bt.ipv6);
-		l4 = off + 40;
+		l4 = 40;
 		v6 = 1;
 	} else {
-		return -1;
+		return fail;
 	}
-	th = data + (l4 & 0x7f);
-	if ((void *)(th + 20) > end)
-		return -1;
-	optlen = ((th[12] >> 4) * 4) - 20;
-	if (optlen > 40)
-		return -1;
+	if (bpf_skb_load_bytes_relative(skb, l4, th, 20, BPF_HDR_START_NET))
+		return fail;
+	optlen = ((th[12] >> 4) * 4);
+	if (optlen < 20 || optlen > 60)
+		return fail;
+	optlen -= 20;
+	/* ACK, neither SYN nor RST */
+	if (th[13] & (0x02 | 0x04) || !(th[13] & 0x10))
+		return fail;
 	tu.sport_be = *(__u16 *)&th[0];
 	tu.dport_be = *(__u16 *)&th[2];
 	seq = bpf_ntohl(*(__be32 *)&th[4]);
@@ -143,14 +143,17 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb)
 		bt.ipv4.sport = tu.sport_be;
 		bt.ipv4.dport = tu.dport_be;
 	}
-	/* The headers of an ACK are in the linear part (skb->data..data_end); else no socket. */
-	if (sc_copy_opts(ps.b, th + 20, end, optlen))
-		return -1;
+	/* Options in 4-byte words (doff counts words): constant-size reads. */
+#pragma unroll
+	for (int w = 0; w < 10; w++) {
+		if ((__u32)w * 4 >= optlen)
+			break;
+		if (bpf_skb_load_bytes_relative(skb, l4 + 20 + w * 4, &ps.b[w * 4], 4, BPF_HDR_START_NET))
+			return fail;
+	}
 	ps.len = optlen;
 	if (sc_parse_opts(&ps))
-		return -1;
-	if (!sc_check(c, &tu, v6, cookie))
-		return -1;
+		return fail;
 
 	attrs.mss = sc_mss_of(cookie & 7, v6);
 	if (ps.o.ts && ps.o.tsecr) {
@@ -166,12 +169,17 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb)
 		}
 	}
 
+	/* A segment of a connection (the common case when unmarked) leaves after one lookup. */
 	skc = bpf_skc_lookup_tcp(skb, &bt, sz, BPF_F_CURRENT_NETNS, 0);
 	if (!skc)
-		return -1;
+		return fail;
 	if (skc->state != BPF_TCP_LISTEN) {
 		bpf_sk_release(skc);
-		return -1;
+		return fail;
+	}
+	if (!sc_check(c, &tu, v6, cookie)) {
+		bpf_sk_release(skc);
+		return fail;
 	}
 	tp = bpf_skc_to_tcp_sock(skc);
 	if (!tp) {
@@ -186,13 +194,20 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb)
 SEC("tc")
 int syncookie_tc(struct __sk_buff *skb)
 {
-	__u32 *meta = (void *)(long)skb->data_meta;
+	__u32 *meta = (void *)(long)skb->data_meta, zero = 0;
+	struct fp_sc_config *c;
+	int marked, r;
 
-	if ((void *)(meta + 1) > (void *)(long)skb->data || *meta != FP_SC_META_MAGIC)
-		return TC_ACT_OK;
-	if (sc_reqsk(skb))
+	marked = (void *)(meta + 1) <= (void *)(long)skb->data && *meta == FP_SC_META_MAGIC;
+	if (!marked) {
+		c = bpf_map_lookup_elem(&sc_config, &zero);
+		if (!c || !(c->flags & FP_SC_F_NO_META))
+			return TC_ACT_OK;
+	}
+	r = sc_reqsk(skb, marked);
+	if (r < 0)
 		sc_count(FP_STAT_SC_TC_FAIL, skb->len);
-	else
+	else if (r == 0)
 		sc_count(FP_STAT_SC_REQSK, skb->len);
 	return TC_ACT_OK;
 }

@@ -135,8 +135,13 @@ struct fp_sc_config {
 	__u16 mss_v4;     /* MSS option of a SYN-ACK over IPv4 (interface MTU - 40) */
 	__u16 mss_v6;     /* over IPv6 (MTU - 60) */
 	__u8  wscale;     /* window scale advertised; the request socket's rcv_wscale */
-	__u8  _pad[3];
+	__u8  flags;      /* FP_SC_F_* */
+	__u8  _pad[2];
 };
+/* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
+ * reach tc where the program looks for it: the tc program checks every ACK that finds a
+ * listener instead of the marked ones only. */
+#define FP_SC_F_NO_META 1
 /* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
  * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
 #define FP_SC_META_MAGIC 0x5c00c1e5u

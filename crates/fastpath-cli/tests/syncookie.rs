@@ -452,6 +452,7 @@ fn crafted_segments_exact_counters() {
 struct Server {
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<Result<ServerReport, fastpath_testbed::TestbedError>>,
+    client_xdp: std::thread::JoinHandle<Result<(), fastpath_testbed::TestbedError>>,
 }
 
 #[derive(Debug, Default)]
@@ -474,10 +475,27 @@ fn tcp_info(fd: i32) -> libc::tcp_info {
     ti
 }
 
-fn start_server(bed: &Testbed, echo: bool) -> Server {
+/// Starts the server with the classifier attached in `mode`. The client's interface gets an XDP
+/// program too (a classifier passing everything): a veth delivers the frames its peer sends
+/// with XDP_TX only to a NAPI that XDP keeps running (GRO alone left them queued here).
+fn start_server(bed: &Testbed, echo: bool, mode: XdpMode) -> Server {
+    let (ns_a, iface_a) = (bed.ns_a().to_string(), bed.iface_a().to_string());
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client_xdp = fastpath_testbed::spawn_in_netns(&ns_a, move || {
+        let dev = fastpath::netdev::Iface::resolve(&iface_a).unwrap();
+        let cls = Classifier::load().unwrap();
+        cls.swap_in(&compile("c", &parse_toml("c", "default = \"pass\"\n").unwrap()).unwrap()).unwrap();
+        let _att = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap();
+        tx.send(()).unwrap();
+        while !st.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("client XDP up");
     let (ns, iface) = (bed.ns_b().to_string(), bed.iface_b().to_string());
     let (b4, b6) = (bed.ip4_b(), bed.ip6_b());
-    let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = fastpath_testbed::spawn_in_netns(&ns, move || {
@@ -485,7 +503,7 @@ fn start_server(bed: &Testbed, echo: bool) -> Server {
         let ifindex = dev.ifindex();
         let cls = Classifier::load().unwrap();
         cls.swap_in(&compile("t", &parse_toml("t", RULES).unwrap()).unwrap()).unwrap();
-        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).unwrap_or_else(|e| panic!("{e:#}")).prog;
+        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(mode))).unwrap_or_else(|e| panic!("{e:#}")).prog;
         let mut rep = ServerReport { wscale: cls.syncookie_config().unwrap().2, ..Default::default() };
         rep.tc_before = syncookie::tcx_ingress_programs(ifindex).unwrap();
         let l4 = TcpListener::bind(SocketAddr::new(IpAddr::V4(b4), PORT)).unwrap();
@@ -530,13 +548,14 @@ fn start_server(bed: &Testbed, echo: bool) -> Server {
         rep
     });
     rx.recv_timeout(Duration::from_secs(30)).expect("server up");
-    Server { stop, handle }
+    Server { stop, handle, client_xdp }
 }
 
 impl Server {
     fn finish(self) -> ServerReport {
         std::thread::sleep(Duration::from_millis(300));
         self.stop.store(true, Ordering::Relaxed);
+        self.client_xdp.join().unwrap().unwrap();
         self.handle.join().unwrap().unwrap()
     }
 }
@@ -564,9 +583,23 @@ fn clients_connect_with_options_kept() {
     if !privileged("clients_connect_with_options_kept") {
         return;
     }
+    connect_with_options_kept(XdpMode::Native);
+}
+
+/// The same with the classifier in generic (skb) mode, where the tc program checks every ACK
+/// that finds a listener (the XDP metadata mark does not reach it there).
+#[test]
+fn clients_connect_with_options_kept_generic_xdp() {
+    if !privileged("clients_connect_with_options_kept_generic_xdp") {
+        return;
+    }
+    connect_with_options_kept(XdpMode::Skb);
+}
+
+fn connect_with_options_kept(mode: XdpMode) {
     let _g = serial();
     let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
-    let srv = start_server(&bed, true);
+    let srv = start_server(&bed, true, mode);
     let c4 = echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V4(bed.ip4_b()), PORT), b"hello over IPv4");
     let c6 = echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V6(bed.ip6_b()), PORT), b"hello over IPv6");
     let rep = srv.finish();
@@ -601,7 +634,7 @@ fn client_without_timestamps_keeps_mss_only() {
     let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
     let set = fastpath_testbed::ns_command(bed.ns_a(), "sysctl").args(["-qw", "net.ipv4.tcp_timestamps=0"]).status().unwrap();
     assert!(set.success());
-    let srv = start_server(&bed, true);
+    let srv = start_server(&bed, true, XdpMode::Native);
     echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V4(bed.ip4_b()), PORT), b"no timestamps");
     let rep = srv.finish();
     assert_eq!(rep.infos.len(), 1, "{rep:?}");
@@ -621,8 +654,8 @@ fn client_connects_through_a_syn_flood() {
         return;
     }
     let _g = serial();
-    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("bed");
-    let srv = start_server(&bed, true);
+    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    let srv = start_server(&bed, true, XdpMode::Native);
     let (ns_a, if_a, ma, mb, b4) = (bed.ns_a().to_string(), bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());
     let flooding = Arc::new(AtomicBool::new(true));
     let fl = flooding.clone();

@@ -510,6 +510,10 @@ impl LoadedClassifier {
             self.maps.sc_config.set(0, &c)?;
         }
         let a = XdpLink::attach(self.st.prog.as_fd(), iface, opts)?;
+        // Generic XDP: the metadata mark does not reach tc (see bpf/syncookie_tc.bpf.c).
+        let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+        c.flags = if a.mode == super::XdpMode::Skb { abi::FP_SC_F_NO_META as u8 } else { 0 };
+        self.maps.sc_config.set(0, &c)?;
         if self.active_uses_syncookie()? {
             let l = super::syncookie::attach_tc(&self.maps, iface.ifindex())?;
             *self.sc_link.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
