@@ -712,3 +712,51 @@ fn client_connects_through_a_syn_flood() {
     eprintln!("flood {sent} SYNs; 50 echo round trips incl. connect: p50 {:.2} ms, max {:.2} ms", connect_ms[25], connect_ms[49]);
     bed.down().unwrap();
 }
+
+/// Programs at tcx ingress of the server's interface.
+fn tcx_programs(bed: &Testbed) -> u32 {
+    let iface = bed.iface_b().to_string();
+    fastpath_testbed::run_in_netns(bed.ns_b(), move || {
+        let ifx = fastpath::netdev::Iface::resolve(&iface).unwrap().ifindex();
+        syncookie::tcx_ingress_programs(ifx).unwrap()
+    })
+    .unwrap()
+}
+
+/// `filter load --detach` / `reload` / `unload`: the tc program is pinned with the classifier
+/// while the set has a syncookie rule and only then; with net.ipv4.tcp_syncookies = 0 the load
+/// is refused in one line and nothing stays attached or pinned.
+#[test]
+fn pinned_classifier_carries_the_tc_program() {
+    if !privileged("pinned_classifier_carries_the_tc_program") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    let (ns, ifc) = (bed.ns_b(), bed.iface_b());
+    let sc = "proto=tcp,dst_port=8080,action=syncookie";
+    let ok = |o: std::process::Output| assert!(o.status.success(), "{}", stderr(&o));
+    ok(run(&["filter", "load", "--netns", ns, "-i", ifc, "--rule", sc, "--detach"]));
+    assert_eq!(tcx_programs(&bed), 1, "attached with the rule");
+    ok(run(&["filter", "reload", "--netns", ns, "-i", ifc, "--rule", "proto=udp,dst_port=9,action=drop"]));
+    assert_eq!(tcx_programs(&bed), 0, "gone with the rule");
+    ok(run(&["filter", "reload", "--netns", ns, "-i", ifc, "--rule", sc]));
+    assert_eq!(tcx_programs(&bed), 1, "back with the rule");
+    ok(run(&["filter", "unload", "--netns", ns, "-i", ifc]));
+    assert_eq!(tcx_programs(&bed), 0, "gone with the classifier");
+    assert!(attached(ns, ifc).is_none());
+
+    let off = fastpath_testbed::ns_command(ns, "sysctl").args(["-qw", "net.ipv4.tcp_syncookies=0"]).status().unwrap();
+    assert!(off.success());
+    let o = run(&["filter", "load", "--netns", ns, "-i", ifc, "--rule", sc, "--detach"]);
+    assert_one_line_refusal("tcp_syncookies 0", &o, 2, &["net.ipv4.tcp_syncookies 0 is not accepted"]);
+    assert!(attached(ns, ifc).is_none(), "no XDP program left behind");
+    assert_eq!(tcx_programs(&bed), 0, "no tc program left behind");
+    let dir = fastpath_testbed::run_in_netns(ns, {
+        let i = ifc.to_string();
+        move || fastpath::bpf::classifier::pin_dir(&i)
+    })
+    .unwrap();
+    assert!(!dir.exists(), "no pins left behind: {}", dir.display());
+    bed.down().unwrap();
+}
