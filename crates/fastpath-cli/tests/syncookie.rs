@@ -21,7 +21,8 @@ use fastpath::rules::parse_toml;
 use fastpath_testbed::{Testbed, TestbedConfig};
 
 const PORT: u16 = 8080;
-const RULES: &str = "default = \"pass\"\n[[rule]]\nname = \"web\"\nproto = \"tcp\"\ndst_port = 8080\naction = \"syncookie\"\n";
+const RULES: &str =
+    "default = \"pass\"\n[[rule]]\nname = \"web\"\nproto = \"tcp\"\ndst_port = 8080\naction = \"syncookie\"\n";
 const NO_SC_RULES: &str = "default = \"pass\"\n[[rule]]\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n";
 
 const FIN: u8 = 0x01;
@@ -183,7 +184,8 @@ struct SynAck {
 
 /// Parses a SYN-ACK the program wrote, checking every checksum.
 fn parse_synack(f: &[u8]) -> SynAck {
-    let (vlan, l3) = if f[12..14] == [0x81, 0x00] { (Some(u16::from_be_bytes([f[14], f[15]]) & 0xfff), 18) } else { (None, 14) };
+    let (vlan, l3) =
+        if f[12..14] == [0x81, 0x00] { (Some(u16::from_be_bytes([f[14], f[15]]) & 0xfff), 18) } else { (None, 14) };
     let et = u16::from_be_bytes([f[l3 - 2], f[l3 - 1]]);
     let (src, dst, l4, pseudo) = if et == 0x0800 {
         let ip = &f[l3..l3 + 20];
@@ -392,7 +394,8 @@ fn crafted_segments_exact_counters() {
             s.ack = cookie.wrapping_add(1);
             s
         };
-        let tuple = |src: IpAddr, dst: IpAddr, sport: u16| CookieTuple { src, dst, sport, dport: PORT, isn: 0x0101_0101 };
+        let tuple =
+            |src: IpAddr, dst: IpAddr, sport: u16| CookieTuple { src, dst, sport, dport: PORT, isn: 0x0101_0101 };
         let mut bad = Vec::new();
         bad.push(("a random cookie", ack_with(a4, b4, 43000, 0x5eed_1234)));
         bad.push(("no handshake at all (seq/ack 0)", {
@@ -415,7 +418,9 @@ fn crafted_segments_exact_counters() {
             assert_eq!(run(&s.frame(ma, mb)).0, 1, "{what}: XDP_DROP");
         }
         let mut good = Vec::new();
-        for (i, (src, dst, period)) in [(a4, b4, p), (a4, b4, p - 1), (a6, b6, p), (a6, b6, p - 1)].into_iter().enumerate() {
+        for (i, (src, dst, period)) in
+            [(a4, b4, p), (a4, b4, p - 1), (a6, b6, p), (a6, b6, p - 1)].into_iter().enumerate()
+        {
             let sport = 44000 + i as u16;
             good.push(ack_with(src, dst, sport, syncookie::cookie(key, &tuple(src, dst, sport), period, 5)));
         }
@@ -440,7 +445,10 @@ fn crafted_segments_exact_counters() {
         assert_eq!(c["tx"], synacks as u64, "{c:?}");
         assert_eq!(c["drop"], n_invalid + bad.len() as u64, "{c:?}");
         assert_eq!(c["pass"], good.len() as u64, "{c:?}");
-        assert_eq!(cls.rule_counters(set, 1).unwrap()[0].0, synacks as u64 + n_invalid + (bad.len() + good.len()) as u64);
+        assert_eq!(
+            cls.rule_counters(set, 1).unwrap()[0].0,
+            synacks as u64 + n_invalid + (bad.len() + good.len()) as u64
+        );
     })
     .unwrap();
     bed.down().unwrap();
@@ -470,7 +478,9 @@ fn tcp_info(fd: i32) -> libc::tcp_info {
     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: ti/len describe a valid buffer for TCP_INFO.
-    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut ti as *mut libc::tcp_info).cast(), &mut len) };
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut ti as *mut libc::tcp_info).cast(), &mut len)
+    };
     assert_eq!(rc, 0, "getsockopt(TCP_INFO)");
     ti
 }
@@ -503,7 +513,8 @@ fn start_server(bed: &Testbed, echo: bool, mode: XdpMode) -> Server {
         let ifindex = dev.ifindex();
         let cls = Classifier::load().unwrap();
         cls.swap_in(&compile("t", &parse_toml("t", RULES).unwrap()).unwrap()).unwrap();
-        let cls = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(mode))).unwrap_or_else(|e| panic!("{e:#}")).prog;
+        let cls =
+            cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(mode))).unwrap_or_else(|e| panic!("{e:#}")).prog;
         let mut rep = ServerReport { wscale: cls.syncookie_config().unwrap().2, ..Default::default() };
         rep.tc_before = syncookie::tcx_ingress_programs(ifindex).unwrap();
         let l4 = TcpListener::bind(SocketAddr::new(IpAddr::V4(b4), PORT)).unwrap();
@@ -518,7 +529,12 @@ fn start_server(bed: &Testbed, echo: bool, mode: XdpMode) -> Server {
                 if let Ok((mut s, _)) = l.accept() {
                     idle = false;
                     let ti = tcp_info(s.as_raw_fd());
-                    rep.infos.push((ti.tcpi_options, ti.tcpi_snd_rcv_wscale & 0xf, ti.tcpi_snd_rcv_wscale >> 4, ti.tcpi_snd_mss));
+                    rep.infos.push((
+                        ti.tcpi_options,
+                        ti.tcpi_snd_rcv_wscale & 0xf,
+                        ti.tcpi_snd_rcv_wscale >> 4,
+                        ti.tcpi_snd_mss,
+                    ));
                     if echo {
                         workers.push(std::thread::spawn(move || {
                             s.set_nonblocking(false).unwrap();
@@ -564,7 +580,8 @@ impl Server {
 /// client's own TCP_INFO (its rcv_wscale is what it offered).
 fn echo_once(ns: &str, to: SocketAddr, msg: &'static [u8]) -> libc::tcp_info {
     fastpath_testbed::run_in_netns(ns, move || {
-        let mut c = TcpStream::connect_timeout(&to, Duration::from_secs(5)).unwrap_or_else(|e| panic!("connect {to}: {e}"));
+        let mut c =
+            TcpStream::connect_timeout(&to, Duration::from_secs(5)).unwrap_or_else(|e| panic!("connect {to}: {e}"));
         c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         c.write_all(msg).unwrap();
         let mut buf = vec![0u8; msg.len()];
@@ -632,7 +649,8 @@ fn client_without_timestamps_keeps_mss_only() {
     }
     let _g = serial();
     let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
-    let set = fastpath_testbed::ns_command(bed.ns_a(), "sysctl").args(["-qw", "net.ipv4.tcp_timestamps=0"]).status().unwrap();
+    let set =
+        fastpath_testbed::ns_command(bed.ns_a(), "sysctl").args(["-qw", "net.ipv4.tcp_timestamps=0"]).status().unwrap();
     assert!(set.success());
     let srv = start_server(&bed, true, XdpMode::Native);
     echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V4(bed.ip4_b()), PORT), b"no timestamps");
@@ -656,7 +674,8 @@ fn client_connects_through_a_syn_flood() {
     let _g = serial();
     let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
     let srv = start_server(&bed, true, XdpMode::Native);
-    let (ns_a, if_a, ma, mb, b4) = (bed.ns_a().to_string(), bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());
+    let (ns_a, if_a, ma, mb, b4) =
+        (bed.ns_a().to_string(), bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());
     let flooding = Arc::new(AtomicBool::new(true));
     let fl = flooding.clone();
     let flood = fastpath_testbed::spawn_in_netns(&ns_a, move || {
@@ -679,7 +698,14 @@ fn client_connects_through_a_syn_flood() {
             let f = s.frame(ma, mb);
             // SAFETY: f and sll are valid for the call.
             let n = unsafe {
-                libc::sendto(fd, f.as_ptr().cast(), f.len(), 0, (&sll as *const libc::sockaddr_ll).cast(), std::mem::size_of::<libc::sockaddr_ll>() as u32)
+                libc::sendto(
+                    fd,
+                    f.as_ptr().cast(),
+                    f.len(),
+                    0,
+                    (&sll as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                )
             };
             if n > 0 {
                 sent += 1;
@@ -709,7 +735,10 @@ fn client_connects_through_a_syn_flood() {
     assert!(sent > 10_000, "the flood sent {sent} SYNs");
     assert!(c["syncookie_synack"] >= 50 + sent / 2, "the flood was answered at the driver: {c:?}, {sent} sent");
     connect_ms.sort_by(f64::total_cmp);
-    eprintln!("flood {sent} SYNs; 50 echo round trips incl. connect: p50 {:.2} ms, max {:.2} ms", connect_ms[25], connect_ms[49]);
+    eprintln!(
+        "flood {sent} SYNs; 50 echo round trips incl. connect: p50 {:.2} ms, max {:.2} ms",
+        connect_ms[25], connect_ms[49]
+    );
     bed.down().unwrap();
 }
 

@@ -934,9 +934,8 @@ impl PinnedClassifier {
         let mut pinned_now = false;
         if c.uses_syncookie() && !had_sc {
             let r = match ifindex {
-                Some(ifx) if ifx != 0 => super::syncookie::attach_tc(&self.maps, ifx).and_then(|l| {
-                    crate::sys::bpf::obj_pin(l.as_fd(), &sc_pin, SC_LINK_PIN).map_err(BpfError::from)
-                }),
+                Some(ifx) if ifx != 0 => super::syncookie::attach_tc(&self.maps, ifx)
+                    .and_then(|l| crate::sys::bpf::obj_pin(l.as_fd(), &sc_pin, SC_LINK_PIN).map_err(BpfError::from)),
                 _ => Err(BpfError::BadValue {
                     what: "pinned classifier",
                     value: "without an interface".into(),

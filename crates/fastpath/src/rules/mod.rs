@@ -842,7 +842,9 @@ fn syncookie_fits(ctx: &Ctx<'_>, r: &RawRule, m: &Match) -> Result<(), RuleError
     if let Some((what, Some(span))) = refused.into_iter().find(|(_, s)| s.is_some()) {
         return Err(ctx.at(
             span,
-            format!("{what} is not accepted with action \"syncookie\": the rule must see every segment of the handshake"),
+            format!(
+                "{what} is not accepted with action \"syncookie\": the rule must see every segment of the handshake"
+            ),
         ));
     }
     Ok(())

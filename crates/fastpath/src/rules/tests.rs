@@ -328,7 +328,10 @@ fn syncookie_only_for_one_tcp_service() {
         ("dst_port = 80\naction = \"syncookie\"", "t.toml:3:10: action \"syncookie\" needs proto = \"tcp\""),
         ("proto = \"udp\"\ndst_port = 80\naction = \"syncookie\"", "needs proto = \"tcp\""),
         ("proto = \"tcp\"\naction = \"syncookie\"", "action \"syncookie\" needs a dst_port"),
-        ("proto = \"tcp\"\ndst_port = 80\ntcp_flags = \"syn\"\naction = \"syncookie\"", "t.toml:4:13: tcp_flags is not accepted with action \"syncookie\""),
+        (
+            "proto = \"tcp\"\ndst_port = 80\ntcp_flags = \"syn\"\naction = \"syncookie\"",
+            "t.toml:4:13: tcp_flags is not accepted with action \"syncookie\"",
+        ),
         ("proto = \"tcp\"\ndst_port = 80\nlen = 60\naction = \"syncookie\"", "len is not accepted"),
         ("proto = \"tcp\"\ndst_port = 80\nfrag = \"none\"\naction = \"syncookie\"", "frag is not accepted"),
         ("proto = \"tcp\"\ndst_port = 80\naction = \"syncookie\"\nrate = 10", "rate is not accepted"),

@@ -247,7 +247,11 @@ pub fn prog_test_run_out(
 /// `bpf_link_create(prog_fd, ifindex, BPF_TCX_INGRESS)`: a tc ingress program as a link (tcx,
 /// Linux >= 6.6; no qdisc), detached when the last descriptor or pin of the link goes. `label`
 /// names the call in errors.
-pub fn link_create_tcx_ingress(prog_fd: RawFd, ifindex: u32, label: impl FnOnce() -> String) -> Result<OwnedFd, SysError> {
+pub fn link_create_tcx_ingress(
+    prog_fd: RawFd,
+    ifindex: u32,
+    label: impl FnOnce() -> String,
+) -> Result<OwnedFd, SysError> {
     // SAFETY: all-zero is a valid bpf_link_create_opts (append at the end of the chain); sz is set.
     let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
     opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
