@@ -9,16 +9,19 @@
  *
  * Technique: tuple space search (Srinivasan, Suri, Varghese, SIGCOMM 1999), the megaflow
  * classifier of Open vSwitch (NSDI 2015). Rules constraining the same fields the same way form a
- * tuple; each tuple is ONE exact-match lookup in the `cls_rules` hash on the packet's fields
- * masked the tuple's way. Tuples are sorted by the first rule they hold, so the loop stops as soon
+ * tuple; each tuple is ONE exact-match lookup on the packet's fields masked the tuple's way: in
+ * `cls_table`, an open-addressing table in an ARRAY map the compiler lays out (table_find(): a
+ * cheap hash, at most FP_CLS_TABLE_PROBES inlined reads), or for a tuple too big for it in the
+ * `cls_rules` hash. Tuples are sorted by the first rule they hold, so the loop stops as soon
  * as no later tuple can beat the match in hand. Port and length ranges become exact keys through
  * per-field equivalence classes (one array lookup per field). Per packet the cost is bounded by
  * the number of tuples (<= FP_CLS_MAX_TUPLES), never by the number of rules. Before a tuple's
- * hash lookup, a bitmap over the first 16 bits of its masked addresses (`cls_prefilter`, one
- * inlined array read) skips tuples the packet cannot match: under a flood of fresh flows every
- * lookup is a helper call plus a hash over the whole key, the dominant cost. Chosen over a
- * bit-vector scheme (Lakshman & Stiliadis, 1998), whose per-packet AND grows with rules/64 words
- * per field, and over per-field LPM tries, which cannot express a rule's conjunction alone.
+ * lookup, a bitmap over the first 16 bits of its masked addresses (`cls_prefilter`, one
+ * inlined array read) skips tuples the packet cannot match: under a flood of fresh flows the
+ * tuple lookups are the dominant cost (a hash lookup: a helper call plus a hash over the
+ * key). Chosen over a bit-vector scheme (Lakshman & Stiliadis, 1998), whose per-packet AND
+ * grows with rules/64 words per field, and over per-field LPM tries, which cannot express a
+ * rule's conjunction alone.
  *
  * Two rule sets (0 and 1) live side by side in every map; `cls_active[0]` names the one in use.
  * A reload writes the inactive set in full, then flips the index with one map update, so no
@@ -55,6 +58,8 @@ struct {
 	__type(key, struct fp_cls_key);
 	__type(value, __u32);
 } cls_rules SEC(".maps");
+/* set * FP_CLS_TABLE_SLOTS + slot -> key and rule (open addressing; table_find()) */
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_TABLE_SLOTS); __type(key, __u32); __type(value, struct fp_cls_slot); } cls_table SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_cls_action); } cls_actions SEC(".maps");
 /* ((set * FP_CLS_MAX_TUPLES + tuple) * 2 + field(0 src, 1 dst)) * FP_CLS_PRE_WORDS + hi16 / 64 -> bits */
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_TUPLES * 2 * FP_CLS_PRE_WORDS); __type(key, __u32); __type(value, __u64); } cls_prefilter SEC(".maps");
@@ -437,6 +442,36 @@ static __always_inline int rate_allows(__u32 set, __u32 rule, __u32 ai, struct p
 	return 1;
 }
 
+/* The rule index of `key` (built with `set` 0) in rule set `set`'s open-addressing table, NO_RULE
+ * if absent (struct fp_cls_slot): a multiplicative hash over the key's seven words, then at most
+ * FP_CLS_TABLE_PROBES inlined array reads, each compared inline; the compiler placed every key
+ * within that many slots of its home, so stopping there (or at an empty slot) misses none. The
+ * slot index is masked into the set's own half: a probe never reads the other set. Sets
+ * key->set. */
+static __always_inline __u32 table_find(struct fp_cls_key *key, __u32 set)
+{
+	__u64 *w = (__u64 *)key;
+	__u64 h = w[0] * FP_CLS_TABLE_MUL + w[1] * (FP_CLS_TABLE_MUL * 3) + w[2] * (FP_CLS_TABLE_MUL * 5) +
+		  w[3] * (FP_CLS_TABLE_MUL * 7) + w[4] * (FP_CLS_TABLE_MUL * 9) + w[5] * (FP_CLS_TABLE_MUL * 11) +
+		  w[6] * (FP_CLS_TABLE_MUL * 13);
+	__u32 home = (__u32)(h >> (64 - FP_CLS_TABLE_BITS));
+
+	key->set = set;
+	for (__u32 j = 0; j < FP_CLS_TABLE_PROBES; j++) {
+		__u32 si = set * FP_CLS_TABLE_SLOTS + ((home + j) & (FP_CLS_TABLE_SLOTS - 1));
+		struct fp_cls_slot *s = bpf_map_lookup_elem(&cls_table, &si);
+		__u64 *sw;
+
+		if (!s || !s->used)
+			break;
+		sw = (__u64 *)&s->k;
+		if (sw[0] == w[0] && sw[1] == w[1] && sw[2] == w[2] && sw[3] == w[3] && sw[4] == w[4] &&
+		    sw[5] == w[5] && sw[6] == w[6])
+			return s->rule;
+	}
+	return NO_RULE;
+}
+
 /* The tuple search: the lowest rule index whose tuple key the packet's fields hit, NO_RULE if
  * none. A global (non-inlined) function, so the verifier checks it once for any packet rather
  * than once per path through parse(); `p` and the classes come from the caller. `ports_c` is
@@ -448,9 +483,9 @@ __attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u
 	if (!p)
 		return NO_RULE;
 	for (__u32 i = 0; i < FP_CLS_MAX_TUPLES; i++) {
-		struct fp_cls_key key = {};
+		struct fp_cls_key key __attribute__((aligned(8))) = {};
 		struct fp_cls_tuple *t;
-		__u32 ti = set * FP_CLS_MAX_TUPLES + i, f, *ri;
+		__u32 ti = set * FP_CLS_MAX_TUPLES + i, f, *ri, r;
 
 		if (i >= n_tuples)
 			break;
@@ -464,7 +499,6 @@ __attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u
 		if ((t->prefilter & FP_PRE_DST) && !may_match(set, i, 1, p->dst, t->dst_mask))
 			continue;
 		f = t->fields;
-		key.set = set;
 		key.tuple = i;
 		if (f & FP_F_PROTO)
 			key.proto16 = p->proto16;
@@ -492,9 +526,15 @@ __attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u
 			d[0] = a[0] & m[0];
 			d[1] = a[1] & m[1];
 		}
-		ri = bpf_map_lookup_elem(&cls_rules, &key);
-		if (ri && *ri < best)
-			best = *ri;
+		if (t->in_table) {
+			r = table_find(&key, set);
+		} else {
+			key.set = set;
+			ri = bpf_map_lookup_elem(&cls_rules, &key);
+			r = ri ? *ri : NO_RULE;
+		}
+		if (r < best)
+			best = r;
 	}
 	return best;
 }

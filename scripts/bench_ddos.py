@@ -4,10 +4,13 @@ its own test bed and measures every defence at every offered rate), then per (de
 the medians of TCP trans/s, latency, flood sent / reaching the victim / refused, pacing, CPU
 shares and the defence's drops; and per defence the survivable flood rate (the highest offered
 rate at which the median trans/s is at least half the median no-flood trans/s), with the
-per-run survivable rates beside it.
+per-run survivable rates beside it. One such pair of tables per flood model (per-frame, and
+coalesced: adaptive interrupt coalescing on the victim's NAPI with --rx-usecs), each labelled
+with its model, then both side by side.
 
 Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood udp|syn] [--flood-rates LIST]
-                             [--defences LIST] [--svg FILE] [--json FILE]   (root)
+                             [--defences LIST] [--model per-frame|coalesced|both] [--rx-usecs US]
+                             [--svg FILE] [--json FILE]   (root)
 """
 import argparse
 import json
@@ -17,16 +20,37 @@ import sys
 from fplib import fp
 
 
-def ddos_args(d, flood, rates, defences):
+def ddos_args(d, flood, rates, defences, model="both", rx_usecs=None):
     """The `fastpath bench ddos` arguments of one run."""
-    return ["bench", "ddos", "--flood", flood, "--duration", str(d), "--flood-rates", rates, "--defences", defences,
-            "--json"]
+    return (["bench", "ddos", "--flood", flood, "--duration", str(d), "--flood-rates", rates, "--defences", defences,
+             "--model", model] + (["--rx-usecs", str(rx_usecs)] if rx_usecs is not None else []) + ["--json"])
 
 
-def one_run(d, flood, rates, defences, svg=None):
-    """One `fastpath bench ddos --json` run (its own test bed, every defence at every rate): its
-    JSON summary. `svg`: also write the chart there (replacing the file)."""
-    return fp(ddos_args(d, flood, rates, defences) + (["--svg", svg, "--overwrite"] if svg else []))
+def one_run(d, flood, rates, defences, svg=None, model="both", rx_usecs=None):
+    """One `fastpath bench ddos --json` run (its own test bed, every defence at every rate, in
+    each model): its JSON summary. `svg`: also write the chart there (replacing the file)."""
+    return fp(ddos_args(d, flood, rates, defences, model, rx_usecs) + (["--svg", svg, "--overwrite"] if svg else []))
+
+
+def model_of(x):
+    """A phase's or survivable entry's model; runs made before the coalesced model had only the
+    per-frame one."""
+    return x.get("model", "per-frame")
+
+
+def models(run):
+    """[(model name, its description or None, its no-flood trans/s)] of one run, in order."""
+    if "models" in run:
+        return [(m["model"], m["description"], m["no_flood_transactions_per_s"]) for m in run["models"]]
+    return [("per-frame", None, run["no_flood_transactions_per_s"])]
+
+
+def of_model(run, model):
+    """The run with only `model`'s phases and survivable rates, and that model's no-flood trans/s."""
+    base = next(b for m, _, b in models(run) if m == model)
+    return dict(run, no_flood_transactions_per_s=base,
+                phases=[p for p in run["phases"] if model_of(p) == model],
+                survivable=[s for s in run["survivable"] if model_of(s) == model])
 
 
 def med(values):
@@ -79,6 +103,51 @@ def table(runs, cmd):
     return out
 
 
+def tables(runs, cmd):
+    """Every model's tables (table()), each under a line naming its model, then (with both) the
+    models side by side: per defence and rate the median trans/s as % of the model's median
+    no-flood trans/s and the median NAPI thread CPU %, and the survivable rates."""
+    if "models" not in runs[0]:
+        return table(runs, cmd)  # runs made before the coalesced model: the per-frame one alone
+    out = []
+    names = [m for m, _, _ in models(runs[0])]
+    for m in names:
+        desc = next(d for mm, d, _ in models(runs[0]) if mm == m)
+        # The description begins "<model> model: ...".
+        desc = (desc or "").removeprefix(f"{m} model: ")
+        out.append(f"**{m} model**" + (f": {desc}" if desc else "") + "\n")
+        out += table([of_model(r, m) for r in runs], cmd)
+        out.append("")
+    if len(names) < 2:
+        return out
+    per = {m: [of_model(r, m) for r in runs] for m in names}
+    base = {m: med(r["no_flood_transactions_per_s"] for r in per[m]) for m in names}
+    out.append(f"Both models side by side, medians of {len(runs)} runs: TCP trans/s as % of the model's no-flood "
+               "trans/s (" + ", ".join(f"{m}: {base[m]:,.0f}" for m in names) + "), the NAPI thread's CPU %, "
+               "and the survivable flood rate.\n")
+    out.append("| defence | offered | " + " | ".join(f"trans/s % ({m})" for m in names) + " | "
+               + " | ".join(f"NAPI thread % ({m})" for m in names) + " |")
+    out.append("|---|---|" + "---|" * (2 * len(names)))
+    keys = [(p["defence"], p["offered"]) for p in per[names[0]][0]["phases"] if p["offered"]]
+
+    def cell(m, d, o, k):
+        ph = [p for r in per[m] for p in r["phases"] if p["defence"] == d and p["offered"] == o]
+        return med(p[k] for p in ph) if ph else None
+    for d, o in keys:
+        tps = [num(None if cell(m, d, o, "transactions_per_s") is None
+                   else 100 * cell(m, d, o, "transactions_per_s") / base[m], ".0f") for m in names]
+        napi = [num(cell(m, d, o, "napi_thread_cpu_pct"), ".0f") for m in names]
+        out.append(f"| {d} | {o} | " + " | ".join(tps) + " | " + " | ".join(napi) + " |")
+    out.append("")
+    out.append("| defence | " + " | ".join(f"survivable ({m}, per run)" for m in names) + " |")
+    out.append("|---|" + "---|" * len(names))
+    for d in dict.fromkeys(d for d, _ in keys):
+        per_m = ["; ".join(next((s["survivable"] for s in r["survivable"] if s["defence"] == d), None) or "-"
+                           for r in per[m]) for m in names]
+        out.append(f"| {d} | " + " | ".join(per_m) + " |")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -86,6 +155,8 @@ def main():
     ap.add_argument("--flood", default="udp", choices=["udp", "syn"])
     ap.add_argument("--flood-rates", default="25k,50k,100k,250k,1M,2M,max")
     ap.add_argument("--defences", default="none,nft,iptables,fastpath,fastpath-10k")
+    ap.add_argument("--model", default="both", choices=["per-frame", "coalesced", "both"])
+    ap.add_argument("--rx-usecs", type=int, help="the coalesced model's rx-usecs (default: fastpath's)")
     ap.add_argument("--svg", help="the last run's chart (trans/s against offered rate)")
     ap.add_argument("--json", help="write every run's summary to this file")
     a = ap.parse_args()
@@ -93,12 +164,13 @@ def main():
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
         svg = a.svg if a.svg and r == a.runs - 1 else None
-        runs.append(one_run(a.duration, a.flood, a.flood_rates, a.defences, svg))
+        runs.append(one_run(a.duration, a.flood, a.flood_rates, a.defences, svg, a.model, a.rx_usecs))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f)
     print(f"{runs[0]['model']}\n")
-    print("\n".join(table(runs, "fastpath " + " ".join(ddos_args(a.duration, a.flood, a.flood_rates, a.defences)))))
+    cmd = "fastpath " + " ".join(ddos_args(a.duration, a.flood, a.flood_rates, a.defences, a.model, a.rx_usecs))
+    print("\n".join(tables(runs, cmd)))
 
 
 if __name__ == "__main__":

@@ -284,5 +284,23 @@ class Goals(unittest.TestCase):
         row = next(x for x in figures.render_goals(fig) if x.startswith("| XDP L3"))
         self.assertIn("not measured (reference 0)", row)
 
+    def ddos_row(self, fp, nft):
+        """The coalesced survivable-rate goal's row for one run where the classifier survives
+        `fp` and nftables `nft` frames/s (None: no rate survived)."""
+        surv = [{"model": "coalesced", "defence": d, "survivable_pps": v} for d, v in (("fastpath", fp), ("nft", nft))]
+        run = {"models": [{"model": "coalesced"}], "survivable": surv,
+               "phases": [{"model": "coalesced", "defence": "none", "offered": "", "transactions_per_s": 1.0}]}
+        fig = {"sections": {"ddos_udp": {"command": "c", "runs": 1, "duration": 2, "raw": [run]}}}
+        return next(x for x in figures.render_goals(fig) if x.startswith("| UDP flood, coalesced model: the classifier"))
+
+    def test_a_classifier_surviving_nothing_is_not_met_never_not_measured(self):
+        self.assertIn("| 0.00 (0.00..0.00) | **not met** |", self.ddos_row(None, None))
+        self.assertIn("| **not met** |", self.ddos_row(None, 250000))
+
+    def test_survival_ratio_met_at_four_and_when_nft_survives_nothing(self):
+        self.assertIn("| 4.00 (4.00..4.00) | met |", self.ddos_row(1000000, 250000))
+        self.assertIn("| **not met** |", self.ddos_row(250000, 100000))
+        self.assertIn("| inf (inf..inf) | met |", self.ddos_row(250000, None))
+
 if __name__ == "__main__":
     unittest.main()

@@ -163,6 +163,25 @@ struct fp_cls_key {
 	__u32 len_class;
 };
 
+/* Open-addressing rule table (`cls_table`, an ARRAY map: its lookups are inlined by the
+ * verifier): FP_CLS_TABLE_SLOTS slots per rule set, set s at s * FP_CLS_TABLE_SLOTS. A key's home
+ * slot is the top FP_CLS_TABLE_BITS bits of sum(word[i] * FP_CLS_TABLE_MUL * (2i + 1)) over the
+ * 7 native-endian u64 words of its struct fp_cls_key with `set` 0; collisions probe the next
+ * slots (linear probing, wrapping within the set). The compiler (rules/compile.rs) fills the
+ * table to at most half and places every key (Robin Hood insertion) within FP_CLS_TABLE_PROBES
+ * slots of its home, no empty slot between; a
+ * tuple whose keys do not fit stays in `cls_rules`. A lookup stops at an empty slot or after
+ * FP_CLS_TABLE_PROBES slots, whatever the packet. */
+#define FP_CLS_TABLE_BITS   16
+#define FP_CLS_TABLE_SLOTS  (1 << FP_CLS_TABLE_BITS)
+#define FP_CLS_TABLE_PROBES 16
+#define FP_CLS_TABLE_MUL    0x9e3779b97f4a7c15ull
+struct fp_cls_slot {
+	struct fp_cls_key k;  /* with `set` = the slot's rule set */
+	__u32 rule;           /* lowest rule index with this key */
+	__u32 used;           /* 1: an entry; 0: empty (ends a probe run) */
+};
+
 /* Per-tuple prefilter (struct fp_cls_tuple.prefilter): a bitmap over the first 16 bits of the
  * masked source (destination) address of every entry of the tuple, in `cls_prefilter`. A packet
  * whose masked first 16 bits are not in it cannot match the tuple, so its hash lookup is skipped
@@ -176,7 +195,8 @@ struct fp_cls_tuple {
 	__u32 best_rule;  /* smallest rule index in the tuple */
 	__u8  flags_mask;
 	__u8  prefilter;  /* FP_PRE_* bits: which bitmaps of this tuple the program consults */
-	__u8  _pad[6];
+	__u8  in_table;   /* 1: the tuple's entries are in cls_table (open addressing), not cls_rules */
+	__u8  _pad[5];
 	__u8  src_mask[16];
 	__u8  dst_mask[16];
 };
@@ -392,6 +412,7 @@ _Static_assert(sizeof(struct fp_pkt_stats) == 64, "fp_pkt_stats: one cache line 
 _Static_assert(sizeof(struct fp_payload) == FP_PAYLOAD_LEN, "fp_payload: FP_PAYLOAD_LEN bytes");
 _Static_assert(sizeof(struct fp_cls_key) == 56, "fp_cls_key: 56 bytes, no hole");
 _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
+_Static_assert(sizeof(struct fp_cls_slot) == 64, "fp_cls_slot: one cache line");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
 _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");

@@ -833,6 +833,27 @@ pub struct DdosArgs {
     /// per source and in aggregate.
     #[arg(long, value_enum, default_value_t = FloodKind::Udp)]
     pub flood: FloodKind,
+    /// ddos: the flood model, each a row set of its own in the same run: per-frame (every frame
+    /// may wake the receiving NAPI), coalesced (adaptive interrupt coalescing as a NIC's: under
+    /// load the NAPI polls at most every --rx-usecs, idle every frame wakes it), or both.
+    #[arg(long, value_enum, default_value_t = ModelArg::Both)]
+    pub model: ModelArg,
+    /// ddos: the coalesced model's rx-usecs, 1..=1000 [default: 50, Intel X710 (i40e)'s,
+    /// drivers/net/ethernet/intel/i40e/i40e_txrx.h I40E_ITR_20K]; needs the coalesced model.
+    #[arg(long, value_name = "US")]
+    pub rx_usecs: Option<u32>,
+}
+
+/// The flood model(s) of `bench ddos`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum ModelArg {
+    /// Every frame may wake the receiving NAPI (no interrupt coalescing).
+    PerFrame,
+    /// Adaptive interrupt coalescing on the victim's NAPI (--rx-usecs).
+    Coalesced,
+    /// Both, side by side.
+    #[default]
+    Both,
 }
 
 /// The flood of `bench ddos`.

@@ -6,10 +6,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use fastpath_lab::ddos::{self, parse_flood_rates, DdosOptions, Defence, Flood, FloodRate, SERVICE_CPU};
+use fastpath_lab::coalesce::{DEFAULT_RX_USECS, MAX_RX_USECS};
+use fastpath_lab::ddos::{
+    self, parse_flood_rates, DdosBed, DdosOptions, Defence, Flood, FloodRate, Model, SERVICE_CPU,
+};
 use serde_json::json;
 
-use crate::args::{BenchArgs, DefenceArg, FloodKind};
+use crate::args::{BenchArgs, DefenceArg, FloodKind, ModelArg};
 use crate::error::{env, require_privileges, runtime, usage, CliResult};
 
 fn flood(k: FloodKind) -> Flood {
@@ -63,6 +66,25 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         defences.push(d);
     }
+    let models = match a.ddos.model {
+        ModelArg::PerFrame => vec![Model::PerFrame],
+        ModelArg::Coalesced => vec![Model::Coalesced],
+        ModelArg::Both => vec![Model::PerFrame, Model::Coalesced],
+    };
+    let rx_usecs = match a.ddos.rx_usecs {
+        Some(_) if !models.contains(&Model::Coalesced) => {
+            return Err(usage(anyhow!(
+                "--rx-usecs is not accepted with --model per-frame: it sets the coalesced model's rx-usecs (--model coalesced or both)"
+            )))
+        }
+        Some(u) if !(1..=MAX_RX_USECS).contains(&u) => {
+            return Err(usage(anyhow!(
+                "--rx-usecs {u} is not accepted: 1..={MAX_RX_USECS} microseconds (no coalescing: --model per-frame)"
+            )))
+        }
+        Some(u) => u,
+        None => DEFAULT_RX_USECS,
+    };
     require_privileges("bench ddos")?;
     let kind = flood(a.ddos.flood);
     let o = DdosOptions {
@@ -71,6 +93,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         rates,
         flood_cpus: attacker[..a.flood_threads as usize].to_vec(),
         duration_s: a.run.duration,
+        models,
+        rx_usecs,
     };
     let bed = ddos::prepare(&o)?;
     if a.run.duration == 0.0 {
@@ -85,20 +109,25 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let tp = if a.run.extended { crate::report::tracepoints() } else { None };
     let tp0 = tp.and_then(|t| t.snapshot().ok());
     let phases = bed.run(&stop)?;
-    let baseline = phases[0].transactions_per_s;
-    let surv = ddos::survival(&phases, bed.defences(), baseline);
+    // Per model: its no-flood trans/s and survivable rates.
+    let baselines: Vec<(Model, f64)> = bed.models().iter().map(|m| (*m, DdosBed::baseline(&phases, *m))).collect();
+    let surv: Vec<ddos::Survival> =
+        baselines.iter().flat_map(|(m, b)| ddos::survival(&phases, *m, bed.defences(), *b)).collect();
+    let (first, baseline) = baselines[0];
     let tracepoints = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
         (Some(t1), Some(t0)) => Some(t1.delta(t0)),
         _ => None,
     };
     if let Some(p) = &a.ddos.svg {
-        let text = bed.svg(&phases, baseline);
+        let text = bed.svg(first, &phases, baseline);
         crate::outfile::write(p, a.ddos.overwrite, "--svg", text.as_bytes()).map_err(runtime)?;
     }
     if a.run.json {
         let mut o = json!({"type": "summary", "bench": "ddos", "flood": kind.name(), "testbed": bed.testbed_name(), "duration_s": bed.secs(),
             "model": model, "no_flood_transactions_per_s": baseline, "phases": phases, "survivable": surv,
-            "notes": bed.notes()});
+            "notes": bed.notes(), "rx_usecs": bed.models().contains(&Model::Coalesced).then(|| bed.rx_usecs()),
+            "models": baselines.iter().map(|(m, b)| json!({"model": m.name(), "description": bed.model_line(*m),
+                "no_flood_transactions_per_s": b})).collect::<Vec<_>>()});
         if let Some(t) = &tracepoints {
             o["tracepoints"] = json!(t);
         }
@@ -109,7 +138,13 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     for n in bed.notes() {
         println!("note: {n}");
     }
-    print!("{}", bed.table(&phases, &surv, baseline));
+    for (m, b) in &baselines {
+        println!("{}", bed.model_line(*m));
+        print!("{}", bed.table(*m, &phases, &surv, *b));
+    }
+    if baselines.len() == 2 {
+        print!("{}", bed.side_by_side(&phases, &surv));
+    }
     if let Some(t) = &tracepoints {
         println!("XDP tracepoints over the run (all interfaces):");
         for l in crate::report::tracepoint_lines(t, 0) {

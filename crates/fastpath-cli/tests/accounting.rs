@@ -226,6 +226,8 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
         "1M,max",
         "--defences",
         "none,nft,iptables,fastpath",
+        "--model",
+        "per-frame",
         "--json",
     ]);
     assert_json_keys("bench_ddos", &v);
@@ -280,4 +282,43 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
             "at {rate} the service does at least as well with the flood dropped in XDP: {fp} vs {none}: {v}"
         );
     }
+}
+
+/// `fastpath bench ddos --model coalesced`: the model is stated with its rx-usecs, and it is
+/// adaptive as a NIC's moderation: without a flood the victim's NAPI is not held at rx-usecs
+/// (the service's packets wait for no timer), under a 1 Mpps flood it is for most of the
+/// window; every row is the coalesced model's.
+#[test]
+fn ddos_coalesced_model_is_adaptive() {
+    if !privileged("ddos_coalesced_model_is_adaptive") {
+        return;
+    }
+    let _g = serial();
+    let v = ok_json(&[
+        "bench",
+        "ddos",
+        "--duration",
+        "1",
+        "--flood-rates",
+        "1M",
+        "--defences",
+        "fastpath",
+        "--model",
+        "coalesced",
+        "--rx-usecs",
+        "40",
+        "--json",
+    ]);
+    assert_json_keys("bench_ddos", &v);
+    let models = v["models"].as_array().unwrap_or_else(|| panic!("no models: {v}"));
+    assert_eq!(models.len(), 1, "{v}");
+    assert_eq!(models[0]["model"], "coalesced", "{v}");
+    assert!(models[0]["description"].as_str().is_some_and(|d| d.contains("rx-usecs 40")), "{v}");
+    let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
+    assert_eq!(phases.len(), 2, "no flood, then fastpath at 1M: {v}");
+    assert!(phases.iter().all(|p| p["model"] == "coalesced"), "{v}");
+    let held = |p: &serde_json::Value| f(&p["napi_coalescing_pct"]);
+    assert!(f(&phases[0]["transactions_per_s"]) > 0.0, "{v}");
+    assert!(held(&phases[0]) < 5.0, "idle: the service alone (below the switch-on rate) is never deferred: {v}");
+    assert!(held(&phases[1]) > 50.0, "under a 1 Mpps flood: coalescing for most of the window: {v}");
 }

@@ -125,6 +125,20 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("pf") && stderr(&o).contains("fastpath-10k"), "{}", stderr(&o));
     assert_refused(&bed, &["bench", "ddos", "--defences", "nft,nft", "--duration", "1"], 2, &["nft is listed twice"]);
+    // The coalesced model's rx-usecs: in range, and only with that model.
+    for us in ["0", "1001"] {
+        let named = format!("--rx-usecs {us} is not accepted");
+        assert_refused(&bed, &["bench", "ddos", "--rx-usecs", us, "--duration", "1"], 2, &[named.as_str(), "1..=1000"]);
+    }
+    assert_refused(
+        &bed,
+        &["bench", "ddos", "--model", "per-frame", "--rx-usecs", "20", "--duration", "1"],
+        2,
+        &["--rx-usecs", "--model per-frame"],
+    );
+    let o = run(&["bench", "ddos", "--model", "nic", "--duration", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nic") && stderr(&o).contains("coalesced"), "{}", stderr(&o));
 }
 
 #[test]

@@ -16,6 +16,12 @@
 //! ring; the
 //! service and its clients run on CPU 1; the attacker (the xdp-live generator, paced per
 //! frame in its program) runs on CPU 0.
+//!
+//! Two models of how the flood reaches the receiving NAPI, each a row set of its own
+//! ([`Model`], `--model`): per frame (every frame may wake the NAPI thread), and coalesced
+//! (adaptive interrupt coalescing as a NIC with `rx-usecs`, [`crate::coalesce`]: under load
+//! the NAPI polls at most every rx-usecs and the service's packets wait with the flood's batch;
+//! idle it is woken per frame).
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +40,7 @@ use fastpath::workers::Stoppable;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use serde::Serialize;
 
+use crate::coalesce::{self, Coalescer};
 use crate::error::{env, kernel, runtime, LabError, LabResult};
 use crate::tools::{self, Running};
 
@@ -83,6 +90,26 @@ pub enum Defence {
     Fastpath,
     /// The fastpath classifier with the rule last behind 10,000 others.
     Fastpath10k,
+}
+
+/// The flood model of a row set (docs/ARCHITECTURE.md, "The flood model").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Model {
+    /// Every frame may wake the receiving NAPI (no interrupt coalescing).
+    PerFrame,
+    /// Adaptive interrupt coalescing ([`crate::coalesce`]): under load the NAPI polls at most
+    /// every `rx-usecs`, idle every frame wakes it.
+    Coalesced,
+}
+
+impl Model {
+    /// "per-frame" or "coalesced" (the JSON's `model` of a phase).
+    pub fn name(self) -> &'static str {
+        match self {
+            Model::PerFrame => "per-frame",
+            Model::Coalesced => "coalesced",
+        }
+    }
 }
 
 impl Flood {
@@ -257,6 +284,8 @@ pub fn parse_flood_rates(s: &str) -> Result<Vec<FloodRate>, String> {
 /// One phase's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
+    /// The flood model of the row set ("per-frame", "coalesced"; [`Model::name`]).
+    pub model: &'static str,
     /// "none" for the no-flood phase and the unfiltered floods, else the defence's name.
     pub defence: &'static str,
     /// The offered rate as given ("250k", "max"), or "" with no flood.
@@ -300,12 +329,17 @@ pub struct Phase {
     /// phase (Udp NoPorts + InErrors of its namespace: nothing listens on port 9), so that
     /// flood_accepted = dropped_by_defence + this; None for the SYN flood and without a flood.
     pub flood_reached_stack: Option<u64>,
+    /// Coalesced model: share of the service's window, %, in which the controller held the
+    /// victim's NAPI at a coalescing level (polls every rx-usecs); None in the per-frame model.
+    pub napi_coalescing_pct: Option<f64>,
 }
 
 /// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
 /// transactions/s (None: not even the lowest).
 #[derive(Debug, Clone, Serialize)]
 pub struct Survival {
+    /// The flood model ([`Model::name`]).
+    pub model: &'static str,
     /// The defence's name.
     pub defence: &'static str,
     /// The survivable rate as given ("250k"), None: not even the lowest.
@@ -575,6 +609,9 @@ fn thread_run_ns(pids: &[i32]) -> u64 {
 
 struct Ctx<'a> {
     bed: &'a Testbed,
+    model: Model,
+    /// The coalesced model's controller (None: per frame).
+    coalescer: Option<&'a Coalescer>,
     kind: Flood,
     /// Phases started so far: phase i's service listens on PORT_FIRST + i.
     phases: std::sync::atomic::AtomicU32,
@@ -685,6 +722,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
             .sum()
     };
     let acc0 = accepted(bed);
+    let coalescing_ns = || cx.coalescer.map(|c| c.stats().coalescing_ns.load(Ordering::Relaxed));
+    let co0 = coalescing_ns();
     let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
     // The service's clients, from ns a.
     // `timeout -s KILL`: a client whose SYN was lost at the full ring would retry its connect
@@ -699,6 +738,10 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     );
     let elapsed = t_acc.elapsed().as_secs_f64();
     let (cpu1, napi1) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids));
+    let coalescing_pct = match (co0, coalescing_ns()) {
+        (Some(a), Some(b)) => Some((100.0 * b.saturating_sub(a) as f64 / 1e9 / elapsed).min(100.0)),
+        _ => None,
+    };
     let reaching = accepted(bed).saturating_sub(acc0) as f64 / elapsed;
     let softirq_pct = 100.0 * (cpu1.1 - cpu0.1) as f64 / (cpu1.0 - cpu0.0).max(1) as f64;
     let napi_pct = 100.0 * napi1.saturating_sub(napi0) as f64 / 1e9 / elapsed;
@@ -734,6 +777,7 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     let unreachable = (tps == 0.0).then(|| text.lines().last().unwrap_or("").trim().to_string());
     let sent_pps = sent as f64 / flood_secs;
     Ok(Phase {
+        model: cx.model.name(),
         defence: if rate.is_some() { defence.name() } else { "none" },
         offered: rate.map(|r| r.to_string()).unwrap_or_default(),
         offered_pps: match rate {
@@ -757,6 +801,7 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         napi_thread_cpu_pct: napi_pct,
         dropped_by_defence: dropped,
         flood_reached_stack: reached_stack,
+        napi_coalescing_pct: coalescing_pct,
     })
 }
 
@@ -765,18 +810,20 @@ fn us(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
 }
 
-/// The survivable flood rate of each defence (see [`Survival`]), from the phases of
-/// [`DdosBed::run`] and the no-flood transactions/s.
-pub fn survival(phases: &[Phase], defences: &[Defence], baseline_tps: f64) -> Vec<Survival> {
+/// The survivable flood rate of each defence (see [`Survival`]) in one model, from the phases
+/// of [`DdosBed::run`] (those of other models are ignored) and that model's no-flood
+/// transactions/s.
+pub fn survival(phases: &[Phase], model: Model, defences: &[Defence], baseline_tps: f64) -> Vec<Survival> {
     defences
         .iter()
         .map(|d| {
             let best = phases
                 .iter()
-                .filter(|p| p.defence == d.name() && !p.offered.is_empty())
+                .filter(|p| p.model == model.name() && p.defence == d.name() && !p.offered.is_empty())
                 .filter(|p| p.transactions_per_s >= 0.5 * baseline_tps)
                 .max_by(|a, b| a.offered_pps.total_cmp(&b.offered_pps));
             Survival {
+                model: model.name(),
                 defence: d.name(),
                 survivable: best.map(|p| p.offered.clone()),
                 survivable_pps: best.map(|p| p.offered_pps),
@@ -878,6 +925,10 @@ pub struct DdosOptions {
     pub flood_cpus: Vec<usize>,
     /// Seconds per phase; 0 = set up and tear down ([`DdosBed::smoke`]).
     pub duration_s: f64,
+    /// The flood models, each a row set, in order (each once).
+    pub models: Vec<Model>,
+    /// The coalesced model's `rx-usecs` (1..=[`coalesce::MAX_RX_USECS`]).
+    pub rx_usecs: u32,
 }
 
 /// The test bed of `bench ddos`, ready for its phases; removed on drop.
@@ -890,6 +941,8 @@ pub struct DdosBed {
     flood_cpus: Vec<usize>,
     secs: f64,
     notes: Vec<String>,
+    models: Vec<Model>,
+    rx_usecs: u32,
 }
 
 /// Checks the programs `bench ddos` drives (sockperf; nft and iptables when those defences are
@@ -901,10 +954,30 @@ pub struct DdosBed {
 ///
 /// # Errors
 ///
+/// [`LabError::Usage`] for no model, a model twice, or rx-usecs outside 1..=1000 with the
+/// coalesced model; [`LabError::Unsupported`] for the coalesced model on a kernel without the
+/// netdev family's `napi-set` (Linux < 6.13), before any test bed exists;
 /// [`LabError::Environment`] when sockperf (or nft, with that defence) is missing or ethtool
 /// cannot be started, [`LabError::Testbed`] when the test bed cannot be made,
 /// [`LabError::Runtime`] when ethtool fails.
 pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
+    // The models: at least one, each once; the coalesced one needs a period and, before any
+    // test bed exists (rather than after the per-frame rows ran), the kernel's napi-set.
+    let names = || o.models.iter().map(|m| m.name()).collect::<Vec<_>>().join(",");
+    if o.models.is_empty() || (1..o.models.len()).any(|i| o.models[..i].contains(&o.models[i])) {
+        return Err(crate::error::usage(anyhow!(
+            "models [{}] are not accepted: one or both of per-frame, coalesced, each once",
+            names()
+        )));
+    }
+    if o.models.contains(&Model::Coalesced) {
+        if !(1..=1000).contains(&o.rx_usecs) {
+            return Err(crate::error::usage(anyhow!("rx-usecs {} is not accepted: 1..=1000 microseconds", o.rx_usecs)));
+        }
+        fastpath::features::check(fastpath::features::Feature::NapiSet).map_err(|u| {
+            LabError::Unsupported(anyhow!("the coalesced flood model needs {u}: use --model per-frame"))
+        })?;
+    }
     if !tools::installed("sockperf") {
         return Err(env(anyhow!("bench ddos needs sockperf (apt-get install sockperf)")));
     }
@@ -946,6 +1019,8 @@ pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
         flood_cpus: o.flood_cpus.clone(),
         secs,
         notes,
+        models: o.models.clone(),
+        rx_usecs: o.rx_usecs,
     })
 }
 
@@ -981,6 +1056,9 @@ impl DdosBed {
         for d in &self.defences {
             drop(Installed::install(*d, &self.bed, self.flood)?);
         }
+        if self.models.contains(&Model::Coalesced) {
+            self.coalescer()?.stop()?;
+        }
         Ok(())
     }
 
@@ -998,15 +1076,55 @@ impl DdosBed {
         )
     }
 
+    /// The flood models measured, in order.
+    pub fn models(&self) -> &[Model] {
+        &self.models
+    }
+
+    /// The coalesced model's `rx-usecs`.
+    pub fn rx_usecs(&self) -> u32 {
+        self.rx_usecs
+    }
+
+    /// One flood model in one line: what reaches the receiving NAPI and what the service's own
+    /// packets experience.
+    pub fn model_line(&self, m: Model) -> String {
+        match m {
+            Model::PerFrame => "per-frame model: no interrupt coalescing: every frame may wake the receiving NAPI thread (it polls what is there and sleeps again); the service's packets wait for no timer".into(),
+            Model::Coalesced => {
+                let on = coalesce::COALESCE_ON_PPS;
+                format!(
+                    "coalesced model: adaptive interrupt coalescing as a NIC with rx-usecs {u} (Intel X710/i40e's default: 50 us, adaptive): a controller samples the victim's received frames every {ms} ms and from {on_k}k frames/s (back below {off_k}k) sets its NAPI's defer-hard-irqs {d} and gro-flush-timeout {u} us (netdev napi-set), so under load it polls at most every {u} us, a batch per poll; below that no deferral, every frame wakes it. Under load the service's packets wait up to {u} us with the flood's batch, as at a NIC; the service alone (below {on_k}k frames/s) waits for no timer. The flood leaves the generator paced per frame (the wire's arrivals; the batching is the receiver's); only the victim's queue coalesces (the clients' veth does not)",
+                    u = self.rx_usecs,
+                    ms = coalesce::SAMPLE_MS,
+                    on_k = on / 1e3,
+                    off_k = on / 2e3,
+                    d = coalesce::DEFER_HARD_IRQS,
+                )
+            }
+        }
+    }
+
     /// The command line that reproduces the run.
     pub fn command(&self) -> String {
-        format!(
-            "fastpath bench ddos --flood {} --duration {} --flood-rates {} --defences {}",
+        let models = if self.models.len() == 2 { "both" } else { self.models[0].name() };
+        let mut c = format!(
+            "fastpath bench ddos --flood {} --duration {} --flood-rates {} --defences {} --model {models}",
             self.flood.name(),
             self.secs,
             self.rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
             self.defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
-        )
+        );
+        if self.models.contains(&Model::Coalesced) {
+            c += &format!(" --rx-usecs {}", self.rx_usecs);
+        }
+        c
+    }
+
+    /// The coalesced model's controller on the victim's veth, on the attacker's first CPU (not
+    /// the service's).
+    fn coalescer(&self) -> LabResult<Coalescer> {
+        Coalescer::start(self.bed.ns_b(), self.bed.iface_b(), self.rx_usecs, self.flood_cpus.first().copied())
     }
 
     /// The phases: no flood first, then per defence one per offered rate. Stops with an error
@@ -1020,30 +1138,103 @@ impl DdosBed {
     /// flood or the classifier cannot be loaded, [`LabError::Runtime`] when a program fails,
     /// the service answers nothing without a flood, or `stop` is raised.
     pub fn run(&self, stop: &Arc<AtomicBool>) -> LabResult<Vec<Phase>> {
-        let cx = Ctx {
-            bed: &self.bed,
-            kind: self.flood,
-            phases: Default::default(),
-            napi_pids: self.napi_pids.clone(),
-            flood_cpus: self.flood_cpus.clone(),
-            secs: self.secs,
-            stop,
-        };
-        let mut phases = vec![phase(&cx, Defence::None, &Installed::None, None)?];
-        for d in &self.defences {
-            let inst = Installed::install(*d, &self.bed, self.flood)?;
-            for r in &self.rates {
-                phases.push(phase(&cx, *d, &inst, Some(*r))?);
+        let mut phases = Vec::new();
+        for m in &self.models {
+            // The controller runs through the model's phases; dropped (settings restored) on
+            // an error.
+            let co = match m {
+                Model::PerFrame => None,
+                Model::Coalesced => Some(self.coalescer()?),
+            };
+            let cx = Ctx {
+                bed: &self.bed,
+                model: *m,
+                coalescer: co.as_ref(),
+                kind: self.flood,
+                phases: std::sync::atomic::AtomicU32::new(phases.len() as u32),
+                napi_pids: self.napi_pids.clone(),
+                flood_cpus: self.flood_cpus.clone(),
+                secs: self.secs,
+                stop,
+            };
+            phases.push(phase(&cx, Defence::None, &Installed::None, None)?);
+            for d in &self.defences {
+                let inst = Installed::install(*d, &self.bed, self.flood)?;
+                for r in &self.rates {
+                    phases.push(phase(&cx, *d, &inst, Some(*r))?);
+                }
+            }
+            if let Some(c) = co {
+                c.stop()?;
             }
         }
         Ok(phases)
     }
 
+    /// The no-flood transactions/s of model `m` in `phases` (0 when it has none).
+    pub fn baseline(phases: &[Phase], m: Model) -> f64 {
+        phases.iter().find(|p| p.model == m.name() && p.offered.is_empty()).map_or(0.0, |p| p.transactions_per_s)
+    }
+
+    /// Both models side by side (only with both): per defence and rate the trans/s as a share
+    /// of the model's no-flood figure and the NAPI thread's CPU share, then the survivable
+    /// rates; every line ending in a newline.
+    pub fn side_by_side(&self, phases: &[Phase], surv: &[Survival]) -> String {
+        let (pf, co) = (Model::PerFrame, Model::Coalesced);
+        let (b_pf, b_co) = (Self::baseline(phases, pf), Self::baseline(phases, co));
+        let mut s = format!(
+            "models side by side (trans/s as % of the model's no-flood {} / {}; NAPI thread CPU %):\n{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+            thousands(b_pf.round() as u64),
+            thousands(b_co.round() as u64),
+            "defence",
+            "offered",
+            "per-frame %",
+            "coalesced %",
+            "napi% p-f",
+            "napi% coal"
+        );
+        let find = |m: Model, d: Defence, r: &FloodRate| {
+            phases.iter().find(|p| p.model == m.name() && p.defence == d.name() && p.offered == r.to_string())
+        };
+        let pct = |p: Option<&Phase>, b: f64| {
+            p.map(|p| format!("{:.0}", 100.0 * p.transactions_per_s / b.max(1.0))).unwrap_or_else(|| "-".into())
+        };
+        let napi = |p: Option<&Phase>| p.map(|p| format!("{:.0}", p.napi_thread_cpu_pct)).unwrap_or_else(|| "-".into());
+        for d in &self.defences {
+            for r in &self.rates {
+                let (a, b) = (find(pf, *d, r), find(co, *d, r));
+                s += &format!(
+                    "{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+                    d.name(),
+                    r.to_string(),
+                    pct(a, b_pf),
+                    pct(b, b_co),
+                    napi(a),
+                    napi(b)
+                );
+            }
+        }
+        s += "survivable flood rate, per-frame / coalesced:\n";
+        for d in &self.defences {
+            let of = |m: Model| {
+                surv.iter()
+                    .find(|v| v.model == m.name() && v.defence == d.name())
+                    .and_then(|v| v.survivable.clone())
+                    .unwrap_or_else(|| format!("< {}", self.rates.first().map(|r| r.to_string()).unwrap_or_default()))
+            };
+            s += &format!("  {:<13} {} / {}\n", d.name(), of(pf), of(co));
+        }
+        s
+    }
+
     /// The table of the phases and the survivable rates ([`survival`]), every line ending in a
     /// newline; `baseline` is the no-flood transactions/s.
-    pub fn table(&self, phases: &[Phase], surv: &[Survival], baseline: f64) -> String {
+    pub fn table(&self, m: Model, phases: &[Phase], surv: &[Survival], baseline: f64) -> String {
+        let phases: Vec<&Phase> = phases.iter().filter(|p| p.model == m.name()).collect();
+        let surv: Vec<&Survival> = surv.iter().filter(|v| v.model == m.name()).collect();
+        let coalesced = m == Model::Coalesced;
         let mut s = format!(
-            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}\n",
+            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}{}\n",
             "defence",
             "offered",
             "trans/s",
@@ -1056,11 +1247,12 @@ impl DdosBed {
             "paced",
             "softirq%",
             "napi%",
-            "dropped"
+            "dropped",
+            if coalesced { format!(" {:>6}", "coal%") } else { String::new() }
         );
         for p in phases {
             s += &format!(
-                "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}\n",
+                "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}{}\n",
                 if p.offered.is_empty() { "(no flood)" } else { p.defence },
                 p.offered,
                 thousands(p.transactions_per_s.round() as u64),
@@ -1073,7 +1265,12 @@ impl DdosBed {
                 p.paced_windows_within_20pct.map(|v| format!("{:.0}%", 100.0 * v)).unwrap_or_else(|| "-".into()),
                 p.service_cpu_softirq_pct,
                 p.napi_thread_cpu_pct,
-                thousands(p.dropped_by_defence)
+                thousands(p.dropped_by_defence),
+                if coalesced {
+                    format!(" {:>6}", p.napi_coalescing_pct.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()))
+                } else {
+                    String::new()
+                }
             );
         }
         s += &format!(
@@ -1091,15 +1288,20 @@ impl DdosBed {
             );
         }
         s += &format!(
-            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate)\n",
-            self.bed.ns_a()
+            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate{})\n",
+            self.bed.ns_a(),
+            if coalesced { "; coal%: share of the service's window the victim's NAPI was held at rx-usecs" } else { "" }
         );
         s
     }
 
     /// The chart of [`svg`] for this run.
-    pub fn svg(&self, phases: &[Phase], baseline: f64) -> String {
-        svg(phases, &self.defences, &self.rates, baseline, &self.command(), &self.flood.name().to_uppercase())
+    ///
+    /// Of model `m`'s phases only; the model is named under the chart.
+    pub fn svg(&self, m: Model, phases: &[Phase], baseline: f64) -> String {
+        let ph: Vec<Phase> = phases.iter().filter(|p| p.model == m.name()).cloned().collect();
+        let cmd = format!("{} ({} model)", self.command(), m.name());
+        svg(&ph, &self.defences, &self.rates, baseline, &cmd, &self.flood.name().to_uppercase())
     }
 }
 
@@ -1143,6 +1345,7 @@ mod tests {
     #[test]
     fn survivable_rate_is_the_highest_rate_keeping_half() {
         let ph = |d: &'static str, off: &str, pps: f64, tps: f64| Phase {
+            model: "per-frame",
             defence: d,
             offered: off.into(),
             offered_pps: pps,
@@ -1162,6 +1365,7 @@ mod tests {
             napi_thread_cpu_pct: 0.0,
             dropped_by_defence: 0,
             flood_reached_stack: None,
+            napi_coalescing_pct: None,
         };
         let phases = vec![
             ph("none", "", 0.0, 100.0),
@@ -1171,8 +1375,14 @@ mod tests {
             ph("fastpath", "1M", 1e6, 50.0),
             ph("fastpath", "max", 3.1e6, 49.9),
         ];
-        let s = survival(&phases, &[Defence::None, Defence::Fastpath], 100.0);
+        let s = survival(&phases, Model::PerFrame, &[Defence::None, Defence::Fastpath], 100.0);
         assert_eq!(s[0].survivable, None);
         assert_eq!(s[1].survivable.as_deref(), Some("1M"));
+        // Another model's rows do not count for this one.
+        let mut co = phases.clone();
+        co.push(Phase { model: "coalesced", ..ph("none", "2M", 2e6, 99.0) });
+        let c = survival(&co, Model::Coalesced, &[Defence::None, Defence::Fastpath], 100.0);
+        assert_eq!((c[0].survivable.as_deref(), c[1].survivable.as_deref()), (Some("2M"), None));
+        assert_eq!(survival(&co, Model::PerFrame, &[Defence::None], 100.0)[0].survivable, None);
     }
 }

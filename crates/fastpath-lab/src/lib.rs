@@ -17,6 +17,7 @@
 //! Privileges: every experiment needs root (it creates network namespaces and attaches XDP
 //! programs); the pure functions (parsers, renderings) need none.
 
+pub mod coalesce;
 pub mod compare;
 pub mod ddos;
 pub mod demo;

@@ -58,6 +58,7 @@ const _: () = assert!(size_of::<fp_payload>() == FP_PAYLOAD_LEN as usize);
 const _: () = assert!(size_of::<fp_rx_meta>() == 24);
 const _: () = assert!(size_of::<fp_cls_key>() == 56);
 const _: () = assert!(size_of::<fp_cls_tuple>() == 48);
+const _: () = assert!(size_of::<fp_cls_slot>() == 64);
 const _: () = assert!(size_of::<fp_cls_action>() == 24);
 const _: () = assert!(size_of::<fp_gen_pace>() == 56);
 const _: () = assert!(size_of::<fp_replay_frame_hdr>() == 16);

@@ -165,3 +165,65 @@ fn rate_total_holds_across_cpus() {
     let tried = cpus * n as usize;
     assert_eq!(t.packets("rate_dropped") as usize, tried - passed, "every refused frame is counted");
 }
+
+/// The open-addressing rule table in the program: a match-all rule (its key all zero, like an
+/// empty slot's contents) matches; reloads swap sets whose tables hold other keys, and a key of
+/// an earlier install of the same set (its half of the table rewritten) never matches again;
+/// a tuple too big for the table is looked up in the hash, beside tuples in the table.
+#[test]
+fn rule_table_reloads_and_hash_fallback() {
+    if !root() {
+        return;
+    }
+    let c = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut f = udp4();
+    let port = |f: &mut Vec<u8>, p: u16| f[36..38].copy_from_slice(&p.to_be_bytes());
+    let src = |f: &mut Vec<u8>, a: [u8; 4]| f[26..30].copy_from_slice(&a);
+    // Set A: port 9 drop, everything else tx (the match-all rule).
+    let a = "[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n[[rule]]\naction=\"tx\"\n";
+    // Set B: port 10 drop; no match-all, default pass.
+    let b = "[[rule]]\nproto=\"udp\"\ndst_port=10\naction=\"drop\"\n";
+    // Set C (into A's half again): source 10.0.0.1 tx only.
+    let cc = "[[rule]]\nsrc=\"10.0.0.1\"\naction=\"tx\"\n";
+    let s0 = install(&c, a);
+    port(&mut f, 9);
+    assert_eq!(c.test_run(&f).unwrap(), 1, "A: port 9 drop");
+    port(&mut f, 11);
+    assert_eq!(c.test_run(&f).unwrap(), 3, "A: the match-all rule");
+    let s1 = install(&c, b);
+    assert_ne!(s0, s1);
+    port(&mut f, 9);
+    assert_eq!(c.test_run(&f).unwrap(), 2, "B: port 9 passes");
+    port(&mut f, 10);
+    assert_eq!(c.test_run(&f).unwrap(), 1, "B: port 10 drop");
+    assert_eq!(install(&c, cc), s0);
+    for p in [9, 10, 11] {
+        port(&mut f, p);
+        assert_eq!(c.test_run(&f).unwrap(), 2, "C: port {p} passes (A's keys are gone from set {s0})");
+    }
+    src(&mut f, [10, 0, 0, 1]);
+    assert_eq!(c.test_run(&f).unwrap(), 3, "C: 10.0.0.1 tx");
+
+    // A tuple of TABLE_MAX_ENTRIES + 1 /32 sources (the hash) between two in the table.
+    let n = fastpath::rules::compile::TABLE_MAX_ENTRIES + 1;
+    let mut text = String::from("[[rule]]\nproto=\"udp\"\ndst_port=7\naction=\"tx\"\n");
+    for i in 0..n {
+        text += &format!("[[rule]]\nsrc=\"10.{}.{}.{}/32\"\naction=\"drop\"\n", i >> 16, (i >> 8) & 255, i & 255);
+    }
+    text += "[[rule]]\ndst=\"192.168.0.0/16\"\naction=\"tx\"\n";
+    let set = fastpath::rules::parse_toml("t", &text).unwrap();
+    let comp = fastpath::rules::compile::compile("t", &set).unwrap();
+    assert_eq!(comp.in_table, vec![true, false, true]);
+    c.swap_in(&comp).unwrap();
+    for (s, d, p, want) in [
+        ([10u8, 0, 0, 5], [1u8, 1, 1, 1], 7u16, 3u32),
+        ([10, 0, 128, 0], [1, 1, 1, 1], 8, 1),
+        ([10, 0, 128, 1], [192, 168, 1, 1], 8, 3),
+        ([11, 0, 0, 1], [1, 1, 1, 1], 8, 2),
+    ] {
+        src(&mut f, s);
+        f[30..34].copy_from_slice(&d);
+        port(&mut f, p);
+        assert_eq!(c.test_run(&f).unwrap(), want, "src {s:?} dst {d:?} port {p}");
+    }
+}

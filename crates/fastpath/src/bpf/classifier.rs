@@ -28,11 +28,13 @@ use bytemuck::Zeroable;
 use super::maps::{Array, HashMap, PerCpuArray};
 use super::{skel, AttachOpts, Attached, BpfError, XdpLink};
 use crate::abi::{
-    self, bpf_cpumap_val, bpf_devmap_val, fp_cache_slot, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_tuple,
-    fp_cpu_set, fp_pkt_stats, fp_rate_bucket, fp_rate_key, fp_rate_total, fp_sc_config,
+    self, bpf_cpumap_val, bpf_devmap_val, fp_cache_slot, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_slot,
+    fp_cls_tuple, fp_cpu_set, fp_pkt_stats, fp_rate_bucket, fp_rate_key, fp_rate_total, fp_sc_config,
 };
 use crate::netdev::Iface;
-use crate::rules::compile::{ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS};
+use crate::rules::compile::{
+    abi_key, table_home, ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS, TABLE_PROBES, TABLE_SLOTS,
+};
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
 
@@ -178,6 +180,7 @@ cls_maps!(
     cls_config: Array<fp_cls_config>,
     cls_tuples: Array<fp_cls_tuple>,
     cls_rules: HashMap<fp_cls_key, u32>,
+    cls_table: Array<fp_cls_slot>,
     cls_actions: Array<fp_cls_action>,
     cls_prefilter: Array<u64>,
     cls_port_class: Array<u32>,
@@ -371,21 +374,19 @@ impl PinMeta {
 
 /// The `cls_rules` key of `k` in rule set `set` (struct fp_cls_key; padding zero).
 fn cls_key(set: SetIndex, k: &Key) -> fp_cls_key {
-    fp_cls_key {
-        src: k.src,
-        dst: k.dst,
-        set: set.index() as u8,
-        tuple: k.tuple,
-        proto16: k.proto16,
-        frag: k.frag,
-        flags: k.flags,
-        vlan: k.vlan,
-        eth_type: k.eth_type,
-        sport_class: k.sport_class,
-        dport_class: k.dport_class,
-        len_class: k.len_class,
-        ..Zeroable::zeroed()
+    abi_key(k, set.index() as u8)
+}
+
+/// The `cls_table` slots of set `set` (struct fp_cls_slot): every slot of the set, empty ones
+/// zero, so nothing of an earlier install survives.
+fn cls_slots(set: SetIndex, table: &[Option<(Key, u32)>]) -> Vec<fp_cls_slot> {
+    let mut out = vec![fp_cls_slot::zeroed(); TABLE_SLOTS];
+    for (o, e) in out.iter_mut().zip(table) {
+        if let Some((k, r)) = e {
+            *o = fp_cls_slot { k: cls_key(set, k), rule: *r, used: 1 };
+        }
     }
+    out
 }
 
 /// The `cls_actions` value of `a` (struct fp_cls_action; padding zero).
@@ -423,6 +424,7 @@ fn check_fits(c: &Compiled) -> Result<(), BpfError> {
             });
         }
     }
+    check_table(c)?;
     if c.tuple_best.len() < c.tuples.len() || c.prefilter.len() < c.tuples.len() {
         return Err(BpfError::BadValue {
             what: "compiled rule set",
@@ -434,6 +436,39 @@ fn check_fits(c: &Compiled) -> Result<(), BpfError> {
             ),
             accepted: "one best rule and one prefilter per tuple".into(),
         });
+    }
+    Ok(())
+}
+
+/// Refuses a table the program could not read right (a hand-made [`Compiled`]): one flag per
+/// tuple, [`TABLE_SLOTS`] slots (or none when no tuple is in it), each key of a tuple in the
+/// table in that tuple and within [`TABLE_PROBES`] slots of its home with no empty slot before.
+fn check_table(c: &Compiled) -> Result<(), BpfError> {
+    let bad = |value: String, accepted: &str| BpfError::BadValue {
+        what: "compiled rule table",
+        value,
+        accepted: accepted.into(),
+    };
+    if c.in_table.len() != c.tuples.len() {
+        return Err(bad(format!("{} table flags for {} tuples", c.in_table.len(), c.tuples.len()), "one per tuple"));
+    }
+    let any = c.in_table.iter().any(|b| *b);
+    if !(c.table.len() == TABLE_SLOTS || (c.table.is_empty() && !any)) {
+        return Err(bad(format!("{} slots", c.table.len()), "exactly FP_CLS_TABLE_SLOTS"));
+    }
+    for (s, e) in c.table.iter().enumerate() {
+        let Some((k, _)) = e else { continue };
+        if !c.in_table.get(k.tuple as usize).copied().unwrap_or(false) {
+            return Err(bad(format!("slot {s}: a key of tuple {}", k.tuple), "keys of tuples in the table only"));
+        }
+        let home = table_home(k);
+        let reach = (0..TABLE_PROBES).map(|j| (home + j) % TABLE_SLOTS).take_while(|&t| c.table[t].is_some());
+        if !reach.clone().any(|t| t == s) {
+            return Err(bad(
+                format!("slot {s}: a key whose home is slot {home}"),
+                "each key within FP_CLS_TABLE_PROBES slots of its home, no empty slot between",
+            ));
+        }
     }
     Ok(())
 }
@@ -813,8 +848,13 @@ impl<S: state::State> Classifier<S> {
         m.cls_port_class.set_many(set.at(PORT_CLASSES, PORT_CLASSES / 2), &c.dport.table())?;
         m.cls_len_class.set_many(set.at(LEN_CLASSES, 0), &c.len.table())?;
         self.install_targets(set, c)?;
-        let keys: Vec<fp_cls_key> = c.entries.iter().map(|(k, _)| cls_key(set, k)).collect();
-        let vals: Vec<u32> = c.entries.iter().map(|(_, r)| *r).collect();
+        // The open-addressing table: every slot of the set (empty ones zeroed); the hash takes
+        // the entries of the tuples not in it.
+        m.cls_table.set_many(set.at(TABLE_SLOTS, 0), &cls_slots(set, &c.table))?;
+        let in_hash = |k: &Key| !c.in_table.get(k.tuple as usize).copied().unwrap_or(false);
+        let hashed: Vec<&(Key, u32)> = c.entries.iter().filter(|(k, _)| in_hash(k)).collect();
+        let keys: Vec<fp_cls_key> = hashed.iter().map(|(k, _)| cls_key(set, k)).collect();
+        let vals: Vec<u32> = hashed.iter().map(|(_, r)| *r).collect();
         m.cls_rules.set_many(&keys, &vals)?;
         // Prefilter bitmaps of the tuples in use (the others are never read).
         m.cls_prefilter.set_many(set.at(PREFILTER_WORDS, 0), &c.prefilter_words)?;
@@ -824,6 +864,7 @@ impl<S: state::State> Classifier<S> {
                 best_rule: *best,
                 flags_mask: t.flags_mask,
                 prefilter: c.prefilter[i],
+                in_table: u8::from(c.in_table[i]),
                 src_mask: mask16(t.src_plen),
                 dst_mask: mask16(t.dst_plen),
                 ..Zeroable::zeroed()

@@ -196,6 +196,12 @@ pub struct Compiled {
     pub redirect_ifaces: Vec<String>,
     /// Per tuple, the [`prefilter`] bitmaps the program consults (`FP_PRE_*` bits).
     pub prefilter: Vec<u8>,
+    /// Per tuple: its entries are in the open-addressing [`Compiled::table`] (`true`), or in the
+    /// `cls_rules` hash (too many to fit, or a key beyond [`TABLE_PROBES`] of its home).
+    pub in_table: Vec<bool>,
+    /// The open-addressing table of the set: [`TABLE_SLOTS`] slots, `(key, rule)` or empty, as
+    /// the program's `cls_table` holds them ([`Table`]). Empty if no tuple is in it.
+    pub table: Vec<Option<(Key, u32)>>,
     /// The bitmaps: for tuple `t` and field `f` (0 source, 1 destination), bit `h` of
     /// `prefilter_words[(t * 2 + f) * PRE_WORDS..][h / 64]` is set when some entry of the tuple
     /// has `h` as the first 16 bits of its masked address. Empty for fields not consulted.
@@ -207,6 +213,187 @@ impl Compiled {
     pub fn uses_syncookie(&self) -> bool {
         self.actions.iter().any(|a| a.code == action::SYNCOOKIE)
     }
+}
+
+/// Slots per rule set of the open-addressing table (`FP_CLS_TABLE_SLOTS`, a power of two).
+pub const TABLE_SLOTS: usize = abi::FP_CLS_TABLE_SLOTS as usize;
+/// Most slots a lookup reads (`FP_CLS_TABLE_PROBES`): every key lies within this many of its home.
+pub const TABLE_PROBES: usize = abi::FP_CLS_TABLE_PROBES as usize;
+/// Most entries the table takes: half its slots (load factor 0.5 keeps probe runs short).
+pub const TABLE_MAX_ENTRIES: usize = TABLE_SLOTS / 2;
+
+/// The program's `struct fp_cls_key` of `k` in rule set `set` (0 or 1; padding zero).
+pub fn abi_key(k: &Key, set: u8) -> abi::fp_cls_key {
+    abi::fp_cls_key {
+        src: k.src,
+        dst: k.dst,
+        set,
+        tuple: k.tuple,
+        proto16: k.proto16,
+        frag: k.frag,
+        flags: k.flags,
+        vlan: k.vlan,
+        eth_type: k.eth_type,
+        sport_class: k.sport_class,
+        dport_class: k.dport_class,
+        len_class: k.len_class,
+        ..bytemuck::Zeroable::zeroed()
+    }
+}
+
+/// The home slot of `k` (`0..TABLE_SLOTS`): the top bits of `sum(word[i] * MUL * (2i + 1))` over
+/// the seven native-endian u64 words of its `fp_cls_key` with set 0, as the program's
+/// `table_find()` computes it (fastpath_abi.h, `FP_CLS_TABLE_MUL`).
+pub fn table_home(k: &Key) -> usize {
+    let ak = abi_key(k, 0);
+    let b = bytemuck::bytes_of(&ak);
+    let h = b.chunks_exact(8).enumerate().fold(0u64, |h, (i, w)| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(w);
+        let w = u64::from_ne_bytes(word);
+        h.wrapping_add(w.wrapping_mul((abi::FP_CLS_TABLE_MUL as u64).wrapping_mul(2 * i as u64 + 1)))
+    });
+    (h >> (64 - abi::FP_CLS_TABLE_BITS)) as usize
+}
+
+/// Why a tuple's entries did not go into the [`Table`] (they stay in the hash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TableError {
+    /// More entries than [`TABLE_MAX_ENTRIES`] with the ones already placed.
+    Full {
+        /// Entries placed before.
+        placed: usize,
+        /// Entries asked to be added.
+        adding: usize,
+    },
+    /// A key would lie [`TABLE_PROBES`] or more slots past its home.
+    ProbeBound {
+        /// Its tuple.
+        tuple: u8,
+        /// Its home slot.
+        home: usize,
+    },
+}
+
+impl std::fmt::Display for TableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TableError::Full { placed, adding } => write!(
+                f,
+                "rule table full: {placed} entries placed + {adding} would exceed {TABLE_MAX_ENTRIES} (half of {TABLE_SLOTS} slots)"
+            ),
+            TableError::ProbeBound { tuple, home } => write!(
+                f,
+                "rule table: a key of tuple {tuple} (home slot {home}) would need more than {TABLE_PROBES} probes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// An open-addressing table under construction: linear probing from [`table_home`] with Robin
+/// Hood insertion (a key being placed takes the slot of one nearer its own home, which moves on;
+/// the lookup is unchanged, and the longest distance from home stays small: about 7 slots at
+/// half load, against more than 20 for first-come placement), at most [`TABLE_MAX_ENTRIES`]
+/// entries, every key within [`TABLE_PROBES`] slots of its home with no empty slot between.
+#[derive(Debug, Clone)]
+pub struct Table {
+    slots: Vec<Option<(Key, u32)>>,
+    /// Home slot of the entry in each slot (meaningless where empty).
+    homes: Vec<usize>,
+    len: usize,
+}
+
+impl Default for Table {
+    fn default() -> Self {
+        Table { slots: vec![None; TABLE_SLOTS], homes: vec![0; TABLE_SLOTS], len: 0 }
+    }
+}
+
+impl Table {
+    /// Adds `entries` (distinct keys, none already in the table) all or none, `home(key)`
+    /// (taken modulo [`TABLE_SLOTS`]; [`table_home`] in use) giving each key's home slot.
+    ///
+    /// # Errors
+    ///
+    /// [`TableError`]; the table is then as before.
+    pub fn insert_all(&mut self, entries: &[(Key, u32)], home: impl Fn(&Key) -> usize) -> Result<(), TableError> {
+        if self.len + entries.len() > TABLE_MAX_ENTRIES {
+            return Err(TableError::Full { placed: self.len, adding: entries.len() });
+        }
+        let before = (self.slots.clone(), self.homes.clone());
+        for (k, r) in entries {
+            let h = home(k) % TABLE_SLOTS;
+            let (mut cur, mut cur_home, mut d) = ((*k, *r), h, 0usize);
+            loop {
+                if d >= TABLE_PROBES {
+                    (self.slots, self.homes) = before;
+                    return Err(TableError::ProbeBound { tuple: k.tuple, home: h });
+                }
+                let p = (cur_home + d) % TABLE_SLOTS;
+                let Some(occupant) = self.slots[p] else {
+                    self.slots[p] = Some(cur);
+                    self.homes[p] = cur_home;
+                    break;
+                };
+                let od = (p + TABLE_SLOTS - self.homes[p]) % TABLE_SLOTS;
+                if od < d {
+                    // Robin Hood: the occupant is nearer its home; it moves on instead.
+                    self.slots[p] = Some(cur);
+                    (cur, cur_home, self.homes[p]) = (occupant, self.homes[p], cur_home);
+                    d = od;
+                }
+                d += 1;
+            }
+        }
+        self.len += entries.len();
+        Ok(())
+    }
+
+    /// The rule of `k`, reading as the program does: from its home slot `home`, up to
+    /// [`TABLE_PROBES`] slots, stopping at an empty one.
+    pub fn find(slots: &[Option<(Key, u32)>], k: &Key, home: usize) -> Option<u32> {
+        if slots.len() != TABLE_SLOTS {
+            return None;
+        }
+        for j in 0..TABLE_PROBES {
+            match &slots[(home + j) % TABLE_SLOTS] {
+                None => return None,
+                Some((sk, r)) if sk == k => return Some(*r),
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// Entries placed.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if no entry is placed.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The slots.
+    pub fn into_slots(self) -> Vec<Option<(Key, u32)>> {
+        self.slots
+    }
+}
+
+/// Fills [`Compiled::in_table`] and [`Compiled::table`]: tuples in search order (the first is
+/// looked up by every packet), each whole into the table if it fits ([`Table::insert_all`]),
+/// else left to the hash.
+fn build_table(c: &mut Compiled) {
+    let mut by_tuple: Vec<Vec<(Key, u32)>> = vec![Vec::new(); c.tuples.len()];
+    for e in &c.entries {
+        by_tuple[e.0.tuple as usize].push(*e);
+    }
+    let mut t = Table::default();
+    c.in_table = by_tuple.iter().map(|es| t.insert_all(es, table_home).is_ok()).collect();
+    c.table = if t.is_empty() { Vec::new() } else { t.into_slots() };
 }
 
 /// u64 words of one prefilter bitmap (65536 bits).
@@ -309,6 +496,7 @@ pub fn compile(source: &str, set: &RuleSet) -> Result<Compiled, RuleError> {
     }
     order_tuples(&mut c, tuple_index, entries);
     build_prefilter(&mut c);
+    build_table(&mut c);
     let _ = NO_VLAN;
     Ok(c)
 }
@@ -519,7 +707,8 @@ pub fn lookup(c: &Compiled, p: &super::reference::Packet) -> Option<usize> {
     lookup_in(c, &map, p)
 }
 
-/// [`lookup`] with a prepared entry map.
+/// [`lookup`] with a prepared entry map (read for the tuples not in [`Compiled::table`]; the
+/// others are read from the table, as the program reads them).
 pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Packet) -> Option<usize> {
     let (sp, dp) = p.ports.map(|(s, d)| (c.sport.class(s), c.dport.class(d))).unwrap_or((0, 0));
     let mut best: Option<u32> = None;
@@ -546,7 +735,12 @@ pub fn lookup_in(c: &Compiled, map: &HashMap<Key, u32>, p: &super::reference::Pa
             src: if f & field::SRC != 0 { super::mask_bits(&src, t.src_plen) } else { [0; 16] },
             dst: if f & field::DST != 0 { super::mask_bits(&dst, t.dst_plen) } else { [0; 16] },
         };
-        if let Some(&ri) = map.get(&k) {
+        let found = if c.in_table.get(ti).copied().unwrap_or(false) {
+            Table::find(&c.table, &k, table_home(&k))
+        } else {
+            map.get(&k).copied()
+        };
+        if let Some(ri) = found {
             if best.is_none_or(|b| ri < b) {
                 best = Some(ri);
             }
