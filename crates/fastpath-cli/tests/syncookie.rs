@@ -729,8 +729,10 @@ fn client_connects_through_a_syn_flood() {
     let rep = srv.finish();
     let c = &rep.counters;
     assert_eq!(rep.infos.len(), 50, "every connection was accepted");
-    assert_eq!(c["syncookie_reqsk"], 50, "one request socket per client connection: {c:?}");
-    assert_eq!(c["syncookie_ack_ok"], 50, "{c:?}");
+    // At least one request socket per connection; under the flood a client may retransmit its
+    // SYN and ACK both SYN-ACKs before its socket exists: the kernel keeps the first.
+    assert!(c["syncookie_reqsk"] >= 50, "a request socket per client connection: {c:?}");
+    assert_eq!(c["syncookie_ack_ok"], c["syncookie_reqsk"], "every checked ACK got its request socket: {c:?}");
     assert_eq!(c["syncookie_tc_fail"], 0, "{c:?}");
     assert!(sent > 10_000, "the flood sent {sent} SYNs");
     assert!(c["syncookie_synack"] >= 50 + sent / 2, "the flood was answered at the driver: {c:?}, {sent} sent");

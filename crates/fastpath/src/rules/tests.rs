@@ -69,7 +69,7 @@ fn errors_name_file_line_column_and_what_is_accepted() {
     let e = err("[[rule]]\naction = \"redirect\"\niface = \"nosuch0\"\n");
     assert!(e.starts_with("t.toml:3:9:") && e.contains("nosuch0") && e.contains("no such interface"), "{e}");
     let e = err("[[rule]]\naction = \"teleport\"\n");
-    assert!(e.contains("drop, pass, xsk, cpu, tx or redirect"), "{e}");
+    assert!(e.contains("drop, pass, xsk, cpu, tx, redirect or syncookie"), "{e}");
     let e = err("[[rule]]\nproto = \"icmp\"\ndst_port = 5\naction = \"drop\"\n");
     assert!(e.contains("no ports"), "{e}");
     let e = err("[[rule]]\ntcp_flags = \"syn,fyn\"\naction = \"drop\"\n");
