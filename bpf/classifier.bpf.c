@@ -832,12 +832,18 @@ static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L
 	}
 	count(&cls_stats, sbase + FP_STAT_SC_ACK_OK, bytes);
 	count(&cls_stats, sbase + FP_ACT_PASS, bytes);
-	/* Mark it for the tc program, which creates the request socket. */
+	/* Mark it for the tc program, which creates the request socket. A driver without XDP
+	 * metadata refuses the room: then the tc program checks every ACK that finds a listener
+	 * from now on (FP_SC_F_NO_META, set here once; a lost race sets the same bit). */
 	if (bpf_xdp_adjust_meta(ctx, -4) == 0) {
 		__u32 *meta = (void *)(long)ctx->data_meta;
-		if ((void *)(meta + 1) <= (void *)(long)ctx->data)
+		if ((void *)(meta + 1) <= (void *)(long)ctx->data) {
 			*meta = FP_SC_META_MAGIC;
+			return XDP_PASS;
+		}
 	}
+	if (!(c->flags & FP_SC_F_NO_META))
+		((struct fp_sc_config *)c)->flags = c->flags | FP_SC_F_NO_META;
 	return XDP_PASS;
 }
 

@@ -139,8 +139,9 @@ struct fp_sc_config {
 	__u8  _pad[2];
 };
 /* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
- * reach tc where the program looks for it: the tc program checks every ACK that finds a
- * listener instead of the marked ones only. */
+ * reach tc where the program looks for it (set by the loader), or the driver has no XDP
+ * metadata room (set by the classifier on the first ACK it cannot mark): the tc program checks
+ * every ACK that finds a listener instead of the marked ones only. */
 #define FP_SC_F_NO_META 1
 /* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
  * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
