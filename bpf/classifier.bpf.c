@@ -44,6 +44,7 @@
 #include <bpf/bpf_endian.h>
 #include "fastpath_abi.h"
 #include "fastpath_capture.h"
+#include "fastpath_syncookie.h"
 
 #define NO_RULE 0xffffffffu
 
@@ -72,6 +73,13 @@ struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1); __type
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_CPU_SETS); __type(key, __u32); __type(value, struct fp_cpu_set); } cls_cpu_sets SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_LRU_HASH); __uint(max_entries, FP_CLS_RATE_BUCKETS); __type(key, struct fp_rate_key); __type(value, struct fp_rate_bucket); } cls_rate SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 2 * FP_CLS_MAX_RULES); __type(key, __u32); __type(value, struct fp_rate_total); } cls_rate_total SEC(".maps");
+struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, struct fp_sc_config); } sc_config SEC(".maps");
+/* Per-CPU scratch of action = "syncookie" (the classifier's stack is nearly all used). */
+struct sc_scratch {
+	struct sc_tuple tu;
+	struct bpf_sock_tuple bt;
+};
+struct { __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY); __uint(max_entries, 1); __type(key, __u32); __type(value, struct sc_scratch); } sc_scratch SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_XSKMAP); __uint(max_entries, FP_MAX_QUEUES); __type(key, __u32); __type(value, __u32); } xsks SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_CPUMAP); __uint(max_entries, 256); __type(key, __u32); __type(value, struct bpf_cpumap_val); } cpu_map SEC(".maps");
 struct { __uint(type, BPF_MAP_TYPE_DEVMAP); __uint(max_entries, 2 * FP_CLS_MAX_PORTS); __type(key, __u32); __type(value, struct bpf_devmap_val); } tx_ports SEC(".maps");
@@ -531,6 +539,352 @@ __attribute__((noinline)) __u32 tuple_search(const struct pkt *p, __u32 set, __u
 	return best;
 }
 
+/* ---- action = "syncookie" (bpf/include/fastpath_syncookie.h has the cookie) ---- */
+
+#define TH_FIN 0x01
+#define TH_SYN 0x02
+#define TH_RST 0x04
+#define TH_ACK 0x10
+
+/* Where a frame's headers lie, all in the first buffer. */
+struct sc_loc {
+	__u32 l3;
+	__u32 l4;
+	__u32 optlen;  /* TCP options, 0..40 */
+	__u32 v6;
+};
+
+/* Finds the IP and TCP headers of a frame (up to two VLAN tags; IPv4 with options; IPv6
+ * without extension headers), checking doff against the IP length. -1 if any of that fails:
+ * a fragment, IPv6 extension headers, doff < 5 or past the IP payload, a header beyond the
+ * first buffer. */
+static __always_inline int sc_locate(struct xdp_md *ctx, struct sc_loc *L)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u32 off = 14, l4end, doff;
+	__u16 et;
+	__u8 *th;
+
+	if (data + 14 > end)
+		return -1;
+	et = *(__be16 *)(data + 12);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		if (et != bpf_htons(0x8100) && et != bpf_htons(0x88a8))
+			break;
+		if (data + off + 4 > end)
+			return -1;
+		et = *(__be16 *)(data + off + 2);
+		off += 4;
+	}
+	if (et == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + off;
+		if ((void *)(ip + 1) > end)
+			return -1;
+		if (ip->ihl < 5 || (ip->frag_off & bpf_htons(0x3fff)) || ip->protocol != IPPROTO_TCP)
+			return -1;
+		L->l4 = off + ip->ihl * 4;
+		l4end = off + bpf_ntohs(ip->tot_len);
+		L->v6 = 0;
+	} else if (et == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + off;
+		if ((void *)(ip6 + 1) > end)
+			return -1;
+		if (ip6->nexthdr != IPPROTO_TCP)
+			return -1;
+		L->l4 = off + 40;
+		l4end = off + 40 + bpf_ntohs(ip6->payload_len);
+		L->v6 = 1;
+	} else {
+		return -1;
+	}
+	L->l3 = off;
+	th = data + (L->l4 & 0x7f);
+	if ((void *)(th + 20) > end)
+		return -1;
+	doff = (th[12] >> 4) * 4;
+	if (doff < 20 || L->l4 + doff > l4end || data + L->l4 + doff > end)
+		return -1;
+	L->optlen = doff - 20;
+	return 0;
+}
+
+static __always_inline __u16 sc_fold(__u64 cs)
+{
+	cs = (cs & 0xffffffff) + (cs >> 32);
+	cs = (cs & 0xffff) + (cs >> 16);
+	cs = (cs & 0xffff) + (cs >> 16);
+	return ~(__u16)cs;
+}
+
+/* A 64-bit sum of 32-bit words folded to 32 bits (a bpf_csum_diff seed). */
+static __always_inline __u32 sc_fold32(__u64 cs)
+{
+	cs = (cs & 0xffffffff) + (cs >> 32);
+	return (__u32)((cs & 0xffffffff) + (cs >> 32));
+}
+
+/* The TCP header and options of a SYN-ACK (40 bytes) answering `tu`. */
+static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u32 cookie, const struct sc_opts *o, __u16 mss, __u8 wscale)
+{
+	__u32 tsval = ((__u32)(bpf_ktime_get_ns() / 1000000) & ~FP_SC_TS_MASK) | o->ws | (o->sack ? FP_SC_TS_SACK : 0);
+	__u32 ack = tu->isn + 1;
+
+	*(__u16 *)&t[0] = tu->dport_be;
+	*(__u16 *)&t[2] = tu->sport_be;
+	*(__be32 *)&t[4] = bpf_htonl(cookie);
+	*(__be32 *)&t[8] = bpf_htonl(ack);
+	t[12] = 10 << 4;
+	t[13] = TH_SYN | TH_ACK;
+	*(__be16 *)&t[14] = bpf_htons(65535);
+	*(__u16 *)&t[16] = 0;
+	*(__u16 *)&t[18] = 0;
+	/* MSS */
+	t[20] = 2; t[21] = 4; t[22] = mss >> 8; t[23] = mss & 0xff;
+	if (o->ts) {
+		/* SACK-permitted (or two NOPs), timestamps */
+		t[24] = o->sack ? 4 : 1; t[25] = o->sack ? 2 : 1;
+		t[26] = 8; t[27] = 10;
+		*(__be32 *)&t[28] = bpf_htonl(tsval);
+		*(__be32 *)&t[32] = bpf_htonl(o->tsval);
+		/* window scale, or four NOPs */
+		t[36] = 1;
+		t[37] = o->ws != FP_SC_TS_WS_NONE ? 3 : 1;
+		t[38] = o->ws != FP_SC_TS_WS_NONE ? 3 : 1;
+		t[39] = o->ws != FP_SC_TS_WS_NONE ? wscale : 1;
+	} else {
+		/* Neither SACK nor window scale without timestamps to carry them back: NOPs. */
+		__builtin_memset(&t[24], 1, 16);
+	}
+}
+
+/* Answers the SYN located by L with a cookie SYN-ACK in place: Ethernet addresses swapped (VLAN
+ * tags kept), a fresh IPv4 (no options, DF) or IPv6 header, a 40-byte TCP header; the SYN's
+ * options and payload are dropped (bpf_xdp_adjust_tail). 0 on success (XDP_TX), -1 if the
+ * frame cannot be answered (multi-buffer, options unreadable). */
+static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c, struct sc_scratch *sx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct sc_parse ps = {};
+	struct sc_tuple *tup = &sx->tu;
+	__u32 optlen = L->optlen & 63, l3 = L->l3 & 0x1f, newlen, oldlen, mss_idx, cookie;
+	__u8 *th, *p;
+	__u64 cs;
+
+	if (optlen > 40)
+		return -1;
+	oldlen = end - data;
+	if (bpf_xdp_get_buff_len(ctx) != oldlen)
+		return -1;
+	p = data + l3;
+	th = data + (L->l4 & 0x7f);
+	if ((void *)(th + 20) > end)
+		return -1;
+	if (sc_copy_opts(ps.b, th + 20, end, optlen))
+		return -1;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		if ((void *)(ip6 + 1) > end)
+			return -1;
+		__builtin_memcpy(tup->src, &ip6->saddr, 16);
+		__builtin_memcpy(tup->dst, &ip6->daddr, 16);
+	} else {
+		struct iphdr *ip = (void *)p;
+		if ((void *)(ip + 1) > end)
+			return -1;
+		__builtin_memcpy(tup->src, &ip->saddr, 4);
+		__builtin_memcpy(tup->dst, &ip->daddr, 4);
+	}
+	tup->sport_be = *(__u16 *)&th[0];
+	tup->dport_be = *(__u16 *)&th[2];
+	tup->isn = bpf_ntohl(*(__be32 *)&th[4]);
+	ps.len = optlen;
+	if (sc_parse_opts(&ps))
+		return -1;
+	mss_idx = sc_mss_index(ps.o.mss ? ps.o.mss : (L->v6 ? 1220 : 536), L->v6);
+	cookie = sc_cookie(c, tup, L->v6, mss_idx);
+
+	newlen = l3 + (L->v6 ? 40 : 20) + 40;
+	if (bpf_xdp_adjust_tail(ctx, (int)newlen - (int)oldlen))
+		return -1;
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	p = data + l3;
+	if ((void *)(p + 80) > end && L->v6)
+		return -1;
+	if ((void *)(p + 60) > end)
+		return -1;
+	if (data + 12 > end)
+		return -1;
+	/* adjust_tail moved only the end: swap the Ethernet addresses in place */
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		__u8 x = ((__u8 *)data)[i];
+		((__u8 *)data)[i] = ((__u8 *)data)[6 + i];
+		((__u8 *)data)[6 + i] = x;
+	}
+	if (L->v6) {
+		const __u32 *a = (const __u32 *)tup->src, *b = (const __u32 *)tup->dst;
+		__u8 *t;
+		if ((void *)(p + 80) > end)
+			return -1;
+		t = p + 40;
+		*(__be32 *)p = bpf_htonl(0x60000000);
+		*(__be16 *)(p + 4) = bpf_htons(40);
+		p[6] = IPPROTO_TCP;
+		p[7] = 64;
+		__builtin_memcpy(p + 8, tup->dst, 16);
+		__builtin_memcpy(p + 24, tup->src, 16);
+		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v6, c->wscale);
+		/* pseudo header (RFC 8200 8.1): addresses, length 40, next header TCP */
+		cs = (__u64)a[0] + a[1] + a[2] + a[3] + b[0] + b[1] + b[2] + b[3] + bpf_htonl(40) + bpf_htonl(IPPROTO_TCP);
+		cs = bpf_csum_diff(0, 0, (__be32 *)t, 40, sc_fold32(cs));
+		*(__u16 *)&t[16] = sc_fold((__u32)cs);
+	} else {
+		struct iphdr *ip = (void *)p;
+		__u8 *t = p + 20;
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(60);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(0x4000);
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_TCP;
+		ip->check = 0;
+		__builtin_memcpy(&ip->saddr, tup->dst, 4);
+		__builtin_memcpy(&ip->daddr, tup->src, 4);
+		cs = bpf_csum_diff(0, 0, (__be32 *)ip, 20, 0);
+		ip->check = sc_fold((__u32)cs);
+		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v4, c->wscale);
+		/* pseudo header (RFC 9293 3.1): addresses, protocol, length 40 */
+		cs = (__u64)*(__u32 *)tup->src + *(__u32 *)tup->dst + bpf_htonl(IPPROTO_TCP) + bpf_htonl(40);
+		cs = bpf_csum_diff(0, 0, (__be32 *)t, 40, sc_fold32(cs));
+		*(__u16 *)&t[16] = sc_fold((__u32)cs);
+	}
+	return 0;
+}
+
+/* What a non-SYN segment gets: PASS for a connection's segment or an ACK whose cookie checks
+ * out (marked for the tc program), DROP otherwise. Counts its FP_STAT_SC_* counter. */
+static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c, __u32 sbase, __u64 bytes, struct sc_scratch *sx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct bpf_sock_tuple *btp = &sx->bt;
+	struct sc_tuple *tup = &sx->tu;
+	struct bpf_sock *sk;
+	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f), flags;
+	__u32 seq, ack, sz;
+
+	if ((void *)(th + 20) > end)
+		return XDP_DROP;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		if ((void *)(ip6 + 1) > end)
+			return XDP_DROP;
+		__builtin_memcpy(tup->src, &ip6->saddr, 16);
+		__builtin_memcpy(tup->dst, &ip6->daddr, 16);
+		__builtin_memcpy(btp->ipv6.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
+		btp->ipv6.sport = *(__u16 *)&th[0];
+		btp->ipv6.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv6);
+	} else {
+		struct iphdr *ip = (void *)p;
+		if ((void *)(ip + 1) > end)
+			return XDP_DROP;
+		__builtin_memcpy(tup->src, &ip->saddr, 4);
+		__builtin_memcpy(tup->dst, &ip->daddr, 4);
+		btp->ipv4.saddr = ip->saddr;
+		btp->ipv4.daddr = ip->daddr;
+		btp->ipv4.sport = *(__u16 *)&th[0];
+		btp->ipv4.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv4);
+	}
+	flags = th[13];
+	seq = bpf_ntohl(*(__be32 *)&th[4]);
+	ack = bpf_ntohl(*(__be32 *)&th[8]);
+	tup->sport_be = *(__u16 *)&th[0];
+	tup->dport_be = *(__u16 *)&th[2];
+	tup->isn = seq - 1;
+
+	/* A segment of a connection the kernel holds (established, closing, TIME_WAIT, a request
+	 * socket) passes; one that only finds the listener, or nothing, must carry a cookie. */
+	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
+	if (sk) {
+		__u32 state = sk->state;
+		bpf_sk_release(sk);
+		if (state != BPF_TCP_LISTEN) {
+			count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
+			count(&cls_stats, sbase + FP_ACT_PASS, bytes);
+			return XDP_PASS;
+		}
+	}
+	if (!(flags & TH_ACK) || (flags & (TH_SYN | TH_RST))) {
+		count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
+		count(&cls_stats, sbase + FP_ACT_DROP, bytes);
+		return XDP_DROP;
+	}
+	if (!sc_check(c, tup, L->v6, ack - 1)) {
+		count(&cls_stats, sbase + FP_STAT_SC_ACK_BAD, bytes);
+		count(&cls_stats, sbase + FP_ACT_DROP, bytes);
+		return XDP_DROP;
+	}
+	count(&cls_stats, sbase + FP_STAT_SC_ACK_OK, bytes);
+	count(&cls_stats, sbase + FP_ACT_PASS, bytes);
+	/* Mark it for the tc program, which creates the request socket. A driver without XDP
+	 * metadata refuses the room: then the tc program checks every ACK that finds a listener
+	 * from now on (FP_SC_F_NO_META, set here once; a lost race sets the same bit). */
+	if (bpf_xdp_adjust_meta(ctx, -4) == 0) {
+		__u32 *meta = (void *)(long)ctx->data_meta;
+		if ((void *)(meta + 1) <= (void *)(long)ctx->data) {
+			*meta = FP_SC_META_MAGIC;
+			return XDP_PASS;
+		}
+	}
+	if (!(c->flags & FP_SC_F_NO_META))
+		((struct fp_sc_config *)c)->flags = c->flags | FP_SC_F_NO_META;
+	return XDP_PASS;
+}
+
+/* action = "syncookie" on a matched frame of rule set `set`: the XDP action, counted as tx,
+ * pass or drop and in its FP_STAT_SC_* counter. A global function, verified once. */
+__attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 bytes)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0, sbase = (set & 1) * FP_STAT_COUNT;
+	struct fp_sc_config *c = bpf_map_lookup_elem(&sc_config, &zero);
+	struct sc_scratch *sx = bpf_map_lookup_elem(&sc_scratch, &zero);
+	struct sc_loc L = {};
+	__u8 *th, flags;
+
+	if (!ctx)
+		return XDP_DROP;
+	if (!c || !sx || sc_locate(ctx, &L))
+		goto invalid;
+	th = data + (L.l4 & 0x7f);
+	if ((void *)(th + 20) > end)
+		goto invalid;
+	flags = th[13];
+	/* A SYN+ACK goes with the other segments: it passes only to a connection (SYN_SENT). */
+	if ((flags & (TH_SYN | TH_ACK)) == TH_SYN) {
+		if (flags & (TH_RST | TH_FIN))
+			goto invalid;
+		__builtin_memset(sx, 0, sizeof(*sx));
+		if (sc_synack(ctx, &L, c, sx))
+			goto invalid;
+		count(&cls_stats, sbase + FP_STAT_SC_SYNACK, bytes);
+		count(&cls_stats, sbase + FP_ACT_TX, bytes);
+		return XDP_TX;
+	}
+	__builtin_memset(sx, 0, sizeof(*sx));
+	return sc_segment(ctx, &L, c, sbase, bytes, sx);
+invalid:
+	count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
+	count(&cls_stats, sbase + FP_ACT_DROP, bytes);
+	return XDP_DROP;
+}
+
 SEC("xdp.frags")
 int classifier(struct xdp_md *ctx)
 {
@@ -651,6 +1005,8 @@ do_action:
 	/* `fastpath capture` with rules: the matched frame is copied first, then its action. */
 	if (act->flags & FP_ACT_F_COPY)
 		cap_copy(ctx);
+	if (act->code == FP_ACT_SYNCOOKIE)
+		return sc_action(ctx, set, bytes);
 	count(&cls_stats, set * FP_STAT_COUNT + (act->code < FP_ACT_COUNT ? act->code : FP_ACT_PASS), bytes);
 	switch (act->code) {
 	case FP_ACT_DROP:

@@ -103,6 +103,10 @@ _Static_assert(sizeof(struct fp_rx_meta) == 24, "fp_rx_meta is 24 bytes");
 #define FP_ACT_TX       4
 #define FP_ACT_REDIRECT 5
 #define FP_ACT_COUNT    6
+/* SYN cookies at the driver (bpf/include/fastpath_syncookie.h): a SYN is answered with a
+ * SYN-ACK carrying a cookie (XDP_TX), an ACK to a listener passes only with a valid cookie.
+ * Not a total of its own: counted by outcome as tx / pass / drop, and in FP_STAT_SC_*. */
+#define FP_ACT_SYNCOOKIE 16
 #define FP_MALFORMED_DEFAULT 0xff
 
 /* Indexes of fp_cls_stats after the FP_ACT_* totals. */
@@ -110,7 +114,38 @@ _Static_assert(sizeof(struct fp_rx_meta) == 24, "fp_rx_meta is 24 bytes");
 #define FP_STAT_MALFORMED    7   /* cannot be classified: the `malformed` policy applies */
 #define FP_STAT_RATE_DROPPED 8
 #define FP_STAT_BAD_FRAG     9   /* tiny/overlapping fragment (RFC 1858, 3128, 7112): always dropped */
-#define FP_STAT_COUNT        10
+/* action = "syncookie" (each also counted in tx, pass or drop): */
+#define FP_STAT_SC_SYNACK    10  /* SYN answered with a cookie SYN-ACK (XDP_TX) */
+#define FP_STAT_SC_ACK_OK    11  /* ACK to a listener with a valid cookie: passed */
+#define FP_STAT_SC_ACK_BAD   12  /* ACK to a listener (or to no socket) whose cookie fails: dropped */
+#define FP_STAT_SC_CONN      13  /* segment of an existing connection: passed */
+#define FP_STAT_SC_INVALID   14  /* no connection and not a SYN or ACK (RST, FIN, SYN+RST, SYN+ACK, ...),
+                                  * a fragment, IPv6 extension headers, or a SYN that cannot be
+                                  * answered (beyond the first buffer, options unreadable): dropped */
+#define FP_STAT_SC_REQSK     15  /* tc: request socket created (bpf_sk_assign_tcp_reqsk) */
+#define FP_STAT_SC_TC_FAIL   16  /* tc: a marked ACK that got no request socket (no listener, cookie
+                                  * expired in between, the kfunc refused): the kernel answers it */
+#define FP_STAT_COUNT        17
+
+/* Shared by the classifier and the tc program (map `sc_config`, one entry): the cookie's
+ * SipHash-2-4 key, written once at load from getrandom(2), and what the SYN-ACK advertises. */
+struct fp_sc_config {
+	__u64 k0;
+	__u64 k1;
+	__u16 mss_v4;     /* MSS option of a SYN-ACK over IPv4 (interface MTU - 40) */
+	__u16 mss_v6;     /* over IPv6 (MTU - 60) */
+	__u8  wscale;     /* window scale advertised; the request socket's rcv_wscale */
+	__u8  flags;      /* FP_SC_F_* */
+	__u8  _pad[2];
+};
+/* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
+ * reach tc where the program looks for it (set by the loader), or the driver has no XDP
+ * metadata room (set by the classifier on the first ACK it cannot mark): the tc program checks
+ * every ACK that finds a listener instead of the marked ones only. */
+#define FP_SC_F_NO_META 1
+/* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
+ * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
+#define FP_SC_META_MAGIC 0x5c00c1e5u
 
 /* Exact-match key of one tuple (56 bytes); unconstrained fields are 0. */
 struct fp_cls_key {
@@ -384,6 +419,7 @@ _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
+_Static_assert(sizeof(struct fp_sc_config) == 24, "fp_sc_config: 24 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

@@ -29,7 +29,7 @@ use super::maps::{Array, HashMap, PerCpuArray};
 use super::{skel, AttachOpts, Attached, BpfError, XdpLink};
 use crate::abi::{
     self, bpf_cpumap_val, bpf_devmap_val, fp_cache_slot, fp_cls_action, fp_cls_config, fp_cls_key, fp_cls_slot,
-    fp_cls_tuple, fp_cpu_set, fp_pkt_stats, fp_rate_bucket, fp_rate_key, fp_rate_total,
+    fp_cls_tuple, fp_cpu_set, fp_pkt_stats, fp_rate_bucket, fp_rate_key, fp_rate_total, fp_sc_config,
 };
 use crate::netdev::Iface;
 use crate::rules::compile::{
@@ -42,9 +42,33 @@ const STAT_COUNT: u32 = abi::FP_STAT_COUNT;
 /// Names of the per-set totals, in the order of fp_cls_stats (fastpath_abi.h): packets per
 /// action taken, then `no_match` (default action), `malformed` (the `malformed` action),
 /// `rate_dropped` (over a rate limit; also in `drop`) and `bad_fragment` (tiny or overlapping
-/// fragments, always dropped; also in `drop`).
-pub const STAT_NAMES: [&str; STAT_COUNT as usize] =
-    ["pass", "drop", "xsk", "cpu", "tx", "redirect", "no_match", "malformed", "rate_dropped", "bad_fragment"];
+/// fragments, always dropped; also in `drop`); then `action = "syncookie"`'s, each also counted
+/// in `tx`, `pass` or `drop` except the tc program's two: `syncookie_synack` (SYN answered with
+/// a cookie SYN-ACK, tx), `syncookie_ack_ok` (ACK to a listener with a valid cookie, pass),
+/// `syncookie_ack_bad` (ACK to a listener or to no socket, cookie wrong or expired, drop),
+/// `syncookie_conn` (segment of an existing connection, pass), `syncookie_invalid` (no
+/// connection and neither SYN nor ACK, a fragment, IPv6 extension headers, a SYN that cannot be
+/// answered: drop), `syncookie_reqsk` (tc: request socket created) and `syncookie_tc_fail` (tc:
+/// a checked ACK that got none; the kernel answers it).
+pub const STAT_NAMES: [&str; STAT_COUNT as usize] = [
+    "pass",
+    "drop",
+    "xsk",
+    "cpu",
+    "tx",
+    "redirect",
+    "no_match",
+    "malformed",
+    "rate_dropped",
+    "bad_fragment",
+    "syncookie_synack",
+    "syncookie_ack_ok",
+    "syncookie_ack_bad",
+    "syncookie_conn",
+    "syncookie_invalid",
+    "syncookie_reqsk",
+    "syncookie_tc_fail",
+];
 // The names above follow the FP_ACT_* / FP_STAT_* indexes of fastpath_abi.h.
 const _: () = assert!(
     abi::FP_ACT_REDIRECT == 5
@@ -53,6 +77,14 @@ const _: () = assert!(
         && abi::FP_STAT_MALFORMED == 7
         && abi::FP_STAT_RATE_DROPPED == 8
         && abi::FP_STAT_BAD_FRAG == 9
+        && abi::FP_STAT_SC_SYNACK == 10
+        && abi::FP_STAT_SC_ACK_OK == 11
+        && abi::FP_STAT_SC_ACK_BAD == 12
+        && abi::FP_STAT_SC_CONN == 13
+        && abi::FP_STAT_SC_INVALID == 14
+        && abi::FP_STAT_SC_REQSK == 15
+        && abi::FP_STAT_SC_TC_FAIL == 16
+        && abi::FP_STAT_COUNT == 17
 );
 
 /// One of the two rule sets every map holds side by side. Printed and serialized as 0 or 1.
@@ -162,6 +194,7 @@ cls_maps!(
     xsks: Array<u32>,
     cpu_map: Array<bpf_cpumap_val>,
     tx_ports: Array<bpf_devmap_val>,
+    sc_config: Array<fp_sc_config>,
 );
 
 /// Per-set totals.
@@ -226,6 +259,9 @@ pub struct Classifier<S: state::State = state::Attached> {
     /// The maps.
     pub maps: ClsMaps,
     st: S,
+    /// The tc ingress link of `action = "syncookie"` (bpf/syncookie_tc.bpf.c), while the set in
+    /// force has such a rule and the classifier is attached by this process.
+    sc_link: std::sync::Mutex<Option<OwnedFd>>,
 }
 
 /// Loaded, not attached ([`Classifier::load`]).
@@ -485,7 +521,8 @@ impl LoadedClassifier {
             .try_clone_to_owned()
             .map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
         let maps = ClsMaps::from_skel(&s)?;
-        Ok((Self { maps, st: state::Loaded { prog } }, t))
+        maps.sc_config.set(0, &super::syncookie::new_config(1500)?)?;
+        Ok((Self { maps, st: state::Loaded { prog }, sc_link: Default::default() }, t))
     }
 
     /// Attaches to `iface` as `opts` asks: one mode, or native then skb on this same program
@@ -497,10 +534,27 @@ impl LoadedClassifier {
     /// As [`XdpLink::attach`]: [`BpfError::Occupied`], [`BpfError::ModeUnsupported`],
     /// [`BpfError::MtuTooLarge`], [`BpfError::AllModesRefused`], [`BpfError::NotAttached`],
     /// [`BpfError::Sys`] (EPERM without the privileges). The program is unloaded then.
+    ///
+    /// With an `action = "syncookie"` rule in the set in force, the SYN-ACK's MSS follows the
+    /// interface's MTU and the tc ingress program is attached too ([`super::syncookie`]); if
+    /// that fails, the XDP program is detached again and the error returned.
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
+        if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+            let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+            super::syncookie::set_mtu(&mut c, mtu);
+            self.maps.sc_config.set(0, &c)?;
+        }
         let a = XdpLink::attach(self.st.prog.as_fd(), iface, opts)?;
-        let Self { maps, st } = self;
-        Ok(a.map(|link| Classifier { maps, st: state::Attached { prog: st.prog, link } }))
+        // Generic XDP: the metadata mark does not reach tc (see bpf/syncookie_tc.bpf.c).
+        let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+        c.flags = if a.mode == super::XdpMode::Skb { abi::FP_SC_F_NO_META as u8 } else { 0 };
+        self.maps.sc_config.set(0, &c)?;
+        if self.active_uses_syncookie()? {
+            let l = super::syncookie::attach_tc(&self.maps, iface.ifindex())?;
+            *self.sc_link.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
+        }
+        let Self { maps, st, sc_link } = self;
+        Ok(a.map(|link| Classifier { maps, st: state::Attached { prog: st.prog, link }, sc_link }))
     }
 
     /// Installs `c` into the inactive set and flips to it ([`Classifier::swap_in`] in its
@@ -512,7 +566,7 @@ impl LoadedClassifier {
     /// interface that does not exist (`if_nametoindex`); [`BpfError::Map`] / [`BpfError::Sys`]
     /// for a map update the kernel refuses (needs root or CAP_BPF; batch ops need Linux >= 5.6).
     pub fn swap_in(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
-        self.swap(c)
+        self.swap(c, None)
     }
 
     /// Runs the program once over `frame` with BPF_PROG_TEST_RUN (no interface needed);
@@ -524,6 +578,25 @@ impl LoadedClassifier {
     pub fn test_run(&self, frame: &[u8]) -> Result<u32, SysError> {
         test_run(&self.st.prog, frame)
     }
+
+    /// As [`Classifier::test_run`], also returning the frame as the program left it (the
+    /// SYN-ACK of `action = "syncookie"`). Socket lookups run in the calling thread's network
+    /// namespace.
+    ///
+    /// # Errors
+    ///
+    /// As [`Classifier::test_run`].
+    pub fn test_run_out(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), SysError> {
+        test_run_out(&self.st.prog, frame)
+    }
+}
+
+/// As [`test_run`], also returning the frame as the program left it (a SYN-ACK after
+/// `action = "syncookie"`'s XDP_TX, say).
+fn test_run_out(prog: &OwnedFd, frame: &[u8]) -> Result<(u32, Vec<u8>), SysError> {
+    crate::sys::bpf::prog_test_run_out(prog.as_fd(), frame, || {
+        format!("bpf_prog_test_run(classifier, len={}, data_out)", frame.len())
+    })
 }
 
 fn test_run(prog: &OwnedFd, frame: &[u8]) -> Result<u32, SysError> {
@@ -538,13 +611,21 @@ impl AttachedClassifier {
         &self.st.link
     }
 
-    /// As the loaded classifier's [`Classifier::swap_in`], on the attached program.
+    /// As the loaded classifier's [`Classifier::swap_in`], on the attached program. A set with
+    /// an `action = "syncookie"` rule attaches the tc ingress program before the flip (if it is
+    /// not attached yet); a set without one detaches it after the flip.
     ///
     /// # Errors
     ///
-    /// As [`Classifier::swap_in`].
+    /// As [`Classifier::swap_in`]; what [`super::syncookie`] refuses (tcp_syncookies 0, a
+    /// kernel without bpf_sk_assign_tcp_reqsk): the set in force stays as it was.
     pub fn swap_in(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
-        self.swap(c)
+        self.swap(c, Some(self.st.link.ifindex()))
+    }
+
+    /// True while the tc ingress program of `action = "syncookie"` is attached.
+    pub fn syncookie_tc_attached(&self) -> bool {
+        self.sc_link.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     /// As the loaded classifier's [`Classifier::test_run`].
@@ -572,6 +653,9 @@ impl AttachedClassifier {
         make_trusted_dir(dir)?;
         self.maps.pin(dir)?;
         PinMeta { ifindex: Some(self.st.link.ifindex()), names: names.to_vec() }.pin(dir)?;
+        if let Some(l) = self.sc_link.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            crate::sys::bpf::obj_pin(l.as_fd(), &dir.join(SC_LINK_PIN), SC_LINK_PIN)?;
+        }
         crate::sys::bpf::obj_pin(self.st.link.fd().as_fd(), &dir.join("link"), "link")?;
         Ok(())
     }
@@ -655,6 +739,40 @@ impl<S: state::State> Classifier<S> {
         })
     }
 
+    /// The SipHash key of `action = "syncookie"`'s cookies (`sc_config`), for tests and tools
+    /// that craft or check cookies ([`super::syncookie::cookie`]).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn syncookie_key(&self) -> Result<super::syncookie::CookieKey, BpfError> {
+        let c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+        Ok(super::syncookie::CookieKey { k0: c.k0, k1: c.k1 })
+    }
+
+    /// The `sc_config` in force: MSS advertised over IPv4 and IPv6, window scale.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn syncookie_config(&self) -> Result<(u16, u16, u8), BpfError> {
+        let c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+        Ok((c.mss_v4, c.mss_v6, c.wscale))
+    }
+
+    /// Whether the set in force has an `action = "syncookie"` rule.
+    fn active_uses_syncookie(&self) -> Result<bool, BpfError> {
+        let set = self.active()?;
+        let n = self.rule_count(set)?.min(MAX_RULES);
+        if n == 0 {
+            return Ok(false);
+        }
+        let acts = (0..n as u32)
+            .map(|i| self.maps.cls_actions.get(set.at(MAX_RULES, i as usize)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(acts.iter().flatten().any(|a| u32::from(a.code) == abi::FP_ACT_SYNCOOKIE))
+    }
+
     /// Rule set `set`'s config; all-zero (the map's initial value) if absent.
     fn config(&self, set: SetIndex) -> Result<fp_cls_config, BpfError> {
         Ok(self.maps.cls_config.get(set.index())?.unwrap_or_else(Zeroable::zeroed))
@@ -667,9 +785,36 @@ impl<S: state::State> Classifier<S> {
     /// may still be walking it, and there is no RCU grace period to wait for from user space.
     /// It is cleared by the next install into it (at the next reload), long after; its
     /// counters stay readable until then.
-    fn swap(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
+    ///
+    /// `ifindex`: the interface the classifier is attached to (None: not attached). There, a
+    /// set with a syncookie rule gets the tc program attached before the flip (an error clears
+    /// the staged set and leaves everything as it was), and a set without one detaches it after.
+    fn swap(&self, c: &Compiled, ifindex: Option<u32>) -> Result<SetIndex, BpfError> {
         let new = self.stage(c)?;
-        self.maps.cls_active.set(0, &new.index())?;
+        let mut sc = self.sc_link.lock().unwrap_or_else(|e| e.into_inner());
+        let mut attached_now = false;
+        if let (Some(ifx), true, true) = (ifindex, c.uses_syncookie(), sc.is_none()) {
+            match super::syncookie::attach_tc(&self.maps, ifx) {
+                Ok(l) => {
+                    *sc = Some(l);
+                    attached_now = true;
+                }
+                Err(e) => {
+                    let _ = self.clear(new);
+                    return Err(e);
+                }
+            }
+        }
+        if let Err(e) = self.maps.cls_active.set(0, &new.index()) {
+            if attached_now {
+                *sc = None;
+            }
+            let _ = self.clear(new);
+            return Err(e);
+        }
+        if !c.uses_syncookie() {
+            *sc = None;
+        }
         Ok(new)
     }
 
@@ -799,7 +944,8 @@ impl PinnedClassifier {
             ClsMaps::open_pinned(dir).map_err(|map| BpfError::OtherVersion { dir: dir.display().to_string(), map })?;
         let meta = PinMeta::open_pinned(dir)?;
         let link = crate::sys::bpf::obj_get(&dir.join("link")).ok();
-        Ok(Self { maps, st: state::Pinned { link, dir: dir.to_path_buf(), meta } })
+        check_entry(&dir.join(SC_LINK_PIN))?;
+        Ok(Self { maps, st: state::Pinned { link, dir: dir.to_path_buf(), meta }, sc_link: Default::default() })
     }
 
     /// The interface index at load (or last reload) time and the rule names of the set in
@@ -817,16 +963,45 @@ impl PinnedClassifier {
     /// As [`Classifier::swap_in`]; [`BpfError::Map`] / [`BpfError::Sys`] if the names cannot
     /// be pinned. On any error the set in force and its names stay as they were: the new set
     /// is written and its names pinned before the flip, and a failed step clears the new set.
+    ///
+    /// A set with an `action = "syncookie"` rule gets the tc ingress program attached and
+    /// pinned (`sc_link`) before the flip if it is not there; a set without one detaches and
+    /// unpins it after the flip.
     pub fn reload(&mut self, c: &Compiled, names: &[String]) -> Result<SetIndex, BpfError> {
         let new = self.stage(c)?;
         let ifindex = self.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).or(self.st.meta.ifindex);
+        let sc_pin = self.st.dir.join(SC_LINK_PIN);
+        let had_sc = check_entry(&sc_pin)?.is_some();
+        let mut pinned_now = false;
+        if c.uses_syncookie() && !had_sc {
+            let r = match ifindex {
+                Some(ifx) if ifx != 0 => super::syncookie::attach_tc(&self.maps, ifx)
+                    .and_then(|l| crate::sys::bpf::obj_pin(l.as_fd(), &sc_pin, SC_LINK_PIN).map_err(BpfError::from)),
+                _ => Err(BpfError::BadValue {
+                    what: "pinned classifier",
+                    value: "without an interface".into(),
+                    accepted: "a classifier still attached (action \"syncookie\" attaches its tc program there)".into(),
+                }),
+            };
+            if let Err(e) = r {
+                let _ = self.clear(new);
+                return Err(e);
+            }
+            pinned_now = true;
+        }
         let meta = PinMeta { ifindex, names: names.to_vec() };
         if let Err(e) = meta.pin(&self.st.dir) {
             let _ = self.clear(new);
+            if pinned_now {
+                unpin_sc_link(&self.st.dir);
+            }
             return Err(e);
         }
         self.st.meta = meta;
         self.maps.cls_active.set(0, &new.index())?;
+        if !c.uses_syncookie() && had_sc {
+            unpin_sc_link(&self.st.dir);
+        }
         Ok(new)
     }
 
@@ -935,6 +1110,7 @@ impl Classifier {
         if dir.parent().is_some_and(|r| check_trusted_dir(r).is_err()) || check_trusted_dir(dir).is_err() {
             return Ok(());
         }
+        unpin_sc_link(dir);
         for name in ClsMaps::NAMES.iter().copied().chain(["link", NAMES_PIN, NAMES_PIN_NEW]) {
             let p = dir.join(name);
             if std::fs::symlink_metadata(&p).is_ok() {
@@ -972,6 +1148,7 @@ impl Classifier {
                 _ => {}
             }
         }
+        unpin_sc_link(dir);
         if let Ok(entries) = std::fs::read_dir(dir) {
             for e in entries.flatten() {
                 let _ = std::fs::remove_file(e.path());
@@ -979,6 +1156,22 @@ impl Classifier {
         }
         let _ = std::fs::remove_dir(dir);
         Ok(())
+    }
+}
+
+/// The pin of `action = "syncookie"`'s tc link, beside the classifier's.
+const SC_LINK_PIN: &str = "sc_link";
+
+/// Detaches the tc link pinned under `dir` (if any; never through a symlink) and removes its pin.
+fn unpin_sc_link(dir: &Path) {
+    let p = dir.join(SC_LINK_PIN);
+    if matches!(check_entry(&p), Ok(Some(_))) {
+        if let Ok(fd) = crate::sys::bpf::obj_get(&p) {
+            let _ = crate::sys::bpf::link_detach(fd.as_fd(), SC_LINK_PIN);
+        }
+    }
+    if std::fs::symlink_metadata(&p).is_ok() {
+        let _ = std::fs::remove_file(&p);
     }
 }
 

@@ -171,6 +171,11 @@ impl<V: Pod> PerCpuArray<V> {
         Ok(())
     }
 
+    /// The handle (its descriptor).
+    pub(crate) fn handle(&self) -> &MapHandle {
+        &self.map
+    }
+
     /// The handle, to pin it.
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map

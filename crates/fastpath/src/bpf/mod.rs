@@ -42,6 +42,7 @@ pub mod cpumap;
 pub mod fwd;
 pub mod monitor;
 pub mod replay;
+pub mod syncookie;
 pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
@@ -866,7 +867,7 @@ mod tests {
     use super::names::{is_fastpath, XDP_PROGRAM_NAMES};
 
     /// build.rs found every interface XDP function of bpf/*.bpf.c (two in xsk_redirect, one
-    /// elsewhere; not xdp_redirect_cpu's CPUMAP program), cut the long ones as the kernel does,
+    /// elsewhere; not xdp_redirect_cpu's CPUMAP program, none in syncookie_tc), cut the long ones as the kernel does,
     /// and listed none twice.
     #[test]
     fn xdp_program_names_come_from_every_source_cut_to_15_bytes() {
@@ -874,8 +875,8 @@ mod tests {
             .unwrap()
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".bpf.c"))
             .count();
-        // xdp_monitor has no XDP program; xsk_redirect has two.
-        assert_eq!(XDP_PROGRAM_NAMES.len(), sources - 1 + 1, "{XDP_PROGRAM_NAMES:?}");
+        // xdp_monitor and syncookie_tc (tc) have no XDP program; xsk_redirect has two.
+        assert_eq!(XDP_PROGRAM_NAMES.len(), sources - 2 + 1, "{XDP_PROGRAM_NAMES:?}");
         assert!(XDP_PROGRAM_NAMES.iter().all(|n| !n.is_empty() && n.len() <= 15), "{XDP_PROGRAM_NAMES:?}");
         let mut sorted = XDP_PROGRAM_NAMES.to_vec();
         sorted.sort();

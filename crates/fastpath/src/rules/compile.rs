@@ -60,6 +60,8 @@ pub mod action {
     pub const TX: u8 = crate::abi::FP_ACT_TX as u8;
     /// DEVMAP.
     pub const REDIRECT: u8 = crate::abi::FP_ACT_REDIRECT as u8;
+    /// SYN cookies (`FP_ACT_SYNCOOKIE`).
+    pub const SYNCOOKIE: u8 = crate::abi::FP_ACT_SYNCOOKIE as u8;
     /// In [`super::Compiled::malformed`] only: the default action applies.
     pub const MALFORMED_DEFAULT: u8 = crate::abi::FP_MALFORMED_DEFAULT as u8;
 }
@@ -204,6 +206,13 @@ pub struct Compiled {
     /// `prefilter_words[(t * 2 + f) * PRE_WORDS..][h / 64]` is set when some entry of the tuple
     /// has `h` as the first 16 bits of its masked address. Empty for fields not consulted.
     pub prefilter_words: Vec<u64>,
+}
+
+impl Compiled {
+    /// Whether a rule has `action = "syncookie"` (the tc ingress program must be attached).
+    pub fn uses_syncookie(&self) -> bool {
+        self.actions.iter().any(|a| a.code == action::SYNCOOKIE)
+    }
 }
 
 /// Slots per rule set of the open-addressing table (`FP_CLS_TABLE_SLOTS`, a power of two).
@@ -509,6 +518,7 @@ impl Targets {
             Action::Pass => (action::PASS, 0),
             Action::Xsk => (action::XSK, 0),
             Action::Tx => (action::TX, 0),
+            Action::Syncookie => (action::SYNCOOKIE, 0),
             Action::Cpu(cpus) => {
                 let n = self.cpu_index.len() as u32;
                 let i = *self.cpu_index.entry(cpus.clone()).or_insert_with(|| {

@@ -11,7 +11,7 @@
 //! priority = 10               # lower first; ties keep file order; default 0
 //! proto = "tcp"               # tcp | udp | icmp | icmpv6 | 0..=255
 //! dst_port = 22               # a port or "a-b"
-//! action = "pass"             # drop | pass | xsk | cpu | tx | redirect
+//! action = "pass"             # drop | pass | xsk | cpu | tx | redirect | syncookie
 //!
 //! [[rule]]
 //! src = "10.0.0.0/8"          # IPv4 or IPv6 prefix (or one address)
@@ -37,6 +37,11 @@
 //! dst = "fd99::/64"
 //! action = "redirect"
 //! iface = "veth1"             # DEVMAP to this interface
+//!
+//! [[rule]]
+//! proto = "tcp"               # syncookie: tcp and a dst_port, nothing about flags,
+//! dst_port = 80               # fragments or length, no rate
+//! action = "syncookie"        # SYN cookies at the driver (Linux >= 6.9)
 //! ```
 //!
 //! An absent field matches anything. A port or TCP-flag rule matches only packets that carry
@@ -115,6 +120,13 @@ pub enum Action {
     Tx,
     /// XDP_REDIRECT into the DEVMAP, out of this interface.
     Redirect(String),
+    /// SYN cookies at the driver (`proto = "tcp"` with a `dst_port` only): a SYN is answered
+    /// with a SYN-ACK carrying a cookie (XDP_TX), a segment of an existing connection passes, an
+    /// ACK that finds only the listener passes if its cookie checks out (a tc ingress program
+    /// then creates the request socket) and is dropped otherwise, anything else is dropped.
+    /// Linux >= 6.9 (bpf_sk_assign_tcp_reqsk) and `net.ipv4.tcp_syncookies` != 0. Design:
+    /// docs/ARCHITECTURE.md, "SYN cookies at the driver".
+    Syncookie,
 }
 
 impl Action {
@@ -127,6 +139,7 @@ impl Action {
             Action::Cpu(_) => "cpu",
             Action::Tx => "tx",
             Action::Redirect(_) => "redirect",
+            Action::Syncookie => "syncookie",
         }
     }
 }
@@ -633,6 +646,9 @@ fn rule_from_raw(ctx: &Ctx<'_>, index: usize, r: &RawRule) -> Result<Rule, RuleE
         m.frag = Some(frag(ctx, v, &m)?);
     }
     let action = rule_action(ctx, r)?;
+    if action == Action::Syncookie {
+        syncookie_fits(ctx, r, &m)?;
+    }
     let (rate_pps, rate_total_pps) = rates(ctx, r)?;
     Ok(Rule { name, priority: r.priority.unwrap_or(0), m, action, rate_pps, rate_total_pps })
 }
@@ -788,10 +804,12 @@ fn rule_action(ctx: &Ctx<'_>, r: &RawRule) -> Result<Action, RuleError> {
         "tx" => Action::Tx,
         "cpu" => cpu_action(ctx, a, r)?,
         "redirect" => redirect_action(ctx, a, r)?,
+        "syncookie" => Action::Syncookie,
         other => {
-            return Err(
-                ctx.at(a.span(), format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx or redirect"))
-            )
+            return Err(ctx.at(
+                a.span(),
+                format!("action {other:?} is not accepted: use drop, pass, xsk, cpu, tx, redirect or syncookie"),
+            ))
         }
     };
     if let (Some(c), false) = (&r.cpus, matches!(action, Action::Cpu(_))) {
@@ -801,6 +819,35 @@ fn rule_action(ctx: &Ctx<'_>, r: &RawRule) -> Result<Action, RuleError> {
         return Err(ctx.at(i.span(), "iface is only for action \"redirect\""));
     }
     Ok(action)
+}
+
+/// `action = "syncookie"` is for one TCP service: `proto = "tcp"` and a `dst_port`, and no field
+/// that would split a handshake between rules (`tcp_flags`, `frag`, `len`) or drop part of it
+/// (`rate`, `rate_total`).
+fn syncookie_fits(ctx: &Ctx<'_>, r: &RawRule, m: &Match) -> Result<(), RuleError> {
+    let a = r.action.span();
+    if m.proto != Some(6) {
+        return Err(ctx.at(a, "action \"syncookie\" needs proto = \"tcp\""));
+    }
+    if m.dst_port.is_none() {
+        return Err(ctx.at(a, "action \"syncookie\" needs a dst_port (the TCP service it answers for)"));
+    }
+    let refused = [
+        ("tcp_flags", r.tcp_flags.as_ref().map(|v| v.span())),
+        ("frag", r.frag.as_ref().map(|v| v.span())),
+        ("len", r.len.as_ref().map(|v| v.span())),
+        ("rate", r.rate.as_ref().map(|v| v.span())),
+        ("rate_total", r.rate_total.as_ref().map(|v| v.span())),
+    ];
+    if let Some((what, Some(span))) = refused.into_iter().find(|(_, s)| s.is_some()) {
+        return Err(ctx.at(
+            span,
+            format!(
+                "{what} is not accepted with action \"syncookie\": the rule must see every segment of the handshake"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `action = "cpu"` (at `a`): its `cpus`, 1 to [`MAX_CPUS_PER_SET`] CPUs this machine has.

@@ -69,7 +69,7 @@ fn errors_name_file_line_column_and_what_is_accepted() {
     let e = err("[[rule]]\naction = \"redirect\"\niface = \"nosuch0\"\n");
     assert!(e.starts_with("t.toml:3:9:") && e.contains("nosuch0") && e.contains("no such interface"), "{e}");
     let e = err("[[rule]]\naction = \"teleport\"\n");
-    assert!(e.contains("drop, pass, xsk, cpu, tx or redirect"), "{e}");
+    assert!(e.contains("drop, pass, xsk, cpu, tx, redirect or syncookie"), "{e}");
     let e = err("[[rule]]\nproto = \"icmp\"\ndst_port = 5\naction = \"drop\"\n");
     assert!(e.contains("no ports"), "{e}");
     let e = err("[[rule]]\ntcp_flags = \"syn,fyn\"\naction = \"drop\"\n");
@@ -313,6 +313,40 @@ fn proto_of_a_walked_header_is_refused() {
     for p in [1u8, 6, 17, 47, 50, 58, 132] {
         set(&format!("[[rule]]\nproto = {p}\naction = \"drop\"\n"));
     }
+}
+
+#[test]
+fn syncookie_only_for_one_tcp_service() {
+    let s = set("[[rule]]\nproto = \"tcp\"\ndst_port = 80\naction = \"syncookie\"\n");
+    assert_eq!(s.rules[0].action, Action::Syncookie);
+    let c = compile::compile("t", &s).unwrap();
+    assert!(c.uses_syncookie());
+    assert!(!compile::compile("t", &set("[[rule]]\nproto = \"tcp\"\naction = \"drop\"\n")).unwrap().uses_syncookie());
+    // The same with an address and a port range: still one service.
+    set("[[rule]]\ndst = \"10.99.0.2\"\nproto = \"tcp\"\ndst_port = \"80-81\"\naction = \"syncookie\"\n");
+    for (text, needle) in [
+        ("dst_port = 80\naction = \"syncookie\"", "t.toml:3:10: action \"syncookie\" needs proto = \"tcp\""),
+        ("proto = \"udp\"\ndst_port = 80\naction = \"syncookie\"", "needs proto = \"tcp\""),
+        ("proto = \"tcp\"\naction = \"syncookie\"", "action \"syncookie\" needs a dst_port"),
+        (
+            "proto = \"tcp\"\ndst_port = 80\ntcp_flags = \"syn\"\naction = \"syncookie\"",
+            "t.toml:4:13: tcp_flags is not accepted with action \"syncookie\"",
+        ),
+        ("proto = \"tcp\"\ndst_port = 80\nlen = 60\naction = \"syncookie\"", "len is not accepted"),
+        ("proto = \"tcp\"\ndst_port = 80\nfrag = \"none\"\naction = \"syncookie\"", "frag is not accepted"),
+        ("proto = \"tcp\"\ndst_port = 80\naction = \"syncookie\"\nrate = 10", "rate is not accepted"),
+        ("proto = \"tcp\"\ndst_port = 80\naction = \"syncookie\"\nrate_total = 10", "rate_total is not accepted"),
+        ("proto = \"tcp\"\ndst_port = 80\naction = \"syncook\"", "use drop, pass, xsk, cpu, tx, redirect or syncookie"),
+    ] {
+        let e = err(&format!("[[rule]]\n{text}\n"));
+        assert!(e.contains(needle), "{text:?}: {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+    assert!(err("default = \"syncookie\"\n").contains("default \"syncookie\" is not accepted"));
+    // On the command line too.
+    let cli = parse_cli_rules(&["proto=tcp,dst_port=443,action=syncookie".into()], Action::Pass).unwrap();
+    assert_eq!(cli.rules[0].action, Action::Syncookie);
+    assert!(parse_cli_rules(&["proto=tcp,action=syncookie".into()], Action::Pass).is_err());
 }
 
 /// Keys of tuple 0 that differ in their source address: `n` of them, rule i for key i.

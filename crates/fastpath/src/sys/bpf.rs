@@ -218,6 +218,67 @@ pub fn link_create_xdp(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// One BPF_PROG_TEST_RUN of `prog` over `data` that also returns the frame as the program left
+/// it (at most `data.len() + 256` bytes: room for a grown tail). `label` names the call in errors.
+pub fn prog_test_run_out(
+    prog: BorrowedFd<'_>,
+    data: &[u8],
+    label: impl FnOnce() -> String,
+) -> Result<(u32, Vec<u8>), SysError> {
+    let mut out = vec![0u8; data.len() + 256];
+    // SAFETY: all-zero is a valid bpf_test_run_opts; sz and fields are set below.
+    let mut opts: libbpf_sys::bpf_test_run_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _;
+    opts.data_in = data.as_ptr().cast();
+    opts.data_size_in = data.len() as u32;
+    opts.data_out = out.as_mut_ptr().cast();
+    opts.data_size_out = out.len() as u32;
+    opts.repeat = 1;
+    // SAFETY: data and out outlive the call; the kernel reads data and writes at most
+    // data_size_out bytes to out.
+    let rc = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: label(), errno: -rc });
+    }
+    out.truncate((opts.data_size_out as usize).min(out.len()));
+    Ok((opts.retval, out))
+}
+
+/// `bpf_link_create(prog_fd, ifindex, BPF_TCX_INGRESS)`: a tc ingress program as a link (tcx,
+/// Linux >= 6.6; no qdisc), detached when the last descriptor or pin of the link goes. `label`
+/// names the call in errors.
+pub fn link_create_tcx_ingress(
+    prog_fd: RawFd,
+    ifindex: u32,
+    label: impl FnOnce() -> String,
+) -> Result<OwnedFd, SysError> {
+    // SAFETY: all-zero is a valid bpf_link_create_opts (append at the end of the chain); sz is set.
+    let mut opts: libbpf_sys::bpf_link_create_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _;
+    // SAFETY: prog_fd is a loaded SCHED_CLS program; opts is valid.
+    let fd = unsafe { libbpf_sys::bpf_link_create(prog_fd, ifindex as i32, libbpf_sys::BPF_TCX_INGRESS, &opts) };
+    if fd < 0 {
+        return Err(SysError { call: label(), errno: -fd });
+    }
+    // SAFETY: fd is a fresh link descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// How many programs are attached at tcx ingress of `ifindex` (`bpf_prog_query_opts` with
+/// BPF_TCX_INGRESS, Linux >= 6.6), in the calling thread's network namespace.
+pub fn tcx_ingress_count(ifindex: u32) -> Result<u32, SysError> {
+    // SAFETY: all-zero is a valid bpf_prog_query_opts; sz is set (no id arrays: count only).
+    let mut opts: libbpf_sys::bpf_prog_query_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_prog_query_opts>() as _;
+    // SAFETY: opts is valid; the kernel writes only count and revision (no arrays given).
+    let rc = unsafe { libbpf_sys::bpf_prog_query_opts(ifindex as i32, libbpf_sys::BPF_TCX_INGRESS, &mut opts) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_prog_query(ifindex {ifindex}, BPF_TCX_INGRESS)"), errno: -rc });
+    }
+    // SAFETY: `count` (alias `prog_cnt`) is the member the kernel wrote.
+    Ok(unsafe { opts.__bindgen_anon_1.count })
+}
+
 /// `bpf_prog_test_run_opts` (BPF_PROG_TEST_RUN) of `prog` over `data`, `repeat` times, with
 /// `flags` and `batch_size` (0: the kernel's default); returns the program's return value.
 /// `label` names the call in errors.

@@ -38,7 +38,9 @@ pub(crate) use affinity::{online_cpus, pin_current_thread};
 pub(crate) use bpf::ensure_bpffs;
 pub(crate) use ifreq::{if_flags, if_hwaddr, if_mtu, if_nameindex, if_nametoindex, set_link_up};
 pub(crate) use mmap::Mmap;
-pub(crate) use process::{geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit, tai_ns};
+pub(crate) use process::{
+    geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit, random_bytes, tai_ns,
+};
 pub(crate) use signal::{install_interrupt_handler, interrupt_child, interrupt_thread};
 pub(crate) use xsk::{
     bind_xdp, getsockopt, kick_rx, kick_tx, poll_one, poll_readable, poll_two_readable, setsockopt, setsockopt_int,

@@ -92,3 +92,26 @@ pub fn lock_file(path: &std::path::Path, stop: &std::sync::atomic::AtomicBool) -
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Fills `buf` from the kernel's random pool (getrandom(2), flags 0: blocks only until the pool
+/// is initialised at boot).
+///
+/// # Errors
+///
+/// The failed call ([`SysError`]).
+pub fn random_bytes(buf: &mut [u8]) -> Result<(), SysError> {
+    let mut at = 0;
+    while at < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled rest of `buf`.
+        let n = unsafe { libc::getrandom(buf[at..].as_mut_ptr().cast(), buf.len() - at, 0) };
+        if n < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if errno == libc::EINTR {
+                continue;
+            }
+            return Err(SysError { call: format!("getrandom(len={})", buf.len() - at), errno });
+        }
+        at += n as usize;
+    }
+    Ok(())
+}
