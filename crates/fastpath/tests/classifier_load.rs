@@ -289,9 +289,8 @@ fn rule_table_probe_runs_in_the_program() {
         k
     };
     // Addresses from 10.1.0.0 on whose key has home `h`, the first `n`.
-    let find = |h: usize, n: usize| -> Vec<u32> {
-        (0x0a01_0000u32..).filter(|&a| table_home(&key(a)) == h).take(n).collect()
-    };
+    let find =
+        |h: usize, n: usize| -> Vec<u32> { (0x0a01_0000u32..).filter(|&a| table_home(&key(a)) == h).take(n).collect() };
     let pushed = find((home + 3) % TABLE_SLOTS, 4);
     let run = find(home, TABLE_PROBES + 1);
     // Rules: the 3 pushed keys first (placed first), then the run's 16; each its own rule.
@@ -306,7 +305,11 @@ fn rule_table_probe_runs_in_the_program() {
         assert!(comp.entries.contains(&(key(*a), i as u32)), "the compiler's key of rule {i} is the one searched");
     }
     let last = comp.table[(home + TABLE_PROBES - 1) % TABLE_SLOTS].unwrap();
-    assert_eq!((last.rule as usize, last.dist as usize), (3 + TABLE_PROBES - 1, TABLE_PROBES - 1), "16th at distance 15");
+    assert_eq!(
+        (last.rule as usize, last.dist as usize),
+        (3 + TABLE_PROBES - 1, TABLE_PROBES - 1),
+        "16th at distance 15"
+    );
     let longest = comp.table.iter().flatten().map(|s| s.dist).max().unwrap();
     assert_eq!(longest as usize, TABLE_PROBES - 1);
     let c = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));

@@ -440,7 +440,7 @@ fn check_table(c: &Compiled) -> Result<Table, BpfError> {
         }
     }
     let table = rebuild_table(c).map_err(|e| bad(e.to_string(), "the tuples flagged in_table fit the table"))?;
-    let same = if table.is_empty() { c.table.is_empty() } else { c.table.as_slice() == table.clone().into_slots() };
+    let same = if table.is_empty() { c.table.is_empty() } else { c.table == table.clone().into_slots() };
     if !same {
         return Err(bad(
             format!("{} slots unlike the table of its entries", c.table.len()),

@@ -367,8 +367,8 @@ impl Table {
     /// The rule of `k`, reading as the program's `table_find()` does: from its home slot `home`,
     /// up to [`TABLE_PROBES`] slots, stopping at an empty one or, at probe `j`, at a slot whose
     /// key lies fewer than `j` slots from its home (Robin Hood: `k` would have taken it). A hit
-    /// at distance `d` reads `d + 1` slots; a miss at most one more than the longest distance in
-    /// the run it lands in.
+    /// at distance `d` reads `d + 1` slots; a miss at most [`Table::max_dist`] + 2 (and never
+    /// more than [`TABLE_PROBES`]).
     pub fn find(slots: &[Option<Slot>], k: &Key, home: usize) -> Option<u32> {
         if slots.len() != TABLE_SLOTS {
             return None;
