@@ -284,7 +284,8 @@ fn rule_table_probe_runs_in_the_program() {
     }
     let home = TABLE_SLOTS - 5;
     let key = |a: u32| {
-        let mut k = Key::default();
+        // An IPv4 source rule constrains the EtherType too.
+        let mut k = Key { eth_type: 0x0800, ..Key::default() };
         k.src[..4].copy_from_slice(&a.to_be_bytes());
         k
     };
