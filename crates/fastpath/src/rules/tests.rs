@@ -492,6 +492,12 @@ fn compiled_table_empty_match_all_and_overflow() {
     let s = set(&text);
     let c = compile("t", &s).unwrap();
     assert_eq!(c.in_table, vec![true, false, true], "the big tuple stays in the hash");
+    assert_eq!(c.table_fallback.len(), 1, "{:?}", c.table_fallback);
+    assert!(
+        c.table_fallback[0].0 == 1 && c.table_fallback[0].1.starts_with("rule table full"),
+        "{:?}",
+        c.table_fallback
+    );
     for (src, dst, dport) in [
         ([10u8, 0, 0, 5], [1u8, 1, 1, 1], 7u16),
         ([10, 0, 200, 1], [1, 1, 1, 1], 9),
