@@ -445,7 +445,9 @@ static __always_inline int rate_allows(__u32 set, __u32 rule, __u32 ai, struct p
 /* The rule index of `key` (built with `set` 0) in rule set `set`'s open-addressing table, NO_RULE
  * if absent (struct fp_cls_slot): a multiplicative hash over the key's seven words, then at most
  * FP_CLS_TABLE_PROBES inlined array reads, each compared inline; the compiler placed every key
- * within that many slots of its home, so stopping there (or at an empty slot) misses none. The
+ * within that many slots of its home, so stopping there (or at an empty slot) misses none, nor
+ * does stopping at probe j on a slot whose key lies fewer than j slots past its home (`used` is
+ * that distance + 1; Robin Hood placement: the key looked for would have taken the slot). The
  * slot index is masked into the set's own half: a probe never reads the other set. Sets
  * key->set. */
 static __always_inline __u32 table_find(struct fp_cls_key *key, __u32 set)
@@ -462,7 +464,9 @@ static __always_inline __u32 table_find(struct fp_cls_key *key, __u32 set)
 		struct fp_cls_slot *s = bpf_map_lookup_elem(&cls_table, &si);
 		__u64 *sw;
 
-		if (!s || !s->used)
+		/* Empty, or (Robin Hood) a key nearer its home than j: `key` would have taken
+		 * this slot, so it is absent. */
+		if (!s || s->used <= j)
 			break;
 		sw = (__u64 *)&s->k;
 		if (sw[0] == w[0] && sw[1] == w[1] && sw[2] == w[2] && sw[3] == w[3] && sw[4] == w[4] &&

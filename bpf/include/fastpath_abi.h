@@ -171,7 +171,8 @@ struct fp_cls_key {
  * slots (linear probing, wrapping within the set). The compiler (rules/compile.rs) fills the
  * table to at most half and places every key (Robin Hood insertion) within FP_CLS_TABLE_PROBES
  * slots of its home, no empty slot between; a
- * tuple whose keys do not fit stays in `cls_rules`. A lookup stops at an empty slot or after
+ * tuple whose keys do not fit stays in `cls_rules`. A lookup stops at an empty slot, at probe j
+ * on a slot whose `used` <= j (its key lies nearer its home: Robin Hood early exit) or after
  * FP_CLS_TABLE_PROBES slots, whatever the packet. */
 #define FP_CLS_TABLE_BITS   16
 #define FP_CLS_TABLE_SLOTS  (1 << FP_CLS_TABLE_BITS)
@@ -180,7 +181,7 @@ struct fp_cls_key {
 struct fp_cls_slot {
 	struct fp_cls_key k;  /* with `set` = the slot's rule set */
 	__u32 rule;           /* lowest rule index with this key */
-	__u32 used;           /* 1: an entry; 0: empty (ends a probe run) */
+	__u32 used;           /* 0: empty (ends a probe run); else the key's distance from its home + 1 */
 };
 
 /* Per-tuple prefilter (struct fp_cls_tuple.prefilter): a bitmap over the first 16 bits of the

@@ -68,9 +68,13 @@ fn main() {
     for name in &names {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
+        // -fno-strict-aliasing: the programs fill keys through their __u16/__u32 members and
+        // then hash and compare them as __u64 words (classifier.bpf.c's table_find(), the flow
+        // cache's key); without it the compiler may reorder those accesses. Each element is one
+        // clang argument.
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args([include.as_str(), multiarch.as_str(), "-O2", "-Wall"])
+            .clang_args([include.as_str(), multiarch.as_str(), "-O2", "-Wall", "-fno-strict-aliasing"])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", src.display()));
         mods += &format!("pub mod {name} {{\n    include!(concat!(env!(\"OUT_DIR\"), \"/{name}.skel.rs\"));\n}}\n");

@@ -81,6 +81,10 @@ fn check(rules: &RulesArgs, json: bool) -> CliResult<()> {
     if uses_vlan(&set) {
         eprintln!("note: {VLAN_NOTE}");
     }
+    // A tuple left to the hash is slower, not wrong: said on stderr, the output unchanged.
+    for (t, why) in &c.table_fallback {
+        eprintln!("note: tuple {t} is looked up in the hash, not the rule table: {why}");
+    }
     if json {
         println!(
             "{}",

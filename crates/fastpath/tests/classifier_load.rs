@@ -166,10 +166,11 @@ fn rate_total_holds_across_cpus() {
     assert_eq!(t.packets("rate_dropped") as usize, tried - passed, "every refused frame is counted");
 }
 
-/// The open-addressing rule table in the program: a match-all rule (its key all zero, like an
-/// empty slot's contents) matches; reloads swap sets whose tables hold other keys, and a key of
-/// an earlier install of the same set (its half of the table rewritten) never matches again;
-/// a tuple too big for the table is looked up in the hash, beside tuples in the table.
+/// The open-addressing rule table in the program: a match-all rule behind another matches;
+/// reloads swap sets whose tables hold other keys, and a key of an earlier install of the same
+/// set (its half of the table rewritten) never matches again, even where the new set's tuples
+/// would read it; a tuple too big for the table is looked up in the hash, beside tuples in the
+/// table.
 #[test]
 fn rule_table_reloads_and_hash_fallback() {
     if !root() {
@@ -183,8 +184,11 @@ fn rule_table_reloads_and_hash_fallback() {
     let a = "[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n[[rule]]\naction=\"tx\"\n";
     // Set B: port 10 drop; no match-all, default pass.
     let b = "[[rule]]\nproto=\"udp\"\ndst_port=10\naction=\"drop\"\n";
-    // Set C (into A's half again): source 10.0.0.1 tx only.
-    let cc = "[[rule]]\nsrc=\"10.0.0.1\"\naction=\"tx\"\n";
+    // Set C (into A's half again): A's tuple 0 shape (udp, destination port) where a leftover
+    // A slot would match: C's port classes are 0-4 (class 1, its rule) and 5-65535 (class 2),
+    // so port 9 or 11 gives class 2, A's key for port 9, at A's home slot; C has no entry there.
+    // A leftover would tx them (C's rule 0); right is C's default, pass.
+    let cc = "[[rule]]\nproto=\"udp\"\ndst_port=\"0-4\"\naction=\"tx\"\n";
     let s0 = install(&c, a);
     port(&mut f, 9);
     assert_eq!(c.test_run(&f).unwrap(), 1, "A: port 9 drop");
@@ -201,8 +205,8 @@ fn rule_table_reloads_and_hash_fallback() {
         port(&mut f, p);
         assert_eq!(c.test_run(&f).unwrap(), 2, "C: port {p} passes (A's keys are gone from set {s0})");
     }
-    src(&mut f, [10, 0, 0, 1]);
-    assert_eq!(c.test_run(&f).unwrap(), 3, "C: 10.0.0.1 tx");
+    port(&mut f, 3);
+    assert_eq!(c.test_run(&f).unwrap(), 3, "C: port 3 tx");
 
     // A tuple of TABLE_MAX_ENTRIES + 1 /32 sources (the hash) between two in the table.
     let n = fastpath::rules::compile::TABLE_MAX_ENTRIES + 1;
@@ -225,5 +229,100 @@ fn rule_table_reloads_and_hash_fallback() {
         f[30..34].copy_from_slice(&d);
         port(&mut f, p);
         assert_eq!(c.test_run(&f).unwrap(), want, "src {s:?} dst {d:?} port {p}");
+    }
+}
+
+/// A match-all rule alone is tuple 0 with an all-zero key, like an empty slot's contents, in
+/// slot 0 of set 0 (the second install lands in set 0, whose key then has `set` 0 too: all of
+/// it zero): it matches every packet. A set with no rules installed there afterwards matches
+/// nothing.
+#[test]
+fn match_all_alone_in_set_zero() {
+    if !root() {
+        return;
+    }
+    let c = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(install(&c, "[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n"), fastpath::bpf::SetIndex::One);
+    let all = "[[rule]]\naction=\"tx\"\n";
+    let comp = fastpath::rules::compile::compile("t", &fastpath::rules::parse_toml("t", all).unwrap()).unwrap();
+    assert_eq!(comp.entries, vec![(fastpath::rules::compile::Key::default(), 0)], "one all-zero key");
+    assert_eq!(c.swap_in(&comp).unwrap(), fastpath::bpf::SetIndex::Zero);
+    let mut f = udp4();
+    for (s, p) in [([0u8, 0, 0, 0], 0u16), ([10, 0, 0, 1], 9), ([192, 0, 2, 7], 53)] {
+        f[26..30].copy_from_slice(&s);
+        f[36..38].copy_from_slice(&p.to_be_bytes());
+        assert_eq!(c.test_run(&f).unwrap(), 3, "the match-all rule: src {s:?} port {p}");
+    }
+    let mut arp = udp4();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(c.test_run(&arp).unwrap(), 3, "the match-all rule: ARP");
+    let n = c.rule_counters(fastpath::bpf::SetIndex::Zero, 1).unwrap()[0].0;
+    assert_eq!(n, 4, "every frame counted on rule 0");
+    // A set with no rules (default pass) into set 0 again, and into set 1: nothing matches.
+    for want in [fastpath::bpf::SetIndex::One, fastpath::bpf::SetIndex::Zero] {
+        assert_eq!(install(&c, "default=\"pass\"\n"), want);
+        assert_eq!(c.test_run(&f).unwrap(), 2, "empty set {want:?}: the default");
+        assert_eq!(c.test_run(&arp).unwrap(), 2, "empty set {want:?}: the default (ARP)");
+    }
+}
+
+/// The program's probe loop beyond distance 0: 16 source /32 keys sharing one home slot near the
+/// end of the set's half (found by brute force with the Rust hash), so the run wraps to slot 0,
+/// the 16th key at distance 15, and 3 keys of a home 3 slots on, placed first and pushed past
+/// the run by Robin Hood (distances up to 16 + 2 - 3). A packet of each hits its own rule (per
+/// rule counters); one more address of that home, not installed, and one of the others' home
+/// match nothing. If the Rust and program hashes differed, the keys would not share a home in
+/// the program and most would not be found within the probe bound.
+#[test]
+fn rule_table_probe_runs_in_the_program() {
+    use fastpath::rules::compile::{table_home, Key, TABLE_PROBES, TABLE_SLOTS};
+    if !root() {
+        return;
+    }
+    let home = TABLE_SLOTS - 5;
+    let key = |a: u32| {
+        // An IPv4 source rule constrains the EtherType too.
+        let mut k = Key { eth_type: 0x0800, ..Key::default() };
+        k.src[..4].copy_from_slice(&a.to_be_bytes());
+        k
+    };
+    // Addresses from 10.1.0.0 on whose key has home `h`, the first `n`.
+    let find =
+        |h: usize, n: usize| -> Vec<u32> { (0x0a01_0000u32..).filter(|&a| table_home(&key(a)) == h).take(n).collect() };
+    let pushed = find((home + 3) % TABLE_SLOTS, 4);
+    let run = find(home, TABLE_PROBES + 1);
+    // Rules: the 3 pushed keys first (placed first), then the run's 16; each its own rule.
+    let addrs: Vec<u32> = pushed[..3].iter().chain(&run[..TABLE_PROBES]).copied().collect();
+    let mut text = String::from("default=\"pass\"\n");
+    for a in &addrs {
+        text += &format!("[[rule]]\nsrc=\"{}/32\"\naction=\"drop\"\n", std::net::Ipv4Addr::from(*a));
+    }
+    let comp = fastpath::rules::compile::compile("t", &fastpath::rules::parse_toml("t", &text).unwrap()).unwrap();
+    assert_eq!(comp.in_table, vec![true]);
+    for (i, a) in addrs.iter().enumerate() {
+        assert!(comp.entries.contains(&(key(*a), i as u32)), "the compiler's key of rule {i} is the one searched");
+    }
+    let last = comp.table[(home + TABLE_PROBES - 1) % TABLE_SLOTS].unwrap();
+    assert_eq!(
+        (last.rule as usize, last.dist as usize),
+        (3 + TABLE_PROBES - 1, TABLE_PROBES - 1),
+        "16th at distance 15"
+    );
+    let longest = comp.table.iter().flatten().map(|s| s.dist).max().unwrap();
+    assert_eq!(longest as usize, TABLE_PROBES - 1);
+    let c = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
+    let set = c.swap_in(&comp).unwrap();
+    let mut f = udp4();
+    for a in &addrs {
+        f[26..30].copy_from_slice(&a.to_be_bytes());
+        assert_eq!(c.test_run(&f).unwrap(), 1, "{} drop", std::net::Ipv4Addr::from(*a));
+    }
+    let counts = c.rule_counters(set, addrs.len()).unwrap();
+    for (i, (n, _)) in counts.iter().enumerate() {
+        assert_eq!(*n, 1, "rule {i} ({}) hit once", std::net::Ipv4Addr::from(addrs[i]));
+    }
+    for a in [run[TABLE_PROBES], pushed[3]] {
+        f[26..30].copy_from_slice(&a.to_be_bytes());
+        assert_eq!(c.test_run(&f).unwrap(), 2, "{} (same home, not installed) passes", std::net::Ipv4Addr::from(a));
     }
 }

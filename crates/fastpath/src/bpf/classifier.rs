@@ -33,7 +33,7 @@ use crate::abi::{
 };
 use crate::netdev::Iface;
 use crate::rules::compile::{
-    abi_key, table_home, ActionEntry, Compiled, Key, MAX_TUPLES, PRE_WORDS, TABLE_PROBES, TABLE_SLOTS,
+    abi_key, rebuild_table, ActionEntry, Compiled, Key, Slot, Table, MAX_TUPLES, PRE_WORDS, TABLE_SLOTS,
 };
 use crate::rules::{MAX_CPU_SETS, MAX_REDIRECT_PORTS, MAX_RULES};
 use crate::sys::SysError;
@@ -379,11 +379,12 @@ fn cls_key(set: SetIndex, k: &Key) -> fp_cls_key {
 
 /// The `cls_table` slots of set `set` (struct fp_cls_slot): every slot of the set, empty ones
 /// zero, so nothing of an earlier install survives.
-fn cls_slots(set: SetIndex, table: &[Option<(Key, u32)>]) -> Vec<fp_cls_slot> {
+/// `used` is the key's distance from its home slot plus one (the program's Robin Hood early exit).
+fn cls_slots(set: SetIndex, table: &[Option<Slot>]) -> Vec<fp_cls_slot> {
     let mut out = vec![fp_cls_slot::zeroed(); TABLE_SLOTS];
     for (o, e) in out.iter_mut().zip(table) {
-        if let Some((k, r)) = e {
-            *o = fp_cls_slot { k: cls_key(set, k), rule: *r, used: 1 };
+        if let Some(sl) = e {
+            *o = fp_cls_slot { k: cls_key(set, &sl.key), rule: sl.rule, used: u32::from(sl.dist) + 1 };
         }
     }
     out
@@ -406,8 +407,9 @@ fn mask16(plen: u8) -> [u8; 16] {
 }
 
 /// Refuses a compiled set larger than the maps hold (what [`crate::rules::compile::compile`]
-/// already refuses; a hand-made [`Compiled`] may not).
-fn check_fits(c: &Compiled) -> Result<(), BpfError> {
+/// already refuses; a hand-made [`Compiled`] may not); returns the table to install
+/// ([`check_table`]).
+fn check_fits(c: &Compiled) -> Result<Table, BpfError> {
     let limits = [
         ("rules", c.actions.len(), MAX_RULES),
         ("tuples", c.tuples.len(), MAX_TUPLES),
@@ -424,7 +426,6 @@ fn check_fits(c: &Compiled) -> Result<(), BpfError> {
             });
         }
     }
-    check_table(c)?;
     if c.tuple_best.len() < c.tuples.len() || c.prefilter.len() < c.tuples.len() {
         return Err(BpfError::BadValue {
             what: "compiled rule set",
@@ -437,13 +438,15 @@ fn check_fits(c: &Compiled) -> Result<(), BpfError> {
             accepted: "one best rule and one prefilter per tuple".into(),
         });
     }
-    Ok(())
+    check_table(c)
 }
 
-/// Refuses a table the program could not read right (a hand-made [`Compiled`]): one flag per
-/// tuple, [`TABLE_SLOTS`] slots (or none when no tuple is in it), each key of a tuple in the
-/// table in that tuple and within [`TABLE_PROBES`] slots of its home with no empty slot before.
-fn check_table(c: &Compiled) -> Result<(), BpfError> {
+/// The table to install for `c`, rebuilt from its entries and [`Compiled::in_table`] flags
+/// ([`rebuild_table`]; `c.table` is not trusted, only checked against it), after refusing what
+/// the program would read wrong (a hand-made [`Compiled`]): not one flag per tuple, an entry of
+/// no tuple or of no rule, a key twice, a tuple whose best rule is not its lowest, a flagged
+/// tuple that does not fit, or a `c.table` other than the rebuilt one.
+fn check_table(c: &Compiled) -> Result<Table, BpfError> {
     let bad = |value: String, accepted: &str| BpfError::BadValue {
         what: "compiled rule table",
         value,
@@ -452,25 +455,35 @@ fn check_table(c: &Compiled) -> Result<(), BpfError> {
     if c.in_table.len() != c.tuples.len() {
         return Err(bad(format!("{} table flags for {} tuples", c.in_table.len(), c.tuples.len()), "one per tuple"));
     }
-    let any = c.in_table.iter().any(|b| *b);
-    if !(c.table.len() == TABLE_SLOTS || (c.table.is_empty() && !any)) {
-        return Err(bad(format!("{} slots", c.table.len()), "exactly FP_CLS_TABLE_SLOTS"));
-    }
-    for (s, e) in c.table.iter().enumerate() {
-        let Some((k, _)) = e else { continue };
-        if !c.in_table.get(k.tuple as usize).copied().unwrap_or(false) {
-            return Err(bad(format!("slot {s}: a key of tuple {}", k.tuple), "keys of tuples in the table only"));
-        }
-        let home = table_home(k);
-        let reach = (0..TABLE_PROBES).map(|j| (home + j) % TABLE_SLOTS).take_while(|&t| c.table[t].is_some());
-        if !reach.clone().any(|t| t == s) {
+    let mut lowest = vec![u32::MAX; c.tuples.len()];
+    let mut seen = std::collections::HashSet::with_capacity(c.entries.len());
+    for (k, r) in &c.entries {
+        let t = k.tuple as usize;
+        if t >= c.tuples.len() || *r as usize >= c.actions.len() {
             return Err(bad(
-                format!("slot {s}: a key whose home is slot {home}"),
-                "each key within FP_CLS_TABLE_PROBES slots of its home, no empty slot between",
+                format!("an entry of tuple {t}, rule {r} ({} tuples, {} rules)", c.tuples.len(), c.actions.len()),
+                "entries of existing tuples and rules",
             ));
         }
+        if !seen.insert(k) {
+            return Err(bad(format!("a key of tuple {t} twice"), "each key once"));
+        }
+        lowest[t] = lowest[t].min(*r);
     }
-    Ok(())
+    for (t, (low, best)) in lowest.iter().zip(&c.tuple_best).enumerate() {
+        if *low != u32::MAX && low != best {
+            return Err(bad(format!("tuple {t}: best rule {best}, lowest rule of its entries {low}"), "the lowest"));
+        }
+    }
+    let table = rebuild_table(c).map_err(|e| bad(e.to_string(), "the tuples flagged in_table fit the table"))?;
+    let same = if table.is_empty() { c.table.is_empty() } else { c.table == table.clone().into_slots() };
+    if !same {
+        return Err(bad(
+            format!("{} slots unlike the table of its entries", c.table.len()),
+            "the table compile() builds from the entries and in_table flags",
+        ));
+    }
+    Ok(table)
 }
 
 impl LoadedClassifier {
@@ -821,17 +834,18 @@ impl<S: state::State> Classifier<S> {
     /// Writes `c` (checked by [`check_fits`]) into the inactive set without flipping to it;
     /// on error the half-written set is cleared. Returns that set.
     fn stage(&self, c: &Compiled) -> Result<SetIndex, BpfError> {
-        check_fits(c)?;
+        let table = check_fits(c)?;
         let new = self.active()?.other();
-        if let Err(e) = self.install(new, c) {
+        if let Err(e) = self.install(new, c, table) {
             let _ = self.clear(new);
             return Err(e);
         }
         Ok(new)
     }
 
-    /// Writes `c` (checked by [`check_fits`]) as rule set `set` (not yet in use).
-    fn install(&self, set: SetIndex, c: &Compiled) -> Result<(), BpfError> {
+    /// Writes `c` (checked by [`check_fits`], which rebuilt its `table`) as rule set `set` (not
+    /// yet in use).
+    fn install(&self, set: SetIndex, c: &Compiled, table: Table) -> Result<(), BpfError> {
         // Whatever an earlier, interrupted install left in this set goes first: stale keys
         // would otherwise match under the new tuple table.
         self.clear(set)?;
@@ -850,7 +864,7 @@ impl<S: state::State> Classifier<S> {
         self.install_targets(set, c)?;
         // The open-addressing table: every slot of the set (empty ones zeroed); the hash takes
         // the entries of the tuples not in it.
-        m.cls_table.set_many(set.at(TABLE_SLOTS, 0), &cls_slots(set, &c.table))?;
+        m.cls_table.set_many(set.at(TABLE_SLOTS, 0), &cls_slots(set, &table.into_slots()))?;
         let in_hash = |k: &Key| !c.in_table.get(k.tuple as usize).copied().unwrap_or(false);
         let hashed: Vec<&(Key, u32)> = c.entries.iter().filter(|(k, _)| in_hash(k)).collect();
         let keys: Vec<fp_cls_key> = hashed.iter().map(|(k, _)| cls_key(set, k)).collect();
@@ -1243,4 +1257,93 @@ pub fn pin_dir(iface: &str) -> PathBuf {
         .and_then(|p| p.to_string_lossy().trim_start_matches("net:[").trim_end_matches(']').parse::<u64>().ok())
         .unwrap_or(0);
     PathBuf::from(format!("{PIN_ROOT}/{ns}-{iface}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiled(text: &str) -> Compiled {
+        let set = crate::rules::parse_toml("t", text).unwrap();
+        crate::rules::compile::compile("t", &set).unwrap()
+    }
+
+    /// The refusal of `c`, one line, containing `want`.
+    fn refused(c: &Compiled, want: &str) {
+        let e = check_fits(c).map(|_| ()).unwrap_err().to_string();
+        assert!(!e.contains('\n') && e.contains(want), "{e}");
+    }
+
+    const TWO: &str = "[[rule]]\nproto=\"udp\"\ndst_port=9\naction=\"drop\"\n[[rule]]\nsrc=\"10.0.0.1/32\"\naction=\"tx\"\n[[rule]]\nsrc=\"10.0.0.2/32\"\naction=\"pass\"\n";
+
+    /// A compiled set passes and the table to install is the one compile() built.
+    #[test]
+    fn check_table_accepts_compiled_sets() {
+        for text in [TWO, "default=\"pass\"\n", "[[rule]]\naction=\"tx\"\n"] {
+            let c = compiled(text);
+            let t = check_fits(&c).unwrap_or_else(|e| panic!("{e}"));
+            if c.table.is_empty() {
+                assert!(t.is_empty());
+            } else {
+                assert!(t.into_slots() == c.table, "{text:?}");
+            }
+        }
+    }
+
+    /// A hand-made set the program would read wrong is refused, one line each: flags not one per
+    /// tuple, an entry of a tuple in the table missing from `table` (the hash would not hold it
+    /// either: its rule would never match), a key twice, a rule number beyond the actions, an
+    /// entry of no tuple, a best rule other than the tuple's lowest, flagged tuples too big for
+    /// the table, a table whose slots differ from the rebuilt one.
+    #[test]
+    fn check_table_refuses_broken_sets() {
+        let good = compiled(TWO);
+        assert_eq!(good.in_table, vec![true, true]);
+
+        let mut c = good.clone();
+        c.in_table.pop();
+        refused(&c, "1 table flags for 2 tuples");
+
+        let mut c = good.clone();
+        let s = c.table.iter().position(|s| s.is_some_and(|s| s.key.tuple == 1)).unwrap();
+        c.table[s] = None;
+        refused(&c, "unlike the table of its entries");
+
+        let mut c = good.clone();
+        c.entries.push(c.entries[1]);
+        refused(&c, "a key of tuple 1 twice");
+
+        let mut c = good.clone();
+        c.entries[2].1 = 3;
+        refused(&c, "rule 3 (2 tuples, 3 rules)");
+
+        let mut c = good.clone();
+        c.entries[2].0.tuple = 2;
+        refused(&c, "an entry of tuple 2");
+
+        let mut c = good.clone();
+        c.tuple_best[1] = 2;
+        refused(&c, "tuple 1: best rule 2, lowest rule of its entries 1");
+
+        let mut c = good.clone();
+        c.entries[2].1 = 0;
+        refused(&c, "tuple 1: best rule 1, lowest rule of its entries 0");
+
+        let mut c = good.clone();
+        c.table = Vec::new();
+        refused(&c, "0 slots unlike");
+
+        let mut c = good.clone();
+        c.table[0] = c.table.iter().flatten().next().copied();
+        refused(&c, "unlike the table of its entries");
+
+        // Tuple 1 flagged in the table with more keys than it holds.
+        let mut c = good.clone();
+        for i in 0..crate::rules::compile::TABLE_MAX_ENTRIES as u32 {
+            let mut k = c.entries[1].0;
+            k.src[..4].copy_from_slice(&(0x0b00_0000 + i).to_be_bytes());
+            c.entries.push((k, 2));
+        }
+        refused(&c, "rule table full");
+    }
 }

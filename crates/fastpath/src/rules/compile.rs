@@ -201,7 +201,10 @@ pub struct Compiled {
     pub in_table: Vec<bool>,
     /// The open-addressing table of the set: [`TABLE_SLOTS`] slots, `(key, rule)` or empty, as
     /// the program's `cls_table` holds them ([`Table`]). Empty if no tuple is in it.
-    pub table: Vec<Option<(Key, u32)>>,
+    pub table: Vec<Option<Slot>>,
+    /// The tuples left to the hash although the table was tried, each with why (one line,
+    /// [`TableError`]): `(tuple index, reason)`.
+    pub table_fallback: Vec<(usize, String)>,
     /// The bitmaps: for tuple `t` and field `f` (0 source, 1 destination), bit `h` of
     /// `prefilter_words[(t * 2 + f) * PRE_WORDS..][h / 64]` is set when some entry of the tuple
     /// has `h` as the first 16 bits of its masked address. Empty for fields not consulted.
@@ -221,6 +224,9 @@ pub const TABLE_SLOTS: usize = abi::FP_CLS_TABLE_SLOTS as usize;
 pub const TABLE_PROBES: usize = abi::FP_CLS_TABLE_PROBES as usize;
 /// Most entries the table takes: half its slots (load factor 0.5 keeps probe runs short).
 pub const TABLE_MAX_ENTRIES: usize = TABLE_SLOTS / 2;
+
+// The Rust hash ([`table_home`]) and the program's share this multiplier (golden ratio * 2^64).
+const _: () = assert!(abi::FP_CLS_TABLE_MUL as u64 == 0x9e37_79b9_7f4a_7c15);
 
 /// The program's `struct fp_cls_key` of `k` in rule set `set` (0 or 1; padding zero).
 pub fn abi_key(k: &Key, set: u8) -> abi::fp_cls_key {
@@ -292,22 +298,34 @@ impl std::fmt::Display for TableError {
 
 impl std::error::Error for TableError {}
 
+/// One occupied slot of the [`Table`]: the key, its rule and how far past its home slot it lies
+/// (`0..TABLE_PROBES`; the program's `fp_cls_slot.used` is `dist + 1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The key.
+    pub key: Key,
+    /// Its rule.
+    pub rule: u32,
+    /// Slots past its home.
+    pub dist: u8,
+}
+
 /// An open-addressing table under construction: linear probing from [`table_home`] with Robin
-/// Hood insertion (a key being placed takes the slot of one nearer its own home, which moves on;
-/// the lookup is unchanged, and the longest distance from home stays small: about 7 slots at
-/// half load, against more than 20 for first-come placement), at most [`TABLE_MAX_ENTRIES`]
-/// entries, every key within [`TABLE_PROBES`] slots of its home with no empty slot between.
+/// Hood insertion (a key being placed takes the slot of one nearer its own home, which moves on),
+/// at most [`TABLE_MAX_ENTRIES`] entries, every key within [`TABLE_PROBES`] slots of its home
+/// with no empty slot between. A key `d` slots past its home then passed only slots whose keys
+/// lie at least as far from theirs as it did there, so a lookup at probe `j` that meets a slot
+/// whose key lies fewer than `j` slots from its home may stop: the key looked for would have
+/// taken that slot ([`Table::find`]).
 #[derive(Debug, Clone)]
 pub struct Table {
-    slots: Vec<Option<(Key, u32)>>,
-    /// Home slot of the entry in each slot (meaningless where empty).
-    homes: Vec<usize>,
+    slots: Vec<Option<Slot>>,
     len: usize,
 }
 
 impl Default for Table {
     fn default() -> Self {
-        Table { slots: vec![None; TABLE_SLOTS], homes: vec![0; TABLE_SLOTS], len: 0 }
+        Table { slots: vec![None; TABLE_SLOTS], len: 0 }
     }
 }
 
@@ -322,45 +340,53 @@ impl Table {
         if self.len + entries.len() > TABLE_MAX_ENTRIES {
             return Err(TableError::Full { placed: self.len, adding: entries.len() });
         }
-        let before = (self.slots.clone(), self.homes.clone());
+        // Undo log: every slot written, with what it held before, undone in reverse on failure.
+        let mut undo: Vec<(usize, Option<Slot>)> = Vec::new();
         for (k, r) in entries {
             let h = home(k) % TABLE_SLOTS;
-            let (mut cur, mut cur_home, mut d) = ((*k, *r), h, 0usize);
+            let mut cur = Slot { key: *k, rule: *r, dist: 0 };
+            let mut p = h;
             loop {
-                if d >= TABLE_PROBES {
-                    (self.slots, self.homes) = before;
+                if cur.dist as usize >= TABLE_PROBES {
+                    for (i, old) in undo.into_iter().rev() {
+                        self.slots[i] = old;
+                    }
                     return Err(TableError::ProbeBound { tuple: k.tuple, home: h });
                 }
-                let p = (cur_home + d) % TABLE_SLOTS;
+                undo.push((p, self.slots[p]));
                 let Some(occupant) = self.slots[p] else {
                     self.slots[p] = Some(cur);
-                    self.homes[p] = cur_home;
                     break;
                 };
-                let od = (p + TABLE_SLOTS - self.homes[p]) % TABLE_SLOTS;
-                if od < d {
+                if occupant.dist < cur.dist {
                     // Robin Hood: the occupant is nearer its home; it moves on instead.
                     self.slots[p] = Some(cur);
-                    (cur, cur_home, self.homes[p]) = (occupant, self.homes[p], cur_home);
-                    d = od;
+                    cur = occupant;
+                } else {
+                    undo.pop();
                 }
-                d += 1;
+                cur.dist += 1;
+                p = (p + 1) % TABLE_SLOTS;
             }
         }
         self.len += entries.len();
         Ok(())
     }
 
-    /// The rule of `k`, reading as the program does: from its home slot `home`, up to
-    /// [`TABLE_PROBES`] slots, stopping at an empty one.
-    pub fn find(slots: &[Option<(Key, u32)>], k: &Key, home: usize) -> Option<u32> {
+    /// The rule of `k`, reading as the program's `table_find()` does: from its home slot `home`,
+    /// up to [`TABLE_PROBES`] slots, stopping at an empty one or, at probe `j`, at a slot whose
+    /// key lies fewer than `j` slots from its home (Robin Hood: `k` would have taken it). A hit
+    /// at distance `d` reads `d + 1` slots; a miss at most [`Table::max_dist`] + 2 (and never
+    /// more than [`TABLE_PROBES`]).
+    pub fn find(slots: &[Option<Slot>], k: &Key, home: usize) -> Option<u32> {
         if slots.len() != TABLE_SLOTS {
             return None;
         }
         for j in 0..TABLE_PROBES {
             match &slots[(home + j) % TABLE_SLOTS] {
                 None => return None,
-                Some((sk, r)) if sk == k => return Some(*r),
+                Some(s) if (s.dist as usize) < j => return None,
+                Some(s) if s.key == *k => return Some(s.rule),
                 Some(_) => {}
             }
         }
@@ -378,22 +404,53 @@ impl Table {
     }
 
     /// The slots.
-    pub fn into_slots(self) -> Vec<Option<(Key, u32)>> {
+    pub fn into_slots(self) -> Vec<Option<Slot>> {
         self.slots
     }
+
+    /// The longest distance of a key from its home (0 if empty).
+    pub fn max_dist(&self) -> usize {
+        self.slots.iter().flatten().map(|s| s.dist as usize).max().unwrap_or(0)
+    }
+}
+
+/// The entries of `entries`, tuple by tuple in index order, grouped for [`Table::insert_all`].
+fn by_tuple(entries: &[(Key, u32)], n_tuples: usize) -> Vec<Vec<(Key, u32)>> {
+    let mut by_tuple: Vec<Vec<(Key, u32)>> = vec![Vec::new(); n_tuples];
+    for e in entries {
+        if let Some(v) = by_tuple.get_mut(e.0.tuple as usize) {
+            v.push(*e);
+        }
+    }
+    by_tuple
 }
 
 /// Fills [`Compiled::in_table`] and [`Compiled::table`]: tuples in search order (the first is
 /// looked up by every packet), each whole into the table if it fits ([`Table::insert_all`]),
-/// else left to the hash.
+/// else left to the hash (why: [`Compiled::table_fallback`]).
 fn build_table(c: &mut Compiled) {
-    let mut by_tuple: Vec<Vec<(Key, u32)>> = vec![Vec::new(); c.tuples.len()];
-    for e in &c.entries {
-        by_tuple[e.0.tuple as usize].push(*e);
-    }
     let mut t = Table::default();
-    c.in_table = by_tuple.iter().map(|es| t.insert_all(es, table_home).is_ok()).collect();
+    let results: Vec<Result<(), TableError>> =
+        by_tuple(&c.entries, c.tuples.len()).iter().map(|es| t.insert_all(es, table_home)).collect();
+    c.in_table = results.iter().map(|r| r.is_ok()).collect();
+    c.table_fallback =
+        results.into_iter().enumerate().filter_map(|(i, r)| r.err().map(|e| (i, e.to_string()))).collect();
     c.table = if t.is_empty() { Vec::new() } else { t.into_slots() };
+}
+
+/// The table of a compiled set rebuilt from its entries and [`Compiled::in_table`] flags (the
+/// tuples flagged, in index order, as [`compile`] placed them): what the classifier installs,
+/// whatever [`Compiled::table`] holds.
+///
+/// # Errors
+///
+/// [`TableError`] if the flagged tuples' entries do not fit.
+pub fn rebuild_table(c: &Compiled) -> Result<Table, TableError> {
+    let mut t = Table::default();
+    for (es, _) in by_tuple(&c.entries, c.tuples.len()).iter().zip(&c.in_table).filter(|(_, f)| **f) {
+        t.insert_all(es, table_home)?;
+    }
+    Ok(t)
 }
 
 /// u64 words of one prefilter bitmap (65536 bits).

@@ -1,6 +1,15 @@
 use super::reference::{classify, parse, Verdict};
 use super::*;
 
+/// Home slots of the keys of `table_home_is_pinned` (computed once with this hash).
+const HOME_UDP_DPORT2: usize = 22265;
+const HOME_T1_UDP_DPORT2: usize = 19008;
+const HOME_SRC_10_0_0_1: usize = 59306;
+const HOME_V6_VLAN7: usize = 18556;
+/// Longest distance from home of `table_takes_a_full_load_within_the_probe_bound`'s keys at full
+/// load (measured with this hash and these keys; docs/ARCHITECTURE.md §4 cites it).
+const MAX_DIST_FULL_LOAD: usize = 8;
+
 fn set(text: &str) -> RuleSet {
     parse_toml("t.toml", text).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -380,6 +389,7 @@ fn table_probe_chains_and_probe_bound() {
         assert_eq!(e, TableError::ProbeBound { tuple: 0, home });
         assert!(!e.to_string().contains('\n') && e.to_string().contains(&format!("{TABLE_PROBES} probes")), "{e}");
         assert_eq!(t.len(), TABLE_PROBES);
+        assert!(t.clone().into_slots() == slots, "home {home}: the refused insert changed a slot");
         // All or none: a batch whose last key overflows leaves none of its keys behind.
         let mut t2 = Table::default();
         let e = t2.insert_all(&keys, |_| home).unwrap_err();
@@ -395,6 +405,74 @@ fn table_probe_chains_and_probe_bound() {
     let slots = t.into_slots();
     assert_eq!(Table::find(&slots, &keys[1].0, 10), None, "slot 11 is empty: the run from 10 ends there");
     assert_eq!(Table::find(&slots, &keys[1].0, 12), Some(1));
+}
+
+/// All or none when Robin Hood moved entries first: a batch whose keys displace entries already
+/// placed (their keys nearer their home) and whose last key then overflows the probe bound leaves
+/// every slot exactly as before, the displaced entries back where they were.
+#[test]
+fn table_rollback_after_robin_hood_displacement_is_exact() {
+    use compile::{Table, TableError, TABLE_PROBES};
+    let keys = table_keys(4 + TABLE_PROBES + 1);
+    // Keys 0..4 have home 110, the others home 100.
+    let home = |k: &compile::Key| if k.src[3] < 4 { 110 } else { 100 };
+    let mut t = Table::default();
+    t.insert_all(&keys[..4], home).unwrap();
+    let before = t.clone().into_slots();
+    assert_eq!(before[110].map(|s| (s.rule, s.dist)), Some((0, 0)));
+    // TABLE_PROBES keys of home 100 fit, pushing keys 0..4 on past slot 115.
+    let mut fits = t.clone();
+    fits.insert_all(&keys[4..4 + TABLE_PROBES], home).unwrap();
+    let moved = fits.into_slots();
+    for (i, s) in moved[100..100 + TABLE_PROBES].iter().enumerate() {
+        assert_eq!(s.map(|s| (s.rule, s.dist as usize)), Some((4 + i as u32, i)), "slot {}", 100 + i);
+    }
+    let mut pushed: Vec<u32> = moved[116..120].iter().map(|s| s.unwrap().rule).collect();
+    pushed.sort();
+    assert_eq!(pushed, [0, 1, 2, 3], "keys 0..4 moved on past slot 115");
+    // One more of home 100 lies TABLE_PROBES past it: refused, and nothing moved stays moved.
+    let e = t.insert_all(&keys[4..], home).unwrap_err();
+    assert_eq!(e, TableError::ProbeBound { tuple: 0, home: 100 });
+    assert!(t.clone().into_slots() == before, "the rollback left a slot changed");
+    assert_eq!(t.len(), 4);
+}
+
+/// Robin Hood early exit: at probe j a slot whose key lies fewer than j slots past its home ends
+/// the lookup (the key looked for would have taken it). A hand-laid table with a key past such a
+/// slot shows the lookup stops there; a miss in a packed run reads no further than its keys'
+/// distances allow.
+#[test]
+fn table_find_stops_at_a_nearer_key() {
+    use compile::{Slot, Table, TABLE_SLOTS};
+    let keys = table_keys(3);
+    let mut slots: Vec<Option<Slot>> = vec![None; TABLE_SLOTS];
+    slots[100] = Some(Slot { key: keys[0].0, rule: 0, dist: 0 });
+    slots[101] = Some(Slot { key: keys[1].0, rule: 1, dist: 0 });
+    slots[102] = Some(Slot { key: keys[2].0, rule: 2, dist: 2 });
+    assert_eq!(Table::find(&slots, &keys[0].0, 100), Some(0));
+    assert_eq!(Table::find(&slots, &keys[1].0, 101), Some(1));
+    assert_eq!(Table::find(&slots, &keys[2].0, 100), None, "slot 101's key (distance 0) ends the probe at j = 1");
+    slots[101].as_mut().unwrap().dist = 1;
+    assert_eq!(Table::find(&slots, &keys[2].0, 100), Some(2), "distance 1 at j = 1 does not");
+}
+
+/// The Rust hash is pinned: these keys' home slots are constants, so a change of the hash (or
+/// of the key layout) in Rust fails here, and one in the program fails the root test
+/// `rule_table_probe_runs_in_the_program` (which places keys with this hash).
+#[test]
+fn table_home_is_pinned() {
+    use compile::{table_home, Key};
+    assert_eq!(table_home(&Key::default()), 0, "the all-zero key");
+    let mut k = Key { proto16: 0x111, dport_class: 2, ..Default::default() };
+    assert_eq!(table_home(&k), HOME_UDP_DPORT2);
+    k.tuple = 1;
+    assert_eq!(table_home(&k), HOME_T1_UDP_DPORT2);
+    let mut k = Key::default();
+    k.src[..4].copy_from_slice(&[10, 0, 0, 1]);
+    assert_eq!(table_home(&k), HOME_SRC_10_0_0_1);
+    k.src = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    k.vlan = 7;
+    assert_eq!(table_home(&k), HOME_V6_VLAN7);
 }
 
 /// The table takes at most half its slots; one entry more is refused (one line, the counts),
@@ -430,7 +508,13 @@ fn compiled_table_empty_match_all_and_overflow() {
     let s = set("[[rule]]\ndst_port = 9\naction = \"drop\"\n[[rule]]\naction = \"tx\"\n");
     let c = compile("t", &s).unwrap();
     assert_eq!(c.in_table, vec![true, true]);
-    assert_eq!(lookup(&c, &parse(&f).unwrap()), Some(1), "the all-zero key of the match-all rule");
+    assert_eq!(lookup(&c, &parse(&f).unwrap()), Some(1), "the match-all rule (tuple 1)");
+    // The match-all rule alone: tuple 0, its key all zero, home slot 0.
+    let c = compile("t", &set("[[rule]]\naction = \"tx\"\n")).unwrap();
+    assert_eq!(c.entries, vec![(compile::Key::default(), 0)]);
+    assert_eq!(c.in_table, vec![true]);
+    assert_eq!(c.table[0].map(|s| (s.key, s.rule, s.dist)), Some((compile::Key::default(), 0, 0)));
+    assert_eq!(lookup(&c, &parse(&f).unwrap()), Some(0), "the all-zero key of the match-all rule");
 
     // 1 small tuple first, then one tuple of TABLE_MAX_ENTRIES + 1 source /32 rules, then one more.
     let n = TABLE_MAX_ENTRIES + 1;
@@ -442,6 +526,12 @@ fn compiled_table_empty_match_all_and_overflow() {
     let s = set(&text);
     let c = compile("t", &s).unwrap();
     assert_eq!(c.in_table, vec![true, false, true], "the big tuple stays in the hash");
+    assert_eq!(c.table_fallback.len(), 1, "{:?}", c.table_fallback);
+    assert!(
+        c.table_fallback[0].0 == 1 && c.table_fallback[0].1.starts_with("rule table full"),
+        "{:?}",
+        c.table_fallback
+    );
     for (src, dst, dport) in [
         ([10u8, 0, 0, 5], [1u8, 1, 1, 1], 7u16),
         ([10, 0, 200, 1], [1, 1, 1, 1], 9),
@@ -459,9 +549,8 @@ fn compiled_table_empty_match_all_and_overflow() {
 }
 
 /// Filled to its limit (half its slots) with keys of one tuple through the real hash, the table
-/// takes them all (Robin Hood keeps every key within the probe bound; first-come linear probing
-/// needs more than 16 probes from about 25,000 scattered keys) and finds each where the program
-/// would.
+/// takes them all (Robin Hood keeps every key within [`MAX_DIST_FULL_LOAD`] of its home) and
+/// finds each where the program would.
 #[test]
 fn table_takes_a_full_load_within_the_probe_bound() {
     use compile::{table_home, Table, TABLE_MAX_ENTRIES};
@@ -485,6 +574,9 @@ fn table_takes_a_full_load_within_the_probe_bound() {
         .collect();
     let mut t = Table::default();
     t.insert_all(&keys, table_home).unwrap_or_else(|e| panic!("{e}"));
+    // The longest distance from home at full load: exactly MAX_DIST_FULL_LOAD with this hash
+    // and these keys (docs/ARCHITECTURE.md §4 cites it).
+    assert!(t.max_dist() == MAX_DIST_FULL_LOAD, "longest distance {}", t.max_dist());
     let slots = t.into_slots();
     for (k, r) in &keys {
         assert_eq!(Table::find(&slots, k, table_home(k)), Some(*r));
