@@ -936,6 +936,15 @@ def check(json_path, md_paths, extra_paths=()):
     errs += more_errs
     for name, text in blocks.items():
         errs += table_errors(f"rendered {name}", text)
+    # A partial sitting's own OUT.md keeps that sitting's blocks, even once a later one
+    # supersedes a section of it: it is checked against its own JSON.
+    own = {}
+    for x in extra_paths:
+        try:
+            with open(x) as f:
+                own[os.path.abspath(x[:-len(".json")] + ".md")] = render_all(json.load(f))
+        except (OSError, ValueError, KeyError):
+            pass  # extra_blocks reported it
     seen = set()
     for path in md_paths:
         try:
@@ -947,6 +956,12 @@ def check(json_path, md_paths, extra_paths=()):
             continue
         for name, body, start, _ in found:
             line = text.count("\n", 0, start) + 1
+            mine = own.get(os.path.abspath(path), {})
+            if name in mine and name not in ("meta", "goals", "agreement"):
+                want = mine[name].strip().split("\n")
+                if body.strip().split("\n") != want:
+                    errs.append(f"{path}:{line + 1}: block {name!r} differs from its own sitting's rendering")
+                continue
             if name not in blocks:
                 errs.append(f"{path}:{line}: block {name!r} is not in {json_path}")
                 continue

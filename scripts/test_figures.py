@@ -208,6 +208,17 @@ class Check(unittest.TestCase):
         self.assertEqual(errs, [])
         self.assertIn(f"{name} (at bbbbbbbbbbbb)", blocks["goals"])
 
+    def test_partial_sittings_own_md_is_checked_against_its_own_json(self):
+        extra, block = self.peers_sitting()
+        own_md = extra[:-len(".json")] + ".md"
+        with open(own_md, "w") as f:
+            f.write(f"<!-- figures:peers:begin -->\n{block}\n<!-- figures:peers:end -->\n")
+        self.assertEqual(figures.check(self.json, [self.readme, own_md], [extra]), [])
+        with open(own_md, "w") as f:
+            f.write(f"<!-- figures:peers:begin -->\n{block.replace('1.75', '1.80')}\n<!-- figures:peers:end -->\n")
+        errs = figures.check(self.json, [self.readme, own_md], [extra])
+        self.assertTrue(any("differs from its own sitting's rendering" in e for e in errs), errs)
+
     def test_goals_judge_the_newer_runs(self):
         fwd = lambda x: {"command": "c", "runs": 1, "duration": 3,
                          "raw": [{"xdp-l3": [x, 5.0], "kernel": [1.0, 5.0], "xsk-l2": [0.3, 5.0]}]}
