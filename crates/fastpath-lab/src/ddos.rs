@@ -67,6 +67,10 @@ const FLOOD_SEED: u64 = 1;
 /// together (the rest dropped).
 const SYN_RATE_PER_SOURCE: u32 = 100;
 const SYN_RATE_TOTAL: u32 = 2000;
+/// ACK flood defences without state (nft, iptables, fastpath): pure ACKs per second admitted
+/// per source address. A heuristic: the service's clients send few pure ACKs (ping-pong
+/// replies carry the ACK), the flood's 256 sources many; a flood from more sources passes it.
+const ACK_RATE_PER_SOURCE: u32 = 100;
 
 /// The flood of `bench ddos`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +79,9 @@ pub enum Flood {
     Udp,
     /// TCP SYNs to the service's port, from spoofed sources.
     Syn,
+    /// Out-of-state TCP ACKs (no handshake before them) to the service's port, from spoofed
+    /// sources.
+    Ack,
 }
 
 /// A defence of `bench ddos`.
@@ -90,6 +97,11 @@ pub enum Defence {
     Fastpath,
     /// The fastpath classifier with the rule last behind 10,000 others.
     Fastpath10k,
+    /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
+    /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9), and a
+    /// pass-all classifier on the clients' veth: a veth delivers the frames its peer sends with
+    /// XDP_TX only to a NAPI that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs).
+    FastpathSyncookie,
 }
 
 /// The flood model of a row set (docs/ARCHITECTURE.md, "The flood model").
@@ -118,6 +130,7 @@ impl Flood {
         match self {
             Flood::Udp => "udp",
             Flood::Syn => "syn",
+            Flood::Ack => "ack",
         }
     }
 
@@ -144,6 +157,7 @@ impl Flood {
                 Ok(f)
             }
             Flood::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
+            Flood::Ack => ack_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
         }
     }
 
@@ -153,6 +167,9 @@ impl Flood {
             Flood::Udp => "  udp dport 9 counter drop\n".into(),
             Flood::Syn => format!(
                 "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn meter fastpath_syn {{ ip saddr limit rate over {SYN_RATE_PER_SOURCE}/second }} counter drop\n  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn limit rate over {SYN_RATE_TOTAL}/second counter drop\n"
+            ),
+            Flood::Ack => format!(
+                "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (fin | syn | rst | psh | ack) == ack meter fastpath_ack {{ ip saddr limit rate over {ACK_RATE_PER_SOURCE}/second }} counter drop\n"
             ),
         }
     }
@@ -177,15 +194,42 @@ impl Flood {
                     over("fastpath_syn_all", &[], SYN_RATE_TOTAL),
                 ]
             }
+            // Pure ACKs (no other flag) to the service's ports over a per-source hashlimit.
+            Flood::Ack => vec![v(&[
+                "-p",
+                "tcp",
+                "--dport",
+                &ports,
+                "--tcp-flags",
+                "FIN,SYN,RST,PSH,ACK",
+                "ACK",
+                "-m",
+                "hashlimit",
+                "--hashlimit-name",
+                "fastpath_ack_src",
+                "--hashlimit-mode",
+                "srcip",
+                "--hashlimit-above",
+                &format!("{ACK_RATE_PER_SOURCE}/sec"),
+                "-j",
+                "DROP",
+            ])],
         }
     }
 
-    /// The classifier rule that meets the flood (last in the rule set).
-    fn classifier_rule(self) -> String {
+    /// The classifier rule that meets the flood (last in the rule set); the same rule for every
+    /// flood under `fastpath-syncookie`.
+    fn classifier_rule(self, d: Defence) -> String {
+        if d == Defence::FastpathSyncookie {
+            return syncookie_rule();
+        }
         match self {
             Flood::Udp => "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n".into(),
             Flood::Syn => format!(
                 "[[rule]]\nname = \"syn\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"syn,!ack\"\naction = \"pass\"\nrate = {SYN_RATE_PER_SOURCE}\nrate_total = {SYN_RATE_TOTAL}\n"
+            ),
+            Flood::Ack => format!(
+                "[[rule]]\nname = \"ack\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"ack,!fin,!syn,!rst,!psh\"\naction = \"pass\"\nrate = {ACK_RATE_PER_SOURCE}\n"
             ),
         }
     }
@@ -193,12 +237,16 @@ impl Flood {
     /// The defence `d` against this flood, in words (the survivable-rate lines).
     pub fn describe_defence(self, d: Defence) -> String {
         match (self, d) {
-            (_, Defence::None) if self == Flood::Syn => "no filter (SYN cookies on)".into(),
+            (_, Defence::None) if self != Flood::Udp => "no filter (SYN cookies on)".into(),
             (_, Defence::None) => "no filter".into(),
+            (_, Defence::FastpathSyncookie) => d.describe().into(),
             (Flood::Udp, _) => d.describe().into(),
             (Flood::Syn, Defence::Nft) => format!("nftables raw-table SYN limit: {SYN_RATE_PER_SOURCE}/s per source (meter), {SYN_RATE_TOTAL}/s in all"),
             (Flood::Syn, Defence::Iptables) => format!("iptables raw-table SYN limit (hashlimit): {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all"),
             (Flood::Syn, _) => format!("{}: SYNs rate-limited, {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all", d.describe()),
+            (Flood::Ack, Defence::Nft) => format!("nftables raw-table pure-ACK limit (stateless): {ACK_RATE_PER_SOURCE}/s per source (meter)"),
+            (Flood::Ack, Defence::Iptables) => format!("iptables raw-table pure-ACK limit (stateless, hashlimit): {ACK_RATE_PER_SOURCE}/s per source"),
+            (Flood::Ack, _) => format!("{}: pure ACKs rate-limited (stateless), {ACK_RATE_PER_SOURCE}/s per source", d.describe()),
         }
     }
 }
@@ -210,6 +258,27 @@ fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, S
         .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
         .tcp(40000, port, 1, 64240)
         .syn();
+    let mut f = Vec::with_capacity(60);
+    b.write(&mut f, &[]).map_err(|e| e.to_string())?;
+    f.resize(60, 0);
+    Ok(f)
+}
+
+/// The rule of `fastpath-syncookie`: SYN cookies for the service's ports.
+fn syncookie_rule() -> String {
+    format!(
+        "[[rule]]\nname = \"syncookie\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\naction = \"syncookie\"\n"
+    )
+}
+
+/// A pure TCP ACK from 10.99.1.1:40000 to the victim's `port`, out of state (no handshake
+/// before it; sequence 0x1234_5678, acknowledging 0x9abc_def0: the flows vary the source, so
+/// its acknowledgement number is no valid cookie but by a 2^-24 chance), padded to 60 bytes.
+fn ack_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
+        .tcp(40000, port, 0x1234_5678, 64240)
+        .ack(0x9abc_def0);
     let mut f = Vec::with_capacity(60);
     b.write(&mut f, &[]).map_err(|e| e.to_string())?;
     f.resize(60, 0);
@@ -332,6 +401,11 @@ pub struct Phase {
     /// Coalesced model: share of the service's window, %, in which the controller held the
     /// victim's NAPI at a coalescing level (polls every rx-usecs); None in the per-frame model.
     pub napi_coalescing_pct: Option<f64>,
+    /// `fastpath-syncookie`: SYN-ACKs with cookies the classifier sent per second during the
+    /// phase (its `syncookie_synack` counter between the phase's two counter reads, before the
+    /// flood starts and after it ends; the service's handshakes included); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syncookie_synack_per_s: Option<f64>,
 }
 
 /// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
@@ -360,7 +434,7 @@ enum Installed {
     },
     Classifier {
         done: Arc<AtomicBool>,
-        req: mpsc::Sender<mpsc::Sender<u64>>,
+        req: mpsc::Sender<mpsc::Sender<(u64, Option<u64>)>>,
         thread: Option<std::thread::JoinHandle<()>>,
     },
 }
@@ -374,6 +448,7 @@ impl Defence {
             Defence::Iptables => "iptables",
             Defence::Fastpath => "fastpath",
             Defence::Fastpath10k => "fastpath-10k",
+            Defence::FastpathSyncookie => "fastpath-syncookie",
         }
     }
     /// The defence in words.
@@ -384,6 +459,7 @@ impl Defence {
             Defence::Iptables => "iptables raw-table drop (PREROUTING)",
             Defence::Fastpath => "fastpath classifier, one rule (XDP, native)",
             Defence::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
+            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped; a pass-all XDP program on the clients' veth for the XDP_TX SYN-ACKs)",
         }
     }
 }
@@ -423,9 +499,9 @@ fn iptables_count(ns: &str) -> LabResult<u64> {
 /// The rule set of a classifier defence: the flood's rule alone, or last behind
 /// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
 /// flood). Returns the TOML text and the flood rule's index.
-fn classifier_rules(in_front: usize, kind: Flood) -> (String, usize) {
+fn classifier_rules(in_front: usize, kind: Flood, d: Defence) -> (String, usize) {
     let mut t = fastpath::rules::mixed_rules_toml(in_front, 0);
-    t += &kind.classifier_rule();
+    t += &kind.classifier_rule(d);
     (t, in_front)
 }
 
@@ -455,13 +531,16 @@ impl Installed {
                 }
                 Ok(inst)
             }
-            Defence::Fastpath | Defence::Fastpath10k => {
+            Defence::Fastpath | Defence::Fastpath10k | Defence::FastpathSyncookie => {
                 let in_front = if d == Defence::Fastpath10k { RULES_IN_FRONT } else { 0 };
-                let (text, index) = classifier_rules(in_front, kind);
+                let (text, index) = classifier_rules(in_front, kind, d);
                 let iface = bed.iface_b().to_string();
                 let done = Arc::new(AtomicBool::new(false));
+                let syncookie = d == Defence::FastpathSyncookie;
+                // The clients' veth: a pass-all classifier, held until `done` (syncookie only).
+                let client = if syncookie { Some(pass_all_on(bed, done.clone())?) } else { None };
                 let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<u64>>();
+                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<(u64, Option<u64>)>>();
                 let d2 = done.clone();
                 // The classifier is loaded, attached and held by a thread in the victim's
                 // namespace; it answers counter requests until `done`.
@@ -490,33 +569,49 @@ impl Installed {
                     while !d2.load(Ordering::Relaxed) {
                         if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
                             let set = cls.active().unwrap_or(fastpath::bpf::SetIndex::Zero);
-                            // UDP: the flood rule's drops; SYN: what its rate limits dropped.
+                            // syncookie: the ACKs it dropped (bad cookie or malformed), and the
+                            // SYN-ACKs it sent; UDP: the flood rule's drops; SYN and ACK: what
+                            // the rate limits dropped.
                             let n = match kind {
-                                Flood::Udp => cls
-                                    .rule_counters(set, index + 1)
-                                    .ok()
-                                    .and_then(|v| v.get(index).map(|c| c.0))
-                                    .unwrap_or(0),
-                                Flood::Syn => cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0),
+                                _ if syncookie => cls
+                                    .totals(set)
+                                    .map(|t| {
+                                        (
+                                            t.packets("syncookie_ack_bad") + t.packets("syncookie_invalid"),
+                                            Some(t.packets("syncookie_synack")),
+                                        )
+                                    })
+                                    .unwrap_or((0, Some(0))),
+                                Flood::Udp => (
+                                    cls.rule_counters(set, index + 1)
+                                        .ok()
+                                        .and_then(|v| v.get(index).map(|c| c.0))
+                                        .unwrap_or(0),
+                                    None,
+                                ),
+                                Flood::Syn | Flood::Ack => {
+                                    (cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0), None)
+                                }
                             };
                             let _ = reply.send(n);
                         }
                     }
                 });
-                match ready_rx.recv_timeout(Duration::from_secs(60)) {
-                    Ok(Ok(())) => Ok(Installed::Classifier {
-                        done,
-                        req: req_tx,
-                        thread: Some(std::thread::spawn(move || {
-                            let _ = h.join();
-                        })),
-                    }),
-                    Ok(Err(e)) => {
-                        done.store(true, Ordering::Relaxed);
-                        Err(kernel(anyhow!("loading the classifier defence: {e}")))
+                let r = match ready_rx.recv_timeout(Duration::from_secs(60)) {
+                    Ok(Ok(())) => {
+                        return Ok(Installed::Classifier {
+                            done,
+                            req: req_tx,
+                            thread: Some(std::thread::spawn(move || {
+                                let _ = h.join();
+                                if let Some(c) = client {
+                                    let _ = c.join();
+                                }
+                            })),
+                        })
                     }
+                    Ok(Err(e)) => Err(kernel(anyhow!("loading the classifier defence: {e}"))),
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        done.store(true, Ordering::Relaxed);
                         Err(runtime(anyhow!("the classifier defence did not start within 60 s")))
                     }
                     // The thread ended before loading: entering the namespace failed.
@@ -524,17 +619,24 @@ impl Installed {
                         Ok(Err(e)) => Err(LabError::from(e)),
                         _ => Err(runtime(anyhow!("the classifier defence's thread ended before loading"))),
                     },
+                };
+                // Nothing stays attached: the threads see `done` and detach what they hold.
+                done.store(true, Ordering::Relaxed);
+                if let Some(c) = client {
+                    let _ = c.join();
                 }
+                r
             }
         }
     }
 
-    /// Frames the defence has dropped so far (its own counter).
-    fn dropped(&self) -> LabResult<u64> {
+    /// Frames the defence has dropped so far, and SYN-ACKs it has sent (`fastpath-syncookie`
+    /// only, else None).
+    fn counters(&self) -> LabResult<(u64, Option<u64>)> {
         match self {
-            Installed::None => Ok(0),
-            Installed::Nft { ns } => nft_count(ns),
-            Installed::Iptables { ns, .. } => iptables_count(ns),
+            Installed::None => Ok((0, None)),
+            Installed::Nft { ns } => Ok((nft_count(ns)?, None)),
+            Installed::Iptables { ns, .. } => Ok((iptables_count(ns)?, None)),
             Installed::Classifier { req, .. } => {
                 let (tx, rx) = mpsc::channel();
                 req.send(tx).map_err(|_| runtime(anyhow!("the classifier defence's thread ended")))?;
@@ -563,6 +665,51 @@ impl Drop for Installed {
                     let _ = t.join();
                 }
             }
+        }
+    }
+}
+
+/// Loads a classifier passing everything and attaches it (native XDP) to the clients' veth in
+/// ns a, held by a thread until `done`. A veth delivers the frames its peer sends with XDP_TX
+/// only to a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the
+/// peer's xdp_ring, polled by its NAPI, which exists only with XDP or GRO), so the
+/// SYN-ACKs `action = "syncookie"` sends need it. On an error nothing stays attached.
+fn pass_all_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
+    let iface = bed.iface_a().to_string();
+    let (tx, rx) = mpsc::channel::<Result<(), String>>();
+    let d2 = done.clone();
+    let h = spawn_in_netns(bed.ns_a(), move || {
+        let r = (|| -> Result<_, String> {
+            let set = parse_toml("pass all", "default = \"pass\"\n").map_err(|e| e.to_string())?;
+            let c = compile("pass all", &set).map_err(|e| e.to_string())?;
+            let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
+            let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+            cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
+            let a = cls
+                .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
+                .map_err(|e| format!("{e:#}"))?;
+            Ok(a.prog)
+        })();
+        match r {
+            Ok(_held) => {
+                let _ = tx.send(Ok(()));
+                while !d2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(())) => Ok(std::thread::spawn(move || {
+            let _ = h.join();
+        })),
+        Ok(Err(e)) => Err(kernel(anyhow!("loading the pass-all classifier on the clients' veth: {e}"))),
+        Err(_) => {
+            done.store(true, Ordering::Relaxed);
+            Err(runtime(anyhow!("the pass-all classifier on the clients' veth did not start within 60 s")))
         }
     }
 }
@@ -704,7 +851,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
     let _server = start_server(bed, port)?;
     // The defence's counter, and the victim's UDP layer, before any flood frame.
-    let drop0 = inst.dropped()?;
+    let (drop0, synack0) = inst.counters()?;
+    let t_counters = Instant::now();
     let udp_flood = rate.is_some() && cx.kind == Flood::Udp;
     let stack0 = if udp_flood { Some(udp_unwanted(bed.ns_b())?) } else { None };
     let flood = match rate {
@@ -749,7 +897,12 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         Some(f) => f.finish()?,
         None => (0, 1.0, Default::default(), None),
     };
-    let dropped = inst.dropped()?.saturating_sub(drop0);
+    let (drop1, synack1) = inst.counters()?;
+    let dropped = drop1.saturating_sub(drop0);
+    let synack_per_s = match (synack0, synack1) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / t_counters.elapsed().as_secs_f64()),
+        _ => None,
+    };
     let reached_stack = match stack0 {
         Some(s0) => Some(udp_unwanted(bed.ns_b())?.saturating_sub(s0)),
         None => None,
@@ -802,6 +955,7 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         dropped_by_defence: dropped,
         flood_reached_stack: reached_stack,
         napi_coalescing_pct: coalescing_pct,
+        syncookie_synack_per_s: synack_per_s,
     })
 }
 
@@ -1071,9 +1225,16 @@ impl DdosBed {
                 Flood::Syn => {
                     format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
                 }
+                Flood::Ack => format!(
+                    "out-of-state TCP ACKs (fixed sequence and acknowledgement numbers) to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on"
+                ),
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        )
+        ) + if self.defences.contains(&Defence::FastpathSyncookie) {
+            "; fastpath-syncookie also attaches a pass-all XDP program to the clients' veth (ns a): a veth delivers the SYN-ACKs its peer sends with XDP_TX only to a NAPI that XDP keeps running"
+        } else {
+            ""
+        }
     }
 
     /// The flood models measured, in order.
@@ -1343,6 +1504,40 @@ mod tests {
     }
 
     #[test]
+    fn ack_frame_is_a_valid_out_of_state_ack_to_the_port() {
+        let f = ack_frame([2; 6], [4; 6], 20007).unwrap();
+        assert_eq!(f.len(), 60);
+        let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+        assert_eq!(ip.header().total_len(), 40, "the padding is not in the datagram");
+        assert_eq!(ip.header().source_addr(), FLOOD_SRC);
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else { panic!("not TCP") };
+        assert!(t.ack() && !t.syn() && !t.fin() && !t.rst() && !t.psh(), "a pure ACK");
+        assert_eq!(t.destination_port(), 20007);
+        assert_eq!((t.sequence_number(), t.acknowledgment_number()), (0x1234_5678, 0x9abc_def0));
+        let sum = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
+        assert_eq!(sum, t.checksum(), "TCP checksum");
+    }
+
+    #[test]
+    fn every_flood_and_defence_rule_set_compiles() {
+        for kind in [Flood::Udp, Flood::Syn, Flood::Ack] {
+            for d in [Defence::Fastpath, Defence::Fastpath10k, Defence::FastpathSyncookie] {
+                let (text, index) = classifier_rules(0, kind, d);
+                let set = parse_toml("t", &text).unwrap_or_else(|e| panic!("{kind:?} {d:?}: {e}"));
+                compile("t", &set).unwrap_or_else(|e| panic!("{kind:?} {d:?}: {e}"));
+                assert_eq!(index, 0);
+                assert_eq!(text.contains("action = \"syncookie\""), d == Defence::FastpathSyncookie, "{kind:?} {d:?}");
+            }
+        }
+        assert!(syncookie_rule().contains(&format!("dst_port = \"{PORT_FIRST}-{PORT_LAST}\"")));
+        assert!(Flood::Ack.nft_rules().contains("== ack meter"));
+        assert!(Flood::Ack.iptables_rules()[0].iter().any(|w| w == "FIN,SYN,RST,PSH,ACK"));
+        assert_eq!(Flood::Ack.name(), "ack");
+        assert_eq!(Defence::FastpathSyncookie.name(), "fastpath-syncookie");
+    }
+
+    #[test]
     fn survivable_rate_is_the_highest_rate_keeping_half() {
         let ph = |d: &'static str, off: &str, pps: f64, tps: f64| Phase {
             model: "per-frame",
@@ -1366,6 +1561,7 @@ mod tests {
             dropped_by_defence: 0,
             flood_reached_stack: None,
             napi_coalescing_pct: None,
+            syncookie_synack_per_s: None,
         };
         let phases = vec![
             ph("none", "", 0.0, 100.0),
