@@ -44,10 +44,17 @@ use crate::coalesce::{self, Coalescer};
 use crate::error::{env, kernel, runtime, LabError, LabResult};
 use crate::tools::{self, Running};
 
-/// The service's ports: phase i listens on PORT_FIRST + i, a fresh server each phase (sockperf
-/// sets no SO_REUSEADDR, and a server killed with a connection open holds its port a while).
+/// The service's ports: phase i listens on PORT_FIRST + i (mod PROBE_OFFSET), a fresh server
+/// each phase (sockperf sets no SO_REUSEADDR, and a server killed with a connection open holds
+/// its port a while); the connect probe's echo server on that port + PROBE_OFFSET, in the same
+/// range (the defences' rules cover PORT_FIRST..=PORT_LAST).
 const PORT_FIRST: u16 = 20000;
 const PORT_LAST: u16 = 29999;
+const PROBE_OFFSET: u16 = 5000;
+/// The connect probe: new connections per phase, paced evenly across the service's window, each
+/// given CONNECT_TIMEOUT to connect and as long again for its one-byte echo.
+const PROBE_CONNECTS: u32 = 200;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The service's CPU (and its clients'); the attacker runs on the others.
 pub const SERVICE_CPU: usize = 1;
 /// SCHED_FIFO priority of the receiving NAPI thread (`chrt -f 50`).
@@ -406,6 +413,16 @@ pub struct Phase {
     /// flood starts and after it ends; the service's handshakes included); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub syncookie_synack_per_s: Option<f64>,
+    /// The connect probe (from ns a, on the service's CPU): new TCP connections attempted during
+    /// the service's window, paced evenly, to an echo server on the service's port + 5000.
+    pub connects_attempted: u32,
+    /// Those that connected within 1 s and had their one byte echoed within 1 s more.
+    pub connects_succeeded: u32,
+    /// Connect time (connect() called to established) of the successful ones, ms, median;
+    /// None if none succeeded.
+    pub connect_p50_ms: Option<f64>,
+    /// The same, 99th percentile (nearest rank).
+    pub connect_p99_ms: Option<f64>,
 }
 
 /// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
@@ -731,6 +748,141 @@ fn start_server(bed: &Testbed, port: u16) -> LabResult<Running> {
     }
 }
 
+/// The connect probe's echo server: a thread in ns b, on the service's CPU, accepting on
+/// 10.99.0.2:`port` and echoing one byte per connection; stopped (and its port closed) on drop.
+struct EchoServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), fastpath_testbed::TestbedError>>>,
+}
+
+impl EchoServer {
+    fn start(bed: &Testbed, port: u16) -> LabResult<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let (tx, rx) = mpsc::channel::<Result<(), String>>();
+        let thread = spawn_in_netns(bed.ns_b(), move || {
+            let _ = fastpath::workers::pin_current_thread(SERVICE_CPU);
+            let l = match std::net::TcpListener::bind((fastpath_testbed::IP4_B, port))
+                .and_then(|l| l.set_nonblocking(true).map(|_| l))
+            {
+                Ok(l) => {
+                    let _ = tx.send(Ok(()));
+                    l
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(format!("binding the connect probe's echo server to port {port}: {e}")));
+                    return;
+                }
+            };
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    // A thread per connection (inheriting the namespace and CPU): one whose byte
+                    // is late holds back no other.
+                    Ok((mut c, _)) => {
+                        std::thread::spawn(move || {
+                            use std::io::{Read, Write};
+                            let _ = c.set_nonblocking(false);
+                            let _ = c.set_read_timeout(Some(CONNECT_TIMEOUT));
+                            let mut b = [0u8; 1];
+                            if c.read_exact(&mut b).is_ok() {
+                                let _ = c.write_all(&b);
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(EchoServer { stop, thread: Some(thread) }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(runtime(anyhow!("{e}")))
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                Err(runtime(anyhow!("the connect probe's echo server did not start within 10 s")))
+            }
+        }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One phase's connect probe.
+#[derive(Debug, Default)]
+struct Probe {
+    attempted: u32,
+    succeeded: u32,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+}
+
+/// The nearest-rank `q` quantile (0..=1) of sorted `v`; None if empty.
+fn quantile(v: &[f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+/// Starts the connect probe: a thread in ns a pinned to the service's CPU (as sockperf's
+/// clients: the attacker holds the others) making [`PROBE_CONNECTS`] new connections to
+/// 10.99.0.2:`port`, one every `secs` / PROBE_CONNECTS, each in a thread of its own (so a lost
+/// SYN does not hold back the next): connect within [`CONNECT_TIMEOUT`], send a byte, read its
+/// echo within CONNECT_TIMEOUT, close. Joined, it gives the counts and connect times.
+fn spawn_connect_probe(bed: &Testbed, port: u16, secs: f64) -> std::thread::JoinHandle<LabResult<Probe>> {
+    let ns = bed.ns_a().to_string();
+    std::thread::spawn(move || {
+        let h = spawn_in_netns(&ns, move || {
+            let _ = fastpath::workers::pin_current_thread(SERVICE_CPU);
+            let addr = std::net::SocketAddr::from((fastpath_testbed::IP4_B, port));
+            let every = Duration::from_secs_f64(secs.max(0.01) / f64::from(PROBE_CONNECTS));
+            let t0 = Instant::now();
+            let mut tries = Vec::new();
+            for i in 0..PROBE_CONNECTS {
+                let at = t0 + every * i;
+                if let Some(d) = at.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                }
+                // Threads inherit the namespace and the CPU affinity of this one.
+                tries.push(std::thread::spawn(move || -> Option<f64> {
+                    use std::io::{Read, Write};
+                    let t = Instant::now();
+                    let mut c = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).ok()?;
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    c.set_read_timeout(Some(CONNECT_TIMEOUT)).ok()?;
+                    c.write_all(&[7]).ok()?;
+                    let mut b = [0u8; 1];
+                    c.read_exact(&mut b).ok()?;
+                    (b[0] == 7).then_some(ms)
+                }));
+            }
+            let mut ok: Vec<f64> = tries.into_iter().filter_map(|t| t.join().ok().flatten()).collect();
+            ok.sort_by(f64::total_cmp);
+            Probe {
+                attempted: PROBE_CONNECTS,
+                succeeded: ok.len() as u32,
+                p50_ms: quantile(&ok, 0.5),
+                p99_ms: quantile(&ok, 0.99),
+            }
+        });
+        match h.join() {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(e)) => Err(LabError::from(e)),
+            Err(_) => Err(runtime(anyhow!("the connect probe's thread panicked"))),
+        }
+    })
+}
+
 /// (busy-or-not total, softirq) jiffies of one CPU from /proc/stat.
 fn cpu_jiffies(cpu: usize) -> (u64, u64) {
     let name = format!("cpu{cpu}");
@@ -848,8 +1000,9 @@ fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
 fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) -> LabResult<Phase> {
     let bed = cx.bed;
     let n = cx.phases.fetch_add(1, Ordering::Relaxed);
-    let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
+    let port = PORT_FIRST + (n % u32::from(PROBE_OFFSET)) as u16;
     let _server = start_server(bed, port)?;
+    let echo = EchoServer::start(bed, port + PROBE_OFFSET)?;
     // The defence's counter, and the victim's UDP layer, before any flood frame.
     let (drop0, synack0) = inst.counters()?;
     let t_counters = Instant::now();
@@ -873,6 +1026,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     let coalescing_ns = || cx.coalescer.map(|c| c.stats().coalescing_ns.load(Ordering::Relaxed));
     let co0 = coalescing_ns();
     let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
+    // The connect probe, from ns a, beside the service's clients.
+    let probe = spawn_connect_probe(bed, port + PROBE_OFFSET, cx.secs);
     // The service's clients, from ns a.
     // `timeout -s KILL`: a client whose SYN was lost at the full ring would retry its connect
     // for minutes; after the window and a margin the service counts as unreachable.
@@ -885,6 +1040,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         cx.secs as u64 + 5,
     );
     let elapsed = t_acc.elapsed().as_secs_f64();
+    let probe = probe.join().map_err(|_| runtime(anyhow!("the connect probe panicked")))??;
+    drop(echo);
     let (cpu1, napi1) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids));
     let coalescing_pct = match (co0, coalescing_ns()) {
         (Some(a), Some(b)) => Some((100.0 * b.saturating_sub(a) as f64 / 1e9 / elapsed).min(100.0)),
@@ -956,12 +1113,21 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         flood_reached_stack: reached_stack,
         napi_coalescing_pct: coalescing_pct,
         syncookie_synack_per_s: synack_per_s,
+        connects_attempted: probe.attempted,
+        connects_succeeded: probe.succeeded,
+        connect_p50_ms: probe.p50_ms,
+        connect_p99_ms: probe.p99_ms,
     })
 }
 
 /// A latency for the table: one decimal, or "-" when the service was unreachable.
 fn us(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// A connect time for the table: ms with two decimals, or "-" when none succeeded.
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
 /// The survivable flood rate of each defence (see [`Survival`]) in one model, from the phases
@@ -1344,7 +1510,7 @@ impl DdosBed {
         let (pf, co) = (Model::PerFrame, Model::Coalesced);
         let (b_pf, b_co) = (Self::baseline(phases, pf), Self::baseline(phases, co));
         let mut s = format!(
-            "models side by side (trans/s as % of the model's no-flood {} / {}; NAPI thread CPU %):\n{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+            "models side by side (trans/s as % of the model's no-flood {} / {}; NAPI thread CPU %):\n{:<18} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
             thousands(b_pf.round() as u64),
             thousands(b_co.round() as u64),
             "defence",
@@ -1365,7 +1531,7 @@ impl DdosBed {
             for r in &self.rates {
                 let (a, b) = (find(pf, *d, r), find(co, *d, r));
                 s += &format!(
-                    "{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+                    "{:<18} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
                     d.name(),
                     r.to_string(),
                     pct(a, b_pf),
@@ -1395,7 +1561,7 @@ impl DdosBed {
         let surv: Vec<&Survival> = surv.iter().filter(|v| v.model == m.name()).collect();
         let coalesced = m == Model::Coalesced;
         let mut s = format!(
-            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}{}\n",
+            "{:<18} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12} {:>8} {:>8} {:>8}{}\n",
             "defence",
             "offered",
             "trans/s",
@@ -1409,11 +1575,14 @@ impl DdosBed {
             "softirq%",
             "napi%",
             "dropped",
+            "conn ok",
+            "conn p50",
+            "conn p99",
             if coalesced { format!(" {:>6}", "coal%") } else { String::new() }
         );
         for p in phases {
             s += &format!(
-                "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}{}\n",
+                "{:<18} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12} {:>8} {:>8} {:>8}{}\n",
                 if p.offered.is_empty() { "(no flood)" } else { p.defence },
                 p.offered,
                 thousands(p.transactions_per_s.round() as u64),
@@ -1427,6 +1596,9 @@ impl DdosBed {
                 p.service_cpu_softirq_pct,
                 p.napi_thread_cpu_pct,
                 thousands(p.dropped_by_defence),
+                format!("{:.0}%", 100.0 * f64::from(p.connects_succeeded) / f64::from(p.connects_attempted.max(1))),
+                ms(p.connect_p50_ms),
+                ms(p.connect_p99_ms),
                 if coalesced {
                     format!(" {:>6}", p.napi_coalescing_pct.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()))
                 } else {
@@ -1440,7 +1612,7 @@ impl DdosBed {
         );
         for (sv, d) in surv.iter().zip(&self.defences) {
             s += &format!(
-                "  {:<13} {:<9} {}\n",
+                "  {:<18} {:<9} {}\n",
                 sv.defence,
                 sv.survivable
                     .clone()
@@ -1449,7 +1621,7 @@ impl DdosBed {
             );
         }
         s += &format!(
-            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate{})\n",
+            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate; conn ok: share of the connect probe's {PROBE_CONNECTS} new connections (connect within 1 s, one byte echoed) that succeeded, conn p50/p99: their connect times, ms{})\n",
             self.bed.ns_a(),
             if coalesced { "; coal%: share of the service's window the victim's NAPI was held at rx-usecs" } else { "" }
         );
@@ -1501,6 +1673,14 @@ mod tests {
         assert!(t.syn() && !t.ack() && t.destination_port() == 20007);
         let sum = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
         assert_eq!(sum, t.checksum(), "TCP checksum");
+    }
+
+    #[test]
+    fn quantiles_are_nearest_rank() {
+        assert_eq!(quantile(&[], 0.5), None);
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99)), (Some(100.0), Some(198.0)));
+        assert_eq!(quantile(&[3.0], 0.99), Some(3.0));
     }
 
     #[test]
@@ -1562,6 +1742,10 @@ mod tests {
             flood_reached_stack: None,
             napi_coalescing_pct: None,
             syncookie_synack_per_s: None,
+            connects_attempted: 0,
+            connects_succeeded: 0,
+            connect_p50_ms: None,
+            connect_p99_ms: None,
         };
         let phases = vec![
             ph("none", "", 0.0, 100.0),
