@@ -286,7 +286,7 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
 
 /// `fastpath bench ddos --defences fastpath-syncookie` (Linux >= 6.9): under an ACK flood every
 /// out-of-state ACK the victim's veth accepted is dropped by the cookie check, exactly
-/// (syncookie_ack_bad + syncookie_invalid == flood frames accepted), while the service's own
+/// (its drop total, all syncookie_ack_bad here, == flood frames accepted), while the service's own
 /// connection, made through a cookie, keeps answering; under a SYN flood the classifier answers
 /// SYNs with cookie SYN-ACKs and the service still connects and answers.
 #[test]

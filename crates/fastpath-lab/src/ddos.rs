@@ -588,17 +588,16 @@ impl Installed {
                     while !d2.load(Ordering::Relaxed) {
                         if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
                             let set = cls.active().unwrap_or(fastpath::bpf::SetIndex::Zero);
-                            // syncookie: the ACKs it dropped (bad cookie or malformed), and the
+                            // syncookie: every frame it dropped (bad cookie, invalid, malformed), and the
                             // SYN-ACKs it sent; UDP: the flood rule's drops; SYN and ACK: what
                             // the rate limits dropped.
                             let n = match kind {
                                 _ if syncookie => cls
                                     .totals(set)
                                     .map(|t| {
-                                        (
-                                            t.packets("syncookie_ack_bad") + t.packets("syncookie_invalid"),
-                                            Some(t.packets("syncookie_synack")),
-                                        )
+                                        // All its XDP drops: syncookie_ack_bad + syncookie_invalid
+                                        // and `malformed` frames (dropped before the rule).
+                                        (t.packets("drop"), Some(t.packets("syncookie_synack")))
                                     })
                                     .unwrap_or((0, Some(0))),
                                 Flood::Udp => (
