@@ -463,7 +463,7 @@ def run_reload(d, ctx):
 
 
 DDOS = {"udp": ("25k,100k,250k,1M,max", "none,nft,iptables,fastpath,fastpath-10k"),
-        "syn": ("25k,250k,1M,max", "none,nft,iptables,fastpath")}
+        "syn": ("25k,250k,1M,max", "none,nft,iptables,fastpath,fastpath-syncookie")}
 
 
 def run_ddos(flood):
@@ -556,7 +556,7 @@ SECTIONS = [
             "Reloading 100,000 rules"),
     Section("ddos_udp", 3, 2, 1, lambda d: 52 * (d + 3.1) + 20, run_ddos("udp"), ddos_command("udp"), render_ddos,
             "The UDP flood"),
-    Section("ddos_syn", 3, 2, 1, lambda d: 34 * (d + 4.2) + 20, run_ddos("syn"), ddos_command("syn"), render_ddos,
+    Section("ddos_syn", 3, 2, 1, lambda d: 42 * (d + 4.2) + 20, run_ddos("syn"), ddos_command("syn"), render_ddos,
             "The SYN flood"),
     Section("fwd", 5, 3, 1, lambda d: 6 * (d + 0.5) + 1, run_fwd(False),
             lambda d: f"scripts/bench_fwd.py --runs 1 --duration {_s(d)}", render_fwd, "Forwarding, 64 bytes"),
@@ -671,6 +671,23 @@ def _survival_ratio(r, model):
     return fp / nft if nft else float("inf")
 
 
+def _sc_max(r, model):
+    """One ddos_syn run's fastpath-syncookie phase at full rate in `model`, if it has the connect
+    probe's fields (None: a run made before them)."""
+    return next((p for p in r.get("phases", []) if p.get("model", "per-frame") == model
+                 and p["defence"] == "fastpath-syncookie" and p["offered"] == "max" and "connects_attempted" in p), None)
+
+
+def _connects(r, model):
+    p = _sc_max(r, model)
+    return None if p is None else div(p["connects_succeeded"], p["connects_attempted"])
+
+
+def _connect_p99(r, model):
+    p = _sc_max(r, model)
+    return None if p is None else (5.0 / p["connect_p99_ms"] if p.get("connect_p99_ms") else 0.0)
+
+
 # The issues' goals: (what, section, ratio of one run, goal, reference). A goal is met when the
 # median over the sitting's runs reaches it.
 GOALS = [
@@ -695,7 +712,15 @@ GOALS = [
     ("UDP flood, coalesced model: trans/s behind the classifier at 1 Mpps", "ddos_udp",
      lambda r: _ratio(_tps(r, "coalesced", "fastpath", "1M"), _tps(r, "coalesced", "none", "")), 0.8,
      "the coalesced model's no-flood trans/s"),
-]
+] + [g for m in ("per-frame", "coalesced") for g in (
+    (f"SYN flood, {m} model: trans/s behind fastpath-syncookie at full rate", "ddos_syn",
+     lambda r, m=m: _ratio(_tps(r, m, "fastpath-syncookie", "max"), _tps(r, m, "none", "")), 0.5,
+     f"the {m} model's no-flood trans/s"),
+    (f"SYN flood, {m} model: new connections succeeding behind fastpath-syncookie at full rate", "ddos_syn",
+     lambda r, m=m: _connects(r, m), 0.99, "the connect probe's attempts"),
+    (f"SYN flood, {m} model: p99 connect time behind fastpath-syncookie at full rate", "ddos_syn",
+     lambda r, m=m: _connect_p99(r, m), 1.0, "5 ms over the p99 (0: none connected)"),
+)]
 
 
 def render_goals(fig, newer=None):
@@ -717,6 +742,8 @@ def render_goals(fig, newer=None):
         if name.startswith("ddos") and not any("models" in r for r in secs[name]["raw"]):
             continue  # ddos runs made before the coalesced model: its goals have nothing to judge
         q = [get(r) for r in secs[name]["raw"]]
+        if "fastpath-syncookie" in what and all(v is None for v in q):
+            continue  # ddos_syn runs made before fastpath-syncookie (or its connect probe): nothing to judge
         m = med(q)
         # Judged at the precision shown: a median shown as 0.75 meets a 0.75 goal.
         met = "not measured (reference 0)" if m != m else "met" if round(m, 2) >= goal else "**not met**"

@@ -335,6 +335,36 @@ class Goals(unittest.TestCase):
         fig = {"sections": {"ddos_udp": {"command": "c", "runs": 1, "duration": 2, "raw": [run]}}}
         return next(x for x in figures.render_goals(fig) if x.startswith("| UDP flood, coalesced model: the classifier"))
 
+    def syn_rows(self, sc_tps, probe=None):
+        """The syncookie goals' rows of one ddos_syn run with no-flood 100 trans/s and
+        fastpath-syncookie at max `sc_tps` (None: a run made before that defence)."""
+        phases = [{"model": m, "defence": "none", "offered": "", "transactions_per_s": 100.0}
+                  for m in ("per-frame", "coalesced")]
+        if sc_tps is not None:
+            phases += [{"model": m, "defence": "fastpath-syncookie", "offered": "max", "transactions_per_s": sc_tps}
+                       for m in ("per-frame", "coalesced")]
+        if probe is not None:
+            for p in phases[2:]:
+                p.update(connects_attempted=200, connects_succeeded=probe[0], connect_p99_ms=probe[1])
+        run = {"models": [{"model": "per-frame"}, {"model": "coalesced"}], "survivable": [], "phases": phases}
+        fig = {"sections": {"ddos_syn": {"command": "c", "runs": 1, "duration": 2, "raw": [run]}}}
+        return [x for x in figures.render_goals(fig) if "fastpath-syncookie" in x]
+
+    def test_syncookie_goals_judge_new_runs_and_skip_old_ones(self):
+        self.assertEqual(self.syn_rows(None), [])
+        rows = self.syn_rows(50.0)
+        self.assertEqual(len(rows), 2)
+        self.assertTrue(all("| 0.50 (0.50..0.50) | met |" in r for r in rows), rows)
+        self.assertTrue(all("| **not met** |" in r for r in self.syn_rows(49.0)))
+        # The connect probe's goals only where the run has its fields.
+        rows = self.syn_rows(50.0, (198, 2.5))
+        self.assertEqual(len(rows), 6)
+        self.assertTrue(all("| met |" in r for r in rows), rows)
+        rows = self.syn_rows(50.0, (197, None))
+        conn = [r for r in rows if "new connections" in r or "p99 connect" in r]
+        self.assertEqual(len(conn), 4)
+        self.assertTrue(all("| **not met** |" in r for r in conn), conn)
+
     def test_a_classifier_surviving_nothing_is_not_met_never_not_measured(self):
         self.assertIn("| 0.00 (0.00..0.00) | **not met** |", self.ddos_row(None, None))
         self.assertIn("| **not met** |", self.ddos_row(None, 250000))

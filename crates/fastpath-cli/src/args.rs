@@ -828,9 +828,10 @@ pub struct DdosArgs {
     /// ddos: replace an existing regular file at --svg (never through a symbolic link).
     #[arg(long)]
     pub overwrite: bool,
-    /// ddos: the flood: UDP to port 9, or TCP SYNs to the service's listening port from spoofed
+    /// ddos: the flood: UDP to port 9, TCP SYNs to the service's listening port from spoofed
     /// sources (10.99.1.0/24) with the kernel's SYN cookies on, the defences rate-limiting SYNs
-    /// per source and in aggregate.
+    /// per source and in aggregate, or out-of-state TCP ACKs to that port from the same
+    /// sources, the stateless defences rate-limiting pure ACKs per source.
     #[arg(long, value_enum, default_value_t = FloodKind::Udp)]
     pub flood: FloodKind,
     /// ddos: the flood model, each a row set of its own in the same run: per-frame (every frame
@@ -864,6 +865,8 @@ pub enum FloodKind {
     Udp,
     /// TCP SYNs to the service's port, from spoofed sources.
     Syn,
+    /// Out-of-state TCP ACKs to the service's port, from spoofed sources.
+    Ack,
 }
 
 /// A defence of `bench ddos`.
@@ -880,6 +883,10 @@ pub enum DefenceArg {
     /// The fastpath classifier with the rule last behind 10,000 others.
     #[value(name = "fastpath-10k")]
     Fastpath10k,
+    /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
+    /// (Linux >= 6.9), and a pass-all XDP program on the clients' veth.
+    #[value(name = "fastpath-syncookie")]
+    FastpathSyncookie,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -1131,6 +1138,14 @@ mod tests {
             let e = parse_interval(bad).unwrap_err();
             assert!(e.contains(bad) && e.contains("0.1..=3600"), "{e}");
         }
+    }
+
+    #[test]
+    fn ddos_ack_flood_and_syncookie_defence_parse() {
+        assert_eq!(FloodKind::from_str("ack", false), Ok(FloodKind::Ack));
+        assert_eq!(DefenceArg::from_str("fastpath-syncookie", false), Ok(DefenceArg::FastpathSyncookie));
+        assert!(FloodKind::from_str("rst", false).is_err());
+        assert!(DefenceArg::from_str("syncookie", false).is_err());
     }
 }
 

@@ -19,6 +19,7 @@ fn flood(k: FloodKind) -> Flood {
     match k {
         FloodKind::Udp => Flood::Udp,
         FloodKind::Syn => Flood::Syn,
+        FloodKind::Ack => Flood::Ack,
     }
 }
 
@@ -29,6 +30,7 @@ fn defence(d: DefenceArg) -> Defence {
         DefenceArg::Iptables => Defence::Iptables,
         DefenceArg::Fastpath => Defence::Fastpath,
         DefenceArg::Fastpath10k => Defence::Fastpath10k,
+        DefenceArg::FastpathSyncookie => Defence::FastpathSyncookie,
     }
 }
 

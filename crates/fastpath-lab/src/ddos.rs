@@ -44,10 +44,17 @@ use crate::coalesce::{self, Coalescer};
 use crate::error::{env, kernel, runtime, LabError, LabResult};
 use crate::tools::{self, Running};
 
-/// The service's ports: phase i listens on PORT_FIRST + i, a fresh server each phase (sockperf
-/// sets no SO_REUSEADDR, and a server killed with a connection open holds its port a while).
+/// The service's ports: phase i listens on PORT_FIRST + i (mod PROBE_OFFSET), a fresh server
+/// each phase (sockperf sets no SO_REUSEADDR, and a server killed with a connection open holds
+/// its port a while); the connect probe's echo server on that port + PROBE_OFFSET, in the same
+/// range (the defences' rules cover PORT_FIRST..=PORT_LAST).
 const PORT_FIRST: u16 = 20000;
 const PORT_LAST: u16 = 29999;
+const PROBE_OFFSET: u16 = 5000;
+/// The connect probe: new connections per phase, paced evenly across the service's window, each
+/// given CONNECT_TIMEOUT to connect and as long again for its one-byte echo.
+const PROBE_CONNECTS: u32 = 200;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The service's CPU (and its clients'); the attacker runs on the others.
 pub const SERVICE_CPU: usize = 1;
 /// SCHED_FIFO priority of the receiving NAPI thread (`chrt -f 50`).
@@ -67,6 +74,12 @@ const FLOOD_SEED: u64 = 1;
 /// together (the rest dropped).
 const SYN_RATE_PER_SOURCE: u32 = 100;
 const SYN_RATE_TOTAL: u32 = 2000;
+/// ACK flood defences without state (nft, iptables, fastpath): pure ACKs per second admitted
+/// per source address. A heuristic: the service's client address sends a few hundred pure ACKs
+/// a second (the connect probe's handshakes and closes; ping-pong replies carry the ACK), the
+/// flood's 256 sources each offered/256 (3,900/s at 1M): it drops the flood only above ~256k/s
+/// in all, and a flood from more sources passes it.
+const ACK_RATE_PER_SOURCE: u32 = 1000;
 
 /// The flood of `bench ddos`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +88,9 @@ pub enum Flood {
     Udp,
     /// TCP SYNs to the service's port, from spoofed sources.
     Syn,
+    /// Out-of-state TCP ACKs (no handshake before them) to the service's port, from spoofed
+    /// sources.
+    Ack,
 }
 
 /// A defence of `bench ddos`.
@@ -90,6 +106,11 @@ pub enum Defence {
     Fastpath,
     /// The fastpath classifier with the rule last behind 10,000 others.
     Fastpath10k,
+    /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
+    /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9), and a
+    /// pass-all classifier on the clients' veth: a veth delivers the frames its peer sends with
+    /// XDP_TX only to a NAPI that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs).
+    FastpathSyncookie,
 }
 
 /// The flood model of a row set (docs/ARCHITECTURE.md, "The flood model").
@@ -118,6 +139,7 @@ impl Flood {
         match self {
             Flood::Udp => "udp",
             Flood::Syn => "syn",
+            Flood::Ack => "ack",
         }
     }
 
@@ -144,6 +166,7 @@ impl Flood {
                 Ok(f)
             }
             Flood::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
+            Flood::Ack => ack_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
         }
     }
 
@@ -153,6 +176,9 @@ impl Flood {
             Flood::Udp => "  udp dport 9 counter drop\n".into(),
             Flood::Syn => format!(
                 "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn meter fastpath_syn {{ ip saddr limit rate over {SYN_RATE_PER_SOURCE}/second }} counter drop\n  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (syn | ack) == syn limit rate over {SYN_RATE_TOTAL}/second counter drop\n"
+            ),
+            Flood::Ack => format!(
+                "  tcp dport {PORT_FIRST}-{PORT_LAST} tcp flags & (fin | syn | rst | psh | ack) == ack meter fastpath_ack {{ ip saddr limit rate over {ACK_RATE_PER_SOURCE}/second }} counter drop\n"
             ),
         }
     }
@@ -177,15 +203,42 @@ impl Flood {
                     over("fastpath_syn_all", &[], SYN_RATE_TOTAL),
                 ]
             }
+            // Pure ACKs (no other flag) to the service's ports over a per-source hashlimit.
+            Flood::Ack => vec![v(&[
+                "-p",
+                "tcp",
+                "--dport",
+                &ports,
+                "--tcp-flags",
+                "FIN,SYN,RST,PSH,ACK",
+                "ACK",
+                "-m",
+                "hashlimit",
+                "--hashlimit-name",
+                "fastpath_ack_src",
+                "--hashlimit-mode",
+                "srcip",
+                "--hashlimit-above",
+                &format!("{ACK_RATE_PER_SOURCE}/sec"),
+                "-j",
+                "DROP",
+            ])],
         }
     }
 
-    /// The classifier rule that meets the flood (last in the rule set).
-    fn classifier_rule(self) -> String {
+    /// The classifier rule that meets the flood (last in the rule set); the same rule for every
+    /// flood under `fastpath-syncookie`.
+    fn classifier_rule(self, d: Defence) -> String {
+        if d == Defence::FastpathSyncookie {
+            return syncookie_rule();
+        }
         match self {
             Flood::Udp => "[[rule]]\nname = \"flood\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n".into(),
             Flood::Syn => format!(
                 "[[rule]]\nname = \"syn\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"syn,!ack\"\naction = \"pass\"\nrate = {SYN_RATE_PER_SOURCE}\nrate_total = {SYN_RATE_TOTAL}\n"
+            ),
+            Flood::Ack => format!(
+                "[[rule]]\nname = \"ack\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\ntcp_flags = \"ack,!fin,!syn,!rst,!psh\"\naction = \"pass\"\nrate = {ACK_RATE_PER_SOURCE}\n"
             ),
         }
     }
@@ -193,12 +246,16 @@ impl Flood {
     /// The defence `d` against this flood, in words (the survivable-rate lines).
     pub fn describe_defence(self, d: Defence) -> String {
         match (self, d) {
-            (_, Defence::None) if self == Flood::Syn => "no filter (SYN cookies on)".into(),
+            (_, Defence::None) if self != Flood::Udp => "no filter (SYN cookies on)".into(),
             (_, Defence::None) => "no filter".into(),
+            (_, Defence::FastpathSyncookie) => d.describe().into(),
             (Flood::Udp, _) => d.describe().into(),
             (Flood::Syn, Defence::Nft) => format!("nftables raw-table SYN limit: {SYN_RATE_PER_SOURCE}/s per source (meter), {SYN_RATE_TOTAL}/s in all"),
             (Flood::Syn, Defence::Iptables) => format!("iptables raw-table SYN limit (hashlimit): {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all"),
             (Flood::Syn, _) => format!("{}: SYNs rate-limited, {SYN_RATE_PER_SOURCE}/s per source, {SYN_RATE_TOTAL}/s in all", d.describe()),
+            (Flood::Ack, Defence::Nft) => format!("nftables raw-table pure-ACK limit (stateless): {ACK_RATE_PER_SOURCE}/s per source (meter)"),
+            (Flood::Ack, Defence::Iptables) => format!("iptables raw-table pure-ACK limit (stateless, hashlimit): {ACK_RATE_PER_SOURCE}/s per source"),
+            (Flood::Ack, _) => format!("{}: pure ACKs rate-limited (stateless), {ACK_RATE_PER_SOURCE}/s per source", d.describe()),
         }
     }
 }
@@ -210,6 +267,27 @@ fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, S
         .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
         .tcp(40000, port, 1, 64240)
         .syn();
+    let mut f = Vec::with_capacity(60);
+    b.write(&mut f, &[]).map_err(|e| e.to_string())?;
+    f.resize(60, 0);
+    Ok(f)
+}
+
+/// The rule of `fastpath-syncookie`: SYN cookies for the service's ports.
+fn syncookie_rule() -> String {
+    format!(
+        "[[rule]]\nname = \"syncookie\"\nproto = \"tcp\"\ndst_port = \"{PORT_FIRST}-{PORT_LAST}\"\naction = \"syncookie\"\n"
+    )
+}
+
+/// A pure TCP ACK from 10.99.1.1:40000 to the victim's `port`, out of state (no handshake
+/// before it; sequence 0x1234_5678, acknowledging 0x9abc_def0: the flows vary the source, so
+/// its acknowledgement number is no valid cookie but by a 2^-24 chance), padded to 60 bytes.
+fn ack_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+    let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
+        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
+        .tcp(40000, port, 0x1234_5678, 64240)
+        .ack(0x9abc_def0);
     let mut f = Vec::with_capacity(60);
     b.write(&mut f, &[]).map_err(|e| e.to_string())?;
     f.resize(60, 0);
@@ -332,6 +410,21 @@ pub struct Phase {
     /// Coalesced model: share of the service's window, %, in which the controller held the
     /// victim's NAPI at a coalescing level (polls every rx-usecs); None in the per-frame model.
     pub napi_coalescing_pct: Option<f64>,
+    /// `fastpath-syncookie`: SYN-ACKs with cookies the classifier sent per second during the
+    /// phase (its `syncookie_synack` counter between the phase's two counter reads, before the
+    /// flood starts and after it ends; the service's handshakes included); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syncookie_synack_per_s: Option<f64>,
+    /// The connect probe (from ns a, on the service's CPU): new TCP connections attempted during
+    /// the service's window, paced evenly, to an echo server on the service's port + 5000.
+    pub connects_attempted: u32,
+    /// Those that connected within 1 s and had their one byte echoed within 1 s more.
+    pub connects_succeeded: u32,
+    /// Connect time (connect() called to established) of the successful ones, ms, median;
+    /// None if none succeeded.
+    pub connect_p50_ms: Option<f64>,
+    /// The same, 99th percentile (nearest rank).
+    pub connect_p99_ms: Option<f64>,
 }
 
 /// Per defence: the highest offered rate at which the service kept >= 50% of its no-flood
@@ -360,7 +453,7 @@ enum Installed {
     },
     Classifier {
         done: Arc<AtomicBool>,
-        req: mpsc::Sender<mpsc::Sender<u64>>,
+        req: mpsc::Sender<mpsc::Sender<(u64, Option<u64>)>>,
         thread: Option<std::thread::JoinHandle<()>>,
     },
 }
@@ -374,6 +467,7 @@ impl Defence {
             Defence::Iptables => "iptables",
             Defence::Fastpath => "fastpath",
             Defence::Fastpath10k => "fastpath-10k",
+            Defence::FastpathSyncookie => "fastpath-syncookie",
         }
     }
     /// The defence in words.
@@ -384,6 +478,7 @@ impl Defence {
             Defence::Iptables => "iptables raw-table drop (PREROUTING)",
             Defence::Fastpath => "fastpath classifier, one rule (XDP, native)",
             Defence::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
+            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped; a pass-all XDP program on the clients' veth for the XDP_TX SYN-ACKs)",
         }
     }
 }
@@ -423,9 +518,9 @@ fn iptables_count(ns: &str) -> LabResult<u64> {
 /// The rule set of a classifier defence: the flood's rule alone, or last behind
 /// [`RULES_IN_FRONT`] others (source /32s with UDP ports, destination /24s; none matches the
 /// flood). Returns the TOML text and the flood rule's index.
-fn classifier_rules(in_front: usize, kind: Flood) -> (String, usize) {
+fn classifier_rules(in_front: usize, kind: Flood, d: Defence) -> (String, usize) {
     let mut t = fastpath::rules::mixed_rules_toml(in_front, 0);
-    t += &kind.classifier_rule();
+    t += &kind.classifier_rule(d);
     (t, in_front)
 }
 
@@ -455,13 +550,16 @@ impl Installed {
                 }
                 Ok(inst)
             }
-            Defence::Fastpath | Defence::Fastpath10k => {
+            Defence::Fastpath | Defence::Fastpath10k | Defence::FastpathSyncookie => {
                 let in_front = if d == Defence::Fastpath10k { RULES_IN_FRONT } else { 0 };
-                let (text, index) = classifier_rules(in_front, kind);
+                let (text, index) = classifier_rules(in_front, kind, d);
                 let iface = bed.iface_b().to_string();
                 let done = Arc::new(AtomicBool::new(false));
+                let syncookie = d == Defence::FastpathSyncookie;
+                // The clients' veth: a pass-all classifier, held until `done` (syncookie only).
+                let client = if syncookie { Some(pass_all_on(bed, done.clone())?) } else { None };
                 let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
-                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<u64>>();
+                let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<(u64, Option<u64>)>>();
                 let d2 = done.clone();
                 // The classifier is loaded, attached and held by a thread in the victim's
                 // namespace; it answers counter requests until `done`.
@@ -490,33 +588,48 @@ impl Installed {
                     while !d2.load(Ordering::Relaxed) {
                         if let Ok(reply) = req_rx.recv_timeout(Duration::from_millis(20)) {
                             let set = cls.active().unwrap_or(fastpath::bpf::SetIndex::Zero);
-                            // UDP: the flood rule's drops; SYN: what its rate limits dropped.
+                            // syncookie: every frame it dropped (bad cookie, invalid, malformed), and the
+                            // SYN-ACKs it sent; UDP: the flood rule's drops; SYN and ACK: what
+                            // the rate limits dropped.
                             let n = match kind {
-                                Flood::Udp => cls
-                                    .rule_counters(set, index + 1)
-                                    .ok()
-                                    .and_then(|v| v.get(index).map(|c| c.0))
-                                    .unwrap_or(0),
-                                Flood::Syn => cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0),
+                                _ if syncookie => cls
+                                    .totals(set)
+                                    .map(|t| {
+                                        // All its XDP drops: syncookie_ack_bad + syncookie_invalid
+                                        // and `malformed` frames (dropped before the rule).
+                                        (t.packets("drop"), Some(t.packets("syncookie_synack")))
+                                    })
+                                    .unwrap_or((0, Some(0))),
+                                Flood::Udp => (
+                                    cls.rule_counters(set, index + 1)
+                                        .ok()
+                                        .and_then(|v| v.get(index).map(|c| c.0))
+                                        .unwrap_or(0),
+                                    None,
+                                ),
+                                Flood::Syn | Flood::Ack => {
+                                    (cls.totals(set).map(|t| t.packets("rate_dropped")).unwrap_or(0), None)
+                                }
                             };
                             let _ = reply.send(n);
                         }
                     }
                 });
-                match ready_rx.recv_timeout(Duration::from_secs(60)) {
-                    Ok(Ok(())) => Ok(Installed::Classifier {
-                        done,
-                        req: req_tx,
-                        thread: Some(std::thread::spawn(move || {
-                            let _ = h.join();
-                        })),
-                    }),
-                    Ok(Err(e)) => {
-                        done.store(true, Ordering::Relaxed);
-                        Err(kernel(anyhow!("loading the classifier defence: {e}")))
+                let r = match ready_rx.recv_timeout(Duration::from_secs(60)) {
+                    Ok(Ok(())) => {
+                        return Ok(Installed::Classifier {
+                            done,
+                            req: req_tx,
+                            thread: Some(std::thread::spawn(move || {
+                                let _ = h.join();
+                                if let Some(c) = client {
+                                    let _ = c.join();
+                                }
+                            })),
+                        })
                     }
+                    Ok(Err(e)) => Err(kernel(anyhow!("loading the classifier defence: {e}"))),
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        done.store(true, Ordering::Relaxed);
                         Err(runtime(anyhow!("the classifier defence did not start within 60 s")))
                     }
                     // The thread ended before loading: entering the namespace failed.
@@ -524,17 +637,24 @@ impl Installed {
                         Ok(Err(e)) => Err(LabError::from(e)),
                         _ => Err(runtime(anyhow!("the classifier defence's thread ended before loading"))),
                     },
+                };
+                // Nothing stays attached: the threads see `done` and detach what they hold.
+                done.store(true, Ordering::Relaxed);
+                if let Some(c) = client {
+                    let _ = c.join();
                 }
+                r
             }
         }
     }
 
-    /// Frames the defence has dropped so far (its own counter).
-    fn dropped(&self) -> LabResult<u64> {
+    /// Frames the defence has dropped so far, and SYN-ACKs it has sent (`fastpath-syncookie`
+    /// only, else None).
+    fn counters(&self) -> LabResult<(u64, Option<u64>)> {
         match self {
-            Installed::None => Ok(0),
-            Installed::Nft { ns } => nft_count(ns),
-            Installed::Iptables { ns, .. } => iptables_count(ns),
+            Installed::None => Ok((0, None)),
+            Installed::Nft { ns } => Ok((nft_count(ns)?, None)),
+            Installed::Iptables { ns, .. } => Ok((iptables_count(ns)?, None)),
             Installed::Classifier { req, .. } => {
                 let (tx, rx) = mpsc::channel();
                 req.send(tx).map_err(|_| runtime(anyhow!("the classifier defence's thread ended")))?;
@@ -567,6 +687,51 @@ impl Drop for Installed {
     }
 }
 
+/// Loads a classifier passing everything and attaches it (native XDP) to the clients' veth in
+/// ns a, held by a thread until `done`. A veth delivers the frames its peer sends with XDP_TX
+/// only to a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the
+/// peer's xdp_ring, polled by its NAPI, which exists only with XDP or GRO), so the
+/// SYN-ACKs `action = "syncookie"` sends need it. On an error nothing stays attached.
+fn pass_all_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
+    let iface = bed.iface_a().to_string();
+    let (tx, rx) = mpsc::channel::<Result<(), String>>();
+    let d2 = done.clone();
+    let h = spawn_in_netns(bed.ns_a(), move || {
+        let r = (|| -> Result<_, String> {
+            let set = parse_toml("pass all", "default = \"pass\"\n").map_err(|e| e.to_string())?;
+            let c = compile("pass all", &set).map_err(|e| e.to_string())?;
+            let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
+            let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+            cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
+            let a = cls
+                .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
+                .map_err(|e| format!("{e:#}"))?;
+            Ok(a.prog)
+        })();
+        match r {
+            Ok(_held) => {
+                let _ = tx.send(Ok(()));
+                while !d2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(())) => Ok(std::thread::spawn(move || {
+            let _ = h.join();
+        })),
+        Ok(Err(e)) => Err(kernel(anyhow!("loading the pass-all classifier on the clients' veth: {e}"))),
+        Err(_) => {
+            done.store(true, Ordering::Relaxed);
+            Err(runtime(anyhow!("the pass-all classifier on the clients' veth did not start within 60 s")))
+        }
+    }
+}
+
 /// Starts the service (sockperf server on the service's CPU) and returns once its port listens
 /// (ss). One per phase: a server whose client vanished under a flood can stop answering.
 fn start_server(bed: &Testbed, port: u16) -> LabResult<Running> {
@@ -582,6 +747,141 @@ fn start_server(bed: &Testbed, port: u16) -> LabResult<Running> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The connect probe's echo server: a thread in ns b, on the service's CPU, accepting on
+/// 10.99.0.2:`port` and echoing one byte per connection; stopped (and its port closed) on drop.
+struct EchoServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), fastpath_testbed::TestbedError>>>,
+}
+
+impl EchoServer {
+    fn start(bed: &Testbed, port: u16) -> LabResult<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let (tx, rx) = mpsc::channel::<Result<(), String>>();
+        let thread = spawn_in_netns(bed.ns_b(), move || {
+            let _ = fastpath::workers::pin_current_thread(SERVICE_CPU);
+            let l = match std::net::TcpListener::bind((fastpath_testbed::IP4_B, port))
+                .and_then(|l| l.set_nonblocking(true).map(|_| l))
+            {
+                Ok(l) => {
+                    let _ = tx.send(Ok(()));
+                    l
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(format!("binding the connect probe's echo server to port {port}: {e}")));
+                    return;
+                }
+            };
+            while !st.load(Ordering::Relaxed) {
+                match l.accept() {
+                    // A thread per connection (inheriting the namespace and CPU): one whose byte
+                    // is late holds back no other.
+                    Ok((mut c, _)) => {
+                        std::thread::spawn(move || {
+                            use std::io::{Read, Write};
+                            let _ = c.set_nonblocking(false);
+                            let _ = c.set_read_timeout(Some(CONNECT_TIMEOUT));
+                            let mut b = [0u8; 1];
+                            if c.read_exact(&mut b).is_ok() {
+                                let _ = c.write_all(&b);
+                            }
+                        });
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(EchoServer { stop, thread: Some(thread) }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(runtime(anyhow!("{e}")))
+            }
+            Err(_) => {
+                stop.store(true, Ordering::Relaxed);
+                Err(runtime(anyhow!("the connect probe's echo server did not start within 10 s")))
+            }
+        }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One phase's connect probe.
+#[derive(Debug, Default)]
+struct Probe {
+    attempted: u32,
+    succeeded: u32,
+    p50_ms: Option<f64>,
+    p99_ms: Option<f64>,
+}
+
+/// The nearest-rank `q` quantile (0..=1) of sorted `v`; None if empty.
+fn quantile(v: &[f64], q: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    Some(v[rank - 1])
+}
+
+/// Starts the connect probe: a thread in ns a pinned to the service's CPU (as sockperf's
+/// clients: the attacker holds the others) making [`PROBE_CONNECTS`] new connections to
+/// 10.99.0.2:`port`, one every `secs` / PROBE_CONNECTS, each in a thread of its own (so a lost
+/// SYN does not hold back the next): connect within [`CONNECT_TIMEOUT`], send a byte, read its
+/// echo within CONNECT_TIMEOUT, close. Joined, it gives the counts and connect times.
+fn spawn_connect_probe(bed: &Testbed, port: u16, secs: f64) -> std::thread::JoinHandle<LabResult<Probe>> {
+    let ns = bed.ns_a().to_string();
+    std::thread::spawn(move || {
+        let h = spawn_in_netns(&ns, move || {
+            let _ = fastpath::workers::pin_current_thread(SERVICE_CPU);
+            let addr = std::net::SocketAddr::from((fastpath_testbed::IP4_B, port));
+            let every = Duration::from_secs_f64(secs.max(0.01) / f64::from(PROBE_CONNECTS));
+            let t0 = Instant::now();
+            let mut tries = Vec::new();
+            for i in 0..PROBE_CONNECTS {
+                let at = t0 + every * i;
+                if let Some(d) = at.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                }
+                // Threads inherit the namespace and the CPU affinity of this one.
+                tries.push(std::thread::spawn(move || -> Option<f64> {
+                    use std::io::{Read, Write};
+                    let t = Instant::now();
+                    let mut c = std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).ok()?;
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    c.set_read_timeout(Some(CONNECT_TIMEOUT)).ok()?;
+                    c.write_all(&[7]).ok()?;
+                    let mut b = [0u8; 1];
+                    c.read_exact(&mut b).ok()?;
+                    (b[0] == 7).then_some(ms)
+                }));
+            }
+            let mut ok: Vec<f64> = tries.into_iter().filter_map(|t| t.join().ok().flatten()).collect();
+            ok.sort_by(f64::total_cmp);
+            Probe {
+                attempted: PROBE_CONNECTS,
+                succeeded: ok.len() as u32,
+                p50_ms: quantile(&ok, 0.5),
+                p99_ms: quantile(&ok, 0.99),
+            }
+        });
+        match h.join() {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(e)) => Err(LabError::from(e)),
+            Err(_) => Err(runtime(anyhow!("the connect probe's thread panicked"))),
+        }
+    })
 }
 
 /// (busy-or-not total, softirq) jiffies of one CPU from /proc/stat.
@@ -701,10 +1001,12 @@ fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
 fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) -> LabResult<Phase> {
     let bed = cx.bed;
     let n = cx.phases.fetch_add(1, Ordering::Relaxed);
-    let port = PORT_FIRST + (n % u32::from(PORT_LAST - PORT_FIRST + 1)) as u16;
+    let port = PORT_FIRST + (n % u32::from(PROBE_OFFSET)) as u16;
     let _server = start_server(bed, port)?;
+    let echo = EchoServer::start(bed, port + PROBE_OFFSET)?;
     // The defence's counter, and the victim's UDP layer, before any flood frame.
-    let drop0 = inst.dropped()?;
+    let (drop0, synack0) = inst.counters()?;
+    let t_counters = Instant::now();
     let udp_flood = rate.is_some() && cx.kind == Flood::Udp;
     let stack0 = if udp_flood { Some(udp_unwanted(bed.ns_b())?) } else { None };
     let flood = match rate {
@@ -725,6 +1027,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     let coalescing_ns = || cx.coalescer.map(|c| c.stats().coalescing_ns.load(Ordering::Relaxed));
     let co0 = coalescing_ns();
     let (cpu0, napi0, t_acc) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids), Instant::now());
+    // The connect probe, from ns a, beside the service's clients.
+    let probe = spawn_connect_probe(bed, port + PROBE_OFFSET, cx.secs);
     // The service's clients, from ns a.
     // `timeout -s KILL`: a client whose SYN was lost at the full ring would retry its connect
     // for minutes; after the window and a margin the service counts as unreachable.
@@ -737,6 +1041,8 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         cx.secs as u64 + 5,
     );
     let elapsed = t_acc.elapsed().as_secs_f64();
+    let probe = probe.join().map_err(|_| runtime(anyhow!("the connect probe panicked")))??;
+    drop(echo);
     let (cpu1, napi1) = (cpu_jiffies(SERVICE_CPU), thread_run_ns(&cx.napi_pids));
     let coalescing_pct = match (co0, coalescing_ns()) {
         (Some(a), Some(b)) => Some((100.0 * b.saturating_sub(a) as f64 / 1e9 / elapsed).min(100.0)),
@@ -749,7 +1055,12 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         Some(f) => f.finish()?,
         None => (0, 1.0, Default::default(), None),
     };
-    let dropped = inst.dropped()?.saturating_sub(drop0);
+    let (drop1, synack1) = inst.counters()?;
+    let dropped = drop1.saturating_sub(drop0);
+    let synack_per_s = match (synack0, synack1) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / t_counters.elapsed().as_secs_f64()),
+        _ => None,
+    };
     let reached_stack = match stack0 {
         Some(s0) => Some(udp_unwanted(bed.ns_b())?.saturating_sub(s0)),
         None => None,
@@ -802,12 +1113,22 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         dropped_by_defence: dropped,
         flood_reached_stack: reached_stack,
         napi_coalescing_pct: coalescing_pct,
+        syncookie_synack_per_s: synack_per_s,
+        connects_attempted: probe.attempted,
+        connects_succeeded: probe.succeeded,
+        connect_p50_ms: probe.p50_ms,
+        connect_p99_ms: probe.p99_ms,
     })
 }
 
 /// A latency for the table: one decimal, or "-" when the service was unreachable.
 fn us(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into())
+}
+
+/// A connect time for the table: ms with two decimals, or "-" when none succeeded.
+fn ms(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
 /// The survivable flood rate of each defence (see [`Survival`]) in one model, from the phases
@@ -1071,9 +1392,16 @@ impl DdosBed {
                 Flood::Syn => {
                     format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
                 }
+                Flood::Ack => format!(
+                    "out-of-state TCP ACKs (fixed sequence and acknowledgement numbers) to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on"
+                ),
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        )
+        ) + if self.defences.contains(&Defence::FastpathSyncookie) {
+            "; fastpath-syncookie also attaches a pass-all XDP program to the clients' veth (ns a): a veth delivers the SYN-ACKs its peer sends with XDP_TX only to a NAPI that XDP keeps running"
+        } else {
+            ""
+        }
     }
 
     /// The flood models measured, in order.
@@ -1183,7 +1511,7 @@ impl DdosBed {
         let (pf, co) = (Model::PerFrame, Model::Coalesced);
         let (b_pf, b_co) = (Self::baseline(phases, pf), Self::baseline(phases, co));
         let mut s = format!(
-            "models side by side (trans/s as % of the model's no-flood {} / {}; NAPI thread CPU %):\n{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+            "models side by side (trans/s as % of the model's no-flood {} / {}; NAPI thread CPU %):\n{:<18} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
             thousands(b_pf.round() as u64),
             thousands(b_co.round() as u64),
             "defence",
@@ -1204,7 +1532,7 @@ impl DdosBed {
             for r in &self.rates {
                 let (a, b) = (find(pf, *d, r), find(co, *d, r));
                 s += &format!(
-                    "{:<13} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
+                    "{:<18} {:>7} {:>12} {:>12} {:>11} {:>11}\n",
                     d.name(),
                     r.to_string(),
                     pct(a, b_pf),
@@ -1234,7 +1562,7 @@ impl DdosBed {
         let surv: Vec<&Survival> = surv.iter().filter(|v| v.model == m.name()).collect();
         let coalesced = m == Model::Coalesced;
         let mut s = format!(
-            "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12}{}\n",
+            "{:<18} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8} {:>6} {:>12} {:>8} {:>8} {:>8}{}\n",
             "defence",
             "offered",
             "trans/s",
@@ -1248,11 +1576,14 @@ impl DdosBed {
             "softirq%",
             "napi%",
             "dropped",
+            "conn ok",
+            "conn p50",
+            "conn p99",
             if coalesced { format!(" {:>6}", "coal%") } else { String::new() }
         );
         for p in phases {
             s += &format!(
-                "{:<13} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12}{}\n",
+                "{:<18} {:>7} {:>10} {:>7} {:>7} {:>8} {:>11} {:>11} {:>12} {:>7} {:>8.0} {:>6.0} {:>12} {:>8} {:>8} {:>8}{}\n",
                 if p.offered.is_empty() { "(no flood)" } else { p.defence },
                 p.offered,
                 thousands(p.transactions_per_s.round() as u64),
@@ -1266,6 +1597,9 @@ impl DdosBed {
                 p.service_cpu_softirq_pct,
                 p.napi_thread_cpu_pct,
                 thousands(p.dropped_by_defence),
+                format!("{:.0}%", 100.0 * f64::from(p.connects_succeeded) / f64::from(p.connects_attempted.max(1))),
+                ms(p.connect_p50_ms),
+                ms(p.connect_p99_ms),
                 if coalesced {
                     format!(" {:>6}", p.napi_coalescing_pct.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into()))
                 } else {
@@ -1279,7 +1613,7 @@ impl DdosBed {
         );
         for (sv, d) in surv.iter().zip(&self.defences) {
             s += &format!(
-                "  {:<13} {:<9} {}\n",
+                "  {:<18} {:<9} {}\n",
                 sv.defence,
                 sv.survivable
                     .clone()
@@ -1288,7 +1622,7 @@ impl DdosBed {
             );
         }
         s += &format!(
-            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate{})\n",
+            "(latency: sockperf's, half the TCP round trip; sockperf ping-pong --tcp from {} to 10.99.0.2; paced: share of 1 ms windows within 20% of the offered rate; conn ok: share of the connect probe's {PROBE_CONNECTS} new connections (connect within 1 s, one byte echoed) that succeeded, conn p50/p99: their connect times, ms{})\n",
             self.bed.ns_a(),
             if coalesced { "; coal%: share of the service's window the victim's NAPI was held at rx-usecs" } else { "" }
         );
@@ -1343,6 +1677,48 @@ mod tests {
     }
 
     #[test]
+    fn quantiles_are_nearest_rank() {
+        assert_eq!(quantile(&[], 0.5), None);
+        let v: Vec<f64> = (1..=200).map(f64::from).collect();
+        assert_eq!((quantile(&v, 0.5), quantile(&v, 0.99)), (Some(100.0), Some(198.0)));
+        assert_eq!(quantile(&[3.0], 0.99), Some(3.0));
+    }
+
+    #[test]
+    fn ack_frame_is_a_valid_out_of_state_ack_to_the_port() {
+        let f = ack_frame([2; 6], [4; 6], 20007).unwrap();
+        assert_eq!(f.len(), 60);
+        let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
+        let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
+        assert_eq!(ip.header().total_len(), 40, "the padding is not in the datagram");
+        assert_eq!(ip.header().source_addr(), FLOOD_SRC);
+        let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else { panic!("not TCP") };
+        assert!(t.ack() && !t.syn() && !t.fin() && !t.rst() && !t.psh(), "a pure ACK");
+        assert_eq!(t.destination_port(), 20007);
+        assert_eq!((t.sequence_number(), t.acknowledgment_number()), (0x1234_5678, 0x9abc_def0));
+        let sum = t.to_header().calc_checksum_ipv4(&ip.header().to_header(), &[]).unwrap();
+        assert_eq!(sum, t.checksum(), "TCP checksum");
+    }
+
+    #[test]
+    fn every_flood_and_defence_rule_set_compiles() {
+        for kind in [Flood::Udp, Flood::Syn, Flood::Ack] {
+            for d in [Defence::Fastpath, Defence::Fastpath10k, Defence::FastpathSyncookie] {
+                let (text, index) = classifier_rules(0, kind, d);
+                let set = parse_toml("t", &text).unwrap_or_else(|e| panic!("{kind:?} {d:?}: {e}"));
+                compile("t", &set).unwrap_or_else(|e| panic!("{kind:?} {d:?}: {e}"));
+                assert_eq!(index, 0);
+                assert_eq!(text.contains("action = \"syncookie\""), d == Defence::FastpathSyncookie, "{kind:?} {d:?}");
+            }
+        }
+        assert!(syncookie_rule().contains(&format!("dst_port = \"{PORT_FIRST}-{PORT_LAST}\"")));
+        assert!(Flood::Ack.nft_rules().contains("== ack meter"));
+        assert!(Flood::Ack.iptables_rules()[0].iter().any(|w| w == "FIN,SYN,RST,PSH,ACK"));
+        assert_eq!(Flood::Ack.name(), "ack");
+        assert_eq!(Defence::FastpathSyncookie.name(), "fastpath-syncookie");
+    }
+
+    #[test]
     fn survivable_rate_is_the_highest_rate_keeping_half() {
         let ph = |d: &'static str, off: &str, pps: f64, tps: f64| Phase {
             model: "per-frame",
@@ -1366,6 +1742,11 @@ mod tests {
             dropped_by_defence: 0,
             flood_reached_stack: None,
             napi_coalescing_pct: None,
+            syncookie_synack_per_s: None,
+            connects_attempted: 0,
+            connects_succeeded: 0,
+            connect_p50_ms: None,
+            connect_p99_ms: None,
         };
         let phases = vec![
             ph("none", "", 0.0, 100.0),
