@@ -744,6 +744,74 @@ fn client_connects_through_a_syn_flood() {
     bed.down().unwrap();
 }
 
+/// A tcx ingress program returning TC_ACT_SHOT for every packet, loaded and attached at the end
+/// of the chain of `ifindex` (the calling thread's namespace) with raw bpf(2) calls; the link's
+/// descriptor (closing it detaches). The kernel here has no legacy tc classifier modules
+/// (clsact filters cannot be added), so a second tcx program stands for "what runs after".
+fn attach_drop_all_tcx(ifindex: u32) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    // r0 = 2 (TC_ACT_SHOT); exit
+    let insns: [u64; 2] = [0xb7 | 2u64 << 32, 0x95];
+    let license = b"GPL\0";
+    let mut load = [0u8; 128];
+    load[0..4].copy_from_slice(&3u32.to_ne_bytes()); // BPF_PROG_TYPE_SCHED_CLS
+    load[4..8].copy_from_slice(&2u32.to_ne_bytes());
+    load[8..16].copy_from_slice(&(insns.as_ptr() as u64).to_ne_bytes());
+    load[16..24].copy_from_slice(&(license.as_ptr() as u64).to_ne_bytes());
+    // SAFETY: BPF_PROG_LOAD (5) with a zero-padded bpf_attr; insns and license outlive the call.
+    let prog = unsafe { libc::syscall(libc::SYS_bpf, 5, load.as_ptr(), load.len()) };
+    assert!(prog >= 0, "BPF_PROG_LOAD: {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh descriptor we own.
+    let prog = unsafe { std::os::fd::OwnedFd::from_raw_fd(prog as i32) };
+    let mut link = [0u8; 64];
+    link[0..4].copy_from_slice(&(prog.as_raw_fd() as u32).to_ne_bytes());
+    link[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    link[8..12].copy_from_slice(&46u32.to_ne_bytes()); // BPF_TCX_INGRESS; no flags: append
+                                                       // SAFETY: BPF_LINK_CREATE (28) with a zero-padded bpf_attr.
+    let fd = unsafe { libc::syscall(libc::SYS_bpf, 28, link.as_ptr(), link.len()) };
+    assert!(fd >= 0, "BPF_LINK_CREATE(BPF_TCX_INGRESS): {}", std::io::Error::last_os_error());
+    // SAFETY: a fresh link descriptor we own.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// The tc program never ends the tcx chain: with the syncookie rule loaded, a tcx program
+/// attached after it (dropping everything) still runs, so pings fail while it is there. Checked
+/// to fail with the syncookie program returning TC_ACT_OK (TCX_PASS): the pings then get through.
+#[test]
+fn later_tcx_programs_still_run_after_the_tc_program() {
+    if !privileged("later_tcx_programs_still_run_after_the_tc_program") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    let srv = start_server(&bed, false, XdpMode::Native);
+    let (ns_a, to) = (bed.ns_a().to_string(), bed.ip4_b().to_string());
+    let ping = move || {
+        fastpath_testbed::ns_command(&ns_a, "ping")
+            .args(["-c", "2", "-i", "0.2", "-W", "1", "-q", &to])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(ping(), "ICMP passes with the syncookie tc program alone");
+    let iface = bed.iface_b().to_string();
+    let ping2 = ping.clone();
+    let passed = fastpath_testbed::run_in_netns(bed.ns_b(), move || {
+        let ping = ping2;
+        let ifx = fastpath::netdev::Iface::resolve(&iface).unwrap().ifindex();
+        let link = attach_drop_all_tcx(ifx);
+        assert_eq!(syncookie::tcx_ingress_programs(ifx).unwrap(), 2, "ours, then the dropper");
+        let passed = ping();
+        drop(link);
+        passed
+    })
+    .unwrap();
+    srv.finish();
+    assert!(!passed, "the later tcx program dropped the pings: the syncookie program returned TCX_NEXT");
+    bed.down().unwrap();
+}
+
 /// Programs at tcx ingress of the server's interface.
 fn tcx_programs(bed: &Testbed) -> u32 {
     let iface = bed.iface_b().to_string();
