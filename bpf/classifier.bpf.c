@@ -705,6 +705,13 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	ps.len = optlen;
 	if (sc_parse_opts(&ps))
 		return -1;
+	/* Offer nothing the server's sysctls turned off (the kfunc would refuse it at tc). */
+	if (c->flags & FP_SC_F_NO_TS)
+		ps.o.ts = 0;
+	if (c->flags & FP_SC_F_NO_SACK)
+		ps.o.sack = 0;
+	if (c->flags & FP_SC_F_NO_WS)
+		ps.o.ws = FP_SC_TS_WS_NONE;
 	mss_idx = sc_mss_index(ps.o.mss ? ps.o.mss : (L->v6 ? 1220 : 536), L->v6);
 	cookie = sc_cookie(c, tup, L->v6, mss_idx);
 

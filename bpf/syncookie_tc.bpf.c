@@ -179,6 +179,23 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb, int marked)
 		}
 	}
 
+	/* What the server's sysctls turned off (the loader's flags): the kfunc returns -EINVAL
+	 * for sack_ok with tcp_sack 0, tstamp_ok with tcp_timestamps 0, wscale_ok with
+	 * tcp_window_scaling 0. The SYN-ACK did not offer them; a client echoing them anyway
+	 * does not get them. */
+	if (c->flags & FP_SC_F_NO_SACK)
+		attrs.sack_ok = 0;
+	if (c->flags & FP_SC_F_NO_WS) {
+		attrs.wscale_ok = 0;
+		attrs.snd_wscale = 0;
+		attrs.rcv_wscale = 0;
+	}
+	if (c->flags & FP_SC_F_NO_TS) {
+		attrs.tstamp_ok = 0;
+		attrs.rcv_tsval = 0;
+		attrs.rcv_tsecr = 0;
+	}
+
 	/* A segment of a connection (the common case when unmarked) leaves after one lookup. */
 	skc = bpf_skc_lookup_tcp(skb, &bt, sz, BPF_F_CURRENT_NETNS, 0);
 	if (!skc)

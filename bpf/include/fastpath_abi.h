@@ -143,6 +143,14 @@ struct fp_sc_config {
  * metadata room (set by the classifier on the first ACK it cannot mark): the tc program checks
  * every ACK that finds a listener instead of the marked ones only. */
 #define FP_SC_F_NO_META 1
+/* fp_sc_config.flags, set by the loader from the interface's network namespace when the tc
+ * program is attached: net.ipv4.tcp_sack, tcp_timestamps, tcp_window_scaling is 0 there. The
+ * kfunc refuses (-EINVAL) a request socket with an option its sysctl turned off, so the
+ * SYN-ACK does not offer it and the tc program does not ask for it. A later change of these
+ * sysctls (or of tcp_syncookies) is seen only after a reload of the classifier. */
+#define FP_SC_F_NO_SACK 2
+#define FP_SC_F_NO_TS   4
+#define FP_SC_F_NO_WS   8
 /* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
  * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
 #define FP_SC_META_MAGIC 0x5c00c1e5u

@@ -663,6 +663,32 @@ fn client_without_timestamps_keeps_mss_only() {
     bed.down().unwrap();
 }
 
+/// A server namespace with net.ipv4.tcp_sack = 0: the SYN-ACK does not offer SACK (the kfunc
+/// would refuse the request socket with sack_ok, -EINVAL), the client connects with timestamps
+/// and window scaling and without SACK, and the tc program never failed. Checked to fail
+/// without the loader's FP_SC_F_NO_SACK: the connection is reset.
+#[test]
+fn server_without_sack_negotiates_none() {
+    if !privileged("server_without_sack_negotiates_none") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    let set = fastpath_testbed::ns_command(bed.ns_b(), "sysctl").args(["-qw", "net.ipv4.tcp_sack=0"]).status().unwrap();
+    assert!(set.success());
+    let srv = start_server(&bed, true, XdpMode::Native);
+    let client = echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V4(bed.ip4_b()), PORT), b"no sack");
+    let rep = srv.finish();
+    assert_eq!(rep.infos.len(), 1, "{rep:?}");
+    let (opts, _, _, _) = rep.infos[0];
+    assert_eq!(opts & 0x7, 0x5, "timestamps and window scaling, no SACK (server): {rep:?}");
+    assert_eq!(client.tcpi_options & 0x2, 0, "no SACK on the client either");
+    let c = &rep.counters;
+    assert_eq!(c["syncookie_reqsk"], 1, "{c:?}");
+    assert_eq!(c["syncookie_tc_fail"], 0, "{c:?}");
+    bed.down().unwrap();
+}
+
 /// Spoofed SYNs from many sources flood the port over AF_PACKET while a client makes new
 /// connections: every connection succeeds, each got its request socket, and the flood was
 /// answered at the driver.
