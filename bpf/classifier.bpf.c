@@ -662,6 +662,55 @@ static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u
 	}
 }
 
+/* 1 if the kernel would never answer this SYN, so neither may we (a SYN-ACK would be a
+ * reflection or an L2 amplification): destination MAC multicast/broadcast or, once attached,
+ * not the interface's; source MAC multicast; an IPv4 source or destination in 0/8, 127/8 or
+ * 224/3 (multicast, reserved, broadcast); an IPv6 one that is ::, ::1 or ff00::/8; source =
+ * destination address. */
+static __always_inline int sc_bogus(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data, *p = data + (L->l3 & 0x1f);
+	__u32 zmac;
+
+	if (data + 14 > end)
+		return 1;
+	if ((eth[0] & 1) || (eth[6] & 1))
+		return 1;
+	zmac = c->mac[0] | c->mac[1] | c->mac[2] | c->mac[3] | c->mac[4] | c->mac[5];
+	if (zmac && (eth[0] != c->mac[0] || eth[1] != c->mac[1] || eth[2] != c->mac[2] ||
+		     eth[3] != c->mac[3] || eth[4] != c->mac[4] || eth[5] != c->mac[5]))
+		return 1;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		__u64 s0, s1, d0, d1;
+		if ((void *)(ip6 + 1) > end)
+			return 1;
+		__builtin_memcpy(&s0, &ip6->saddr, 8);
+		__builtin_memcpy(&s1, (__u8 *)&ip6->saddr + 8, 8);
+		__builtin_memcpy(&d0, &ip6->daddr, 8);
+		__builtin_memcpy(&d1, (__u8 *)&ip6->daddr + 8, 8);
+		if (((__u8 *)&ip6->saddr)[0] == 0xff || ((__u8 *)&ip6->daddr)[0] == 0xff)
+			return 1;
+		/* :: and ::1 (big-endian 1 in the last byte) */
+		if (!s0 && (!s1 || s1 == bpf_cpu_to_be64(1)))
+			return 1;
+		if (!d0 && (!d1 || d1 == bpf_cpu_to_be64(1)))
+			return 1;
+		return s0 == d0 && s1 == d1;
+	} else {
+		struct iphdr *ip = (void *)p;
+		__u8 s, d;
+		if ((void *)(ip + 1) > end)
+			return 1;
+		s = ((__u8 *)&ip->saddr)[0];
+		d = ((__u8 *)&ip->daddr)[0];
+		if (s == 0 || s == 127 || s >= 224 || d == 0 || d == 127 || d >= 224)
+			return 1;
+		return ip->saddr == ip->daddr;
+	}
+}
+
 /* Answers the SYN located by L with a cookie SYN-ACK in place: Ethernet addresses swapped (VLAN
  * tags kept), a fresh IPv4 (no options, DF) or IPv6 header, a 40-byte TCP header; the SYN's
  * options and payload are dropped (bpf_xdp_adjust_tail). 0 on success (XDP_TX), -1 if the
@@ -880,6 +929,8 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 	/* A SYN+ACK goes with the other segments: it passes only to a connection (SYN_SENT). */
 	if ((flags & (TH_SYN | TH_ACK)) == TH_SYN) {
 		if (flags & (TH_RST | TH_FIN))
+			goto invalid;
+		if (sc_bogus(ctx, &L, c))
 			goto invalid;
 		__builtin_memset(sx, 0, sizeof(*sx));
 		if (sc_synack(ctx, &L, c, sx))

@@ -137,6 +137,8 @@ struct fp_sc_config {
 	__u8  wscale;     /* window scale advertised; the request socket's rcv_wscale */
 	__u8  flags;      /* FP_SC_F_* */
 	__u8  _pad[2];
+	__u8  mac[6];     /* the interface's MAC (set at attach; 0 while not attached) */
+	__u8  _pad2[2];
 };
 /* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
  * reach tc where the program looks for it (set by the loader), or the driver has no XDP
@@ -428,7 +430,7 @@ _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
-_Static_assert(sizeof(struct fp_sc_config) == 24, "fp_sc_config: 24 bytes");
+_Static_assert(sizeof(struct fp_sc_config) == 32, "fp_sc_config: 32 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

@@ -552,9 +552,16 @@ impl LoadedClassifier {
     /// interface's MTU and the tc ingress program is attached too ([`super::syncookie`]); if
     /// that fails, the XDP program is detached again and the error returned.
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
-        if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+        {
+            // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
+            // answered (bpf/classifier.bpf.c, sc_bogus).
             let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
-            super::syncookie::set_mtu(&mut c, mtu);
+            if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+                super::syncookie::set_mtu(&mut c, mtu);
+            }
+            if let Ok(mac) = crate::sys::if_hwaddr(iface.name()) {
+                c.mac = mac;
+            }
             self.maps.sc_config.set(0, &c)?;
         }
         // The tc program first (sysctl checks, option flags; it does nothing without marks):
