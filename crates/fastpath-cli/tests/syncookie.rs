@@ -495,7 +495,8 @@ fn syns_the_kernel_would_drop_are_not_answered() {
         let ip = |s: &str| -> IpAddr { s.parse().unwrap() };
         let bcast = [0xff; 6];
         let mcast = [0x01, 0x00, 0x5e, 0x00, 0x00, 0x01];
-        let cases: Vec<(&str, IpAddr, IpAddr, [u8; 6], [u8; 6])> = vec![
+        type Case = (&'static str, IpAddr, IpAddr, [u8; 6], [u8; 6]);
+        let cases: Vec<Case> = vec![
             ("broadcast dst MAC", a4, b4, ma, bcast),
             ("multicast dst MAC", a4, b4, ma, mcast),
             ("multicast src MAC", a4, b4, mcast, mb),
