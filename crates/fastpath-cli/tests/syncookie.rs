@@ -255,7 +255,7 @@ fn parse_synack(f: &[u8]) -> SynAck {
 /// True if `cookie` is the model's cookie for `t` in this period or the one before.
 fn model_agrees(key: CookieKey, t: &CookieTuple, cookie: u32, mss_idx: u32) -> bool {
     let p = syncookie::period_now();
-    cookie == syncookie::cookie(key, t, p, mss_idx) || cookie == syncookie::cookie(key, t, p - 1, mss_idx)
+    cookie == syncookie::cookie(key, t, p, mss_idx) || cookie == syncookie::cookie(key, t, p.wrapping_sub(1), mss_idx)
 }
 
 /// Waits until at least 3 s remain in the cookie period, so "this period" and "the one before"
@@ -405,7 +405,7 @@ fn crafted_segments_exact_counters() {
         }));
         let other = syncookie::cookie(key, &tuple(a4, b4, 43003), p, 6);
         bad.push(("a cookie of another 4-tuple (replayed)", ack_with(a4, b4, 43002, other)));
-        let old = syncookie::cookie(key, &tuple(a4, b4, 43004), p - 2, 6);
+        let old = syncookie::cookie(key, &tuple(a4, b4, 43004), p.wrapping_sub(2), 6);
         bad.push(("a cookie two periods old", ack_with(a4, b4, 43004, old)));
         let wrong_key = syncookie::cookie(CookieKey { k0: key.k0 ^ 1, k1: key.k1 }, &tuple(a4, b4, 43005), p, 6);
         bad.push(("a cookie under another key", ack_with(a4, b4, 43005, wrong_key)));
@@ -419,7 +419,7 @@ fn crafted_segments_exact_counters() {
         }
         let mut good = Vec::new();
         for (i, (src, dst, period)) in
-            [(a4, b4, p), (a4, b4, p - 1), (a6, b6, p), (a6, b6, p - 1)].into_iter().enumerate()
+            [(a4, b4, p), (a4, b4, p.wrapping_sub(1)), (a6, b6, p), (a6, b6, p.wrapping_sub(1))].into_iter().enumerate()
         {
             let sport = 44000 + i as u16;
             good.push(ack_with(src, dst, sport, syncookie::cookie(key, &tuple(src, dst, sport), period, 5)));
@@ -687,9 +687,13 @@ fn connect_with_options_kept(mode: XdpMode) {
     }
     let c = &rep.counters;
     assert_eq!(c["syncookie_synack"], 2, "{c:?}");
-    assert_eq!(c["syncookie_ack_ok"], 2, "{c:?}");
+    // Exact: one request socket per connection, and every ACK passed with a valid cookie went
+    // through tc (marked, or checked there in generic mode) and made one or failed. Not exact:
+    // the handshake ACK and the first data segment can be checked in one NAPI batch before the
+    // connection exists (both ack_ok); the second then finds the new socket at tc (tc_fail).
     assert_eq!(c["syncookie_reqsk"], 2, "{c:?}");
-    assert_eq!(c["syncookie_tc_fail"], 0, "{c:?}");
+    assert!(c["syncookie_ack_ok"] >= 2, "{c:?}");
+    assert_eq!(c["syncookie_ack_ok"], c["syncookie_reqsk"] + c["syncookie_tc_fail"], "{c:?}");
     assert_eq!(c["syncookie_ack_bad"], 0, "{c:?}");
     assert_eq!(c["syncookie_invalid"], 0, "{c:?}");
     assert!(c["syncookie_conn"] >= 4, "data and FIN segments of the two connections: {c:?}");
@@ -745,6 +749,54 @@ fn server_without_sack_negotiates_none() {
     bed.down().unwrap();
 }
 
+/// An AF_PACKET socket sending whole frames out of one interface (the calling thread's
+/// namespace); closed on drop.
+struct RawSender {
+    fd: i32,
+    sll: libc::sockaddr_ll,
+}
+
+impl RawSender {
+    fn new(iface: &str) -> RawSender {
+        // SAFETY: a plain socket(2) call.
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+        assert!(fd >= 0, "socket(AF_PACKET)");
+        // SAFETY: all-zero is a valid sockaddr_ll; the fields are set below.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = fastpath::netdev::Iface::resolve(iface).unwrap().ifindex() as i32;
+        sll.sll_halen = 6;
+        RawSender { fd, sll }
+    }
+
+    /// sendto(2) of `f`: the bytes sent, or the errno.
+    fn send(&self, f: &[u8]) -> Result<usize, i32> {
+        // SAFETY: f and sll are valid for the call.
+        let n = unsafe {
+            libc::sendto(
+                self.fd,
+                f.as_ptr().cast(),
+                f.len(),
+                0,
+                (&self.sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if n < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        } else {
+            Ok(n as usize)
+        }
+    }
+}
+
+impl Drop for RawSender {
+    fn drop(&mut self) {
+        // SAFETY: fd is ours.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
 /// Spoofed SYNs from many sources flood the port over AF_PACKET while a client makes new
 /// connections: every connection succeeds, each got its request socket, and the flood was
 /// answered at the driver.
@@ -761,15 +813,7 @@ fn client_connects_through_a_syn_flood() {
     let flooding = Arc::new(AtomicBool::new(true));
     let fl = flooding.clone();
     let flood = fastpath_testbed::spawn_in_netns(&ns_a, move || {
-        // SAFETY: a plain socket(2) call.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-        assert!(fd >= 0, "socket(AF_PACKET)");
-        let ifindex = fastpath::netdev::Iface::resolve(&if_a).unwrap().ifindex();
-        // SAFETY: all-zero is a valid sockaddr_ll; the fields are set below.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = ifindex as i32;
-        sll.sll_halen = 6;
+        let tx = RawSender::new(&if_a);
         let mut sent = 0u64;
         let mut i = 0u32;
         while fl.load(Ordering::Relaxed) {
@@ -778,24 +822,12 @@ fn client_connects_through_a_syn_flood() {
             s.seq = i.wrapping_mul(2654435761);
             s.opts = linux_syn_opts(1460, i);
             let f = s.frame(ma, mb);
-            // SAFETY: f and sll are valid for the call.
-            let n = unsafe {
-                libc::sendto(
-                    fd,
-                    f.as_ptr().cast(),
-                    f.len(),
-                    0,
-                    (&sll as *const libc::sockaddr_ll).cast(),
-                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                )
-            };
+            let n = tx.send(&f).unwrap_or(0);
             if n > 0 {
                 sent += 1;
             }
             i = i.wrapping_add(1);
         }
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
         sent
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -956,14 +988,7 @@ fn ack_flood_dropped_and_counted_exactly() {
     const N: u32 = 20_000;
     let (if_a, ma, mb, b4) = (bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());
     let sent = fastpath_testbed::run_in_netns(bed.ns_a(), move || {
-        // SAFETY: a plain socket(2) call.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
-        assert!(fd >= 0, "socket(AF_PACKET)");
-        // SAFETY: all-zero is a valid sockaddr_ll; the fields are set below.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = fastpath::netdev::Iface::resolve(&if_a).unwrap().ifindex() as i32;
-        sll.sll_halen = 6;
+        let tx = RawSender::new(&if_a);
         let mut sent = 0u32;
         for i in 0..N {
             let src = IpAddr::from([10, 97, (i >> 8) as u8, i as u8]);
@@ -971,25 +996,23 @@ fn ack_flood_dropped_and_counted_exactly() {
             s.seq = i.wrapping_mul(2654435761);
             s.ack = i.wrapping_mul(40503).wrapping_add(7);
             let f = s.frame(ma, mb);
-            // SAFETY: f and sll are valid for the call.
-            let n = unsafe {
-                libc::sendto(
-                    fd,
-                    f.as_ptr().cast(),
-                    f.len(),
-                    0,
-                    (&sll as *const libc::sockaddr_ll).cast(),
-                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                )
-            };
-            assert_eq!(n, f.len() as isize, "sendto");
+            // A full queue (ENOBUFS) is waited out: only frames actually sent are counted,
+            // so the drop count stays exact.
+            loop {
+                match tx.send(&f) {
+                    Ok(n) => {
+                        assert_eq!(n, f.len(), "sendto: a short write");
+                        break;
+                    }
+                    Err(libc::ENOBUFS) => std::thread::sleep(Duration::from_micros(200)),
+                    Err(e) => panic!("sendto: errno {e}"),
+                }
+            }
             sent += 1;
             if i % 64 == 63 {
                 std::thread::sleep(Duration::from_micros(500));
             }
         }
-        // SAFETY: fd is ours.
-        unsafe { libc::close(fd) };
         sent
     })
     .unwrap();
