@@ -825,6 +825,45 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	return 0;
 }
 
+/* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
+ * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
+static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct bpf_sock_tuple *btp = &sx->bt;
+	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f);
+	struct bpf_sock *sk;
+	__u32 sz, state;
+
+	if ((void *)(th + 20) > end)
+		return 0;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		__builtin_memcpy(btp->ipv6.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
+		btp->ipv6.sport = *(__u16 *)&th[0];
+		btp->ipv6.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv6);
+	} else {
+		struct iphdr *ip = (void *)p;
+		if ((void *)(ip + 1) > end)
+			return 0;
+		btp->ipv4.saddr = ip->saddr;
+		btp->ipv4.daddr = ip->daddr;
+		btp->ipv4.sport = *(__u16 *)&th[0];
+		btp->ipv4.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv4);
+	}
+	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	state = sk->state;
+	bpf_sk_release(sk);
+	return state != BPF_TCP_LISTEN;
+}
+
 /* What a non-SYN segment gets: PASS for a connection's segment or an ACK whose cookie checks
  * out (marked for the tc program), DROP otherwise. Counts its FP_STAT_SC_* counter. */
 static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c, __u32 sbase, __u64 bytes, struct sc_scratch *sx)
@@ -932,6 +971,13 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 			goto invalid;
 		if (sc_bogus(ctx, &L, c))
 			goto invalid;
+		__builtin_memset(sx, 0, sizeof(*sx));
+		/* TIME_WAIT reuse (and a SYN of a live connection) is the kernel's to decide. */
+		if (sc_syn_has_conn(ctx, &L, sx)) {
+			count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
+			count(&cls_stats, sbase + FP_ACT_PASS, bytes);
+			return XDP_PASS;
+		}
 		__builtin_memset(sx, 0, sizeof(*sx));
 		if (sc_synack(ctx, &L, c, sx))
 			goto invalid;

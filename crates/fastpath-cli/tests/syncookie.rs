@@ -529,6 +529,68 @@ fn syns_the_kernel_would_drop_are_not_answered() {
     bed.down().unwrap();
 }
 
+/// A SYN for a tuple the kernel holds a non-listening socket for (here: established; TIME_WAIT
+/// reuse takes the same path) goes to the kernel (XDP_PASS, `syncookie_conn`) instead of a
+/// cookie SYN-ACK. Checked to fail without the lookup (XDP_TX).
+#[test]
+fn syn_of_a_known_connection_goes_to_the_kernel() {
+    if !privileged("syn_of_a_known_connection_goes_to_the_kernel") {
+        return;
+    }
+    let _g = serial();
+    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    let (b4, ma, mb, ifc) = (bed.ip4_b(), bed.mac_a(), bed.mac_b(), bed.iface_b().to_string());
+    let add = fastpath_testbed::ns_command(bed.ns_b(), "ip")
+        .args(["addr", "add", "10.99.0.77/32", "dev", &ifc])
+        .status()
+        .unwrap();
+    assert!(add.success());
+    fastpath_testbed::run_in_netns(bed.ns_b(), move || {
+        let l = TcpListener::bind(SocketAddr::new(IpAddr::V4(b4), PORT)).unwrap();
+        let other: IpAddr = "10.99.0.77".parse().unwrap();
+        let sock = socket2_connect(other, SocketAddr::new(IpAddr::V4(b4), PORT));
+        let (_srv, _) = l.accept().unwrap();
+        let sport = sock.local_addr().unwrap().port();
+        let cls = Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
+        let set = cls.swap_in(&compile("t", &parse_toml("t", RULES).unwrap()).unwrap()).unwrap();
+        let mut s = Seg::new(other, IpAddr::V4(b4), sport, SYN);
+        s.opts = linux_syn_opts(1460, 1);
+        assert_eq!(cls.test_run_out(&s.frame(ma, mb)).unwrap().0, 2, "XDP_PASS: the connection's");
+        let mut s = Seg::new(other, IpAddr::V4(b4), sport.wrapping_add(1).max(1024), SYN);
+        s.opts = linux_syn_opts(1460, 1);
+        assert_eq!(cls.test_run_out(&s.frame(ma, mb)).unwrap().0, 3, "another port: answered");
+        let c = counters(&cls, set);
+        assert_eq!((c["syncookie_conn"], c["syncookie_synack"]), (1, 1), "{c:?}");
+    })
+    .unwrap();
+    bed.down().unwrap();
+}
+
+/// A TCP connection from `from` (any port) to `to`.
+fn socket2_connect(from: IpAddr, to: SocketAddr) -> TcpStream {
+    // SAFETY: a plain socket(2) call.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+    assert!(fd >= 0);
+    let IpAddr::V4(f) = from else { panic!("IPv4 only") };
+    // SAFETY: all-zero is a valid sockaddr_in.
+    let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    sa.sin_family = libc::AF_INET as u16;
+    sa.sin_addr.s_addr = u32::from_ne_bytes(f.octets());
+    // SAFETY: sa is a valid sockaddr_in for bind.
+    let rc = unsafe { libc::bind(fd, (&sa as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&sa) as u32) };
+    assert_eq!(rc, 0, "bind {from}");
+    // SAFETY: fd is a fresh socket we own.
+    let s = unsafe { <TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let IpAddr::V4(t) = to.ip() else { panic!("IPv4 only") };
+    let mut da: libc::sockaddr_in = sa;
+    da.sin_addr.s_addr = u32::from_ne_bytes(t.octets());
+    da.sin_port = to.port().to_be();
+    // SAFETY: da is a valid sockaddr_in for connect.
+    let rc = unsafe { libc::connect(fd, (&da as *const libc::sockaddr_in).cast(), std::mem::size_of_val(&da) as u32) };
+    assert_eq!(rc, 0, "connect {to}: {}", std::io::Error::last_os_error());
+    s
+}
+
 fn tcp_info(fd: i32) -> libc::tcp_info {
     // SAFETY: all-zero is a valid tcp_info.
     let mut ti: libc::tcp_info = unsafe { std::mem::zeroed() };
