@@ -662,6 +662,55 @@ static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u
 	}
 }
 
+/* 1 if the kernel would never answer this SYN, so neither may we (a SYN-ACK would be a
+ * reflection or an L2 amplification): destination MAC multicast/broadcast or, once attached,
+ * not the interface's; source MAC multicast; an IPv4 source or destination in 0/8, 127/8 or
+ * 224/3 (multicast, reserved, broadcast); an IPv6 one that is ::, ::1 or ff00::/8; source =
+ * destination address. */
+static __always_inline int sc_bogus(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	__u8 *eth = data, *p = data + (L->l3 & 0x1f);
+	__u32 zmac;
+
+	if (data + 14 > end)
+		return 1;
+	if ((eth[0] & 1) || (eth[6] & 1))
+		return 1;
+	zmac = c->mac[0] | c->mac[1] | c->mac[2] | c->mac[3] | c->mac[4] | c->mac[5];
+	if (zmac && (eth[0] != c->mac[0] || eth[1] != c->mac[1] || eth[2] != c->mac[2] ||
+		     eth[3] != c->mac[3] || eth[4] != c->mac[4] || eth[5] != c->mac[5]))
+		return 1;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		__u64 s0, s1, d0, d1;
+		if ((void *)(ip6 + 1) > end)
+			return 1;
+		__builtin_memcpy(&s0, &ip6->saddr, 8);
+		__builtin_memcpy(&s1, (__u8 *)&ip6->saddr + 8, 8);
+		__builtin_memcpy(&d0, &ip6->daddr, 8);
+		__builtin_memcpy(&d1, (__u8 *)&ip6->daddr + 8, 8);
+		if (((__u8 *)&ip6->saddr)[0] == 0xff || ((__u8 *)&ip6->daddr)[0] == 0xff)
+			return 1;
+		/* :: and ::1 (big-endian 1 in the last byte) */
+		if (!s0 && (!s1 || s1 == bpf_cpu_to_be64(1)))
+			return 1;
+		if (!d0 && (!d1 || d1 == bpf_cpu_to_be64(1)))
+			return 1;
+		return s0 == d0 && s1 == d1;
+	} else {
+		struct iphdr *ip = (void *)p;
+		__u8 s, d;
+		if ((void *)(ip + 1) > end)
+			return 1;
+		s = ((__u8 *)&ip->saddr)[0];
+		d = ((__u8 *)&ip->daddr)[0];
+		if (s == 0 || s == 127 || s >= 224 || d == 0 || d == 127 || d >= 224)
+			return 1;
+		return ip->saddr == ip->daddr;
+	}
+}
+
 /* Answers the SYN located by L with a cookie SYN-ACK in place: Ethernet addresses swapped (VLAN
  * tags kept), a fresh IPv4 (no options, DF) or IPv6 header, a 40-byte TCP header; the SYN's
  * options and payload are dropped (bpf_xdp_adjust_tail). 0 on success (XDP_TX), -1 if the
@@ -705,6 +754,13 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	ps.len = optlen;
 	if (sc_parse_opts(&ps))
 		return -1;
+	/* Offer nothing the server's sysctls turned off (the kfunc would refuse it at tc). */
+	if (c->flags & FP_SC_F_NO_TS)
+		ps.o.ts = 0;
+	if (c->flags & FP_SC_F_NO_SACK)
+		ps.o.sack = 0;
+	if (c->flags & FP_SC_F_NO_WS)
+		ps.o.ws = FP_SC_TS_WS_NONE;
 	mss_idx = sc_mss_index(ps.o.mss ? ps.o.mss : (L->v6 ? 1220 : 536), L->v6);
 	cookie = sc_cookie(c, tup, L->v6, mss_idx);
 
@@ -767,6 +823,45 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 		*(__u16 *)&t[16] = sc_fold((__u32)cs);
 	}
 	return 0;
+}
+
+/* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
+ * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
+static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
+{
+	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	struct bpf_sock_tuple *btp = &sx->bt;
+	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f);
+	struct bpf_sock *sk;
+	__u32 sz, state;
+
+	if ((void *)(th + 20) > end)
+		return 0;
+	if (L->v6) {
+		struct ipv6hdr *ip6 = (void *)p;
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		__builtin_memcpy(btp->ipv6.saddr, &ip6->saddr, 16);
+		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
+		btp->ipv6.sport = *(__u16 *)&th[0];
+		btp->ipv6.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv6);
+	} else {
+		struct iphdr *ip = (void *)p;
+		if ((void *)(ip + 1) > end)
+			return 0;
+		btp->ipv4.saddr = ip->saddr;
+		btp->ipv4.daddr = ip->daddr;
+		btp->ipv4.sport = *(__u16 *)&th[0];
+		btp->ipv4.dport = *(__u16 *)&th[2];
+		sz = sizeof(btp->ipv4);
+	}
+	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	state = sk->state;
+	bpf_sk_release(sk);
+	return state != BPF_TCP_LISTEN;
 }
 
 /* What a non-SYN segment gets: PASS for a connection's segment or an ACK whose cookie checks
@@ -874,6 +969,15 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 	if ((flags & (TH_SYN | TH_ACK)) == TH_SYN) {
 		if (flags & (TH_RST | TH_FIN))
 			goto invalid;
+		if (sc_bogus(ctx, &L, c))
+			goto invalid;
+		__builtin_memset(sx, 0, sizeof(*sx));
+		/* TIME_WAIT reuse (and a SYN of a live connection) is the kernel's to decide. */
+		if (sc_syn_has_conn(ctx, &L, sx)) {
+			count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
+			count(&cls_stats, sbase + FP_ACT_PASS, bytes);
+			return XDP_PASS;
+		}
 		__builtin_memset(sx, 0, sizeof(*sx));
 		if (sc_synack(ctx, &L, c, sx))
 			goto invalid;

@@ -13,6 +13,9 @@
  * then takes it (cookie_bpf_check) and the connection is established. That path needs
  * net.ipv4.tcp_syncookies != 0 (cookie_v4_check returns early otherwise); the loader checks.
  *
+ * The program returns TCX_NEXT for every packet (never TC_ACT_OK = TCX_PASS, which would end the
+ * tcx chain and skip the device's other tcx programs and clsact filters).
+ *
  * Unmarked packets are passed untouched after one metadata read, except where the classifier
  * runs in generic (skb) mode (FP_SC_F_NO_META: the metadata does not reach tc there): then every
  * ACK costs a socket lookup, and one that finds a listener a cookie check. Counters: FP_STAT_SC_REQSK and
@@ -50,6 +53,13 @@ struct bpf_tcp_req_attrs {
 	__u8 usec_ts_ok;
 	__u8 reserved[3];
 };
+
+/* tcx verdicts (include/uapi/linux/bpf.h, Linux >= 6.6). TC_ACT_OK is TCX_PASS, a final
+ * verdict: tcx_run stops there and neither later tcx programs nor the legacy clsact filters of
+ * the device would run. This program never decides a packet's fate: TCX_NEXT on every path. */
+#ifndef TCX_NEXT
+#define TCX_NEXT -1
+#endif
 
 extern int bpf_sk_assign_tcp_reqsk(struct __sk_buff *skb, struct sock *sk, struct bpf_tcp_req_attrs *attrs, int attrs__sz) __ksym;
 
@@ -169,6 +179,23 @@ static __always_inline int sc_reqsk(struct __sk_buff *skb, int marked)
 		}
 	}
 
+	/* What the server's sysctls turned off (the loader's flags): the kfunc returns -EINVAL
+	 * for sack_ok with tcp_sack 0, tstamp_ok with tcp_timestamps 0, wscale_ok with
+	 * tcp_window_scaling 0. The SYN-ACK did not offer them; a client echoing them anyway
+	 * does not get them. */
+	if (c->flags & FP_SC_F_NO_SACK)
+		attrs.sack_ok = 0;
+	if (c->flags & FP_SC_F_NO_WS) {
+		attrs.wscale_ok = 0;
+		attrs.snd_wscale = 0;
+		attrs.rcv_wscale = 0;
+	}
+	if (c->flags & FP_SC_F_NO_TS) {
+		attrs.tstamp_ok = 0;
+		attrs.rcv_tsval = 0;
+		attrs.rcv_tsecr = 0;
+	}
+
 	/* A segment of a connection (the common case when unmarked) leaves after one lookup. */
 	skc = bpf_skc_lookup_tcp(skb, &bt, sz, BPF_F_CURRENT_NETNS, 0);
 	if (!skc)
@@ -202,14 +229,14 @@ int syncookie_tc(struct __sk_buff *skb)
 	if (!marked) {
 		c = bpf_map_lookup_elem(&sc_config, &zero);
 		if (!c || !(c->flags & FP_SC_F_NO_META))
-			return TC_ACT_OK;
+			return TCX_NEXT;
 	}
 	r = sc_reqsk(skb, marked);
 	if (r < 0)
 		sc_count(FP_STAT_SC_TC_FAIL, skb->len);
 	else if (r == 0)
 		sc_count(FP_STAT_SC_REQSK, skb->len);
-	return TC_ACT_OK;
+	return TCX_NEXT;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

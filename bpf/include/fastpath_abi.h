@@ -137,12 +137,22 @@ struct fp_sc_config {
 	__u8  wscale;     /* window scale advertised; the request socket's rcv_wscale */
 	__u8  flags;      /* FP_SC_F_* */
 	__u8  _pad[2];
+	__u8  mac[6];     /* the interface's MAC (set at attach; 0 while not attached) */
+	__u8  _pad2[2];
 };
 /* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
  * reach tc where the program looks for it (set by the loader), or the driver has no XDP
  * metadata room (set by the classifier on the first ACK it cannot mark): the tc program checks
  * every ACK that finds a listener instead of the marked ones only. */
 #define FP_SC_F_NO_META 1
+/* fp_sc_config.flags, set by the loader from the interface's network namespace when the tc
+ * program is attached: net.ipv4.tcp_sack, tcp_timestamps, tcp_window_scaling is 0 there. The
+ * kfunc refuses (-EINVAL) a request socket with an option its sysctl turned off, so the
+ * SYN-ACK does not offer it and the tc program does not ask for it. A later change of these
+ * sysctls (or of tcp_syncookies) is seen only after a reload of the classifier. */
+#define FP_SC_F_NO_SACK 2
+#define FP_SC_F_NO_TS   4
+#define FP_SC_F_NO_WS   8
 /* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
  * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
 #define FP_SC_META_MAGIC 0x5c00c1e5u
@@ -420,7 +430,7 @@ _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
-_Static_assert(sizeof(struct fp_sc_config) == 24, "fp_sc_config: 24 bytes");
+_Static_assert(sizeof(struct fp_sc_config) == 32, "fp_sc_config: 32 bytes");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

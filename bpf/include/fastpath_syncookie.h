@@ -4,7 +4,7 @@
  * (XDP: generates cookies in SYN-ACKs, checks ACKs) and bpf/syncookie_tc.bpf.c (tc ingress:
  * checks the ACK again and creates the request socket with bpf_sk_assign_tcp_reqsk). Both
  * include this file, so generation and checks cannot disagree. docs/ARCHITECTURE.md has the
- * design; crates/fastpath/src/rules/syncookie.rs is the same arithmetic in Rust (tests).
+ * design; crates/fastpath/src/bpf/syncookie.rs is the same arithmetic in Rust (tests).
  *
  * Cookie (the SYN-ACK's sequence number), 32 bits:
  *   | 31 ... 3: SipHash-2-4(key, client addr, server addr, ports, client ISN, t) | 2..0: MSS index |
@@ -158,9 +158,6 @@ static __always_inline __u8 sc_b(const __u8 *b, __u32 i)
 	return b[i];
 }
 
-/* Parses `len` (<= 40) bytes of TCP options from `buf`. A global function: verified once. A truncated option
- * ends the parse (what was read stays); returns -1 if an option's length is below 2 or runs
- * past the end (the kernel's tcp_parse_options stops there too), else 0. */
 /* Copies the `len` (<= 40) option bytes at packet pointer `src` (before `end`) into st->b;
  * -1 if they do not all lie before `end`. Byte by byte with constant indexes: a helper read of
  * a variable length would need the verifier to see it non-zero in the very register passed. */

@@ -160,6 +160,19 @@ fn load(
     if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
         notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));
     }
+    let sc_rules: Vec<_> =
+        set.rules.iter().filter(|r| matches!(r.action, fastpath::rules::Action::Syncookie)).collect();
+    if !sc_rules.is_empty() && dev.rx_vlan_offload().unwrap_or(false) {
+        notes.push(format!(
+            "{} has rx VLAN offload on: an action \"syncookie\" SYN-ACK sent with XDP_TX leaves untagged (ethtool -K {} rxvlan off)",
+            target.iface, target.iface
+        ));
+    }
+    if sc_rules.iter().any(|r| r.m.dst.is_none()) {
+        notes.push(
+            "an action \"syncookie\" rule without `dst` answers SYNs for sockets outside this network namespace too (containers behind macvlan/ipvlan, routed or bridged traffic, VRF, TPROXY), whose handshakes then fail".into(),
+        );
+    }
     for n in &notes {
         eprintln!("note: {n}");
     }

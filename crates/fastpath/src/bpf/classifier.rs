@@ -552,20 +552,34 @@ impl LoadedClassifier {
     /// interface's MTU and the tc ingress program is attached too ([`super::syncookie`]); if
     /// that fails, the XDP program is detached again and the error returned.
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
-        if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+        {
+            // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
+            // answered (bpf/classifier.bpf.c, sc_bogus).
             let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
-            super::syncookie::set_mtu(&mut c, mtu);
+            if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+                super::syncookie::set_mtu(&mut c, mtu);
+            }
+            if let Ok(mac) = crate::sys::if_hwaddr(iface.name()) {
+                c.mac = mac;
+            }
             self.maps.sc_config.set(0, &c)?;
         }
+        // The tc program first (sysctl checks, option flags; it does nothing without marks):
+        // the XDP program answers no SYN before it is there. An XDP attach error drops it.
+        let tc = if self.active_uses_syncookie()? {
+            Some(super::syncookie::attach_tc(&self.maps, iface.ifindex())?)
+        } else {
+            None
+        };
         let a = XdpLink::attach(self.st.prog.as_fd(), iface, opts)?;
-        // Generic XDP: the metadata mark does not reach tc (see bpf/syncookie_tc.bpf.c).
-        let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
-        c.flags = if a.mode == super::XdpMode::Skb { abi::FP_SC_F_NO_META as u8 } else { 0 };
-        self.maps.sc_config.set(0, &c)?;
-        if self.active_uses_syncookie()? {
-            let l = super::syncookie::attach_tc(&self.maps, iface.ifindex())?;
-            *self.sc_link.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
+        // Generic XDP: the metadata mark does not reach tc (see bpf/syncookie_tc.bpf.c). The
+        // bit is only ever set (the program may set it too): nothing of the program's is lost.
+        if a.mode == super::XdpMode::Skb {
+            let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+            c.flags |= abi::FP_SC_F_NO_META as u8;
+            self.maps.sc_config.set(0, &c)?;
         }
+        *self.sc_link.lock().unwrap_or_else(|e| e.into_inner()) = tc;
         let Self { maps, st, sc_link } = self;
         Ok(a.map(|link| Classifier { maps, st: state::Attached { prog: st.prog, link }, sc_link }))
     }
@@ -1012,7 +1026,14 @@ impl PinnedClassifier {
             return Err(e);
         }
         self.st.meta = meta;
-        self.maps.cls_active.set(0, &new.index())?;
+        if let Err(e) = self.maps.cls_active.set(0, &new.index()) {
+            // The old set stays in force: the tc program pinned for the new one goes again.
+            let _ = self.clear(new);
+            if pinned_now {
+                unpin_sc_link(&self.st.dir);
+            }
+            return Err(e);
+        }
         if !c.uses_syncookie() && had_sc {
             unpin_sc_link(&self.st.dir);
         }

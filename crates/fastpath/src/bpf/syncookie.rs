@@ -165,6 +165,28 @@ pub fn check_sysctl() -> Result<(), BpfError> {
     }
 }
 
+/// The `fp_sc_config.flags` bits for the TCP options this network namespace (the calling
+/// thread's) turned off: `net.ipv4.tcp_sack`, `tcp_timestamps`, `tcp_window_scaling` at 0
+/// (`FP_SC_F_NO_SACK`, `FP_SC_F_NO_TS`, `FP_SC_F_NO_WS`). The `bpf_sk_assign_tcp_reqsk`
+/// kfunc refuses an option whose sysctl is 0, so the SYN-ACK must not offer it. A sysctl that
+/// cannot be read counts as on (its kernel default).
+pub fn netns_option_flags() -> u8 {
+    let off = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}")).map(|s| s.trim() == "0").unwrap_or(false)
+    };
+    let mut f = 0u8;
+    if off("tcp_sack") {
+        f |= crate::abi::FP_SC_F_NO_SACK as u8;
+    }
+    if off("tcp_timestamps") {
+        f |= crate::abi::FP_SC_F_NO_TS as u8;
+    }
+    if off("tcp_window_scaling") {
+        f |= crate::abi::FP_SC_F_NO_WS as u8;
+    }
+    f
+}
+
 /// A fresh `sc_config`: a random key (getrandom), the MSS advertised for an interface MTU of
 /// `mtu` bytes (MTU - 40 over IPv4, MTU - 60 over IPv6) and this namespace's window scale.
 pub(crate) fn new_config(mtu: u32) -> Result<fp_sc_config, BpfError> {
@@ -189,7 +211,8 @@ pub(crate) fn set_mtu(c: &mut fp_sc_config, mtu: u32) {
 /// Loads bpf/syncookie_tc.bpf.c on the classifier's maps (`cls_active`, `cls_stats`,
 /// `sc_config`, reused) and attaches it to tc ingress of `ifindex` as a tcx link; returns the
 /// link (dropping its last descriptor and pin detaches it). Checks
-/// `net.ipv4.tcp_syncookies` first. Needs root (CAP_BPF + CAP_NET_ADMIN), Linux >= 6.9.
+/// `net.ipv4.tcp_syncookies` first and records the namespace's option sysctls in `sc_config`
+/// ([`netns_option_flags`]); a later change of any of them needs a reload. Needs root (CAP_BPF + CAP_NET_ADMIN), Linux >= 6.9.
 ///
 /// # Errors
 ///
@@ -197,6 +220,13 @@ pub(crate) fn set_mtu(c: &mut fp_sc_config, mtu: u32) {
 /// without the kfunc), [`BpfError::Map`], [`BpfError::Sys`] (BPF_LINK_CREATE refused).
 pub(crate) fn attach_tc(maps: &ClsMaps, ifindex: u32) -> Result<OwnedFd, BpfError> {
     check_sysctl()?;
+    // The option sysctls of this namespace, read where tcp_syncookies is. Callers attach the
+    // tc program before the XDP program can answer with this config (a fresh attach), or
+    // before the flip to a set with a syncookie rule: no SYN-ACK is made from a stale value,
+    // and the classifier's NO_META bit is kept.
+    let mut c = maps.sc_config.get(0)?.unwrap_or_else(bytemuck::Zeroable::zeroed);
+    c.flags = (c.flags & crate::abi::FP_SC_F_NO_META as u8) | netns_option_flags();
+    maps.sc_config.set(0, &c)?;
     let mut storage = MaybeUninit::uninit();
     let load_err = |cause| BpfError::Load { prog: "syncookie_tc", cause };
     let mut open = skel::syncookie_tc::SyncookieTcSkelBuilder::default().open(&mut storage).map_err(load_err)?;
