@@ -197,6 +197,17 @@ cls_maps!(
     sc_config: Array<fp_sc_config>,
 );
 
+impl ClsMaps {
+    /// The maps the syncookie tc program shares with the classifier.
+    fn tc(&self) -> super::syncookie::TcMaps<'_> {
+        super::syncookie::TcMaps {
+            cls_active: &self.cls_active,
+            cls_stats: &self.cls_stats,
+            sc_config: &self.sc_config,
+        }
+    }
+}
+
 /// Per-set totals.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct ClsTotals {
@@ -567,7 +578,7 @@ impl LoadedClassifier {
         // The tc program first (sysctl checks, option flags; it does nothing without marks):
         // the XDP program answers no SYN before it is there. An XDP attach error drops it.
         let tc = if self.active_uses_syncookie()? {
-            Some(super::syncookie::attach_tc(&self.maps, iface.ifindex())?)
+            Some(super::syncookie::attach_tc(self.maps.tc(), iface.ifindex())?)
         } else {
             None
         };
@@ -821,7 +832,7 @@ impl<S: state::State> Classifier<S> {
         let mut sc = self.sc_link.lock().unwrap_or_else(|e| e.into_inner());
         let mut attached_now = false;
         if let (Some(ifx), true, true) = (ifindex, c.uses_syncookie(), sc.is_none()) {
-            match super::syncookie::attach_tc(&self.maps, ifx) {
+            match super::syncookie::attach_tc(self.maps.tc(), ifx) {
                 Ok(l) => {
                     *sc = Some(l);
                     attached_now = true;
@@ -1003,7 +1014,7 @@ impl PinnedClassifier {
         let mut pinned_now = false;
         if c.uses_syncookie() && !had_sc {
             let r = match ifindex {
-                Some(ifx) if ifx != 0 => super::syncookie::attach_tc(&self.maps, ifx)
+                Some(ifx) if ifx != 0 => super::syncookie::attach_tc(self.maps.tc(), ifx)
                     .and_then(|l| crate::sys::bpf::obj_pin(l.as_fd(), &sc_pin, SC_LINK_PIN).map_err(BpfError::from)),
                 _ => Err(BpfError::BadValue {
                     what: "pinned classifier",

@@ -15,9 +15,9 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 
-use super::classifier::ClsMaps;
+use super::maps::{Array, PerCpuArray};
 use super::{skel, BpfError};
-use crate::abi::fp_sc_config;
+use crate::abi::{fp_pkt_stats, fp_sc_config};
 
 /// CLOCK_MONOTONIC ns >> this is the cookie's period (68.7 s); an ACK is accepted in the period
 /// its cookie was made and the next (`FP_SC_PERIOD_SHIFT`).
@@ -218,7 +218,17 @@ pub(crate) fn set_mtu(c: &mut fp_sc_config, mtu: u32) {
 ///
 /// [`BpfError::BadValue`] (tcp_syncookies 0), [`BpfError::Load`] (verifier, or a kernel
 /// without the kfunc), [`BpfError::Map`], [`BpfError::Sys`] (BPF_LINK_CREATE refused).
-pub(crate) fn attach_tc(maps: &ClsMaps, ifindex: u32) -> Result<OwnedFd, BpfError> {
+/// The classifier's maps the tc program shares (bpf/syncookie_tc.bpf.c reuses their fds).
+pub(crate) struct TcMaps<'a> {
+    /// `cls_active`: the rule set in force.
+    pub cls_active: &'a Array<u32>,
+    /// `cls_stats`: the per-set counters the tc program adds to.
+    pub cls_stats: &'a PerCpuArray<fp_pkt_stats>,
+    /// `sc_config`: the cookie key, MSS and flags, shared with the XDP side.
+    pub sc_config: &'a Array<fp_sc_config>,
+}
+
+pub(crate) fn attach_tc(maps: TcMaps<'_>, ifindex: u32) -> Result<OwnedFd, BpfError> {
     check_sysctl()?;
     // The option sysctls of this namespace, read where tcp_syncookies is. Callers attach the
     // tc program before the XDP program can answer with this config (a fresh attach), or
