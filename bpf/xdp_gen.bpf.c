@@ -24,7 +24,9 @@
  * Live-frames pages keep the bytes of their previous use, so every checksum
  * is always updated from the bytes actually in the frame, and the MACs and
  * TTL / hop limit are put back from map gen_hdr (a forwarder downstream,
- * `fastpath fwd`, rewrites them in the very page that comes back).
+ * `fastpath fwd`, rewrites them in the very page that comes back); a TCP
+ * frame gets its whole template back (a SYN answered in place with a cookie
+ * SYN-ACK by the classifier's syncookie action comes back as that SYN-ACK).
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
@@ -228,15 +230,36 @@ static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, cons
 	return bpf_redirect(out_ifindex, 0);
 }
 
+/* Puts back a TCP frame's whole template (headers; no payload to keep): a receiver that
+ * answered the page in place (the classifier's cookie SYN-ACK swaps addresses and ports, sets
+ * flags, rewrites options and the lengths) leaves those bytes for the next use of the page.
+ * Word by word, up to tcp_len bytes that the frame holds. Returns 1 if it did. */
+static __always_inline int restore_tcp(void *data, void *data_end, const struct fp_gen_hdr *h)
+{
+	__u32 n = h->tcp_len, i;
+
+	if (n < 54 || n > FP_GEN_TCP_MAX)
+		return 0;
+	for (i = 0; i < FP_GEN_TCP_MAX / 2; i++) {
+		if (2 * i + 2 > n || data + 2 * i + 2 > data_end)
+			break;
+		((__u16 *)data)[i] = ((const __u16 *)h->tcp)[i];
+	}
+	return 1;
+}
+
 /* Puts back the MACs and the TTL / hop limit a forwarder may have rewritten in this page's
- * previous life (the IPv4 header checksum follows the TTL, RFC 1624). */
-static __always_inline void restore_hdr(void *data, void *data_end, int v6)
+ * previous life (the IPv4 header checksum follows the TTL, RFC 1624); a TCP frame gets its
+ * whole template back (restore_tcp). */
+static __always_inline void restore_hdr(void *data, void *data_end, int v6, int tcp)
 {
 	__u32 key = 0;
 	struct fp_gen_hdr *h = bpf_map_lookup_elem(&gen_hdr, &key);
 	__u8 *b = data;
 
 	if (!h || !h->set || data + UDP_OFF4 > data_end)
+		return;
+	if (tcp && restore_tcp(data, data_end, h))
 		return;
 	__builtin_memcpy(b, h->macs, 12);
 	if (v6) {
@@ -278,7 +301,7 @@ int xdp_gen(struct xdp_md *ctx)
 	seq = bpf_map_lookup_elem(&gen_seq, &key);
 	if (!seq)
 		return XDP_ABORTED;
-	restore_hdr(data, data_end, v6);
+	restore_hdr(data, data_end, v6, tcp);
 	*seq += 1;
 	if (tcp && v6)
 		return gen_tcp(data, data_end, *seq, UDP_OFF6, SRC_WORD6, 0);

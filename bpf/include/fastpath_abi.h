@@ -365,11 +365,17 @@ struct fp_gen_pace {
 /* The header bytes a forwarder downstream may rewrite (both MACs, the IPv4 TTL or IPv6 hop
  * limit), as the frame passed to BPF_PROG_RUN had them: live-frames pages keep the bytes of
  * their previous use, and a page that went through `fastpath fwd` comes back rewritten. */
+#define FP_GEN_TCP_MAX 96 /* bytes of a TCP frame's template the generator puts back */
+
 struct fp_gen_hdr {
 	__u8 macs[12];       /* destination, then source */
 	__u8 ttl;            /* IPv4 TTL or IPv6 hop limit */
 	__u8 set;            /* 0: restore nothing */
-	__u8 _pad[2];
+	__u8 tcp_len;        /* TCP frames: bytes of tcp[] to put back (0: none) */
+	__u8 _pad;
+	/* A TCP frame's first bytes (headers, no payload): a receiver may rewrite the page in
+	 * place (a SYN answered with a cookie SYN-ACK), so the whole template goes back. */
+	__u8 tcp[FP_GEN_TCP_MAX];
 };
 
 /* Windows are scored only at >= 5 frames per ms (interval <= 200 us): below that a whole
@@ -427,7 +433,7 @@ _Static_assert(sizeof(struct fp_cls_tuple) == 48, "fp_cls_tuple: 48 bytes");
 _Static_assert(sizeof(struct fp_cls_slot) == 64, "fp_cls_slot: one cache line");
 _Static_assert(sizeof(struct fp_cls_action) == 24, "fp_cls_action: 24 bytes");
 _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
-_Static_assert(sizeof(struct fp_gen_hdr) == 16, "fp_gen_hdr: 16 bytes");
+_Static_assert(sizeof(struct fp_gen_hdr) == 112, "fp_gen_hdr: 112 bytes");
 _Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
 _Static_assert(sizeof(struct fp_sc_config) == 32, "fp_sc_config: 32 bytes");

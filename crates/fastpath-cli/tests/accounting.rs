@@ -337,7 +337,15 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     // machine may lose a few, none lost is the figure's business (README: ddos_syn).
     let (tried, ok) = (n(&p["connects_attempted"]), n(&p["connects_succeeded"]));
     assert!(tried == 200 && ok * 10 >= tried * 9, "new connections succeed through cookies: {p}");
-    assert!(n(&p["flood_accepted"]) > 0 && f(&p["syncookie_synack_per_s"]) > 0.0, "SYNs answered: {p}");
+    // Every flood SYN that reached the victim is answered with a cookie SYN-ACK, none dropped:
+    // the generator's pages come back holding the victim's in-place SYN-ACK, and the
+    // generator puts the whole TCP template back (bpf/xdp_gen.bpf.c restore_tcp); without
+    // that the later flood frames are malformed and dropped.
+    let accepted = n(&p["flood_accepted"]);
+    assert!(accepted > 0, "{p}");
+    let accepted_pps = f(&p["flood_sent_pps"]) * accepted as f64 / n(&p["flood_sent"]).max(1) as f64;
+    assert!(f(&p["syncookie_synack_per_s"]) >= 0.8 * accepted_pps, "SYNs answered: {p}");
+    assert!(n(&p["dropped_by_defence"]) * 100 <= accepted, "no flood SYN dropped (malformed): {p}");
     assert!(f(&p["transactions_per_s"]) > 0.0, "the service connects through a cookie and answers: {p}");
 }
 

@@ -767,11 +767,19 @@ impl XdpGen {
     /// otherwise: EINVAL for a `batch_size` above 256 or a frame the kernel refuses, EPERM without
     /// root or CAP_BPF + CAP_NET_ADMIN. EINTR is not an error (`Ok(false)`).
     pub fn run(&self, frame: &[u8], repeat: u32, batch_size: u32) -> Result<bool, SysError> {
-        // What the program puts back in every frame (struct fp_gen_hdr): MACs and TTL.
+        // What the program puts back in every frame (struct fp_gen_hdr): MACs and TTL, and a
+        // TCP frame's whole template.
         if frame.len() >= 34 {
             let mut h = crate::abi::fp_gen_hdr { set: 1, ..Default::default() };
             h.macs.copy_from_slice(&frame[..12]);
-            h.ttl = if frame[12..14] == [0x86, 0xdd] { frame.get(21).copied().unwrap_or(64) } else { frame[22] };
+            let v6 = frame[12..14] == [0x86, 0xdd];
+            h.ttl = if v6 { frame.get(21).copied().unwrap_or(64) } else { frame[22] };
+            // A TCP frame (IPv4 protocol / IPv6 next header 6): its whole template goes back
+            // into every page (bpf/xdp_gen.bpf.c restore_tcp), as a receiver may answer in place.
+            if frame.get(if v6 { 20 } else { 23 }) == Some(&6) && frame.len() <= h.tcp.len() {
+                h.tcp[..frame.len()].copy_from_slice(frame);
+                h.tcp_len = frame.len() as u8;
+            }
             self.hdr
                 .update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&h), MapFlags::ANY)
                 .map_err(|e| SysError { call: format!("BPF map gen_hdr update: {e}"), errno: libc::EIO })?;
