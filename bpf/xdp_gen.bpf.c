@@ -233,7 +233,8 @@ static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, cons
 /* Puts back a TCP frame's whole template (headers; no payload to keep): a receiver that
  * answered the page in place (the classifier's cookie SYN-ACK swaps addresses and ports, sets
  * flags, rewrites options and the lengths) leaves those bytes for the next use of the page.
- * Word by word, up to tcp_len bytes that the frame holds. Returns 1 if it did. */
+ * Word by word, then an odd last byte: the first tcp_len bytes (at most FP_GEN_TCP_MAX) that
+ * the frame holds. Returns 1 if it did. */
 static __always_inline int restore_tcp(void *data, void *data_end, const struct fp_gen_hdr *h)
 {
 	__u32 n = h->tcp_len, i;
@@ -244,6 +245,19 @@ static __always_inline int restore_tcp(void *data, void *data_end, const struct 
 		if (2 * i + 2 > n || data + 2 * i + 2 > data_end)
 			break;
 		((__u16 *)data)[i] = ((const __u16 *)h->tcp)[i];
+	}
+	/* An odd length: its last byte too (it may lie inside the datagram the checksum covers). */
+	if (n & 1) {
+		__u32 last = n - 1;
+		__u8 *p;
+
+		/* Hide the value from the compiler so the bound check stays for the verifier. */
+		asm volatile("" : "+r"(last));
+		if (last >= FP_GEN_TCP_MAX)
+			return 1;
+		p = (__u8 *)data + last;
+		if ((void *)(p + 1) <= data_end)
+			*p = h->tcp[last];
 	}
 	return 1;
 }

@@ -665,6 +665,8 @@ def _survival_ratio(r, model):
     measured"); nftables surviving none while the classifier survives some is infinite (met)."""
     if not any(p.get("model", "per-frame") == model for p in r.get("phases", [])):
         return None  # the run has no such model
+    if not any(s.get("model", "per-frame") == model and s["defence"] == "nft" for s in r.get("survivable", [])):
+        return None  # nftables not measured in this run: nothing to compare with
     fp, nft = _survivable(r, model, "fastpath") or 0, _survivable(r, model, "nft") or 0
     if fp == 0:
         return 0.0
@@ -742,8 +744,8 @@ def render_goals(fig, newer=None):
         if name.startswith("ddos") and not any("models" in r for r in secs[name]["raw"]):
             continue  # ddos runs made before the coalesced model: its goals have nothing to judge
         q = [get(r) for r in secs[name]["raw"]]
-        if "fastpath-syncookie" in what and all(v is None for v in q):
-            continue  # ddos_syn runs made before fastpath-syncookie (or its connect probe): nothing to judge
+        if "fastpath-syncookie" in what and "fastpath-syncookie" not in secs[name].get("command", ""):
+            continue  # ddos_syn runs made before fastpath-syncookie: nothing to judge
         m = med(q)
         # Judged at the precision shown: a median shown as 0.75 meets a 0.75 goal.
         met = "not measured (reference 0)" if m != m else "met" if round(m, 2) >= goal else "**not met**"
@@ -865,6 +867,14 @@ def table_errors(where, text):
     return errs
 
 
+def descends(older, newer):
+    """Whether commit `older` is `newer` or one of its ancestors in this checkout (False when git
+    does not know either)."""
+    r = subprocess.run(["git", "-C", os.path.dirname(HERE), "merge-base", "--is-ancestor", older, newer],
+                       capture_output=True)
+    return r.returncode == 0
+
+
 def finished(fig):
     """When a sitting finished ("YYYY-MM-DD HH:MM UTC"; its day when the stamp is missing)."""
     return str(fig.get("finished") or fig.get("date") or "")
@@ -893,11 +903,18 @@ def extra_blocks(extra_paths, main_fig):
             continue
         if fig.get("dirty") or "--quick" in str(fig.get("made_by", "")):
             errs.append(f"{path}: a dirty tree or a smoke sitting: not a named commit's figures")
+        if not re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", str(fig.get("finished", ""))):
+            errs.append(f"{path}: no 'finished' stamp (YYYY-MM-DD HH:MM UTC): {fig.get('finished')!r}")
+            continue
         figs.append((path, fig))
     for path, fig in sorted(figs, key=lambda pf: finished(pf[1])):
         for name, sec in fig.get("sections", {}).items():
             if name in main_sections and finished(fig) <= finished(main_fig):
                 errs.append(f"{path}: section {name} is in the full sitting too, which finished after it: delete {path}")
+            elif name in main_sections and not (descends(main_fig["commit"], fig["commit"])
+                                                and descends(fig["commit"], "HEAD")):
+                errs.append(f"{path}: section {name} supersedes the full sitting's, so its commit "
+                            f"{fig['commit'][:12]} must descend from the full sitting's and be in HEAD's history")
             elif name not in BY_NAME:
                 errs.append(f"{path}: section {name!r} is not one this script knows")
             elif sec.get("runs") != len(sec.get("raw", [])):
@@ -1155,6 +1172,10 @@ def sitting(a, names):
                 goals = all_blocks(json.load(f), partials_beside(full))[0]["goals"]
             for path in a.readme:
                 put_blocks(path, {"goals": goals})
+            # The full sitting's own Markdown shows the merged view too (what --check compares).
+            full_md = full[:-len(".json")] + ".md"
+            if os.path.exists(full_md) and full_md not in [os.path.abspath(x) for x in a.readme]:
+                put_blocks(full_md, {**section_blocks(fig, blocks), "goals": goals})
     for n, t in timing.items():
         print(f"figures: {n:<18} {', '.join(f'{x:.0f}' for x in t)} s per run", file=sys.stderr)
     print(f"figures: wrote {a.out}.json and {a.out}.md in {(time.time() - t0) / 60:.1f} min", file=sys.stderr)

@@ -186,12 +186,21 @@ class Check(unittest.TestCase):
         self.assertTrue(any(f"section {name} is in the full sitting too" in e for e in errs), errs)
 
     def test_later_partial_sitting_supersedes_a_section_and_its_goals(self):
+        # Superseding needs a commit descending from the full sitting's, in HEAD's history.
+        head = subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        self.fig["commit"] = head
         extra, _ = self.peers_sitting()
         with open(extra) as f:
             fig = json.load(f)
         name = next(iter(self.fig["sections"]))
         fig["sections"][name] = self.fig["sections"][name]
         fig["finished"] = "9999-01-01 00:00 UTC"  # after the full sitting
+        fig["commit"] = head
+        # A commit outside the history cannot supersede.
+        with open(extra, "w") as f:
+            json.dump(dict(fig, commit="0" * 40), f)
+        errs = figures.all_blocks(self.fig, [extra])[1]
+        self.assertTrue(any("must descend from the full sitting's" in e for e in errs), errs)
         with open(extra, "w") as f:
             json.dump(fig, f)
         blocks, errs = figures.all_blocks(self.fig, [extra])
@@ -202,11 +211,13 @@ class Check(unittest.TestCase):
         same = self.write("figures-again.json", json.dumps(fig))
         errs = figures.all_blocks(self.fig, [extra, same])[1]
         self.assertTrue(any(f"section {name} is in " in e and "same minute" in e for e in errs), errs)
-        later = dict(fig, commit="b" * 40, finished="9999-01-02 00:00 UTC")
+        later = json.loads(json.dumps(fig))
+        later["finished"] = "9999-01-02 00:00 UTC"
+        later["sections"][name]["command"] = "the-later-sitting"
         later_path = self.write("figures-later.json", json.dumps(later))
         blocks, errs = figures.all_blocks(self.fig, [later_path, extra])
         self.assertEqual(errs, [])
-        self.assertIn(f"{name} (at bbbbbbbbbbbb)", blocks["goals"])
+        self.assertIn("the-later-sitting", blocks[name])
 
     def test_partial_sittings_own_md_is_checked_against_its_own_json(self):
         extra, block = self.peers_sitting()
@@ -347,16 +358,19 @@ class Goals(unittest.TestCase):
             for p in phases[2:]:
                 p.update(connects_attempted=200, connects_succeeded=probe[0], connect_p99_ms=probe[1])
         run = {"models": [{"model": "per-frame"}, {"model": "coalesced"}], "survivable": [], "phases": phases}
-        fig = {"sections": {"ddos_syn": {"command": "c", "runs": 1, "duration": 2, "raw": [run]}}}
+        command = "c --defences none,fastpath-syncookie" if sc_tps is not None else "c"
+        fig = {"sections": {"ddos_syn": {"command": command, "runs": 1, "duration": 2, "raw": [run]}}}
         return [x for x in figures.render_goals(fig) if "fastpath-syncookie" in x]
 
     def test_syncookie_goals_judge_new_runs_and_skip_old_ones(self):
         self.assertEqual(self.syn_rows(None), [])
         rows = self.syn_rows(50.0)
-        self.assertEqual(len(rows), 2)
-        self.assertTrue(all("| 0.50 (0.50..0.50) | met |" in r for r in rows), rows)
-        self.assertTrue(all("| **not met** |" in r for r in self.syn_rows(49.0)))
-        # The connect probe's goals only where the run has its fields.
+        self.assertEqual(len(rows), 6)
+        trans = [r for r in rows if "trans/s" in r]
+        self.assertTrue(len(trans) == 2 and all("| 0.50 (0.50..0.50) | met |" in r for r in trans), rows)
+        # A run of the defence without the connect probe's fields: its goals say so, never vanish.
+        self.assertTrue(all("not measured" in r for r in rows if "trans/s" not in r), rows)
+        self.assertTrue(all("| **not met** |" in r for r in self.syn_rows(49.0) if "trans/s" in r))
         rows = self.syn_rows(50.0, (198, 2.5))
         self.assertEqual(len(rows), 6)
         self.assertTrue(all("| met |" in r for r in rows), rows)
@@ -373,6 +387,14 @@ class Goals(unittest.TestCase):
         self.assertIn("| 4.00 (4.00..4.00) | met |", self.ddos_row(1000000, 250000))
         self.assertIn("| **not met** |", self.ddos_row(250000, 100000))
         self.assertIn("| inf (inf..inf) | met |", self.ddos_row(250000, None))
+
+    def test_survival_ratio_without_nftables_in_the_run_is_not_met_by_default(self):
+        run = {"models": [{"model": "coalesced"}],
+               "survivable": [{"model": "coalesced", "defence": "fastpath", "survivable_pps": 250000}],
+               "phases": [{"model": "coalesced", "defence": "none", "offered": "", "transactions_per_s": 1.0}]}
+        fig = {"sections": {"ddos_udp": {"command": "c", "runs": 1, "duration": 2, "raw": [run]}}}
+        row = next(x for x in figures.render_goals(fig) if x.startswith("| UDP flood, coalesced model: the classifier"))
+        self.assertIn("not measured", row)
 
 if __name__ == "__main__":
     unittest.main()

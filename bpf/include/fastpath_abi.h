@@ -362,11 +362,11 @@ struct fp_gen_pace {
 	__u64 first_ms;      /* the first window (partial, not scored) */
 };
 
+#define FP_GEN_TCP_MAX 96 /* bytes of a TCP frame's template the generator puts back */
+
 /* The header bytes a forwarder downstream may rewrite (both MACs, the IPv4 TTL or IPv6 hop
  * limit), as the frame passed to BPF_PROG_RUN had them: live-frames pages keep the bytes of
  * their previous use, and a page that went through `fastpath fwd` comes back rewritten. */
-#define FP_GEN_TCP_MAX 96 /* bytes of a TCP frame's template the generator puts back */
-
 struct fp_gen_hdr {
 	__u8 macs[12];       /* destination, then source */
 	__u8 ttl;            /* IPv4 TTL or IPv6 hop limit */

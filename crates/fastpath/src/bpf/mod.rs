@@ -776,9 +776,12 @@ impl XdpGen {
             h.ttl = if v6 { frame.get(21).copied().unwrap_or(64) } else { frame[22] };
             // A TCP frame (IPv4 protocol / IPv6 next header 6): its whole template goes back
             // into every page (bpf/xdp_gen.bpf.c restore_tcp), as a receiver may answer in place.
-            if frame.get(if v6 { 20 } else { 23 }) == Some(&6) && frame.len() <= h.tcp.len() {
-                h.tcp[..frame.len()].copy_from_slice(frame);
-                h.tcp_len = frame.len() as u8;
+            // A longer frame gets its first FP_GEN_TCP_MAX bytes back: every header a receiver
+            // answering in place rewrites (a cookie SYN-ACK ends by byte 94).
+            if frame.get(if v6 { 20 } else { 23 }) == Some(&6) {
+                let k = frame.len().min(h.tcp.len());
+                h.tcp[..k].copy_from_slice(&frame[..k]);
+                h.tcp_len = k as u8;
             }
             self.hdr
                 .update(&0u32.to_ne_bytes(), bytemuck::bytes_of(&h), MapFlags::ANY)
