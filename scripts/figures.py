@@ -1166,7 +1166,10 @@ def sitting(a, names):
         for path in a.readme:
             put_blocks(path, section_blocks(fig, blocks))
         full = os.path.join(os.path.dirname(HERE), "docs", "figures.json")
-        if "--sections" in made_by and os.path.exists(full) and os.path.abspath(a.out + ".json") != full:
+        # A partial sitting written beside the full one (docs/figures-S): the goals block (and the
+        # full sitting's own Markdown) show the merged view. One written elsewhere touches neither.
+        beside = os.path.dirname(os.path.abspath(a.out + ".json")) == os.path.dirname(full)
+        if "--sections" in made_by and beside and os.path.exists(full) and os.path.abspath(a.out + ".json") != full:
             # A partial sitting: the goals block judged again with its sections over the full one's.
             with open(full) as f:
                 goals = all_blocks(json.load(f), partials_beside(full))[0]["goals"]
