@@ -388,7 +388,11 @@ fn socket_checks(
             "give frames back to the FILL ring sooner, or give the socket more (--frame-count, --ring-size)".into(),
         ));
     }
-    if full >= 1.0 || other >= 1.0 {
+    // With the FILL ring empty, rx_dropped beyond its count is the same cause: in copy mode one
+    // empty-ring event (rx_fill_ring_empty_descs) can cost several frames (__xsk_rcv,
+    // net/xdp/xsk.c, counts each frame whose buffer allocation failed in rx_dropped); only
+    // rx_ring_full then says the RX ring itself overflowed.
+    if full >= 1.0 || (other >= 1.0 && empty < 1.0) {
         seen.rx = true;
         checks.push(problem(
             "rx_ring",
