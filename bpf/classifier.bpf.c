@@ -629,9 +629,9 @@ static __always_inline __u32 sc_fold32(__u64 cs)
 }
 
 /* The TCP header and options of a SYN-ACK (40 bytes) answering `tu`. */
-static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u32 cookie, const struct sc_opts *o, __u16 mss, __u8 wscale)
+static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u32 cookie, const struct sc_opts *o, __u16 mss, __u8 wscale, __u64 now_ns)
 {
-	__u32 tsval = ((__u32)(bpf_ktime_get_ns() / 1000000) & ~FP_SC_TS_MASK) | o->ws | (o->sack ? FP_SC_TS_SACK : 0);
+	__u32 tsval = ((__u32)(now_ns / 1000000) & ~FP_SC_TS_MASK) | o->ws | (o->sack ? FP_SC_TS_SACK : 0);
 	__u32 ack = tu->isn + 1;
 
 	*(__u16 *)&t[0] = tu->dport_be;
@@ -722,7 +722,7 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	struct sc_tuple *tup = &sx->tu;
 	__u32 optlen = L->optlen & 63, l3 = L->l3 & 0x1f, newlen, oldlen, mss_idx, cookie;
 	__u8 *th, *p;
-	__u64 cs;
+	__u64 cs, now_ns;
 
 	if (optlen > 40)
 		return -1;
@@ -762,7 +762,8 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	if (c->flags & FP_SC_F_NO_WS)
 		ps.o.ws = FP_SC_TS_WS_NONE;
 	mss_idx = sc_mss_index(ps.o.mss ? ps.o.mss : (L->v6 ? 1220 : 536), L->v6);
-	cookie = sc_cookie(c, tup, L->v6, mss_idx);
+	now_ns = bpf_ktime_get_ns();
+	cookie = sc_cookie(c, tup, L->v6, mss_idx, now_ns);
 
 	newlen = l3 + (L->v6 ? 40 : 20) + 40;
 	if (bpf_xdp_adjust_tail(ctx, (int)newlen - (int)oldlen))
@@ -795,7 +796,7 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 		p[7] = 64;
 		__builtin_memcpy(p + 8, tup->dst, 16);
 		__builtin_memcpy(p + 24, tup->src, 16);
-		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v6, c->wscale);
+		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v6, c->wscale, now_ns);
 		/* pseudo header (RFC 8200 8.1): addresses, length 40, next header TCP */
 		cs = (__u64)a[0] + a[1] + a[2] + a[3] + b[0] + b[1] + b[2] + b[3] + bpf_htonl(40) + bpf_htonl(IPPROTO_TCP);
 		cs = bpf_csum_diff(0, 0, (__be32 *)t, 40, sc_fold32(cs));
@@ -816,7 +817,7 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 		__builtin_memcpy(&ip->daddr, tup->src, 4);
 		cs = bpf_csum_diff(0, 0, (__be32 *)ip, 20, 0);
 		ip->check = sc_fold((__u32)cs);
-		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v4, c->wscale);
+		sc_write_tcp(t, tup, cookie, &ps.o, c->mss_v4, c->wscale, now_ns);
 		/* pseudo header (RFC 9293 3.1): addresses, protocol, length 40 */
 		cs = (__u64)*(__u32 *)tup->src + *(__u32 *)tup->dst + bpf_htonl(IPPROTO_TCP) + bpf_htonl(40);
 		cs = bpf_csum_diff(0, 0, (__be32 *)t, 40, sc_fold32(cs));
@@ -827,13 +828,12 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 
 /* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
  * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
-static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
+/* Fills BTP with the addresses and ports of the TCP segment located by L (the socket lookup's
+ * tuple); returns its size for bpf_skc_lookup_tcp, 0 when the headers run past the frame. */
+static __always_inline __u32 sc_sock_tuple(struct xdp_md *ctx, const struct sc_loc *L, struct bpf_sock_tuple *btp)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
-	struct bpf_sock_tuple *btp = &sx->bt;
 	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f);
-	struct bpf_sock *sk;
-	__u32 sz, state;
 
 	if ((void *)(th + 20) > end)
 		return 0;
@@ -845,17 +845,27 @@ static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_l
 		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
 		btp->ipv6.sport = *(__u16 *)&th[0];
 		btp->ipv6.dport = *(__u16 *)&th[2];
-		sz = sizeof(btp->ipv6);
-	} else {
-		struct iphdr *ip = (void *)p;
-		if ((void *)(ip + 1) > end)
-			return 0;
-		btp->ipv4.saddr = ip->saddr;
-		btp->ipv4.daddr = ip->daddr;
-		btp->ipv4.sport = *(__u16 *)&th[0];
-		btp->ipv4.dport = *(__u16 *)&th[2];
-		sz = sizeof(btp->ipv4);
+		return sizeof(btp->ipv6);
 	}
+	struct iphdr *ip = (void *)p;
+	if ((void *)(ip + 1) > end)
+		return 0;
+	btp->ipv4.saddr = ip->saddr;
+	btp->ipv4.daddr = ip->daddr;
+	btp->ipv4.sport = *(__u16 *)&th[0];
+	btp->ipv4.dport = *(__u16 *)&th[2];
+	return sizeof(btp->ipv4);
+}
+
+static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
+{
+	struct bpf_sock_tuple *btp = &sx->bt;
+	struct bpf_sock *sk;
+	__u32 sz, state;
+
+	sz = sc_sock_tuple(ctx, L, btp);
+	if (!sz)
+		return 0;
 	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
 		return 0;
@@ -872,33 +882,18 @@ static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L
 	struct bpf_sock_tuple *btp = &sx->bt;
 	struct sc_tuple *tup = &sx->tu;
 	struct bpf_sock *sk;
-	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f), flags;
+	__u8 *th = data + (L->l4 & 0x7f), flags;
 	__u32 seq, ack, sz;
 
-	if ((void *)(th + 20) > end)
+	sz = sc_sock_tuple(ctx, L, btp);
+	if (!sz || (void *)(th + 20) > end)
 		return XDP_DROP;
 	if (L->v6) {
-		struct ipv6hdr *ip6 = (void *)p;
-		if ((void *)(ip6 + 1) > end)
-			return XDP_DROP;
-		__builtin_memcpy(tup->src, &ip6->saddr, 16);
-		__builtin_memcpy(tup->dst, &ip6->daddr, 16);
-		__builtin_memcpy(btp->ipv6.saddr, &ip6->saddr, 16);
-		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
-		btp->ipv6.sport = *(__u16 *)&th[0];
-		btp->ipv6.dport = *(__u16 *)&th[2];
-		sz = sizeof(btp->ipv6);
+		__builtin_memcpy(tup->src, btp->ipv6.saddr, 16);
+		__builtin_memcpy(tup->dst, btp->ipv6.daddr, 16);
 	} else {
-		struct iphdr *ip = (void *)p;
-		if ((void *)(ip + 1) > end)
-			return XDP_DROP;
-		__builtin_memcpy(tup->src, &ip->saddr, 4);
-		__builtin_memcpy(tup->dst, &ip->daddr, 4);
-		btp->ipv4.saddr = ip->saddr;
-		btp->ipv4.daddr = ip->daddr;
-		btp->ipv4.sport = *(__u16 *)&th[0];
-		btp->ipv4.dport = *(__u16 *)&th[2];
-		sz = sizeof(btp->ipv4);
+		__builtin_memcpy(tup->src, &btp->ipv4.saddr, 4);
+		__builtin_memcpy(tup->dst, &btp->ipv4.daddr, 4);
 	}
 	flags = th[13];
 	seq = bpf_ntohl(*(__be32 *)&th[4]);

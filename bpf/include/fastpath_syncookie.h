@@ -124,9 +124,10 @@ static __always_inline __u16 sc_mss_of(__u32 idx, int v6)
 	return v6 ? SC_MSS_V6(idx) : SC_MSS_V4(idx);
 }
 
-static __always_inline __u32 sc_cookie(const struct fp_sc_config *c, const struct sc_tuple *tu, int v6, __u32 mss_idx)
+/* The cookie for `tu` at CLOCK_MONOTONIC `now_ns` (read once per SYN with the TSval). */
+static __always_inline __u32 sc_cookie(const struct fp_sc_config *c, const struct sc_tuple *tu, int v6, __u32 mss_idx, __u64 now_ns)
 {
-	return (sc_hash(c, tu, v6, sc_period()) & ~7u) | (mss_idx & 7);
+	return (sc_hash(c, tu, v6, now_ns >> FP_SC_PERIOD_SHIFT) & ~7u) | (mss_idx & 7);
 }
 
 /* 1 if `cookie` (the ACK's ack_seq - 1) is valid for `tu` (isn = the ACK's seq - 1) now. */

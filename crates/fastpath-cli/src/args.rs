@@ -884,7 +884,8 @@ pub enum DefenceArg {
     #[value(name = "fastpath-10k")]
     Fastpath10k,
     /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
-    /// (Linux >= 6.9), and a pass-all XDP program on the clients' veth.
+    /// (Linux >= 6.9), and an XDP program on the clients' veth (passes all but the SYN-ACKs to
+    /// the spoofed sources).
     #[value(name = "fastpath-syncookie")]
     FastpathSyncookie,
 }

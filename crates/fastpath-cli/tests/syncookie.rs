@@ -280,6 +280,16 @@ fn fastpath_now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The tests' serial lock and a fresh default test bed for `test`, or None where it may not
+/// run ([`privileged`]: it panics under CI=true instead).
+fn serial_bed(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Testbed)> {
+    if !privileged(test) {
+        return None;
+    }
+    let g = serial();
+    Some((g, Testbed::up(&TestbedConfig::default()).expect("bed")))
+}
+
 fn counters(cls: &fastpath::bpf::LoadedClassifier, set: SetIndex) -> std::collections::HashMap<&'static str, u64> {
     cls.totals(set).unwrap().counters.iter().map(|c| (c.0, c.1)).collect()
 }
@@ -290,11 +300,9 @@ fn counters(cls: &fastpath::bpf::LoadedClassifier, set: SetIndex) -> std::collec
 /// out-of-state segments dropped; every counter exact.
 #[test]
 fn crafted_segments_exact_counters() {
-    if !privileged("crafted_segments_exact_counters") {
+    let Some((_g, bed)) = serial_bed("crafted_segments_exact_counters") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let (a4, b4, a6, b6) =
         (IpAddr::V4(bed.ip4_a()), IpAddr::V4(bed.ip4_b()), IpAddr::V6(bed.ip6_a()), IpAddr::V6(bed.ip6_b()));
     let (ma, mb) = (bed.mac_a(), bed.mac_b());
@@ -480,11 +488,9 @@ struct ServerReport {
 /// sc_bogus (each got XDP_TX).
 #[test]
 fn syns_the_kernel_would_drop_are_not_answered() {
-    if !privileged("syns_the_kernel_would_drop_are_not_answered") {
+    let Some((_g, bed)) = serial_bed("syns_the_kernel_would_drop_are_not_answered") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let (a4, b4, a6, b6) =
         (IpAddr::V4(bed.ip4_a()), IpAddr::V4(bed.ip4_b()), IpAddr::V6(bed.ip6_a()), IpAddr::V6(bed.ip6_b()));
     let (ma, mb) = (bed.mac_a(), bed.mac_b());
@@ -534,11 +540,9 @@ fn syns_the_kernel_would_drop_are_not_answered() {
 /// cookie SYN-ACK. Checked to fail without the lookup (XDP_TX).
 #[test]
 fn syn_of_a_known_connection_goes_to_the_kernel() {
-    if !privileged("syn_of_a_known_connection_goes_to_the_kernel") {
+    let Some((_g, bed)) = serial_bed("syn_of_a_known_connection_goes_to_the_kernel") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let (b4, ma, mb, ifc) = (bed.ip4_b(), bed.mac_a(), bed.mac_b(), bed.iface_b().to_string());
     let add = fastpath_testbed::ns_command(bed.ns_b(), "ip")
         .args(["addr", "add", "10.99.0.77/32", "dev", &ifc])
@@ -715,25 +719,20 @@ fn echo_once(ns: &str, to: SocketAddr, msg: &'static [u8]) -> libc::tcp_info {
 /// one request socket per connection; with the rule gone, the tc program is gone.
 #[test]
 fn clients_connect_with_options_kept() {
-    if !privileged("clients_connect_with_options_kept") {
-        return;
-    }
-    connect_with_options_kept(XdpMode::Native);
+    connect_with_options_kept("clients_connect_with_options_kept", XdpMode::Native);
 }
 
 /// The same with the classifier in generic (skb) mode, where the tc program checks every ACK
 /// that finds a listener (the XDP metadata mark does not reach it there).
 #[test]
 fn clients_connect_with_options_kept_generic_xdp() {
-    if !privileged("clients_connect_with_options_kept_generic_xdp") {
-        return;
-    }
-    connect_with_options_kept(XdpMode::Skb);
+    connect_with_options_kept("clients_connect_with_options_kept_generic_xdp", XdpMode::Skb);
 }
 
-fn connect_with_options_kept(mode: XdpMode) {
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+fn connect_with_options_kept(test: &str, mode: XdpMode) {
+    let Some((_g, bed)) = serial_bed(test) else {
+        return;
+    };
     let srv = start_server(&bed, true, mode);
     let c4 = echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V4(bed.ip4_b()), PORT), b"hello over IPv4");
     let c6 = echo_once(bed.ns_a(), SocketAddr::new(IpAddr::V6(bed.ip6_b()), PORT), b"hello over IPv6");
@@ -766,11 +765,9 @@ fn connect_with_options_kept(mode: XdpMode) {
 /// connects; the MSS is kept, window scaling and SACK are not (nothing carries them back).
 #[test]
 fn client_without_timestamps_keeps_mss_only() {
-    if !privileged("client_without_timestamps_keeps_mss_only") {
+    let Some((_g, bed)) = serial_bed("client_without_timestamps_keeps_mss_only") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let set =
         fastpath_testbed::ns_command(bed.ns_a(), "sysctl").args(["-qw", "net.ipv4.tcp_timestamps=0"]).status().unwrap();
     assert!(set.success());
@@ -791,11 +788,9 @@ fn client_without_timestamps_keeps_mss_only() {
 /// without the loader's FP_SC_F_NO_SACK: the connection is reset.
 #[test]
 fn server_without_sack_negotiates_none() {
-    if !privileged("server_without_sack_negotiates_none") {
+    let Some((_g, bed)) = serial_bed("server_without_sack_negotiates_none") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let set = fastpath_testbed::ns_command(bed.ns_b(), "sysctl").args(["-qw", "net.ipv4.tcp_sack=0"]).status().unwrap();
     assert!(set.success());
     let srv = start_server(&bed, true, XdpMode::Native);
@@ -864,11 +859,9 @@ impl Drop for RawSender {
 /// answered at the driver.
 #[test]
 fn client_connects_through_a_syn_flood() {
-    if !privileged("client_connects_through_a_syn_flood") {
+    let Some((_g, bed)) = serial_bed("client_connects_through_a_syn_flood") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let srv = start_server(&bed, true, XdpMode::Native);
     let (ns_a, if_a, ma, mb, b4) =
         (bed.ns_a().to_string(), bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());
@@ -955,11 +948,9 @@ fn attach_drop_all_tcx(ifindex: u32) -> std::os::fd::OwnedFd {
 /// to fail with the syncookie program returning TC_ACT_OK (TCX_PASS): the pings then get through.
 #[test]
 fn later_tcx_programs_still_run_after_the_tc_program() {
-    if !privileged("later_tcx_programs_still_run_after_the_tc_program") {
+    let Some((_g, bed)) = serial_bed("later_tcx_programs_still_run_after_the_tc_program") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let srv = start_server(&bed, false, XdpMode::Native);
     let (ns_a, to) = (bed.ns_a().to_string(), bed.ip4_b().to_string());
     let ping = move || {
@@ -1003,11 +994,9 @@ fn tcx_programs(bed: &Testbed) -> u32 {
 /// is refused in one line and nothing stays attached or pinned.
 #[test]
 fn pinned_classifier_carries_the_tc_program() {
-    if !privileged("pinned_classifier_carries_the_tc_program") {
+    let Some((_g, bed)) = serial_bed("pinned_classifier_carries_the_tc_program") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let (ns, ifc) = (bed.ns_b(), bed.iface_b());
     let sc = "proto=tcp,dst_port=8080,action=syncookie";
     let ok = |o: std::process::Output| assert!(o.status.success(), "{}", stderr(&o));
@@ -1041,11 +1030,9 @@ fn pinned_classifier_carries_the_tc_program() {
 /// exactly, while a client still connects.
 #[test]
 fn ack_flood_dropped_and_counted_exactly() {
-    if !privileged("ack_flood_dropped_and_counted_exactly") {
+    let Some((_g, bed)) = serial_bed("ack_flood_dropped_and_counted_exactly") else {
         return;
-    }
-    let _g = serial();
-    let bed = Testbed::up(&TestbedConfig::default()).expect("bed");
+    };
     let srv = start_server(&bed, true, XdpMode::Native);
     const N: u32 = 20_000;
     let (if_a, ma, mb, b4) = (bed.iface_a().to_string(), bed.mac_a(), bed.mac_b(), bed.ip4_b());

@@ -69,6 +69,9 @@ const FLOOD_FLOWS: u32 = 1_000_000;
 /// Source address of the flood's template frame (the flows vary its last byte).
 const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
 const FLOOD_SEED: u64 = 1;
+/// The rules of `fastpath-syncookie`'s classifier on the clients' veth ([`clients_xdp_on`]):
+/// frames to the flood's spoofed sources (the victim's SYN-ACKs) end there, as on a wire.
+const CLIENTS_XDP_RULES: &str = "default = \"pass\"\n[[rule]]\ndst = \"10.99.1.0/24\"\naction = \"drop\"\n";
 
 /// SYN flood defences: SYNs per second admitted per source address, and for all sources
 /// together (the rest dropped).
@@ -108,8 +111,9 @@ pub enum Defence {
     Fastpath10k,
     /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
     /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9), and a
-    /// pass-all classifier on the clients' veth: a veth delivers the frames its peer sends with
-    /// XDP_TX only to a NAPI that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs).
+    /// classifier on the clients' veth: a veth delivers the frames its peer sends with XDP_TX
+    /// only to a NAPI that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs); it drops
+    /// the SYN-ACKs to the spoofed sources, which on a NIC would leave on the wire.
     FastpathSyncookie,
 }
 
@@ -415,6 +419,11 @@ pub struct Phase {
     /// flood starts and after it ends; the service's handshakes included); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub syncookie_synack_per_s: Option<f64>,
+    /// `fastpath-syncookie`: the SYN-ACKs of `syncookie_synack_per_s`, counted (every flood SYN
+    /// the victim accepted and did not drop, plus the clients' own SYNs and retransmissions);
+    /// absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub syncookie_synack_sent: Option<u64>,
     /// The connect probe (from ns a, on the service's CPU): new TCP connections attempted during
     /// the service's window, paced evenly, to an echo server on the service's port + 5000.
     pub connects_attempted: u32,
@@ -478,7 +487,7 @@ impl Defence {
             Defence::Iptables => "iptables raw-table drop (PREROUTING)",
             Defence::Fastpath => "fastpath classifier, one rule (XDP, native)",
             Defence::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
-            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped; a pass-all XDP program on the clients' veth for the XDP_TX SYN-ACKs)",
+            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped; an XDP program on the clients' veth to receive the XDP_TX SYN-ACKs, dropping those to the spoofed sources)",
         }
     }
 }
@@ -556,26 +565,16 @@ impl Installed {
                 let iface = bed.iface_b().to_string();
                 let done = Arc::new(AtomicBool::new(false));
                 let syncookie = d == Defence::FastpathSyncookie;
-                // The clients' veth: a pass-all classifier, held until `done` (syncookie only).
-                let client = if syncookie { Some(pass_all_on(bed, done.clone())?) } else { None };
+                // The clients' veth: a classifier passing all but frames to the spoofed sources, held
+                // until `done` (syncookie only).
+                let client = if syncookie { Some(clients_xdp_on(bed, done.clone())?) } else { None };
                 let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
                 let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<(u64, Option<u64>)>>();
                 let d2 = done.clone();
                 // The classifier is loaded, attached and held by a thread in the victim's
                 // namespace; it answers counter requests until `done`.
                 let h = spawn_in_netns(&ns, move || {
-                    let r = (|| -> Result<Classifier, String> {
-                        let set = parse_toml("ddos rules", &text).map_err(|e| e.to_string())?;
-                        let c = compile("ddos rules", &set).map_err(|e| e.to_string())?;
-                        let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
-                        let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
-                        cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
-                        let a = cls
-                            .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
-                            .map_err(|e| format!("{e:#}"))?;
-                        Ok(a.prog)
-                    })();
-                    let cls = match r {
+                    let cls = match classifier_on("ddos rules", &text, &iface) {
                         Ok(c) => {
                             let _ = ready_tx.send(Ok(()));
                             c
@@ -687,47 +686,51 @@ impl Drop for Installed {
     }
 }
 
-/// Loads a classifier passing everything and attaches it (native XDP) to the clients' veth in
-/// ns a, held by a thread until `done`. A veth delivers the frames its peer sends with XDP_TX
-/// only to a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the
-/// peer's xdp_ring, polled by its NAPI, which exists only with XDP or GRO), so the
-/// SYN-ACKs `action = "syncookie"` sends need it. On an error nothing stays attached.
-fn pass_all_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
+/// Compiles the rule set `text` (named `what` in errors), loads a classifier with it and
+/// attaches it (native XDP) to `iface` in the calling thread's namespace; dropping the returned
+/// classifier detaches it.
+fn classifier_on(what: &str, text: &str, iface: &str) -> Result<Classifier, String> {
+    let set = parse_toml(what, text).map_err(|e| e.to_string())?;
+    let c = compile(what, &set).map_err(|e| e.to_string())?;
+    let dev = fastpath::netdev::Iface::resolve(iface).map_err(|e| e.to_string())?;
+    let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
+    cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
+    let a = cls.attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native))).map_err(|e| format!("{e:#}"))?;
+    Ok(a.prog)
+}
+
+/// Loads a classifier and attaches it (native XDP) to the clients' veth in ns a, held by a
+/// thread until `done`: it drops frames to the flood's spoofed sources (10.99.1.0/24) and
+/// passes the rest. A veth delivers the frames its peer sends with XDP_TX only to a NAPI that
+/// XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the peer's xdp_ring,
+/// polled by its NAPI, which exists only with XDP or GRO), so the SYN-ACKs
+/// `action = "syncookie"` sends need it. The drop is the wire: a NIC's SYN-ACK to a spoofed
+/// source leaves the host, while a veth's would be received on the victim's CPU (the clients'
+/// NAPI is scheduled there by the XDP_TX flush) and go up ns a's stack to be dropped as not
+/// local; an XDP drop leaves that CPU only the poll. On an error nothing stays attached.
+fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
     let iface = bed.iface_a().to_string();
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
     let d2 = done.clone();
-    let h = spawn_in_netns(bed.ns_a(), move || {
-        let r = (|| -> Result<_, String> {
-            let set = parse_toml("pass all", "default = \"pass\"\n").map_err(|e| e.to_string())?;
-            let c = compile("pass all", &set).map_err(|e| e.to_string())?;
-            let dev = fastpath::netdev::Iface::resolve(&iface).map_err(|e| e.to_string())?;
-            let cls = Classifier::load().map_err(|e| format!("{e:#}"))?;
-            cls.swap_in(&c).map_err(|e| format!("{e:#}"))?;
-            let a = cls
-                .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)))
-                .map_err(|e| format!("{e:#}"))?;
-            Ok(a.prog)
-        })();
-        match r {
-            Ok(_held) => {
-                let _ = tx.send(Ok(()));
-                while !d2.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
+    let h = spawn_in_netns(bed.ns_a(), move || match classifier_on("clients' veth", CLIENTS_XDP_RULES, &iface) {
+        Ok(_held) => {
+            let _ = tx.send(Ok(()));
+            while !d2.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
             }
-            Err(e) => {
-                let _ = tx.send(Err(e));
-            }
+        }
+        Err(e) => {
+            let _ = tx.send(Err(e));
         }
     });
     match rx.recv_timeout(Duration::from_secs(60)) {
         Ok(Ok(())) => Ok(std::thread::spawn(move || {
             let _ = h.join();
         })),
-        Ok(Err(e)) => Err(kernel(anyhow!("loading the pass-all classifier on the clients' veth: {e}"))),
+        Ok(Err(e)) => Err(kernel(anyhow!("loading the classifier on the clients' veth: {e}"))),
         Err(_) => {
             done.store(true, Ordering::Relaxed);
-            Err(runtime(anyhow!("the pass-all classifier on the clients' veth did not start within 60 s")))
+            Err(runtime(anyhow!("the classifier on the clients' veth did not start within 60 s")))
         }
     }
 }
@@ -1057,10 +1060,11 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
     };
     let (drop1, synack1) = inst.counters()?;
     let dropped = drop1.saturating_sub(drop0);
-    let synack_per_s = match (synack0, synack1) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / t_counters.elapsed().as_secs_f64()),
+    let synack_sent = match (synack0, synack1) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
+    let synack_per_s = synack_sent.map(|s| s as f64 / t_counters.elapsed().as_secs_f64());
     let reached_stack = match stack0 {
         Some(s0) => Some(udp_unwanted(bed.ns_b())?.saturating_sub(s0)),
         None => None,
@@ -1114,6 +1118,7 @@ fn phase(cx: &Ctx, defence: Defence, inst: &Installed, rate: Option<FloodRate>) 
         flood_reached_stack: reached_stack,
         napi_coalescing_pct: coalescing_pct,
         syncookie_synack_per_s: synack_per_s,
+        syncookie_synack_sent: synack_sent,
         connects_attempted: probe.attempted,
         connects_succeeded: probe.succeeded,
         connect_p50_ms: probe.p50_ms,
@@ -1398,7 +1403,7 @@ impl DdosBed {
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
         ) + if self.defences.contains(&Defence::FastpathSyncookie) {
-            "; fastpath-syncookie also attaches a pass-all XDP program to the clients' veth (ns a): a veth delivers the SYN-ACKs its peer sends with XDP_TX only to a NAPI that XDP keeps running"
+            "; fastpath-syncookie also attaches an XDP program to the clients' veth (ns a): a veth delivers the SYN-ACKs its peer sends with XDP_TX only to a NAPI that XDP keeps running; it drops the SYN-ACKs to the spoofed sources (10.99.1.0/24), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU"
         } else {
             ""
         }
@@ -1743,6 +1748,7 @@ mod tests {
             flood_reached_stack: None,
             napi_coalescing_pct: None,
             syncookie_synack_per_s: None,
+            syncookie_synack_sent: None,
             connects_attempted: 0,
             connects_succeeded: 0,
             connect_p50_ms: None,
