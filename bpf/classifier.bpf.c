@@ -826,9 +826,7 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	return 0;
 }
 
-/* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
- * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
-/* Fills BTP with the addresses and ports of the TCP segment located by L (the socket lookup's
+/* Fills `btp` with the addresses and ports of the TCP segment located by L (the socket lookup's
  * tuple); returns its size for bpf_skc_lookup_tcp, 0 when the headers run past the frame. */
 static __always_inline __u32 sc_sock_tuple(struct xdp_md *ctx, const struct sc_loc *L, struct bpf_sock_tuple *btp)
 {
@@ -857,6 +855,8 @@ static __always_inline __u32 sc_sock_tuple(struct xdp_md *ctx, const struct sc_l
 	return sizeof(btp->ipv4);
 }
 
+/* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
+ * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
 static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
 {
 	struct bpf_sock_tuple *btp = &sx->bt;
@@ -886,8 +886,12 @@ static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L
 	__u32 seq, ack, sz;
 
 	sz = sc_sock_tuple(ctx, L, btp);
-	if (!sz || (void *)(th + 20) > end)
+	if (!sz || (void *)(th + 20) > end) {
+		/* Unreachable after sc_locate; counted like every other drop of the action. */
+		count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
+		count(&cls_stats, sbase + FP_ACT_DROP, bytes);
 		return XDP_DROP;
+	}
 	if (L->v6) {
 		__builtin_memcpy(tup->src, btp->ipv6.saddr, 16);
 		__builtin_memcpy(tup->dst, btp->ipv6.daddr, 16);

@@ -340,18 +340,26 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     // Every flood SYN that reached the victim is answered with a cookie SYN-ACK, none dropped:
     // the generator's pages come back holding the victim's in-place SYN-ACK, and the
     // generator puts the whole TCP template back (bpf/xdp_gen.bpf.c restore_tcp); without
-    // that the later flood frames are malformed and dropped. Counted over the whole flood:
-    // SYN-ACKs = accepted flood SYNs + the clients' own SYNs answered (at least one per
-    // connection the probe made; at most two SYNs for each of the probe's 200 (the initial
-    // RTO and its connect timeout are both 1 s) and three for sockperf's one (at 0, 1 and 3 s
-    // of a phase of 2 s and its margins).
+    // that the later flood frames are malformed and dropped. Counted over the whole flood.
+    // The defence's drops are then only the clients' own segments of a failed connection (a
+    // RST for a SYN-ACK that came after the probe gave up, a FIN of a connection whose
+    // handshake ACK was lost at the full ring): none when every probe connection succeeded,
+    // at most three per failed one (RST, FIN, a retransmission) and sockperf's.
     let (accepted, dropped) = (n(&p["flood_accepted"]), n(&p["dropped_by_defence"]));
+    let connected = ok;
     assert!(accepted > 0, "{p}");
-    assert_eq!(dropped, 0, "no flood SYN dropped (malformed): {p}");
-    let clients =
-        n(&p["syncookie_synack_sent"]).checked_sub(accepted).unwrap_or_else(|| panic!("a flood SYN unanswered: {p}"));
-    let connected = n(&p["connects_succeeded"]);
-    assert!(clients >= connected && clients <= 2 * 200 + 3, "SYN-ACKs beyond the flood's are the clients' own: {p}");
+    if connected == tried {
+        assert_eq!(dropped, 0, "no flood SYN dropped (malformed): {p}");
+    } else {
+        assert!(dropped <= 3 * (tried - connected) + 4, "no flood SYN dropped (malformed): {p}");
+    }
+    // SYN-ACKs = accepted flood SYNs not dropped + the clients' own SYNs answered: at least one
+    // per connection the probe made; at most two for each of the probe's 200 (the initial RTO
+    // and its connect timeout are both 1 s) and four for sockperf's one (at 0, 1, 3 and 7 s:
+    // it is killed at the phase's 2 s + 5 s).
+    let synacks = n(&p["syncookie_synack_sent"]);
+    assert!(synacks + dropped >= accepted + connected, "every accepted flood SYN answered: {p}");
+    assert!(synacks <= accepted + 2 * tried + 4, "SYN-ACKs beyond the flood's are the clients' own: {p}");
     assert!(f(&p["transactions_per_s"]) > 0.0, "the service connects through a cookie and answers: {p}");
 }
 

@@ -69,9 +69,14 @@ const FLOOD_FLOWS: u32 = 1_000_000;
 /// Source address of the flood's template frame (the flows vary its last byte).
 const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
 const FLOOD_SEED: u64 = 1;
+
 /// The rules of `fastpath-syncookie`'s classifier on the clients' veth ([`clients_xdp_on`]):
-/// frames to the flood's spoofed sources (the victim's SYN-ACKs) end there, as on a wire.
-const CLIENTS_XDP_RULES: &str = "default = \"pass\"\n[[rule]]\ndst = \"10.99.1.0/24\"\naction = \"drop\"\n";
+/// every frame to the flood's spoofed sources (FLOOD_SRC's /24: the victim's SYN-ACKs) ends
+/// there, as on a wire; the rest passes.
+fn clients_xdp_rules() -> String {
+    let [a, b, c, _] = FLOOD_SRC.octets();
+    format!("default = \"pass\"\n[[rule]]\ndst = \"{a}.{b}.{c}.0/24\"\naction = \"drop\"\n")
+}
 
 /// SYN flood defences: SYNs per second admitted per source address, and for all sources
 /// together (the rest dropped).
@@ -712,7 +717,7 @@ fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread
     let iface = bed.iface_a().to_string();
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
     let d2 = done.clone();
-    let h = spawn_in_netns(bed.ns_a(), move || match classifier_on("clients' veth", CLIENTS_XDP_RULES, &iface) {
+    let h = spawn_in_netns(bed.ns_a(), move || match classifier_on("clients' veth", &clients_xdp_rules(), &iface) {
         Ok(_held) => {
             let _ = tx.send(Ok(()));
             while !d2.load(Ordering::Relaxed) {
@@ -1717,6 +1722,26 @@ mod tests {
             }
         }
         assert!(syncookie_rule().contains(&format!("dst_port = \"{PORT_FIRST}-{PORT_LAST}\"")));
+        // The clients' veth drops what the victim sends to every flood flow's source (the
+        // flows vary FLOOD_SRC's last byte) and passes what it sends to the clients.
+        let set = parse_toml("t", &clients_xdp_rules()).unwrap();
+        compile("t", &set).unwrap();
+        let to = |dst: std::net::Ipv4Addr| {
+            let b = etherparse::PacketBuilder::ethernet2([2; 6], [4; 6])
+                .ipv4(fastpath_testbed::IP4_B.octets(), dst.octets(), 64)
+                .tcp(PORT_FIRST, 40000, 1, 64240)
+                .syn()
+                .ack(2);
+            let mut f = Vec::new();
+            b.write(&mut f, &[]).unwrap();
+            fastpath::rules::reference::classify(&set, &f)
+        };
+        use fastpath::rules::reference::Verdict;
+        for last in [0, 1, 254, 255] {
+            let [a, b, c, _] = FLOOD_SRC.octets();
+            assert_eq!(to([a, b, c, last].into()), Verdict::Rule(0), "SYN-ACK to flood source .{last}");
+        }
+        assert_eq!(to(fastpath_testbed::IP4_A), Verdict::NoMatch, "the clients' own frames pass");
         assert!(Flood::Ack.nft_rules().contains("== ack meter"));
         assert!(Flood::Ack.iptables_rules()[0].iter().any(|w| w == "FIN,SYN,RST,PSH,ACK"));
         assert_eq!(Flood::Ack.name(), "ack");
