@@ -8,7 +8,7 @@ per-run survivable rates beside it. One such pair of tables per flood model (per
 coalesced: adaptive interrupt coalescing on the victim's NAPI with --rx-usecs), each labelled
 with its model, then both side by side.
 
-Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood udp|syn] [--flood-rates LIST]
+Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood udp|syn|ack] [--flood-rates LIST]
                              [--defences LIST] [--model per-frame|coalesced|both] [--rx-usecs US]
                              [--svg FILE] [--json FILE]   (root)
 """
@@ -65,15 +65,18 @@ def num(v, fmt):
 
 def table(runs, cmd):
     """The Markdown lines of the README's tables for `runs` (one_run() summaries) made by `cmd`:
-    per (defence, rate) medians, then the survivable rate per defence with the per-run rates."""
+    per (defence, rate) medians, then the survivable rate per defence with the per-run rates.
+    Runs with the connect probe (`connects_attempted`) get its two columns: the share of its
+    new connections that succeeded and their p99 connect time, medians."""
     out = []
+    probe = all("connects_attempted" in p for r in runs for p in r["phases"])
     base = med(r["no_flood_transactions_per_s"] for r in runs)
     per_run = "; ".join(f"{r['no_flood_transactions_per_s']:,.0f}" for r in runs)
     out.append(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s (per run: {per_run})\n")
     out.append("| defence | offered | TCP trans/s | p50 us | p99 us | p99.9 us | sent/s | reached the victim/s "
                "| refused by the veth /s | paced (1 ms windows within 20%) | service CPU softirq % | NAPI thread % "
-               "| dropped by the defence /s |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+               "| dropped by the defence /s |" + (" new connections | connect p99 ms |" if probe else ""))
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if probe else ""))
     keys = [(p["defence"], p["offered"]) for p in runs[0]["phases"] if p["offered"]]
     tab = {}
     for d, o in keys:
@@ -90,7 +93,9 @@ def table(runs, cmd):
                    f"{num(g('latency_p99_us'), '.1f')} | {num(g('latency_p999_us'), '.1f')} | {g('flood_sent_pps'):,.0f} | "
                    f"{g('reaching_victim_pps'):,.0f} | {refused:,.0f} | "
                    f"{f'{100 * med(paced):.0f}%' if paced else '-'} | {g('service_cpu_softirq_pct'):.0f} | "
-                   f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |")
+                   f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |"
+                   + (f" {100 * med(p['connects_succeeded'] / p['connects_attempted'] for p in ph):.0f}% | "
+                      f"{num(g('connect_p99_ms'), ',.1f')} |" if probe else ""))
     out.append(f"\n{len(runs)} runs:\n")
     out.append("| defence | survivable flood rate (medians) | per run |")
     out.append("|---|---|---|")
@@ -152,7 +157,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--flood", default="udp", choices=["udp", "syn"])
+    ap.add_argument("--flood", default="udp", choices=["udp", "syn", "ack"])
     ap.add_argument("--flood-rates", default="25k,50k,100k,250k,1M,2M,max")
     ap.add_argument("--defences", default="none,nft,iptables,fastpath,fastpath-10k")
     ap.add_argument("--model", default="both", choices=["per-frame", "coalesced", "both"])

@@ -370,7 +370,8 @@ class Goals(unittest.TestCase):
         self.assertTrue(len(trans) == 2 and all("| 0.50 (0.50..0.50) | met |" in r for r in trans), rows)
         # A run of the defence without the connect probe's fields: its goals say so, never vanish.
         self.assertTrue(all("not measured" in r for r in rows if "trans/s" not in r), rows)
-        self.assertTrue(all("| **not met** |" in r for r in self.syn_rows(49.0) if "trans/s" in r))
+        low = [r for r in self.syn_rows(49.0) if "trans/s" in r]
+        self.assertTrue(len(low) == 2 and all("| **not met** |" in r for r in low), low)
         rows = self.syn_rows(50.0, (198, 2.5))
         self.assertEqual(len(rows), 6)
         self.assertTrue(all("| met |" in r for r in rows), rows)
@@ -389,28 +390,34 @@ class Goals(unittest.TestCase):
         self.assertIn("| inf (inf..inf) | met |", self.ddos_row(250000, None))
 
     def ack_rows(self, sc, nft):
-        """The ACK flood goals' rows (per-frame, coalesced) of one ddos_ack run where
-        fastpath-syncookie survives `sc` and nftables `nft` frames/s in both models."""
-        surv = [{"model": m, "defence": d, "survivable_pps": v} for m in ("per-frame", "coalesced")
-                for d, v in (("fastpath-syncookie", sc), ("nft", nft), ("fastpath", 10 ** 9))]
-        run = {"models": [{"model": "per-frame"}, {"model": "coalesced"}], "survivable": surv,
-               "phases": [{"model": m, "defence": "none", "offered": "", "transactions_per_s": 1.0}
-                          for m in ("per-frame", "coalesced")]}
+        """The ACK flood goals' rows (per-frame, coalesced) of one ddos_ack run with
+        fastpath-syncookie at `sc` and nftables at `nft` trans/s at 1M in both models (None:
+        no such phase), and the stateless classifier keeping everything."""
+        phases = [{"model": m, "defence": "none", "offered": "", "transactions_per_s": 100.0}
+                  for m in ("per-frame", "coalesced")]
+        for m in ("per-frame", "coalesced"):
+            for d, v in (("fastpath-syncookie", sc), ("nft", nft), ("fastpath", 100.0)):
+                if v is not None:
+                    phases.append({"model": m, "defence": d, "offered": "1M", "transactions_per_s": v})
+        run = {"models": [{"model": "per-frame"}, {"model": "coalesced"}], "survivable": [], "phases": phases}
         fig = {"sections": {"ddos_ack": {"command": "c --defences none,nft,fastpath,fastpath-syncookie", "runs": 1,
                                          "duration": 2, "raw": [run]}}}
-        return [x for x in figures.render_goals(fig) if x.startswith("| ACK flood")]
-
-    def test_ack_goal_judges_the_syncookie_row_against_nftables(self):
-        rows = self.ack_rows(1000000, 250000)
+        rows = [x for x in figures.render_goals(fig) if x.startswith("| ACK flood")]
         self.assertEqual(len(rows), 2, rows)
-        self.assertTrue(all("| 4.00 (4.00..4.00) | met |" in r for r in rows), rows)
-        # The stateless classifier row surviving everything does not stand in for the syncookie one.
-        self.assertTrue(all("| **not met** |" in r for r in self.ack_rows(250000, 250000)))
-        self.assertTrue(all("| 0.00 (0.00..0.00) | **not met** |" in r for r in self.ack_rows(None, None)))
-        self.assertTrue(all("| inf (inf..inf) | met |" in r for r in self.ack_rows(25000, None)))
-        fig = self.fig([3.0])
-        row = next(x for x in figures.render_goals(fig) if x.startswith("| ACK flood, per-frame"))
+        return rows
+
+    def test_ack_goal_judges_the_syncookie_row_against_nftables_at_1m(self):
+        self.assertTrue(all("| 4.00 (4.00..4.00) | met |" in r for r in self.ack_rows(40.0, 10.0)))
+        # The stateless classifier row keeping everything does not stand in for the syncookie one.
+        self.assertTrue(all("| **not met** |" in r for r in self.ack_rows(15.0, 10.0)))
+        self.assertTrue(all("| inf (inf..inf) | met |" in r for r in self.ack_rows(5.0, 0.0)))
+        # Both lost the service: not met (0), never "not measured".
+        self.assertTrue(all("| 0.00 (0.00..0.00) | **not met** |" in r for r in self.ack_rows(0.0, 0.0)))
+        self.assertTrue(all("not measured" in r for r in self.ack_rows(None, 10.0)))
+        row = next(x for x in figures.render_goals(self.fig([3.0])) if x.startswith("| ACK flood, per-frame"))
         self.assertIn("not measured (no ddos_ack section)", row)
+        rows = [x.split(" | ")[0] for x in figures.render_goals(self.fig([3.0])) if x.startswith(("| SYN", "| ACK"))]
+        self.assertEqual([r[2:5] for r in rows], ["SYN"] * 6 + ["ACK"] * 2, "each flood's rows together")
 
     def test_survival_ratio_without_nftables_in_the_run_is_not_met_by_default(self):
         run = {"models": [{"model": "coalesced"}],

@@ -884,8 +884,7 @@ pub enum DefenceArg {
     #[value(name = "fastpath-10k")]
     Fastpath10k,
     /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
-    /// (Linux >= 6.9), and an XDP program on the clients' veth (drops every frame to the spoofed
-    /// sources, the victim's SYN-ACKs; passes the rest).
+    /// (Linux >= 6.9).
     #[value(name = "fastpath-syncookie")]
     FastpathSyncookie,
 }

@@ -314,14 +314,21 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     };
     let v = run("ack");
     assert_json_keys("bench_ddos", &v);
-    assert!(v["model"].as_str().is_some_and(|m| m.contains("drops the SYN-ACKs to the spoofed sources")), "{v}");
+    assert!(
+        v["model"].as_str().is_some_and(|m| m.contains("in every phase an XDP program on the clients' veth")),
+        "{v}"
+    );
     let phases = v["phases"].as_array().unwrap_or_else(|| panic!("no phases: {v}"));
     assert_eq!(phases.len(), 2, "{v}");
     let p = &phases[1];
     assert_eq!(p["defence"], "fastpath-syncookie", "{p}");
     let accepted = n(&p["flood_accepted"]);
     assert!(accepted > 0, "{p}");
-    assert_eq!(n(&p["dropped_by_defence"]), accepted, "every accepted out-of-state ACK dropped by its cookie: {p}");
+    // Every accepted out-of-state ACK dropped by its cookie check; beyond them only the
+    // clients' own segments of a connection that failed (see the SYN flood below).
+    let (dropped, failed) = (n(&p["dropped_by_defence"]), n(&p["connects_attempted"]) - n(&p["connects_succeeded"]));
+    assert!(dropped >= accepted, "every accepted out-of-state ACK dropped by its cookie: {p}");
+    assert!(dropped <= accepted + 3 * failed + 4, "drops beyond the flood's are the clients' own: {p}");
     assert!(f(&p["transactions_per_s"]) > 0.0, "the service answers under the ACK flood: {p}");
     assert!(phases[0].get("syncookie_synack_per_s").is_none(), "only a syncookie phase has it: {v}");
 
@@ -343,22 +350,21 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     // that the later flood frames are malformed and dropped. Counted over the whole flood.
     // The defence's drops are then only the clients' own segments of a failed connection (a
     // RST for a SYN-ACK that came after the probe gave up, a FIN of a connection whose
-    // handshake ACK was lost at the full ring): none when every probe connection succeeded,
-    // at most three per failed one (RST, FIN, a retransmission) and sockperf's.
+    // handshake ACK was lost at the full ring): at most three per failed one (RST, FIN, a
+    // retransmission) and four for sockperf's; a malformed flood SYN per frame would exceed it.
     let (accepted, dropped) = (n(&p["flood_accepted"]), n(&p["dropped_by_defence"]));
     let connected = ok;
     assert!(accepted > 0, "{p}");
-    if connected == tried {
-        assert_eq!(dropped, 0, "no flood SYN dropped (malformed): {p}");
-    } else {
-        assert!(dropped <= 3 * (tried - connected) + 4, "no flood SYN dropped (malformed): {p}");
-    }
+    assert!(dropped <= 3 * (tried - connected) + 4, "no flood SYN dropped (malformed): {p}");
     // SYN-ACKs = accepted flood SYNs not dropped + the clients' own SYNs answered: at least one
     // per connection the probe made; at most two for each of the probe's 200 (the initial RTO
     // and its connect timeout are both 1 s) and four for sockperf's one (at 0, 1, 3 and 7 s:
     // it is killed at the phase's 2 s + 5 s).
     let synacks = n(&p["syncookie_synack_sent"]);
-    assert!(synacks + dropped >= accepted + connected, "every accepted flood SYN answered: {p}");
+    assert!(
+        synacks + dropped >= accepted + connected,
+        "every accepted flood SYN answered, or dropped within the clients' allowance above: {p}"
+    );
     assert!(synacks <= accepted + 2 * tried + 4, "SYN-ACKs beyond the flood's are the clients' own: {p}");
     assert!(f(&p["transactions_per_s"]) > 0.0, "the service connects through a cookie and answers: {p}");
 }

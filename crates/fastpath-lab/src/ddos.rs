@@ -70,7 +70,7 @@ const FLOOD_FLOWS: u32 = 1_000_000;
 const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
 const FLOOD_SEED: u64 = 1;
 
-/// The rules of `fastpath-syncookie`'s classifier on the clients' veth ([`clients_xdp_on`]):
+/// The rules of the classifier on the clients' veth ([`clients_xdp_on`]):
 /// every frame to the flood's spoofed sources (FLOOD_SRC's /24: the victim's SYN-ACKs) ends
 /// there, as on a wire; the rest passes.
 fn clients_xdp_rules() -> String {
@@ -115,10 +115,10 @@ pub enum Defence {
     /// The fastpath classifier with the rule last behind 10,000 others.
     Fastpath10k,
     /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
-    /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9), and a
-    /// classifier on the clients' veth: a veth delivers the frames its peer sends with XDP_TX
-    /// only to a NAPI that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs); it drops
-    /// the SYN-ACKs to the spoofed sources, which on a NIC would leave on the wire.
+    /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9). Its
+    /// SYN-ACKs reach the clients through the classifier a run holds on the clients' veth
+    /// (`clients_xdp_on`): a veth delivers the frames its peer sends with XDP_TX only to a NAPI
+    /// that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs).
     FastpathSyncookie,
 }
 
@@ -492,7 +492,7 @@ impl Defence {
             Defence::Iptables => "iptables raw-table drop (PREROUTING)",
             Defence::Fastpath => "fastpath classifier, one rule (XDP, native)",
             Defence::Fastpath10k => "fastpath classifier, the rule last behind 10,000 others",
-            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped; an XDP program on the clients' veth to receive the XDP_TX SYN-ACKs, dropping those to the spoofed sources)",
+            Defence::FastpathSyncookie => "fastpath classifier, one rule action = \"syncookie\" for the service's ports (SYN-ACKs with cookies at the driver, out-of-state ACKs dropped)",
         }
     }
 }
@@ -570,9 +570,6 @@ impl Installed {
                 let iface = bed.iface_b().to_string();
                 let done = Arc::new(AtomicBool::new(false));
                 let syncookie = d == Defence::FastpathSyncookie;
-                // The clients' veth: a classifier passing all but frames to the spoofed sources, held
-                // until `done` (syncookie only).
-                let client = if syncookie { Some(clients_xdp_on(bed, done.clone())?) } else { None };
                 let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
                 let (req_tx, req_rx) = mpsc::channel::<mpsc::Sender<(u64, Option<u64>)>>();
                 let d2 = done.clone();
@@ -626,9 +623,6 @@ impl Installed {
                             req: req_tx,
                             thread: Some(std::thread::spawn(move || {
                                 let _ = h.join();
-                                if let Some(c) = client {
-                                    let _ = c.join();
-                                }
                             })),
                         })
                     }
@@ -642,11 +636,8 @@ impl Installed {
                         _ => Err(runtime(anyhow!("the classifier defence's thread ended before loading"))),
                     },
                 };
-                // Nothing stays attached: the threads see `done` and detach what they hold.
+                // Nothing stays attached: the thread sees `done` and detaches what it holds.
                 done.store(true, Ordering::Relaxed);
-                if let Some(c) = client {
-                    let _ = c.join();
-                }
                 r
             }
         }
@@ -706,13 +697,14 @@ fn classifier_on(what: &str, text: &str, iface: &str) -> Result<Classifier, Stri
 
 /// Loads a classifier and attaches it (native XDP) to the clients' veth in ns a, held by a
 /// thread until `done`: it drops frames to the flood's spoofed sources (10.99.1.0/24) and
-/// passes the rest. A veth delivers the frames its peer sends with XDP_TX only to a NAPI that
-/// XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the peer's xdp_ring,
-/// polled by its NAPI, which exists only with XDP or GRO), so the SYN-ACKs
-/// `action = "syncookie"` sends need it. The drop is the wire: a NIC's SYN-ACK to a spoofed
-/// source leaves the host, while a veth's would be received on the victim's CPU (the clients'
-/// NAPI is scheduled there by the XDP_TX flush) and go up ns a's stack to be dropped as not
-/// local; an XDP drop leaves that CPU only the poll. On an error nothing stays attached.
+/// passes the rest. The drop is the wire: the victim's answers to a TCP flood (the kernel's
+/// SYN-ACKs and RSTs, the classifier's XDP_TX SYN-ACKs) leave a NIC's host, while a veth's
+/// are received on the victim's CPU (the clients' veth NAPI or backlog is scheduled there by
+/// the sender) and would go up ns a's stack to be dropped as not local; an XDP drop leaves
+/// that CPU only the poll. A veth also delivers the frames its peer sends with XDP_TX only to
+/// a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the peer's
+/// xdp_ring, polled by its NAPI, which exists only with XDP or GRO), so the SYN-ACKs
+/// `action = "syncookie"` sends need it. On an error nothing stays attached.
 fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
     let iface = bed.iface_a().to_string();
     let (tx, rx) = mpsc::channel::<Result<(), String>>();
@@ -736,6 +728,29 @@ fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread
         Err(_) => {
             done.store(true, Ordering::Relaxed);
             Err(runtime(anyhow!("the classifier on the clients' veth did not start within 60 s")))
+        }
+    }
+}
+
+/// [`clients_xdp_on`] for a whole run, detached on drop.
+struct ClientsXdp {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ClientsXdp {
+    fn start(bed: &Testbed) -> LabResult<Self> {
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = clients_xdp_on(bed, done.clone())?;
+        Ok(ClientsXdp { done, thread: Some(thread) })
+    }
+}
+
+impl Drop for ClientsXdp {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
@@ -1407,11 +1422,16 @@ impl DdosBed {
                 ),
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        ) + if self.defences.contains(&Defence::FastpathSyncookie) {
-            "; fastpath-syncookie also attaches an XDP program to the clients' veth (ns a): a veth delivers the SYN-ACKs its peer sends with XDP_TX only to a NAPI that XDP keeps running; it drops the SYN-ACKs to the spoofed sources (10.99.1.0/24), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU"
-        } else {
-            ""
+        ) + match self.clients_xdp() {
+            true => "; in every phase an XDP program on the clients' veth (ns a) drops what the victim sends to the spoofed sources (10.99.1.0/24: SYN-ACKs, RSTs), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU; it also lets the classifier's XDP_TX SYN-ACKs arrive (a veth delivers them only to a peer running XDP)",
+            false => "",
         }
+    }
+
+    /// Whether the run holds [`clients_xdp_on`] in every phase: TCP floods (the victim answers
+    /// them) and `fastpath-syncookie` (its XDP_TX SYN-ACKs reach a veth peer only through XDP).
+    fn clients_xdp(&self) -> bool {
+        self.flood != Flood::Udp || self.defences.contains(&Defence::FastpathSyncookie)
     }
 
     /// The flood models measured, in order.
@@ -1477,6 +1497,11 @@ impl DdosBed {
     /// the service answers nothing without a flood, or `stop` is raised.
     pub fn run(&self, stop: &Arc<AtomicBool>) -> LabResult<Vec<Phase>> {
         let mut phases = Vec::new();
+        // TCP floods: the victim answers them (SYN-ACKs, RSTs; the classifier's SYN-ACKs with
+        // XDP_TX), so every phase, the no-flood one too, runs with the clients' veth dropping
+        // frames to the spoofed sources (see clients_xdp_on); the UDP flood is not answered,
+        // but fastpath-syncookie's SYN-ACKs to the service's client need it there too.
+        let _clients = if self.clients_xdp() { Some(ClientsXdp::start(&self.bed)?) } else { None };
         for m in &self.models {
             // The controller runs through the model's phases; dropped (settings restored) on
             // an error.
