@@ -75,7 +75,7 @@ def table(runs, cmd):
     out.append(f"`{cmd}`, medians of {len(runs)} runs; no flood: {base:,.0f} TCP trans/s (per run: {per_run})\n")
     out.append("| defence | offered | TCP trans/s | p50 us | p99 us | p99.9 us | sent/s | reached the victim/s "
                "| refused by the veth /s | paced (1 ms windows within 20%) | service CPU softirq % | NAPI thread % "
-               "| dropped by the defence /s |" + (" new connections | connect p99 ms |" if probe else ""))
+               "| dropped by the defence /s |" + (" new connections | connect p99 ms (connected) |" if probe else ""))
     out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if probe else ""))
     keys = [(p["defence"], p["offered"]) for p in runs[0]["phases"] if p["offered"]]
     tab = {}
@@ -94,7 +94,7 @@ def table(runs, cmd):
                    f"{g('reaching_victim_pps'):,.0f} | {refused:,.0f} | "
                    f"{f'{100 * med(paced):.0f}%' if paced else '-'} | {g('service_cpu_softirq_pct'):.0f} | "
                    f"{g('napi_thread_cpu_pct'):.0f} | {dropped:,.0f} |"
-                   + (f" {100 * med(p['connects_succeeded'] / p['connects_attempted'] for p in ph):.0f}% | "
+                   + (f" {med(p['connects_succeeded'] for p in ph):.0f}/{max(p['connects_attempted'] for p in ph)} | "
                       f"{num(g('connect_p99_ms'), ',.1f')} |" if probe else ""))
     out.append(f"\n{len(runs)} runs:\n")
     out.append("| defence | survivable flood rate (medians) | per run |")

@@ -831,7 +831,9 @@ pub struct DdosArgs {
     /// ddos: the flood: UDP to port 9, TCP SYNs to the service's listening port from spoofed
     /// sources (10.99.1.0/24) with the kernel's SYN cookies on, the defences rate-limiting SYNs
     /// per source and in aggregate, or out-of-state TCP ACKs to that port from the same
-    /// sources, the stateless defences rate-limiting pure ACKs per source.
+    /// sources, the stateless defences rate-limiting pure ACKs per source. With the TCP floods
+    /// (and fastpath-syncookie under any flood) every phase runs with an XDP program on the
+    /// clients' veth dropping what the victim sends to the spoofed sources.
     #[arg(long, value_enum, default_value_t = FloodKind::Udp)]
     pub flood: FloodKind,
     /// ddos: the flood model, each a row set of its own in the same run: per-frame (every frame

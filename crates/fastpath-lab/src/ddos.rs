@@ -724,11 +724,18 @@ fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread
         Ok(Ok(())) => Ok(std::thread::spawn(move || {
             let _ = h.join();
         })),
-        Ok(Err(e)) => Err(kernel(anyhow!("loading the classifier on the clients' veth: {e}"))),
-        Err(_) => {
+        Ok(Err(e)) => Err(kernel(anyhow!(
+            "loading the classifier on the clients' veth (TCP floods and fastpath-syncookie need it): {e}"
+        ))),
+        Err(mpsc::RecvTimeoutError::Timeout) => {
             done.store(true, Ordering::Relaxed);
             Err(runtime(anyhow!("the classifier on the clients' veth did not start within 60 s")))
         }
+        // The thread ended before loading: entering the namespace failed.
+        Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+            Ok(Err(e)) => Err(LabError::from(e)),
+            _ => Err(runtime(anyhow!("the classifier thread of the clients' veth ended before loading"))),
+        },
     }
 }
 
@@ -1399,6 +1406,7 @@ impl DdosBed {
     /// not be loaded.
     pub fn smoke(&self) -> LabResult<()> {
         drop(start_server(&self.bed, PORT_FIRST)?);
+        let _clients = if self.clients_xdp() { Some(ClientsXdp::start(&self.bed)?) } else { None };
         for d in &self.defences {
             drop(Installed::install(*d, &self.bed, self.flood)?);
         }
@@ -1499,8 +1507,10 @@ impl DdosBed {
         let mut phases = Vec::new();
         // TCP floods: the victim answers them (SYN-ACKs, RSTs; the classifier's SYN-ACKs with
         // XDP_TX), so every phase, the no-flood one too, runs with the clients' veth dropping
-        // frames to the spoofed sources (see clients_xdp_on); the UDP flood is not answered,
-        // but fastpath-syncookie's SYN-ACKs to the service's client need it there too.
+        // frames to the spoofed sources (see clients_xdp_on); the UDP flood is answered only by
+        // rate-limited ICMP, but fastpath-syncookie's SYN-ACKs to the service's client need it
+        // there too (so a UDP run's rows depend on whether that defence is in it: the model
+        // line says which).
         let _clients = if self.clients_xdp() { Some(ClientsXdp::start(&self.bed)?) } else { None };
         for m in &self.models {
             // The controller runs through the model's phases; dropped (settings restored) on
