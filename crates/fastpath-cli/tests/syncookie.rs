@@ -290,6 +290,15 @@ fn serial_bed(test: &str) -> Option<(std::sync::MutexGuard<'static, ()>, Testbed
     Some((g, Testbed::up(&TestbedConfig::default()).expect("bed")))
 }
 
+/// Client and server addresses, IPv4 then IPv6.
+type Ips = (IpAddr, IpAddr, IpAddr, IpAddr);
+
+/// The bed's addresses ([`Ips`]) and MACs (client, server), for crafted frames.
+fn endpoints(bed: &Testbed) -> (Ips, ([u8; 6], [u8; 6])) {
+    let ips = (IpAddr::V4(bed.ip4_a()), IpAddr::V4(bed.ip4_b()), IpAddr::V6(bed.ip6_a()), IpAddr::V6(bed.ip6_b()));
+    (ips, (bed.mac_a(), bed.mac_b()))
+}
+
 fn counters(cls: &fastpath::bpf::LoadedClassifier, set: SetIndex) -> std::collections::HashMap<&'static str, u64> {
     cls.totals(set).unwrap().counters.iter().map(|c| (c.0, c.1)).collect()
 }
@@ -303,9 +312,7 @@ fn crafted_segments_exact_counters() {
     let Some((_g, bed)) = serial_bed("crafted_segments_exact_counters") else {
         return;
     };
-    let (a4, b4, a6, b6) =
-        (IpAddr::V4(bed.ip4_a()), IpAddr::V4(bed.ip4_b()), IpAddr::V6(bed.ip6_a()), IpAddr::V6(bed.ip6_b()));
-    let (ma, mb) = (bed.mac_a(), bed.mac_b());
+    let ((a4, b4, a6, b6), (ma, mb)) = endpoints(&bed);
     fastpath_testbed::run_in_netns(bed.ns_b(), move || {
         let _l4 = TcpListener::bind(SocketAddr::new(b4, PORT)).unwrap();
         let _l6 = TcpListener::bind(SocketAddr::new(b6, PORT)).unwrap();
@@ -491,9 +498,7 @@ fn syns_the_kernel_would_drop_are_not_answered() {
     let Some((_g, bed)) = serial_bed("syns_the_kernel_would_drop_are_not_answered") else {
         return;
     };
-    let (a4, b4, a6, b6) =
-        (IpAddr::V4(bed.ip4_a()), IpAddr::V4(bed.ip4_b()), IpAddr::V6(bed.ip6_a()), IpAddr::V6(bed.ip6_b()));
-    let (ma, mb) = (bed.mac_a(), bed.mac_b());
+    let ((a4, b4, a6, b6), (ma, mb)) = endpoints(&bed);
     fastpath_testbed::run_in_netns(bed.ns_b(), move || {
         let _l4 = TcpListener::bind(SocketAddr::new(b4, PORT)).unwrap();
         let cls = Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));

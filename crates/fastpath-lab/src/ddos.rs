@@ -70,7 +70,7 @@ const FLOOD_FLOWS: u32 = 1_000_000;
 const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
 const FLOOD_SEED: u64 = 1;
 
-/// The rules of the classifier on the clients' veth ([`clients_xdp_on`]):
+/// The rules of the classifier on the clients' veth ([`ClientsXdp`]):
 /// every frame to the flood's spoofed sources (FLOOD_SRC's /24: the victim's SYN-ACKs) ends
 /// there, as on a wire; the rest passes.
 fn clients_xdp_rules() -> String {
@@ -117,7 +117,7 @@ pub enum Defence {
     /// The fastpath classifier with one rule `action = "syncookie"` for the service's ports
     /// (SYN cookies answered at the driver, out-of-state ACKs dropped; Linux >= 6.9). Its
     /// SYN-ACKs reach the clients through the classifier a run holds on the clients' veth
-    /// (`clients_xdp_on`): a veth delivers the frames its peer sends with XDP_TX only to a NAPI
+    /// (`ClientsXdp`): a veth delivers the frames its peer sends with XDP_TX only to a NAPI
     /// that XDP keeps running (crates/fastpath-cli/tests/syncookie.rs).
     FastpathSyncookie,
 }
@@ -695,61 +695,55 @@ fn classifier_on(what: &str, text: &str, iface: &str) -> Result<Classifier, Stri
     Ok(a.prog)
 }
 
-/// Loads a classifier and attaches it (native XDP) to the clients' veth in ns a, held by a
-/// thread until `done`: it drops frames to the flood's spoofed sources (10.99.1.0/24) and
-/// passes the rest. The drop is the wire: the victim's answers to a TCP flood (the kernel's
-/// SYN-ACKs and RSTs, the classifier's XDP_TX SYN-ACKs) leave a NIC's host, while a veth's
-/// are received on the victim's CPU (the clients' veth NAPI or backlog is scheduled there by
-/// the sender) and would go up ns a's stack to be dropped as not local; an XDP drop leaves
-/// that CPU only the poll. A veth also delivers the frames its peer sends with XDP_TX only to
-/// a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit queues them on the peer's
-/// xdp_ring, polled by its NAPI, which exists only with XDP or GRO), so the SYN-ACKs
-/// `action = "syncookie"` sends need it. On an error nothing stays attached.
-fn clients_xdp_on(bed: &Testbed, done: Arc<AtomicBool>) -> LabResult<std::thread::JoinHandle<()>> {
-    let iface = bed.iface_a().to_string();
-    let (tx, rx) = mpsc::channel::<Result<(), String>>();
-    let d2 = done.clone();
-    let h = spawn_in_netns(bed.ns_a(), move || match classifier_on("clients' veth", &clients_xdp_rules(), &iface) {
-        Ok(_held) => {
-            let _ = tx.send(Ok(()));
-            while !d2.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Err(e) => {
-            let _ = tx.send(Err(e));
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(())) => Ok(std::thread::spawn(move || {
-            let _ = h.join();
-        })),
-        Ok(Err(e)) => Err(kernel(anyhow!(
-            "loading the classifier on the clients' veth (TCP floods and fastpath-syncookie need it): {e}"
-        ))),
-        Err(mpsc::RecvTimeoutError::Timeout) => {
-            done.store(true, Ordering::Relaxed);
-            Err(runtime(anyhow!("the classifier on the clients' veth did not start within 60 s")))
-        }
-        // The thread ended before loading: entering the namespace failed.
-        Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
-            Ok(Err(e)) => Err(LabError::from(e)),
-            _ => Err(runtime(anyhow!("the classifier thread of the clients' veth ended before loading"))),
-        },
-    }
-}
-
-/// [`clients_xdp_on`] for a whole run, detached on drop.
+/// The classifier on the clients' veth in ns a (native XDP), held by a thread for as long as
+/// this lives and detached on drop: it drops frames to the flood's spoofed sources
+/// ([`clients_xdp_rules`]) and passes the rest. The drop is the wire: the victim's answers to
+/// a TCP flood (the kernel's SYN-ACKs and RSTs, the classifier's XDP_TX SYN-ACKs) leave a
+/// NIC's host, while a veth's are received on the victim's CPU (the clients' veth NAPI or
+/// backlog is scheduled there by the sender) and would go up ns a's stack to be dropped as not
+/// local; an XDP drop leaves that CPU only the poll. A veth also delivers the frames its peer
+/// sends with XDP_TX only to a NAPI that XDP keeps running (drivers/net/veth.c: veth_xdp_xmit
+/// queues them on the peer's xdp_ring, polled by its NAPI, which exists only with XDP or GRO),
+/// so the SYN-ACKs `action = "syncookie"` sends need it.
 struct ClientsXdp {
     done: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), fastpath_testbed::TestbedError>>>,
 }
 
 impl ClientsXdp {
+    /// Attaches it; on an error nothing stays attached.
     fn start(bed: &Testbed) -> LabResult<Self> {
+        let iface = bed.iface_a().to_string();
         let done = Arc::new(AtomicBool::new(false));
-        let thread = clients_xdp_on(bed, done.clone())?;
-        Ok(ClientsXdp { done, thread: Some(thread) })
+        let (tx, rx) = mpsc::channel::<Result<(), String>>();
+        let d2 = done.clone();
+        let h =
+            spawn_in_netns(bed.ns_a(), move || match classifier_on("clients' veth", &clients_xdp_rules(), &iface) {
+                Ok(_held) => {
+                    let _ = tx.send(Ok(()));
+                    while !d2.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            });
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(Ok(())) => Ok(ClientsXdp { done, thread: Some(h) }),
+            Ok(Err(e)) => Err(kernel(anyhow!(
+                "loading the classifier on the clients' veth (TCP floods and fastpath-syncookie need it): {e}"
+            ))),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                done.store(true, Ordering::Relaxed);
+                Err(runtime(anyhow!("the classifier on the clients' veth did not start within 60 s")))
+            }
+            // The thread ended before loading: entering the namespace failed.
+            Err(mpsc::RecvTimeoutError::Disconnected) => match h.join() {
+                Ok(Err(e)) => Err(LabError::from(e)),
+                _ => Err(runtime(anyhow!("the classifier thread of the clients' veth ended before loading"))),
+            },
+        }
     }
 }
 
@@ -1430,13 +1424,14 @@ impl DdosBed {
                 ),
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        ) + match self.clients_xdp() {
-            true => "; in every phase an XDP program on the clients' veth (ns a) drops what the victim sends to the spoofed sources (10.99.1.0/24: SYN-ACKs, RSTs), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU; it also lets the classifier's XDP_TX SYN-ACKs arrive (a veth delivers them only to a peer running XDP)",
-            false => "",
+        ) + if self.clients_xdp() {
+            "; in every phase an XDP program on the clients' veth (ns a) drops what the victim sends to the spoofed sources (10.99.1.0/24: SYN-ACKs, RSTs), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU; it also lets the classifier's XDP_TX SYN-ACKs arrive (a veth delivers them only to a peer running XDP)"
+        } else {
+            ""
         }
     }
 
-    /// Whether the run holds [`clients_xdp_on`] in every phase: TCP floods (the victim answers
+    /// Whether the run holds [`ClientsXdp`] in every phase: TCP floods (the victim answers
     /// them) and `fastpath-syncookie` (its XDP_TX SYN-ACKs reach a veth peer only through XDP).
     fn clients_xdp(&self) -> bool {
         self.flood != Flood::Udp || self.defences.contains(&Defence::FastpathSyncookie)
@@ -1507,7 +1502,7 @@ impl DdosBed {
         let mut phases = Vec::new();
         // TCP floods: the victim answers them (SYN-ACKs, RSTs; the classifier's SYN-ACKs with
         // XDP_TX), so every phase, the no-flood one too, runs with the clients' veth dropping
-        // frames to the spoofed sources (see clients_xdp_on); the UDP flood is answered only by
+        // frames to the spoofed sources (see ClientsXdp); the UDP flood is answered only by
         // rate-limited ICMP, but fastpath-syncookie's SYN-ACKs to the service's client need it
         // there too (so a UDP run's rows depend on whether that defence is in it: the model
         // line says which).
