@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test conformance bench figures figures-check lint clean
+.PHONY: deps build demo test conformance mutants bench figures figures-check lint clean
 
 deps:
 	@scripts/deps.sh
@@ -24,6 +24,12 @@ test: build
 # one line per scenario and mode (root; also part of `make test`). CONFORMANCE=NAME,... for some.
 conformance: build
 	$(CARGO) test --release --workspace --locked -p fastpath-conformance --test conformance
+
+# Proves the tests can fail: each row of scripts/mutants/*.toml breaks the product code in a
+# scratch copy and runs the one test that must catch it; one line per row, killed or SURVIVED
+# (root, like `make test`; CI runs it after the tests).
+mutants: build
+	scripts/mutants.py
 
 bench: build
 	scripts/bench.py
