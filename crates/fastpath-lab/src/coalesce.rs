@@ -54,10 +54,14 @@ pub const MAX_RX_USECS: u32 = 1000;
 /// polls (the queue went quiet for that many rx-usecs).
 pub const DEFER_HARD_IRQS: u32 = 2;
 
-/// Frames/s received at which coalescing starts: above the service's own no-flood rate (a TCP
-/// ping-pong at ~55k transactions/s brings ~55k frames/s), so the service alone is never
-/// delayed, as with adaptive moderation on an idle queue.
-pub const COALESCE_ON_PPS: f64 = 100_000.0;
+/// Frames/s received at which coalescing starts: above the service's own no-flood rate, so the
+/// service alone is never delayed, as with adaptive moderation on an idle queue. The service
+/// (one TCP ping-pong) brings the victim's veth 85k to 136k frames/s in 2 ms samples on the
+/// 2-CPU test VM; at 100k (the first value) it crossed the switch-on rate in one run of three,
+/// and, once coalesced, fell to ~25k frames/s, below the switch-off rate, so the controller
+/// flipped every sample (half the window held). 200k leaves a margin of about 1.5 over the
+/// fastest no-flood sample seen and stays below the 250k flood step.
+pub const COALESCE_ON_PPS: f64 = 200_000.0;
 
 /// One level of the profile: entered at `enter_pps` frames/s (left below half of it), polling
 /// at most every `usecs` microseconds (0: every frame wakes the NAPI).
@@ -260,19 +264,19 @@ mod tests {
     #[test]
     fn idle_is_per_frame_and_load_coalesces_with_hysteresis() {
         let t = profile(50);
-        // The service alone (~55k frames/s) stays at level 0: its packets are never delayed.
-        assert_eq!(next_level(&t, 0, 55_000.0), 0);
+        // The service alone (up to ~136k frames/s here) stays at level 0: never delayed.
+        assert_eq!(next_level(&t, 0, 136_000.0), 0);
         assert_eq!(settings(&t[0]).defer_hard_irqs, Some(0));
         // A flood steps up; the level's timer is rx-usecs.
-        let l = next_level(&t, 0, 300_000.0);
+        let l = next_level(&t, 0, 250_000.0);
         assert_eq!(l, 1);
         assert_eq!(settings(&t[l]).gro_flush_timeout_ns, Some(50_000));
         assert!(settings(&t[l]).defer_hard_irqs.unwrap() > 0);
         // Between half the threshold and the threshold the level holds, either way.
-        assert_eq!(next_level(&t, 1, 60_000.0), 1);
-        assert_eq!(next_level(&t, 0, 60_000.0), 0);
+        assert_eq!(next_level(&t, 1, 120_000.0), 1);
+        assert_eq!(next_level(&t, 0, 120_000.0), 0);
         // Below half of it, back to no deferral.
-        assert_eq!(next_level(&t, 1, 49_000.0), 0);
+        assert_eq!(next_level(&t, 1, 99_000.0), 0);
         // rx-usecs 0: one level, never coalescing; an out-of-range level is clamped.
         let z = profile(0);
         assert_eq!(next_level(&z, 0, 10e6), 0);
