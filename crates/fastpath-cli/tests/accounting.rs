@@ -336,7 +336,9 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     // clients' own segments of a connection that failed (see the SYN flood below).
     let (dropped, failed) = (n(&p["dropped_by_defence"]), n(&p["connects_attempted"]) - n(&p["connects_succeeded"]));
     assert!(dropped >= accepted, "every accepted out-of-state ACK dropped by its cookie: {p}");
-    assert!(dropped <= accepted + 3 * failed + 4, "drops beyond the flood's are the clients' own: {p}");
+    // Exact when every probe connection succeeded: a valid handshake ACK (the probe's 200,
+    // sockperf's one) is never dropped.
+    assert!(dropped <= accepted + 3 * failed, "drops beyond the flood's are the clients' own failed ones: {p}");
     assert!(f(&p["transactions_per_s"]) > 0.0, "the service answers under the ACK flood: {p}");
     assert!(phases[0].get("syncookie_synack_per_s").is_none(), "only a syncookie phase has it: {v}");
 
@@ -359,11 +361,14 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     // The defence's drops are then only the clients' own segments of a failed connection (a
     // RST for a SYN-ACK that came after the probe gave up, a FIN of a connection whose
     // handshake ACK was lost at the full ring): at most three per failed one (RST, FIN, a
-    // retransmission) and four for sockperf's; a malformed flood SYN per frame would exceed it.
+    // retransmission); a malformed flood SYN, or a valid handshake ACK dropped, exceeds it.
     let (accepted, dropped) = (n(&p["flood_accepted"]), n(&p["dropped_by_defence"]));
     let connected = ok;
     assert!(accepted > 0, "{p}");
-    assert!(dropped <= 3 * (tried - connected) + 4, "no flood SYN dropped (malformed): {p}");
+    assert!(
+        dropped <= 3 * (tried - connected),
+        "no flood SYN dropped (malformed), no valid handshake ACK dropped: {p}"
+    );
     // SYN-ACKs = accepted flood SYNs not dropped + the clients' own SYNs answered: at least one
     // per connection the probe made; at most two for each of the probe's 200 (the initial RTO
     // and its connect timeout are both 1 s) and four for sockperf's one (at 0, 1, 3 and 7 s:
