@@ -145,7 +145,8 @@ struct fp_sc_config {
 	/* IPv4 subnet broadcast addresses of the namespace's interfaces, the receiving interface's
 	 * first (each address's IFA_BROADCAST and, for a prefix of at most /30, address | ~mask:
 	 * what the kernel's fib_add_ifaddr makes broadcast routes of). A SYN to one is not
-	 * answered. Read at attach and at each reload of a set with a syncookie rule. */
+	 * answered. Read at attach and whenever a set with a syncookie rule is swapped in or
+	 * reloaded on the attached interface. */
 	__be32 bcast4[FP_SC_MAX_BCAST4];
 };
 /* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not

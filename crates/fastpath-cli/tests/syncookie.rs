@@ -1141,6 +1141,10 @@ fn add_server_addr(bed: &Testbed, args: &[&str]) {
     assert!(cmd.status().unwrap().success(), "ip addr add {args:?}");
 }
 
+/// A header kind of [`segments_behind_extension_headers_and_fragments`]: its name, and what
+/// puts it on a segment.
+type HeaderKind = (&'static str, fn(&mut Seg));
+
 /// Segments behind headers the cookie path does not read (an IPv6 Destination Options or
 /// Fragment header, IPv4 AH, an IPv4 first fragment) pass when their tuple is a connection the
 /// kernel holds (`syncookie_conn`) and are dropped otherwise (`syncookie_invalid`), even with a
@@ -1173,7 +1177,7 @@ fn segments_behind_extension_headers_and_fragments() {
         let period = syncookie::period_now();
         let run = |what: &str, s: &Seg| cls.test_run_out(&s.frame(ma, mb)).unwrap_or_else(|e| panic!("{what}: {e}")).0;
         // The four header kinds, applied to a segment.
-        let kinds: [(&str, fn(&mut Seg)); 4] = [
+        let kinds: [HeaderKind; 4] = [
             ("IPv6 Destination Options", |s| s.v6_ext = Some(60)),
             ("IPv6 Fragment header, first fragment", |s| s.v6_ext = Some(44)),
             ("IPv4 AH", |s| s.ah = true),

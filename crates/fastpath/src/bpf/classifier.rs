@@ -561,7 +561,9 @@ impl LoadedClassifier {
     ///
     /// With an `action = "syncookie"` rule in the set in force, the SYN-ACK's MSS follows the
     /// interface's MTU and the tc ingress program is attached too ([`super::syncookie`]); if
-    /// that fails, the XDP program is detached again and the error returned.
+    /// that fails, the XDP program is detached again and the error returned. The namespace's
+    /// IPv4 broadcast addresses are read for it in any case (an RTM_GETADDR dump;
+    /// [`BpfError::Sys`] if that fails, before anything is attached).
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
         {
             // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
