@@ -560,8 +560,9 @@ struct sc_loc {
 
 /* Finds the IP and TCP headers of a frame (up to two VLAN tags; IPv4 with options; IPv6
  * without extension headers), checking doff against the IP length. -1 if any of that fails:
- * a fragment, IPv6 extension headers, doff < 5 or past the IP payload, a header beyond the
- * first buffer. */
+ * a fragment, IPv6 extension headers, IPv4 AH, doff < 5 or past the IP payload, a header
+ * beyond the first buffer. Only what is answered (SYNs) or cookie-checked (ACKs without a
+ * connection) is located; the socket lookup uses the parser's tuple (sc_sock_tuple). */
 static __always_inline int sc_locate(struct xdp_md *ctx, struct sc_loc *L)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
@@ -665,8 +666,10 @@ static __always_inline void sc_write_tcp(__u8 *t, const struct sc_tuple *tu, __u
 /* 1 if the kernel would never answer this SYN, so neither may we (a SYN-ACK would be a
  * reflection or an L2 amplification): destination MAC multicast/broadcast or, once attached,
  * not the interface's; source MAC multicast; an IPv4 source or destination in 0/8, 127/8 or
- * 224/3 (multicast, reserved, broadcast); an IPv6 one that is ::, ::1 or ff00::/8; source =
- * destination address. */
+ * 224/3 (multicast, reserved, broadcast); an IPv4 destination that is a subnet broadcast
+ * address of the namespace (c->bcast4, read at attach and reload: the kernel's
+ * tcp_v4_conn_request drops a SYN routed as RTCF_BROADCAST); an IPv6 one that is ::, ::1 or
+ * ff00::/8; source = destination address. */
 static __always_inline int sc_bogus(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
@@ -707,6 +710,13 @@ static __always_inline int sc_bogus(struct xdp_md *ctx, const struct sc_loc *L, 
 		d = ((__u8 *)&ip->daddr)[0];
 		if (s == 0 || s == 127 || s >= 224 || d == 0 || d == 127 || d >= 224)
 			return 1;
+#pragma unroll
+		for (int i = 0; i < FP_SC_MAX_BCAST4; i++) {
+			if (i >= c->n_bcast4)
+				break;
+			if (ip->daddr == c->bcast4[i])
+				return 1;
+		}
 		return ip->saddr == ip->daddr;
 	}
 }
@@ -826,44 +836,40 @@ static __always_inline int sc_synack(struct xdp_md *ctx, const struct sc_loc *L,
 	return 0;
 }
 
-/* Fills `btp` with the addresses and ports of the TCP segment located by L (the socket lookup's
- * tuple); returns its size for bpf_skc_lookup_tcp, 0 when the headers run past the frame. */
-static __always_inline __u32 sc_sock_tuple(struct xdp_md *ctx, const struct sc_loc *L, struct bpf_sock_tuple *btp)
+/* Fills `btp` with the addresses and ports the parser found (the socket lookup's tuple, from
+ * headers sc_locate may not read: IPv6 extension headers, IPv4 AH, an IPv4 first fragment, a
+ * header past the first buffer); returns its size for bpf_skc_lookup_tcp, 0 for a frame
+ * without ports. */
+static __always_inline __u32 sc_sock_tuple(const struct pkt *p, struct bpf_sock_tuple *btp)
 {
-	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
-	__u8 *th = data + (L->l4 & 0x7f), *p = data + (L->l3 & 0x1f);
-
-	if ((void *)(th + 20) > end)
+	if (!p->has_ports || p->proto16 != (0x100 | IPPROTO_TCP))
 		return 0;
-	if (L->v6) {
-		struct ipv6hdr *ip6 = (void *)p;
-		if ((void *)(ip6 + 1) > end)
-			return 0;
-		__builtin_memcpy(btp->ipv6.saddr, &ip6->saddr, 16);
-		__builtin_memcpy(btp->ipv6.daddr, &ip6->daddr, 16);
-		btp->ipv6.sport = *(__u16 *)&th[0];
-		btp->ipv6.dport = *(__u16 *)&th[2];
+	if (p->eth_type == ETH_P_IPV6) {
+		__builtin_memcpy(btp->ipv6.saddr, p->src, 16);
+		__builtin_memcpy(btp->ipv6.daddr, p->dst, 16);
+		btp->ipv6.sport = bpf_htons(p->sport);
+		btp->ipv6.dport = bpf_htons(p->dport);
 		return sizeof(btp->ipv6);
 	}
-	struct iphdr *ip = (void *)p;
-	if ((void *)(ip + 1) > end)
+	if (p->eth_type != ETH_P_IP)
 		return 0;
-	btp->ipv4.saddr = ip->saddr;
-	btp->ipv4.daddr = ip->daddr;
-	btp->ipv4.sport = *(__u16 *)&th[0];
-	btp->ipv4.dport = *(__u16 *)&th[2];
+	__builtin_memcpy(&btp->ipv4.saddr, p->src, 4);
+	__builtin_memcpy(&btp->ipv4.daddr, p->dst, 4);
+	btp->ipv4.sport = bpf_htons(p->sport);
+	btp->ipv4.dport = bpf_htons(p->dport);
 	return sizeof(btp->ipv4);
 }
 
-/* 1 if the SYN located by L belongs to a socket the kernel holds that is not a listener
- * (TIME_WAIT, whose reuse the kernel decides, or a connection): it goes to the kernel. */
-static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_loc *L, struct sc_scratch *sx)
+/* 1 if the kernel holds a socket for the segment's tuple (parsed into `p`) that is not a
+ * listener: established, closing, TIME_WAIT (whose reuse the kernel decides), SYN_SENT, a
+ * request socket. Every segment of such a connection goes to the kernel. */
+static __always_inline int sc_has_conn(struct xdp_md *ctx, const struct pkt *p, struct sc_scratch *sx)
 {
 	struct bpf_sock_tuple *btp = &sx->bt;
 	struct bpf_sock *sk;
 	__u32 sz, state;
 
-	sz = sc_sock_tuple(ctx, L, btp);
+	sz = sc_sock_tuple(p, btp);
 	if (!sz)
 		return 0;
 	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
@@ -874,31 +880,113 @@ static __always_inline int sc_syn_has_conn(struct xdp_md *ctx, const struct sc_l
 	return state != BPF_TCP_LISTEN;
 }
 
-/* What a non-SYN segment gets: PASS for a connection's segment or an ACK whose cookie checks
- * out (marked for the tc program), DROP otherwise. Counts its FP_STAT_SC_* counter. */
-static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L, const struct fp_sc_config *c, __u32 sbase, __u64 bytes, struct sc_scratch *sx)
+/* 1 if the TCP checksum of the segment at `l4` (IP header at `l3`, IPv6 without extension
+ * headers, as sc_locate found it) is right: the one's complement sum over the pseudo header
+ * (RFC 9293 3.1, RFC 8200 8.1), the TCP header and the payload. 0 if it is wrong or the
+ * segment does not lie wholly in the first buffer or exceeds SC_CSUM_MAX_BYTES (such a SYN is
+ * not answered anyway: sc_synack needs one buffer). The kernel drops a SYN with a bad
+ * checksum (tcp_v4_rcv / tcp_v6_rcv, tcp_checksum_complete), so it is not answered either.
+ * Also 1 when the checksum field holds just the pseudo header's sum: what a sender's
+ * CHECKSUM_PARTIAL leaves for the device to complete (tcp_v4_send_check), which XDP sees on a
+ * veth whose peer is the local stack, and which the kernel there takes without checking (XDP
+ * cannot tell the cases apart). A corrupted frame matches that by chance once in 65536; a
+ * crafted one gains nothing over a SYN with a right checksum. A global function, verified
+ * once. */
+#define SC_CSUM_CHUNK 64
+#define SC_CSUM_MAX_BYTES (144 * SC_CSUM_CHUNK) /* 9216: a 9000-byte MTU's segment */
+__attribute__((noinline)) int sc_csum_ok(struct xdp_md *ctx, __u32 l3, __u32 l4, __u32 v6)
+{
+	void *data, *end;
+	__u64 cs, pseudo;
+	__u32 len, off = 0, w = 0;
+	__u16 check;
+	__u8 *q;
+
+	if (!ctx)
+		return 0;
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	l3 &= 0x1f;
+	l4 &= 0x7f;
+	if (v6) {
+		struct ipv6hdr *ip6 = data + l3;
+		const __u32 *a;
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		a = (const __u32 *)&ip6->saddr;
+		len = bpf_ntohs(ip6->payload_len);
+		cs = (__u64)a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7] + bpf_htonl(len) + bpf_htonl(IPPROTO_TCP);
+	} else {
+		struct iphdr *ip = data + l3;
+		__u32 hl;
+		if ((void *)(ip + 1) > end)
+			return 0;
+		hl = (__u32)ip->ihl * 4;
+		len = bpf_ntohs(ip->tot_len);
+		if (len < hl || l3 + hl != l4)
+			return 0;
+		len -= hl;
+		cs = (__u64)ip->saddr + ip->daddr + bpf_htonl(IPPROTO_TCP) + bpf_htonl(len);
+	}
+	if (len > SC_CSUM_MAX_BYTES || data + l4 + len > end || len < 20)
+		return 0;
+	q = data + l4;
+	if ((void *)(q + 20) > end)
+		return 0;
+	check = *(__u16 *)&q[16];
+	pseudo = cs;
+	for (int i = 0; i < SC_CSUM_MAX_BYTES / SC_CSUM_CHUNK; i++) {
+		if (off + SC_CSUM_CHUNK > len)
+			break;
+		q = data + l4 + (off & 0x3fff);
+		if ((void *)(q + SC_CSUM_CHUNK) > end)
+			return 0;
+		cs = (__u32)bpf_csum_diff(0, 0, (__be32 *)q, SC_CSUM_CHUNK, sc_fold32(cs));
+		off += SC_CSUM_CHUNK;
+	}
+	for (int i = 0; i < SC_CSUM_CHUNK / 4; i++) {
+		if (off + 4 > len)
+			break;
+		q = data + l4 + (off & 0x3fff);
+		if ((void *)(q + 4) > end)
+			return 0;
+		cs += *(__u32 *)q;
+		off += 4;
+	}
+	/* The last 1..3 bytes, padded with zeros (RFC 9293: an odd byte pads to a 16-bit word). */
+	for (int k = 0; k < 3; k++) {
+		if (off + k >= len)
+			break;
+		q = data + l4 + ((off + k) & 0x3fff);
+		if ((void *)(q + 1) > end)
+			return 0;
+		((__u8 *)&w)[k] = *q;
+	}
+	cs += w;
+	if (sc_fold(cs) == 0)
+		return 1;
+	return check == (__u16)~sc_fold(pseudo);
+}
+
+/* What a non-SYN segment without a connection (sc_has_conn said no) gets: PASS for an ACK
+ * whose cookie checks out (marked for the tc program), DROP otherwise. Counts its FP_STAT_SC_*
+ * counter. */
+static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L, const struct pkt *p, const struct fp_sc_config *c, __u32 sbase, __u64 bytes, struct sc_scratch *sx)
 {
 	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
-	struct bpf_sock_tuple *btp = &sx->bt;
 	struct sc_tuple *tup = &sx->tu;
-	struct bpf_sock *sk;
 	__u8 *th = data + (L->l4 & 0x7f), flags;
-	__u32 seq, ack, sz;
+	__u32 seq, ack;
 
-	sz = sc_sock_tuple(ctx, L, btp);
-	if (!sz || (void *)(th + 20) > end) {
+	if ((void *)(th + 20) > end) {
 		/* Unreachable after sc_locate; counted like every other drop of the action. */
 		count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
 		count(&cls_stats, sbase + FP_ACT_DROP, bytes);
 		return XDP_DROP;
 	}
-	if (L->v6) {
-		__builtin_memcpy(tup->src, btp->ipv6.saddr, 16);
-		__builtin_memcpy(tup->dst, btp->ipv6.daddr, 16);
-	} else {
-		__builtin_memcpy(tup->src, &btp->ipv4.saddr, 4);
-		__builtin_memcpy(tup->dst, &btp->ipv4.daddr, 4);
-	}
+	/* The parser's addresses: IPv4 in bytes 0..4, the rest zero. */
+	__builtin_memcpy(tup->src, p->src, 16);
+	__builtin_memcpy(tup->dst, p->dst, 16);
 	flags = th[13];
 	seq = bpf_ntohl(*(__be32 *)&th[4]);
 	ack = bpf_ntohl(*(__be32 *)&th[8]);
@@ -906,18 +994,6 @@ static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L
 	tup->dport_be = *(__u16 *)&th[2];
 	tup->isn = seq - 1;
 
-	/* A segment of a connection the kernel holds (established, closing, TIME_WAIT, a request
-	 * socket) passes; one that only finds the listener, or nothing, must carry a cookie. */
-	sk = bpf_skc_lookup_tcp(ctx, btp, sz, BPF_F_CURRENT_NETNS, 0);
-	if (sk) {
-		__u32 state = sk->state;
-		bpf_sk_release(sk);
-		if (state != BPF_TCP_LISTEN) {
-			count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
-			count(&cls_stats, sbase + FP_ACT_PASS, bytes);
-			return XDP_PASS;
-		}
-	}
 	if (!(flags & TH_ACK) || (flags & (TH_SYN | TH_RST))) {
 		count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
 		count(&cls_stats, sbase + FP_ACT_DROP, bytes);
@@ -945,11 +1021,21 @@ static __always_inline int sc_segment(struct xdp_md *ctx, const struct sc_loc *L
 	return XDP_PASS;
 }
 
-/* action = "syncookie" on a matched frame of rule set `set`: the XDP action, counted as tx,
- * pass or drop and in its FP_STAT_SC_* counter. A global function, verified once. */
-__attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 bytes)
+/* action = "syncookie" on a matched frame of rule set `set` (`p`: what the parser found): the
+ * XDP action, counted as tx, pass or drop and in its FP_STAT_SC_* counter. A global function,
+ * verified once.
+ *
+ * Every segment whose tuple (the parser's addresses and ports, whatever headers lie between)
+ * has a socket that is not a listener passes to the kernel (syncookie_conn): an IPv6
+ * connection with extension headers, IPv4 with AH, a first fragment. Only what sc_locate
+ * reads (no extension header, AH or fragment) is answered (a SYN) or cookie-checked (an ACK);
+ * anything else without a connection is dropped (syncookie_invalid), so neither headers nor
+ * fragments get an ACK past the cookie check. A later IPv4 fragment has no ports, never
+ * matches the rule (its dst_port) and never gets here: the kernel reassembles only with the
+ * first fragment, which is judged here. */
+__attribute__((noinline)) int sc_action(struct xdp_md *ctx, const struct pkt *p, __u32 set, __u64 bytes)
 {
-	void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
+	void *data, *end;
 	__u32 zero = 0, sbase = (set & 1) * FP_STAT_COUNT;
 	struct fp_sc_config *c = bpf_map_lookup_elem(&sc_config, &zero);
 	struct sc_scratch *sx = bpf_map_lookup_elem(&sc_scratch, &zero);
@@ -958,8 +1044,16 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 
 	if (!ctx)
 		return XDP_DROP;
-	if (!c || !sx || sc_locate(ctx, &L))
+	if (!c || !sx || !p)
 		goto invalid;
+	__builtin_memset(sx, 0, sizeof(*sx));
+	if (sc_locate(ctx, &L)) {
+		if (sc_has_conn(ctx, p, sx))
+			goto conn;
+		goto invalid;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
 	th = data + (L.l4 & 0x7f);
 	if ((void *)(th + 20) > end)
 		goto invalid;
@@ -970,13 +1064,11 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 			goto invalid;
 		if (sc_bogus(ctx, &L, c))
 			goto invalid;
-		__builtin_memset(sx, 0, sizeof(*sx));
+		if (!sc_csum_ok(ctx, L.l3, L.l4, L.v6))
+			goto invalid;
 		/* TIME_WAIT reuse (and a SYN of a live connection) is the kernel's to decide. */
-		if (sc_syn_has_conn(ctx, &L, sx)) {
-			count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
-			count(&cls_stats, sbase + FP_ACT_PASS, bytes);
-			return XDP_PASS;
-		}
+		if (sc_has_conn(ctx, p, sx))
+			goto conn;
 		__builtin_memset(sx, 0, sizeof(*sx));
 		if (sc_synack(ctx, &L, c, sx))
 			goto invalid;
@@ -984,8 +1076,14 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, __u32 set, __u64 byt
 		count(&cls_stats, sbase + FP_ACT_TX, bytes);
 		return XDP_TX;
 	}
+	if (sc_has_conn(ctx, p, sx))
+		goto conn;
 	__builtin_memset(sx, 0, sizeof(*sx));
-	return sc_segment(ctx, &L, c, sbase, bytes, sx);
+	return sc_segment(ctx, &L, p, c, sbase, bytes, sx);
+conn:
+	count(&cls_stats, sbase + FP_STAT_SC_CONN, bytes);
+	count(&cls_stats, sbase + FP_ACT_PASS, bytes);
+	return XDP_PASS;
 invalid:
 	count(&cls_stats, sbase + FP_STAT_SC_INVALID, bytes);
 	count(&cls_stats, sbase + FP_ACT_DROP, bytes);
@@ -1113,7 +1211,7 @@ do_action:
 	if (act->flags & FP_ACT_F_COPY)
 		cap_copy(ctx);
 	if (act->code == FP_ACT_SYNCOOKIE)
-		return sc_action(ctx, set, bytes);
+		return sc_action(ctx, &p, set, bytes);
 	count(&cls_stats, set * FP_STAT_COUNT + (act->code < FP_ACT_COUNT ? act->code : FP_ACT_PASS), bytes);
 	switch (act->code) {
 	case FP_ACT_DROP:

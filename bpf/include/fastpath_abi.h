@@ -129,6 +129,8 @@ _Static_assert(sizeof(struct fp_rx_meta) == 24, "fp_rx_meta is 24 bytes");
 
 /* Shared by the classifier and the tc program (map `sc_config`, one entry): the cookie's
  * SipHash-2-4 key, written once at load from getrandom(2), and what the SYN-ACK advertises. */
+/* fp_sc_config.bcast4 entries: further broadcast addresses are not checked. */
+#define FP_SC_MAX_BCAST4 16
 struct fp_sc_config {
 	__u64 k0;
 	__u64 k1;
@@ -138,7 +140,14 @@ struct fp_sc_config {
 	__u8  flags;      /* FP_SC_F_* */
 	__u8  _pad[2];
 	__u8  mac[6];     /* the interface's MAC (set at attach; 0 while not attached) */
-	__u8  _pad2[2];
+	__u8  n_bcast4;   /* entries of bcast4 in use, 0..FP_SC_MAX_BCAST4 */
+	__u8  _pad2;
+	/* IPv4 subnet broadcast addresses of the namespace's interfaces, the receiving interface's
+	 * first (each address's IFA_BROADCAST and, for a prefix of at most /30, address | ~mask:
+	 * what the kernel's fib_add_ifaddr makes broadcast routes of). A SYN to one is not
+	 * answered. Read at attach and whenever a set with a syncookie rule is swapped in or
+	 * reloaded on the attached interface. */
+	__be32 bcast4[FP_SC_MAX_BCAST4];
 };
 /* fp_sc_config.flags: the classifier runs in generic (skb) mode, where the XDP metadata does not
  * reach tc where the program looks for it (set by the loader), or the driver has no XDP
@@ -436,7 +445,7 @@ _Static_assert(sizeof(struct fp_gen_pace) == 56, "fp_gen_pace: 56 bytes");
 _Static_assert(sizeof(struct fp_gen_hdr) == 112, "fp_gen_hdr: 112 bytes");
 _Static_assert(sizeof(struct fp_replay_frame_hdr) == 16, "fp_replay_frame_hdr: 16 bytes");
 _Static_assert(sizeof(struct fp_replay_state) == 64, "fp_replay_state: 64 bytes");
-_Static_assert(sizeof(struct fp_sc_config) == 32, "fp_sc_config: 32 bytes");
+_Static_assert(sizeof(struct fp_sc_config) == 32 + 4 * FP_SC_MAX_BCAST4, "fp_sc_config: 32 bytes and bcast4");
 _Static_assert(sizeof(struct fp_cls_config) == 48, "fp_cls_config: 48 bytes");
 _Static_assert(sizeof(struct fp_flow_key) == 48, "fp_flow_key: 48 bytes");
 _Static_assert(sizeof(struct fp_cache_slot) == 56, "fp_cache_slot: 56 bytes");

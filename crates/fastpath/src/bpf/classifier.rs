@@ -561,7 +561,9 @@ impl LoadedClassifier {
     ///
     /// With an `action = "syncookie"` rule in the set in force, the SYN-ACK's MSS follows the
     /// interface's MTU and the tc ingress program is attached too ([`super::syncookie`]); if
-    /// that fails, the XDP program is detached again and the error returned.
+    /// that fails, the XDP program is detached again and the error returned. The namespace's
+    /// IPv4 broadcast addresses are read for it in any case (an RTM_GETADDR dump;
+    /// [`BpfError::Sys`] if that fails, before anything is attached).
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
         {
             // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
@@ -573,6 +575,8 @@ impl LoadedClassifier {
             if let Ok(mac) = crate::sys::if_hwaddr(iface.name()) {
                 c.mac = mac;
             }
+            // Nor SYNs to a subnet broadcast address (read again at each reload).
+            super::syncookie::set_broadcasts(&mut c, iface.ifindex())?;
             self.maps.sc_config.set(0, &c)?;
         }
         // The tc program first (sysctl checks, option flags; it does nothing without marks):
@@ -627,6 +631,17 @@ impl LoadedClassifier {
     pub fn test_run_out(&self, frame: &[u8]) -> Result<(u32, Vec<u8>), SysError> {
         test_run_out(&self.st.prog, frame)
     }
+}
+
+/// Reads the namespace's IPv4 broadcast addresses into `sc_config` again (the calling thread's
+/// namespace, interface `ifindex`'s first), writing the map only if they changed: a reload
+/// sees addresses added or removed since the attach.
+fn refresh_sc_broadcasts(sc_config: &Array<fp_sc_config>, ifindex: u32) -> Result<(), BpfError> {
+    let mut c = sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+    if super::syncookie::set_broadcasts(&mut c, ifindex)? {
+        sc_config.set(0, &c)?;
+    }
+    Ok(())
 }
 
 /// As [`test_run`], also returning the frame as the program left it (a SYN-ACK after
@@ -829,6 +844,12 @@ impl<S: state::State> Classifier<S> {
     /// the staged set and leaves everything as it was), and a set without one detaches it after.
     fn swap(&self, c: &Compiled, ifindex: Option<u32>) -> Result<SetIndex, BpfError> {
         let new = self.stage(c)?;
+        if let (Some(ifx), true) = (ifindex, c.uses_syncookie()) {
+            if let Err(e) = refresh_sc_broadcasts(&self.maps.sc_config, ifx) {
+                let _ = self.clear(new);
+                return Err(e);
+            }
+        }
         let mut sc = self.sc_link.lock().unwrap_or_else(|e| e.into_inner());
         let mut attached_now = false;
         if let (Some(ifx), true, true) = (ifindex, c.uses_syncookie(), sc.is_none()) {
@@ -1011,6 +1032,12 @@ impl PinnedClassifier {
         let ifindex = self.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).or(self.st.meta.ifindex);
         let sc_pin = self.st.dir.join(SC_LINK_PIN);
         let had_sc = check_entry(&sc_pin)?.is_some();
+        if let (Some(ifx), true) = (ifindex, c.uses_syncookie()) {
+            if let Err(e) = refresh_sc_broadcasts(&self.maps.sc_config, ifx) {
+                let _ = self.clear(new);
+                return Err(e);
+            }
+        }
         let mut pinned_now = false;
         if c.uses_syncookie() && !had_sc {
             let r = match ifindex {

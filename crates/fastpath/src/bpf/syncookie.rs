@@ -208,6 +208,33 @@ pub(crate) fn set_mtu(c: &mut fp_sc_config, mtu: u32) {
     c.mss_v6 = mtu.saturating_sub(60).clamp(1220, 65475) as u16;
 }
 
+/// Writes the IPv4 subnet broadcast addresses of the calling thread's network namespace
+/// ([`crate::netdev::watch::ipv4_broadcasts`], interface `ifindex`'s first) into
+/// `c.bcast4`: SYNs to them are not answered (bpf/classifier.bpf.c, sc_bogus), as the kernel
+/// does not answer them. At most `FP_SC_MAX_BCAST4` (16); further ones are not checked.
+/// Returns whether `c` changed.
+///
+/// # Errors
+///
+/// [`BpfError::Sys`] if the RTM_GETADDR dump fails.
+pub(crate) fn set_broadcasts(c: &mut fp_sc_config, ifindex: u32) -> Result<bool, BpfError> {
+    let all = crate::netdev::watch::ipv4_broadcasts(ifindex).map_err(|e| {
+        BpfError::Sys(crate::sys::SysError {
+            call: "netlink RTM_GETADDR dump (IPv4 broadcast addresses)".into(),
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+        })
+    })?;
+    let mut b = [0u32; crate::abi::FP_SC_MAX_BCAST4 as usize];
+    let n = all.len().min(b.len());
+    for (d, a) in b.iter_mut().zip(&all) {
+        *d = u32::from_ne_bytes(a.octets());
+    }
+    let changed = c.bcast4 != b || usize::from(c.n_bcast4) != n;
+    c.bcast4 = b;
+    c.n_bcast4 = n as u8;
+    Ok(changed)
+}
+
 /// Loads bpf/syncookie_tc.bpf.c on the classifier's maps (`cls_active`, `cls_stats`,
 /// `sc_config`, reused) and attaches it to tc ingress of `ifindex` as a tcx link; returns the
 /// link (dropping its last descriptor and pin detaches it). Checks

@@ -519,6 +519,55 @@ pub fn routing_shape() -> io::Result<RoutingShape> {
     Ok(shape)
 }
 
+/// The IPv4 broadcast addresses of the calling thread's network namespace, as the kernel's
+/// fib_add_ifaddr (net/ipv4/fib_frontend.c) makes local-table broadcast routes of them: each
+/// address's IFA_BROADCAST (`ip addr ... brd B`) if set and not 255.255.255.255, and for a
+/// prefix of at most /30 the address with every host bit set. Those of interface `first`
+/// come first; no duplicates. By an RTM_GETADDR dump; no privileges; kernel >= 2.6.
+///
+/// # Errors
+///
+/// As [`routing_shape`]: the socket or the dump failed.
+pub fn ipv4_broadcasts(first: u32) -> io::Result<Vec<Ipv4Addr>> {
+    let mut req = AddressMessage::default();
+    req.header.family = AddressFamily::Inet;
+    let mut found: Vec<(bool, Ipv4Addr)> = Vec::new();
+    for m in dump(RouteNetlinkMessage::GetAddress(req))? {
+        let RouteNetlinkMessage::NewAddress(a) = m else { continue };
+        let v4 = |want_local: bool| {
+            a.attributes.iter().find_map(|x| match x {
+                AddressAttribute::Local(IpAddr::V4(v)) if want_local => Some(*v),
+                AddressAttribute::Address(IpAddr::V4(v)) if !want_local => Some(*v),
+                _ => None,
+            })
+        };
+        let ours = a.header.index == first;
+        if let Some(b) = a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Broadcast(v) => Some(*v),
+            _ => None,
+        }) {
+            if b != Ipv4Addr::BROADCAST && !b.is_unspecified() {
+                found.push((ours, b));
+            }
+        }
+        let plen = u32::from(a.header.prefix_len);
+        if let Some(addr) = v4(true).or_else(|| v4(false)) {
+            if plen <= 30 {
+                found.push((ours, Ipv4Addr::from(u32::from(addr) | (u32::MAX >> plen))));
+            }
+        }
+    }
+    // Stable: the first interface's, then the others', each in the kernel's order.
+    found.sort_by_key(|&(ours, _)| !ours);
+    let mut out: Vec<Ipv4Addr> = Vec::new();
+    for (_, b) in found {
+        if !out.contains(&b) {
+            out.push(b);
+        }
+    }
+    Ok(out)
+}
+
 /// The ifindex of the device `ifindex` is enslaved to (IFLA_MASTER: a bridge, bond or VRF), if
 /// any, with that device's name; by an RTM_GETLINK dump of the calling thread's namespace.
 ///
