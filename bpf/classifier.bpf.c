@@ -886,15 +886,15 @@ static __always_inline int sc_has_conn(struct xdp_md *ctx, const struct pkt *p, 
  * segment does not lie wholly in the first buffer or exceeds SC_CSUM_MAX_BYTES (such a SYN is
  * not answered anyway: sc_synack needs one buffer). The kernel drops a SYN with a bad
  * checksum (tcp_v4_rcv / tcp_v6_rcv, tcp_checksum_complete), so it is not answered either.
- * Also 1 when the checksum field holds just the pseudo header's sum: what a sender's
- * CHECKSUM_PARTIAL leaves for the device to complete (tcp_v4_send_check), which XDP sees on a
- * veth whose peer is the local stack, and which the kernel there takes without checking (XDP
- * cannot tell the cases apart). A corrupted frame matches that by chance once in 65536; a
- * crafted one gains nothing over a SYN with a right checksum. A global function, verified
- * once. */
+ * With `partial_ok` (FP_SC_F_PARTIAL_CSUM: the loader found a veth) also 1 when the checksum
+ * field holds just the pseudo header's sum: what a sender's CHECKSUM_PARTIAL leaves for the
+ * device to complete (tcp_v4_send_check), which XDP sees on a veth whose peer is the local
+ * stack, and which the kernel there takes without checking (XDP cannot tell the cases apart).
+ * On any other driver the frame came from a wire and such a SYN is refused, as the kernel
+ * would. A global function, verified once. */
 #define SC_CSUM_CHUNK 64
 #define SC_CSUM_MAX_BYTES (144 * SC_CSUM_CHUNK) /* 9216: a 9000-byte MTU's segment */
-__attribute__((noinline)) int sc_csum_ok(struct xdp_md *ctx, __u32 l3, __u32 l4, __u32 v6)
+__attribute__((noinline)) int sc_csum_ok(struct xdp_md *ctx, __u32 l3, __u32 l4, __u32 v6, __u32 partial_ok)
 {
 	void *data, *end;
 	__u64 cs, pseudo;
@@ -965,7 +965,7 @@ __attribute__((noinline)) int sc_csum_ok(struct xdp_md *ctx, __u32 l3, __u32 l4,
 	cs += w;
 	if (sc_fold(cs) == 0)
 		return 1;
-	return check == (__u16)~sc_fold(pseudo);
+	return partial_ok && check == (__u16)~sc_fold(pseudo);
 }
 
 /* What a non-SYN segment without a connection (sc_has_conn said no) gets: PASS for an ACK
@@ -1064,7 +1064,7 @@ __attribute__((noinline)) int sc_action(struct xdp_md *ctx, const struct pkt *p,
 			goto invalid;
 		if (sc_bogus(ctx, &L, c))
 			goto invalid;
-		if (!sc_csum_ok(ctx, L.l3, L.l4, L.v6))
+		if (!sc_csum_ok(ctx, L.l3, L.l4, L.v6, c->flags & FP_SC_F_PARTIAL_CSUM))
 			goto invalid;
 		/* TIME_WAIT reuse (and a SYN of a live connection) is the kernel's to decide. */
 		if (sc_has_conn(ctx, p, sx))

@@ -162,6 +162,13 @@ struct fp_sc_config {
 #define FP_SC_F_NO_SACK 2
 #define FP_SC_F_NO_TS   4
 #define FP_SC_F_NO_WS   8
+/* fp_sc_config.flags, set by the loader when the tc program is attached to a veth: a SYN whose
+ * TCP checksum field holds only the pseudo header's sum is taken as a right one. That is what a
+ * local sender's CHECKSUM_PARTIAL leaves for the device to finish (tcp_v4_send_check), which
+ * XDP on a veth whose peer is the local stack sees and the kernel there takes unchecked. On
+ * any other driver the frame came from a wire, the kernel would drop it, and so does the
+ * classifier. */
+#define FP_SC_F_PARTIAL_CSUM 16
 /* The classifier marks an ACK whose cookie it checked with this in the XDP metadata area
  * (bpf_xdp_adjust_meta); the tc program acts only on marked ACKs. */
 #define FP_SC_META_MAGIC 0x5c00c1e5u

@@ -187,6 +187,22 @@ pub fn netns_option_flags() -> u8 {
     f
 }
 
+/// `FP_SC_F_PARTIAL_CSUM` when `ifindex` (in the calling thread's netns) is a veth, else 0:
+/// only there does XDP see a local sender's CHECKSUM_PARTIAL SYN (the checksum field holds the
+/// pseudo header's sum), which the kernel takes unchecked; from a wire the kernel drops it
+/// (tcp_v4_rcv, tcp_checksum_complete), and so does the classifier. A driver that cannot be
+/// read counts as not a veth (the stricter check).
+fn partial_csum_flag(ifindex: u32) -> u8 {
+    let veth = crate::sys::ifreq::if_indextoname(ifindex)
+        .and_then(|name| crate::sys::ethtool::driver(&name))
+        .is_ok_and(|d| d == "veth");
+    if veth {
+        crate::abi::FP_SC_F_PARTIAL_CSUM as u8
+    } else {
+        0
+    }
+}
+
 /// A fresh `sc_config`: a random key (getrandom), the MSS advertised for an interface MTU of
 /// `mtu` bytes (MTU - 40 over IPv4, MTU - 60 over IPv6) and this namespace's window scale.
 pub(crate) fn new_config(mtu: u32) -> Result<fp_sc_config, BpfError> {
@@ -262,7 +278,7 @@ pub(crate) fn attach_tc(maps: TcMaps<'_>, ifindex: u32) -> Result<OwnedFd, BpfEr
     // before the flip to a set with a syncookie rule: no SYN-ACK is made from a stale value,
     // and the classifier's NO_META bit is kept.
     let mut c = maps.sc_config.get(0)?.unwrap_or_else(bytemuck::Zeroable::zeroed);
-    c.flags = (c.flags & crate::abi::FP_SC_F_NO_META as u8) | netns_option_flags();
+    c.flags = (c.flags & crate::abi::FP_SC_F_NO_META as u8) | netns_option_flags() | partial_csum_flag(ifindex);
     maps.sc_config.set(0, &c)?;
     let mut storage = MaybeUninit::uninit();
     let load_err = |cause| BpfError::Load { prog: "syncookie_tc", cause };

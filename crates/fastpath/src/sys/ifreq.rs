@@ -18,6 +18,18 @@ pub fn if_nametoindex(name: &str) -> Result<u32, SysError> {
     Ok(idx)
 }
 
+/// `if_indextoname(ifindex)` in the calling thread's network namespace (`SIOCGIFNAME`).
+pub fn if_indextoname(ifindex: u32) -> Result<String, SysError> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: buf has the IF_NAMESIZE bytes if_indextoname writes at most (with the NUL).
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return Err(SysError::last(format!("if_indextoname({ifindex})")));
+    }
+    // SAFETY: on success buf holds a NUL-terminated name.
+    Ok(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 /// `ioctl(request)` with an `ifreq` naming `iface` (and `data` in its union, if given), on a
 /// throwaway AF_INET datagram socket in the calling thread's netns; returns the ifreq the kernel
 /// filled. `label` names the call in errors.
