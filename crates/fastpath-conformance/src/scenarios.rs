@@ -72,7 +72,7 @@ fn send_receive(bed: &Testbed, mode: Mode, r: &Run) -> Check {
     sc.multi_buffer = r.multi_buffer;
     let Sides { prog: _prog, mut rx, mut tx } = sides(bed, mode.xdp, &r.umem, sc.clone(), sc)?;
     let pkts = packets(bed, r.count, r.len, 1);
-    let t = transfer(&mut tx, &mut rx, &pkts, pkts.len(), r.wait);
+    let t = transfer(&mut tx, &mut rx, &pkts, pkts.len(), r.wait)?;
     same_packets(&t.received, &pkts).map_err(|e| {
         let seqs: Vec<u64> = t.received.iter().filter_map(|p| fastpath::packet::payload(&p.data)).map(|p| p.seq).collect();
         let missing: Vec<u64> = (1..=pkts.len() as u64).filter(|s| !seqs.contains(s)).take(8).collect();
@@ -166,7 +166,7 @@ fn stat_rx_dropped(bed: &Testbed, mode: Mode) -> Outcome {
         let n = xsk::DEFAULT_PKT_CNT;
         let pkts = packets_with(bed, n, |i| if i % 2 == 1 { big } else { xsk::MIN_PKT_SIZE }, 1, false);
         let small: Vec<Vec<u8>> = pkts.iter().filter(|p| p.len() == xsk::MIN_PKT_SIZE).cloned().collect();
-        let t = transfer(&mut tx, &mut rx, &pkts, small.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx, &pkts, small.len(), Wait::default())?;
         settle(&mut tx, &mut rx);
         same_packets(&t.received, &small)?;
         let st = rx.stats()?;
@@ -226,7 +226,7 @@ fn stat_fill_empty(bed: &Testbed, mode: Mode) -> Outcome {
             format!("expected rx_fill_ring_empty_descs = rx_dropped = {n}: {st:?}")
         })?;
         let more = packets(bed, 64, xsk::MIN_PKT_SIZE, 2);
-        let t = transfer(&mut tx, &mut rx, &more, more.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx, &more, more.len(), Wait::default())?;
         same_packets(&t.received, &more)?;
         Ok(format!("{n} dropped and counted with an empty FILL ring, then 64 of 64 arrived"))
     })())
@@ -251,10 +251,10 @@ fn bidirectional(bed: &Testbed, mode: Mode) -> Outcome {
         prog_a.prog.insert(0, a.sock.as_raw_fd()).map_err(|e| e.to_string())?;
         let n = xsk::DEFAULT_PKT_CNT;
         let ab = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
-        let t = transfer(&mut a, &mut b, &ab, n, Wait::default());
+        let t = transfer(&mut a, &mut b, &ab, n, Wait::default())?;
         same_packets(&t.received, &ab).map_err(|e| format!("a to b: {e}"))?;
         let ba = packets_with(bed, n, |_| xsk::MIN_PKT_SIZE, 2, true);
-        let t = transfer(&mut b, &mut a, &ba, n, Wait::default());
+        let t = transfer(&mut b, &mut a, &ba, n, Wait::default())?;
         same_packets(&t.received, &ba).map_err(|e| format!("b to a: {e}"))?;
         Ok(format!("{n} packets each way, in order, intact"))
     })())
@@ -657,7 +657,7 @@ fn xdp_drop_half(bed: &Testbed, mode: Mode) -> Outcome {
         let n = xsk::DEFAULT_PKT_CNT;
         let pkts = packets(bed, n, xsk::MIN_PKT_SIZE, 1);
         let kept: Vec<Vec<u8>> = pkts.iter().step_by(2).cloned().collect();
-        let t = transfer(&mut tx, &mut rx, &pkts, kept.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx, &pkts, kept.len(), Wait::default())?;
         same_packets(&t.received, &kept)?;
         let st = rx.stats()?;
         ensure(st.rx_dropped == 0 && st.rx_ring_full == 0, || format!("the socket counted drops: {st:?}"))?;
@@ -676,7 +676,7 @@ fn metadata_copy(bed: &Testbed, mode: Mode, multi_buffer: bool) -> Check {
     let (n, len) =
         if multi_buffer { (xsk::DEFAULT_PKT_CNT / 4, 5000) } else { (xsk::DEFAULT_PKT_CNT, xsk::MIN_PKT_SIZE) };
     let pkts = packets(bed, n, len, 1);
-    let t = transfer(&mut tx, &mut rx, &pkts, n, Wait::default());
+    let t = transfer(&mut tx, &mut rx, &pkts, n, Wait::default())?;
     same_packets(&t.received, &pkts)?;
     for (i, r) in t.received.iter().enumerate() {
         let count = r.meta.get(..8).map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")));
@@ -727,7 +727,7 @@ fn adjust_tail(bed: &Testbed, mode: Mode, count: usize, len: usize, by: i32, mul
                 w
             })
             .collect();
-        let t = transfer(&mut tx, &mut rx, &pkts, count, Wait::default());
+        let t = transfer(&mut tx, &mut rx, &pkts, count, Wait::default())?;
         let err = prog.adjust_error()?;
         if err == -libc::EOPNOTSUPP && by > 0 {
             return Ok(Err(format!(
@@ -861,7 +861,7 @@ fn xdp_prog_cleanup(bed: &Testbed, mode: Mode) -> Outcome {
         let sc = socket_config(mode);
         let Sides { prog, mut rx, mut tx } = sides(bed, mode.xdp, &umem_config(), sc.clone(), sc.clone())?;
         let first = packets(bed, 256, xsk::MIN_PKT_SIZE, 1);
-        let t = transfer(&mut tx, &mut rx, &first, first.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx, &first, first.len(), Wait::default())?;
         same_packets(&t.received, &first).map_err(|e| format!("first socket: {e}"))?;
         drop(rx);
         let mut rx2 = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), sc)?;
@@ -870,13 +870,13 @@ fn xdp_prog_cleanup(bed: &Testbed, mode: Mode) -> Outcome {
         let no_ports = || udp_no_ports(bed.ns_b());
         let before = no_ports()?;
         let gap = packets(bed, 64, xsk::MIN_PKT_SIZE, 2);
-        let t = transfer(&mut tx, &mut rx2, &gap, 0, Wait::default());
+        let t = transfer(&mut tx, &mut rx2, &gap, 0, Wait::default())?;
         ensure(t.received.is_empty(), || format!("{} frames reached a socket not in the map", t.received.len()))?;
         let passed = no_ports()? - before;
         ensure(passed == 64, || format!("{passed} of 64 frames reached b's stack (Udp NoPorts) with the slot empty"))?;
         prog.prog.insert(0, rx2.sock.as_raw_fd()).map_err(|e| e.to_string())?;
         let second = packets(bed, 256, xsk::MIN_PKT_SIZE, 3);
-        let t = transfer(&mut tx, &mut rx2, &second, second.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx2, &second, second.len(), Wait::default())?;
         same_packets(&t.received, &second).map_err(|e| format!("second socket: {e}"))?;
         let ifindex = rx2.sock.ifindex();
         drop(prog);
@@ -920,7 +920,7 @@ fn too_many_frags(bed: &Testbed, mode: Mode) -> Outcome {
         }
         let want = vec![p[0].clone(), p[1].clone(), p[3].clone()];
         let none: Vec<Vec<u8>> = Vec::new();
-        let t = transfer(&mut tx, &mut rx, &none, want.len(), Wait::default());
+        let t = transfer(&mut tx, &mut rx, &none, want.len(), Wait::default())?;
         same_packets(&t.received, &want)?;
         let st = tx.stats()?;
         ensure(st.tx_invalid_descs == (frags + 1) as u64, || {
@@ -956,7 +956,7 @@ fn tx_queue_consumer(bed: &Testbed, mode: Mode) -> Outcome {
         })?;
         xsk::wake_tx(&tx);
         let none: Vec<Vec<u8>> = Vec::new();
-        let t = transfer(&mut tx, &mut rx, &none, 33, Wait::default());
+        let t = transfer(&mut tx, &mut rx, &none, 33, Wait::default())?;
         same_packets(&t.received, &pkts)?;
         Ok("one sendto took 32 of 33 descriptors, the next the last; 33 arrived".into())
     })())

@@ -633,19 +633,19 @@ pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> Result<i16, String> {
 /// Sends `pkts` from `tx` and receives on `rx` until `expect` packets arrived or nothing moved
 /// for [`STALL`].
 ///
-/// # Panics
+/// # Errors
 ///
-/// Never: whole packets are always sendable.
-pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Transfer {
+/// A poll result that is not what the kernel must answer ([`poll_tx_step`], [`rx_step`]).
+pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Result<Transfer, String> {
     let items: Vec<TxItem> = pkts.iter().cloned().map(TxItem::Packet).collect();
-    transfer_items(tx, rx, &items, expect, wait).expect("plain packets are always sendable")
+    transfer_items(tx, rx, &items, expect, wait)
 }
 
 /// [`transfer`] of a crafted stream ([`Port::send_items`]).
 ///
 /// # Errors
 ///
-/// As [`Port::send_items`].
+/// As [`Port::send_items`], [`poll_tx_step`] and [`rx_step`].
 pub fn transfer_items(
     tx: &mut Port,
     rx: &mut Port,
