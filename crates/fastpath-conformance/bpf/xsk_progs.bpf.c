@@ -22,6 +22,8 @@ __u64 seen = 0;
 __u64 meta_count = 0;
 /* Bytes xsk_adjust_tail adds to each frame (negative: removes); set before load. */
 const volatile int adjust_by = 0;
+/* The last error bpf_xdp_adjust_tail returned to xsk_adjust_tail (0: none). */
+int adjust_err = 0;
 
 /* XDP_METADATA_COPY: a 32-byte metadata area in front of the packet, its first 8 bytes the
  * frame's arrival count (from 0), read back by user space at the frame's address - 32. */
@@ -58,15 +60,19 @@ int xsk_meta(struct xdp_md *ctx)
 	return bpf_redirect_map(&xsks, 0, XDP_DROP);
 }
 
-/* XDP_ADJUST_TAIL_SHRINK: every frame changes length by adjust_by; one whose new length is
- * not the old one + adjust_by is dropped. */
+/* XDP_ADJUST_TAIL_SHRINK and _GROW: every frame changes length by adjust_by; one the helper
+ * refuses is dropped, its error kept in adjust_err (-EOPNOTSUPP: this driver or generic XDP
+ * cannot grow it), one whose new length is not the old one + adjust_by is dropped. */
 SEC("xdp.frags")
 int xsk_adjust_tail(struct xdp_md *ctx)
 {
 	__u32 len = bpf_xdp_get_buff_len(ctx);
+	int err = bpf_xdp_adjust_tail(ctx, adjust_by);
 
-	if (bpf_xdp_adjust_tail(ctx, adjust_by))
+	if (err) {
+		adjust_err = err;
 		return XDP_DROP;
+	}
 	if (bpf_xdp_get_buff_len(ctx) != len + adjust_by)
 		return XDP_DROP;
 	return bpf_redirect_map(&xsks, 0, XDP_DROP);

@@ -11,7 +11,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fastpath::bpf::{AttachOpts, Attached, XdpMode, XskRedirect, XskRedirectOpts};
+use fastpath::bpf::{AttachOpts, Attached, AttachedMode, XdpMode, XskRedirect, XskRedirectOpts};
 use fastpath::netdev::Iface;
 use fastpath::packet::{self, Payload, UdpFrameSpec};
 use fastpath::xsk::{Frame, SocketConfig, Umem, UmemConfig, XdpDesc, XskSocket, XskStats};
@@ -485,29 +485,60 @@ pub enum TxItem {
     Raw(XdpDesc),
 }
 
-/// Attaches `xsk_redirect` (native, as on veth) to `iface` in `ns`, frags-aware if asked.
+/// Attaches `xsk_redirect` to `iface` in `ns` in attach mode `xdp`, frags-aware if asked.
 ///
 /// # Errors
 ///
-/// Loading or attaching, as text.
-pub fn redirect(ns: &str, iface: &str, frags: bool) -> Result<Attached<XskRedirect>, String> {
-    redirect_with(ns, iface, XskRedirectOpts { socks_per_queue: 1, frags })
+/// Loading or attaching, as text; or the kernel reporting the program in another mode
+/// ([`check_attached`]).
+pub fn redirect(ns: &str, iface: &str, frags: bool, xdp: XdpMode) -> Result<Attached<XskRedirect>, String> {
+    redirect_with(ns, iface, XskRedirectOpts { socks_per_queue: 1, frags }, xdp)
 }
 
 /// [`redirect`] with every load option.
 ///
 /// # Errors
 ///
-/// Loading or attaching, as text.
-pub fn redirect_with(ns: &str, iface: &str, opts: XskRedirectOpts) -> Result<Attached<XskRedirect>, String> {
+/// As [`redirect`].
+pub fn redirect_with(
+    ns: &str,
+    iface: &str,
+    opts: XskRedirectOpts,
+    xdp: XdpMode,
+) -> Result<Attached<XskRedirect>, String> {
     let iface = iface.to_string();
     run_in_netns(ns, move || {
         let ifc = Iface::resolve(&iface).map_err(|e| e.to_string())?;
-        XskRedirect::load(opts)
-            .and_then(|l| l.attach(&ifc, AttachOpts::mode(Some(XdpMode::Native))))
-            .map_err(|e| format!("xsk_redirect: {e}"))
+        let a = XskRedirect::load(opts)
+            .and_then(|l| l.attach(&ifc, AttachOpts::mode(Some(xdp))))
+            .map_err(|e| format!("xsk_redirect: {e}"))?;
+        check_attached(&ifc, xdp)?;
+        Ok(a)
     })
     .map_err(|e| e.to_string())?
+}
+
+/// Checks, in the caller's namespace, that the kernel reports an XDP program on `ifc` in
+/// attach mode `want` (`bpf_xdp_query`: XDP_ATTACHED_SKB or XDP_ATTACHED_DRV): a scenario
+/// run in skb mode that ran in the driver would not be the kernel's skb run.
+///
+/// # Errors
+///
+/// No program, another mode, or the query's error, as text.
+pub fn check_attached(ifc: &Iface, want: XdpMode) -> Result<(), String> {
+    let expected = match want {
+        XdpMode::Skb => AttachedMode::Skb,
+        XdpMode::Native => AttachedMode::Drv,
+    };
+    match fastpath::bpf::query_xdp(ifc.ifindex()).map_err(|e| format!("bpf_xdp_query on {}: {e}", ifc.name()))? {
+        Some(p) if p.mode == expected => Ok(()),
+        got => Err(format!(
+            "asked for an XDP program in {} mode on {}, the kernel reports {:?}",
+            crate::xdp_name(want),
+            ifc.name(),
+            got.map(|p| p.mode)
+        )),
+    }
 }
 
 /// `count` packets of `len` bytes (IPv4/UDP from the bed's a side to its b side), payload
@@ -575,34 +606,46 @@ pub fn wake_tx(port: &Port) {
     unsafe { libc::sendto(port.sock.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT, std::ptr::null(), 0) };
 }
 
-/// `poll` on one fd for `events`, `timeout_ms`; the revents (0 on timeout).
-pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> i16 {
-    let mut p = libc::pollfd { fd, events, revents: 0 };
-    // SAFETY: one valid pollfd, count 1.
-    let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
-    if r > 0 {
-        p.revents
-    } else {
-        0
+/// `poll` on one fd for `events`, `timeout_ms`: `Ok(0)` on a timeout, else `Ok(revents)`
+/// (never 0: poll counts the fds with events).
+///
+/// # Errors
+///
+/// poll failing (its errno, as text); EINTR is retried.
+pub fn poll_fd(fd: i32, events: i16, timeout_ms: i32) -> Result<i16, String> {
+    loop {
+        let mut p = libc::pollfd { fd, events, revents: 0 };
+        // SAFETY: one valid pollfd, count 1.
+        let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
+        if r > 0 {
+            return Ok(p.revents);
+        }
+        if r == 0 {
+            return Ok(0);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("poll(fd {fd}, events {events:#x}): {e}"));
+        }
     }
 }
 
 /// Sends `pkts` from `tx` and receives on `rx` until `expect` packets arrived or nothing moved
 /// for [`STALL`].
 ///
-/// # Panics
+/// # Errors
 ///
-/// Never: whole packets are always sendable.
-pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Transfer {
+/// A poll result that is not what the kernel must answer ([`poll_tx_step`], [`rx_step`]).
+pub fn transfer(tx: &mut Port, rx: &mut Port, pkts: &[Vec<u8>], expect: usize, wait: Wait) -> Result<Transfer, String> {
     let items: Vec<TxItem> = pkts.iter().cloned().map(TxItem::Packet).collect();
-    transfer_items(tx, rx, &items, expect, wait).expect("plain packets are always sendable")
+    transfer_items(tx, rx, &items, expect, wait)
 }
 
 /// [`transfer`] of a crafted stream ([`Port::send_items`]).
 ///
 /// # Errors
 ///
-/// As [`Port::send_items`].
+/// As [`Port::send_items`], [`poll_tx_step`] and [`rx_step`].
 pub fn transfer_items(
     tx: &mut Port,
     rx: &mut Port,
@@ -616,10 +659,7 @@ pub fn transfer_items(
     let mut last_rx = Instant::now();
     while t.received.len() < expect || t.sent < items.len() {
         let mut moved = 0;
-        if t.sent < items.len() {
-            if wait.poll_tx {
-                poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 10);
-            }
+        if t.sent < items.len() && !wait.poll_tx {
             let n = tx.send_items(&items[t.sent..])?;
             t.sent += n;
             moved += n;
@@ -632,23 +672,23 @@ pub fn transfer_items(
         let taken = t.sent.saturating_sub(tx.sock.tx.pending() as usize);
         let raw_taken = items[..taken.min(items.len())].iter().filter(|i| matches!(i, TxItem::Raw(_))).count();
         let in_flight = taken.saturating_sub(t.received.len() + raw_taken);
-        if in_flight < IN_FLIGHT {
-            let _ = tx.sock.kick_tx();
-        } else if last_rx.elapsed() > Duration::from_millis(1) {
-            // Frames the scenario drops on purpose never arrive either: one wake-up (a TX
-            // budget, 32) per quiet millisecond, so a stalled receiver cannot be flooded.
-            let _ = tx.sock.kick_tx();
+        // Frames the scenario drops on purpose never arrive either: one wake-up (a TX
+        // budget, 32) per quiet millisecond, so a stalled receiver cannot be flooded.
+        let wake = in_flight < IN_FLIGHT || last_rx.elapsed() > Duration::from_millis(1);
+        if wake && in_flight >= IN_FLIGHT {
             last_rx = Instant::now();
+        }
+        if wake && wait.poll_tx {
+            let n = poll_tx_step(tx, &items[t.sent..])?;
+            t.sent += n;
+            moved += n;
+        } else if wake {
+            let _ = tx.sock.kick_tx();
         }
         let c = tx.reap();
         t.completed += c;
         moved += c;
-        if wait.poll_rx {
-            poll_fd(rx.sock.as_raw_fd(), libc::POLLIN, 10);
-        } else {
-            rx.sock.kick_rx();
-        }
-        let r = rx.recv(&mut t.received);
+        let r = rx_step(rx, wait, &mut t.received)?;
         if r > 0 {
             last_rx = Instant::now();
         }
@@ -662,13 +702,84 @@ pub fn transfer_items(
     // Let the last completions (and anything unexpected) come.
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_millis(50) {
-        let _ = tx.sock.kick_tx();
+        if wait.poll_tx {
+            poll_tx_step(tx, &[])?;
+        } else {
+            let _ = tx.sock.kick_tx();
+        }
         t.completed += tx.reap();
-        rx.sock.kick_rx();
-        rx.recv(&mut t.received);
+        rx_step(rx, wait, &mut t.received)?;
         rx.fill(usize::MAX);
     }
     Ok(t)
+}
+
+/// Descriptors [`poll_tx_step`] puts on the TX ring after one POLLOUT (the kernel's
+/// DEFAULT_BATCH_SIZE).
+pub const POLL_TX_BATCH: usize = 64;
+
+/// The kernel's POLL_TX, one step: `poll(POLLOUT)`, which in copy mode also drives the
+/// transmission (xsk_poll calls xsk_generic_xmit while the TX ring wants a wake-up,
+/// net/xdp/xsk.c), must report POLLOUT and nothing else: the ring is kept at most half full,
+/// the kernel's bound for writable (xsk_tx_writeable); then up to [`POLL_TX_BATCH`]
+/// descriptors of `items` go on the ring, as many as keep it within that bound. Returns how
+/// many items went.
+///
+/// # Errors
+///
+/// poll failing, timing out (1 s, the kernel's POLL_TMOUT) or reporting anything but POLLOUT;
+/// [`Port::send_items`]'s.
+pub fn poll_tx_step(tx: &mut Port, items: &[TxItem]) -> Result<usize, String> {
+    let size = tx.sock.tx.size() as usize;
+    let pending = tx.sock.tx.pending() as usize;
+    let r = poll_fd(tx.sock.as_raw_fd(), libc::POLLOUT, 1000)?;
+    if r != libc::POLLOUT {
+        return Err(format!(
+            "poll(POLLOUT) returned revents {r:#x} (expected POLLOUT {:#x}; 0 is a 1 s timeout) with {pending} of {size} descriptors on the TX ring",
+            libc::POLLOUT
+        ));
+    }
+    let fs = tx.umem.frame_size() as usize;
+    let mut room = (size / 2).saturating_sub(tx.sock.tx.pending() as usize).min(POLL_TX_BATCH);
+    let mut k = 0;
+    for item in items {
+        let descs = match item {
+            TxItem::Packet(p) => p.len().div_ceil(fs).max(1),
+            TxItem::At { .. } | TxItem::Raw(_) => 1,
+        };
+        if descs > room {
+            break;
+        }
+        room -= descs;
+        k += 1;
+    }
+    tx.send_items(&items[..k])
+}
+
+/// One receive step of `rx` into `out`; returns how many packets. With `wait.poll_rx` the
+/// kernel's POLL_RX: `poll(POLLIN)` (10 ms) and the RX ring read only when it reported POLLIN,
+/// which it must not report over an empty ring; else a wake-up and a read.
+///
+/// # Errors
+///
+/// poll failing, reporting anything but POLLIN, or POLLIN over an empty RX ring.
+pub fn rx_step(rx: &mut Port, wait: Wait, out: &mut Vec<Received>) -> Result<usize, String> {
+    if !wait.poll_rx {
+        rx.sock.kick_rx();
+        return Ok(rx.recv(out));
+    }
+    let r = poll_fd(rx.sock.as_raw_fd(), libc::POLLIN, 10)?;
+    if r == 0 {
+        return Ok(0);
+    }
+    if r != libc::POLLIN {
+        return Err(format!("poll(POLLIN) returned revents {r:#x} (expected POLLIN {:#x} or a timeout)", libc::POLLIN));
+    }
+    let n = rx.recv(out);
+    if n == 0 {
+        return Err("poll(POLLIN) reported POLLIN, the RX ring held no packet".into());
+    }
+    Ok(n)
 }
 
 /// Sends every packet of `pkts` from `tx` without reading `rx`'s RX ring (the scenarios that

@@ -1,12 +1,14 @@
-//! `make conformance`: every scenario of `fastpath_conformance::scenarios` in both modes on one
-//! 4-queue veth bed; one line per scenario and mode, then a summary. Exits 1 if any scenario
+//! `make conformance`: every scenario of `fastpath_conformance::scenarios` in the four modes
+//! the kernel's suite runs on veth (XDP in skb and in drv mode, each in softirq and busy-poll
+//! mode) on one 4-queue veth bed; one line per scenario and mode, then a summary per XDP mode
+//! and one for the whole run. Exits 1 if any scenario
 //! FAILs or is MISSING, or if the bed cannot be built (root is needed: in CI a test that
 //! cannot run fails). `CONFORMANCE=NAME[,NAME]` runs only those scenarios.
 
 use std::io::Write;
 use std::time::Instant;
 
-use fastpath_conformance::{scenarios, Mode, Outcome};
+use fastpath_conformance::{scenarios, xdp_name, Mode, Napi, Outcome};
 
 fn main() {
     let only: Option<Vec<String>> =
@@ -29,13 +31,14 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let (mut pass, mut fail, mut missing, mut not_here) = (0, 0, 0, 0);
+    // Per XDP mode (skb, drv): passed, failed, missing, not runnable here.
+    let mut counts = [[0usize; 4]; 2];
     for mode in Mode::ALL {
         // Busy-poll mode as the kernel's suite runs it: both veths defer their interrupts
         // (napi_defer_hard_irqs 2, gro_flush_timeout 200 µs) so that the sockets' busy
         // polling, not the softirq, drives the NAPI; put back afterwards.
-        let _napi = match mode {
-            Mode::BusyPoll => match fastpath_conformance::xsk::NapiDefer::set(&bed, 2, 200_000) {
+        let _napi = match mode.napi {
+            Napi::BusyPoll => match fastpath_conformance::xsk::NapiDefer::set(&bed, 2, 200_000) {
                 Ok(g) => Some(g),
                 Err(e) => {
                     eprintln!("conformance: busy-poll mode: {e}");
@@ -43,7 +46,7 @@ fn main() {
                     std::process::exit(1);
                 }
             },
-            Mode::Softirq => None,
+            Napi::Softirq => None,
         };
         for s in scenarios::all() {
             if only.as_ref().is_some_and(|o| !o.iter().any(|n| n == s.name)) {
@@ -62,22 +65,28 @@ fn main() {
                     Outcome::Fail(format!("panicked: {why}"))
                 });
             println!(
-                "{:<36} {:<9} {:<12} {} ({:.1} s)",
+                "{:<36} {:<3} {:<9} {:<12} {} ({:.1} s)",
                 s.name,
-                mode.name(),
+                xdp_name(mode.xdp),
+                mode.napi_name(),
                 o.word(),
                 o.detail(),
                 t0.elapsed().as_secs_f64()
             );
             let _ = std::io::stdout().flush();
-            match o {
-                Outcome::Pass(_) => pass += 1,
-                Outcome::Fail(_) => fail += 1,
-                Outcome::Missing(_) => missing += 1,
-                Outcome::NotHere(_) => not_here += 1,
-            }
+            let per_xdp = &mut counts[usize::from(mode.xdp == fastpath::bpf::XdpMode::Native)];
+            per_xdp[match o {
+                Outcome::Pass(_) => 0,
+                Outcome::Fail(_) => 1,
+                Outcome::Missing(_) => 2,
+                Outcome::NotHere(_) => 3,
+            }] += 1;
         }
     }
+    for (name, [p, f, m, n]) in ["skb", "drv"].iter().zip(counts) {
+        println!("conformance {name}: {p} passed, {f} failed, {m} missing in fastpath, {n} not runnable here");
+    }
+    let [pass, fail, missing, not_here] = [0, 1, 2, 3].map(|i| counts[0][i] + counts[1][i]);
     println!("conformance: {pass} passed, {fail} failed, {missing} missing in fastpath, {not_here} not runnable here");
     drop(bed);
     if fail + missing > 0 {
