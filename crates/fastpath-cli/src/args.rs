@@ -115,7 +115,9 @@ pub struct CaptureArgs {
     #[arg(long, value_enum, default_value_t = CaptureModeArg::Copy)]
     pub mode: CaptureModeArg,
     /// Start a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds this many bytes
-    /// (4096..).
+    /// (4096..). Every name the run may take is checked at the start, before anything is
+    /// attached: an existing FILE<N> is refused as FILE is (naming the first), unless
+    /// --overwrite, which replaces each when the capture reaches it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(4096..))]
     pub rotate_bytes: Option<u64>,
     /// Where the XDP program runs.
