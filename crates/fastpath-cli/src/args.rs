@@ -921,7 +921,9 @@ pub struct GenArgs {
     /// between its timestamps) unless --rate or --topspeed; one sending thread, on either
     /// engine. Runs until the last frame of the last --loop is sent (or --count frames,
     /// --duration if given, Ctrl-C). Longest frame: the MTU + 14, and with --engine xdp-live
-    /// one page (3408 bytes with 4 KiB pages).
+    /// one page (3408 bytes with 4 KiB pages). Files of up to 1 GiB; the file is read as a
+    /// stream and its frames held packed, less memory than the file's size (their bytes plus
+    /// 12 bytes each).
     #[arg(
         long,
         value_name = "FILE",
