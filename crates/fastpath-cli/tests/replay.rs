@@ -234,8 +234,7 @@ fn replay_round_trip_is_byte_identical_on_both_engines() {
     let want: Vec<Vec<u8>> = frames.iter().chain(frames.iter()).cloned().collect();
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
-        let (gs, got, _) =
-            round(&bed, &file, &out, want.len(), &["--engine", engine, "--loop", "2", "--topspeed", "--engine", "xsk"]);
+        let (gs, got, _) = round(&bed, &file, &out, want.len(), &["--engine", engine, "--loop", "2", "--topspeed"]);
         assert_eq!(n(&gs["sent"]), want.len() as u64, "{engine}: {gs}");
         assert_eq!(n(&gs["totals"]["tx_packets"]), want.len() as u64, "{engine}: {gs}");
         assert_eq!(gs["timing"], "topspeed", "{gs}");
@@ -401,8 +400,7 @@ fn replay_longest_live_frame() {
     write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 10);
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
-        let (gs, got, _) =
-            round(&bed, &file, &out, 10, &["--engine", engine, "--loop", "2", "--topspeed", "--engine", "xsk"]);
+        let (gs, got, _) = round(&bed, &file, &out, 10, &["--engine", engine, "--loop", "2", "--topspeed"]);
         assert_eq!(n(&gs["sent"]), 10, "{gs}");
         let want: Vec<Vec<u8>> = frames.iter().chain(frames.iter()).cloned().collect();
         assert_eq!(got, want, "{engine}");
@@ -614,7 +612,7 @@ fn replay_full_size_vlan_tagged_frames() {
     write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 10);
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
-        let (gs, got, _) = round(&bed, &file, &out, 3, &["--engine", engine, "--topspeed", "--engine", "xsk"]);
+        let (gs, got, _) = round(&bed, &file, &out, 3, &["--engine", engine, "--topspeed"]);
         assert_eq!(n(&gs["sent"]), 3, "{engine}: {gs}");
         assert_eq!(got, frames, "{engine}");
     }
