@@ -115,7 +115,9 @@ pub struct CaptureArgs {
     #[arg(long, value_enum, default_value_t = CaptureModeArg::Copy)]
     pub mode: CaptureModeArg,
     /// Start a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds this many bytes
-    /// (4096..).
+    /// (4096..). Every name the run may take is checked at the start, before anything is
+    /// attached: an existing FILE<N> is refused as FILE is (naming the first), unless
+    /// --overwrite, which replaces each when the capture reaches it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(4096..))]
     pub rotate_bytes: Option<u64>,
     /// Where the XDP program runs.
@@ -919,7 +921,9 @@ pub struct GenArgs {
     /// between its timestamps) unless --rate or --topspeed; one sending thread, on either
     /// engine. Runs until the last frame of the last --loop is sent (or --count frames,
     /// --duration if given, Ctrl-C). Longest frame: the MTU + 14, and with --engine xdp-live
-    /// one page (3408 bytes with 4 KiB pages).
+    /// one page (3408 bytes with 4 KiB pages). Files of up to 1 GiB; the file is read as a
+    /// stream and its frames held packed, less memory than the file's size (their bytes plus
+    /// 12 bytes each).
     #[arg(
         long,
         value_name = "FILE",

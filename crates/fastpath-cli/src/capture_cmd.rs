@@ -18,7 +18,8 @@
 //! frames received (isb_ifrecv), frames the capture lost (isb_ifdrop: ring buffer full in copy
 //! mode; AF_XDP rx_dropped + rx_ring_full in divert mode) and frames written (isb_usrdeliv).
 //! `--rotate-bytes N` starts a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds
-//! N bytes; each is a whole pcapng section with its own statistics. `-w -` writes to stdout.
+//! N bytes; each is a whole pcapng section with its own statistics. Every name the run may take
+//! is checked before anything is attached (see [`check_output`]). `-w -` writes to stdout.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -289,7 +290,14 @@ fn check_options(a: &CaptureArgs) -> CliResult<()> {
 }
 
 /// The output is checked before anything is attached: a path that cannot be written is refused
-/// with nothing done.
+/// with nothing done. With `--rotate-bytes` that covers every name the run may take (FILE, then
+/// FILE1, FILE2, ...: FILE followed by a number from 1, as tcpdump -C names them): the first
+/// existing one is refused as FILE itself is (exit 2, unless `--overwrite`, and never a symbolic
+/// link, directory, FIFO or device), so that a capture cannot stop partway at a file left by an
+/// earlier run. Refusing rather than taking the next free names keeps FILE, FILE1, ... one run's
+/// files in order, as an operator reading them with tcpdump -r or mergecap expects. With
+/// `--overwrite`, a note on stderr names the existing ones: each is replaced when the capture
+/// reaches it, and any it does not reach is left as it is.
 fn check_output(a: &CaptureArgs) -> CliResult<()> {
     let dir_ok = a.write == "-"
         || std::path::Path::new(&a.write).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
@@ -298,6 +306,63 @@ fn check_output(a: &CaptureArgs) -> CliResult<()> {
     }
     if a.write != "-" {
         crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
+        if a.rotate_bytes.is_some() {
+            check_rotation_names(a)?;
+        }
+    }
+    Ok(())
+}
+
+/// The existing rotation names of `-w FILE` (FILE1, FILE2, ...: FILE then a decimal number from
+/// 1 without leading zeros), lowest number first. Errors: environment, if FILE's directory
+/// cannot be listed.
+fn rotation_names(file: &str) -> CliResult<Vec<(u64, std::path::PathBuf)>> {
+    let path = std::path::Path::new(file);
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let Some(base) = path.file_name().and_then(|b| b.to_str()) else {
+        return Ok(Vec::new());
+    };
+    let listing = std::fs::read_dir(dir).map_err(|e| env(anyhow!("-w {file}: its directory cannot be listed: {e}")))?;
+    let mut found = Vec::new();
+    for entry in listing {
+        let entry = entry.map_err(|e| env(anyhow!("-w {file}: its directory cannot be listed: {e}")))?;
+        let name = entry.file_name();
+        let Some(k) = name.to_str().and_then(|n| n.strip_prefix(base)) else { continue };
+        if k.starts_with(|c: char| c.is_ascii_digit() && c != '0') && k.bytes().all(|c| c.is_ascii_digit()) {
+            // A number past u64 is a name no run reaches.
+            if let Ok(k) = k.parse::<u64>() {
+                found.push((k, dir.join(name)));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// `--rotate-bytes`: every existing name the run may take refused as `-w FILE` itself is, the
+/// first (lowest number) named; with `--overwrite`, the replaceable ones named in a note.
+fn check_rotation_names(a: &CaptureArgs) -> CliResult<()> {
+    let existing = rotation_names(&a.write)?;
+    for (k, p) in &existing {
+        crate::outfile::check(p, a.overwrite, "-w").map_err(|e| {
+            usage(anyhow!(
+                "{e} (it would be file {} of --rotate-bytes: {w}, {w}1, {w}2, ...; remove the earlier run's files or name another -w)",
+                k + 1,
+                w = a.write
+            ))
+        })?;
+    }
+    if let (Some((_, first)), Some((_, last))) = (existing.first(), existing.last()) {
+        eprintln!(
+            "fastpath capture: --overwrite: {} rotation files of -w {} exist ({} .. {}); each is replaced when the capture reaches it, the rest are left as they are",
+            existing.len(),
+            a.write,
+            first.display(),
+            last.display()
+        );
     }
     Ok(())
 }

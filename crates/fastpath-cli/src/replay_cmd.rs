@@ -151,7 +151,8 @@ pub fn run(g: &GenArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let iface = Iface::resolve(&g.xsk.iface)?;
     check_lengths(g, &cap, &iface)?;
     let (timing, total, timing_name) = plan(g, cap.frames.len());
-    let at_ns = replay::relative_times(&cap.ts_ns);
+    let mut at_ns = cap.ts_ns;
+    replay::make_relative(&mut at_ns);
     let mut extra = serde_json::Map::new();
     extra.insert("pcap".into(), json!(file.to_string_lossy()));
     extra.insert("pcap_format".into(), json!(cap.format));
@@ -170,7 +171,7 @@ struct Job {
     timing: ReplayTiming,
     total: Option<u64>,
     at_ns: Vec<u64>,
-    frames: Vec<Vec<u8>>,
+    frames: fastpath::replay::PackedFrames,
 }
 
 /// `--engine xsk`: an AF_XDP socket on -q, its TX ring fed the file's frames.
@@ -205,9 +206,8 @@ fn run_xsk(
         let batch = g.xsk.batch_size as usize;
         fastpath::workers::spawn_pinned("gen-replay".into(), g.xsk.cpu, move || {
             let _done = crate::bench_cmd::SetOnDrop(d);
-            let refs: Vec<&[u8]> = job.frames.iter().map(Vec::as_slice).collect();
             let sched = Schedule { at_ns: &job.at_ns, timing: job.timing, total: job.total };
-            replay::replay_port(&mut port, &refs, &sched, batch, &c, &s)
+            replay::replay_port(&mut port, &job.frames, &sched, batch, &c, &s)
         })
     });
     let never = AtomicBool::new(false);
@@ -251,7 +251,7 @@ fn run_live(
     mut extra: serde_json::Map<String, Value>,
 ) -> CliResult<()> {
     let dev = iface.dev();
-    let frames: Vec<(u64, &[u8])> = job.at_ns.iter().copied().zip(job.frames.iter().map(Vec::as_slice)).collect();
+    let frames: Vec<(u64, &[u8])> = job.at_ns.iter().copied().zip(job.frames.iter()).collect();
     let rp = Arc::new(XdpReplay::load(dev.ifindex, &frames)?);
     let cpu = g.xsk.cpu.unwrap_or(0);
     let path = json!({"iface": g.xsk.iface, "queue": 0, "driver": dev.driver().unwrap_or_default(), "engine": "xdp-live", "threads": 1, "cpu": cpu});

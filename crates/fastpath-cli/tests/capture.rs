@@ -409,10 +409,20 @@ fn output_files_are_new_private_and_never_followed() {
     assert_ne!(std::fs::read(&f).unwrap(), b"old");
     assert_eq!(mode(&f), 0o600);
     assert_eq!(tshark_count(&fs).0, 0, "the replacing capture is a valid, empty pcapng file");
-    // Rotation: the second file's name is a planted symlink.
+    // Rotation: the second file's name is a planted symlink. Planted before the start, it is
+    // refused then (with --overwrite too), nothing attached and no file made; planted once the
+    // capture runs, the rotation stops there with an error instead of following it.
     let rot = dir.join("rot.pcapng");
     let rs = rot.to_string_lossy().into_owned();
     std::os::unix::fs::symlink(&victim, format!("{rs}1")).unwrap();
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let args = ["capture", "--netns", ns, "-i", i, "-w", &rs, "--rotate-bytes", "65536", "--duration", "1"];
+        let o = run(&[&args[..], extra].concat());
+        assert_one_line_refusal("planted rotation symlink", &o, 2, &[&format!("{rs}1"), "symbolic link"]);
+        assert!(!rot.exists(), "a refused capture made {rs}");
+        assert!(attached(ns, i).is_none());
+    }
+    std::fs::remove_file(format!("{rs}1")).unwrap();
     let cap = Running::start(&[
         "capture",
         "--netns",
@@ -429,6 +439,7 @@ fn output_files_are_new_private_and_never_followed() {
         "--duration",
         "30",
     ]);
+    std::os::unix::fs::symlink(&victim, format!("{rs}1")).unwrap();
     let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
     assert!(g.status.success());
     let mut child = cap.into_child();
@@ -456,6 +467,59 @@ fn output_files_are_new_private_and_never_followed() {
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     assert_eq!(std::fs::read_to_string(&other).unwrap(), "keep");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--rotate-bytes`: every name the run may take is checked at the start. A FILE2 left by an
+/// earlier run (FILE1 absent) is refused before anything is attached, naming it, with no file
+/// made; names that are not rotation names (FILE02, FILE.bak, FILE1x) do not matter. With
+/// --overwrite the run goes ahead, a note names FILE2, and the capture replaces it on reaching
+/// it. (Before: the capture started, wrote FILE and FILE1, then stopped with exit 5 at FILE2.)
+#[test]
+fn rotation_names_are_checked_before_anything_is_attached() {
+    if !privileged("rotation_names_are_checked_before_anything_is_attached") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap6-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rot = dir.join("rot.pcapng");
+    let rs = rot.to_string_lossy().into_owned();
+    let old2 = format!("{rs}2");
+    std::fs::write(&old2, "old").unwrap();
+    for other in ["02", ".bak", "1x"] {
+        std::fs::write(format!("{rs}{other}"), "other").unwrap();
+    }
+    let args = ["capture", "--netns", ns, "-i", i, "-w", &rs, "--rotate-bytes", "65536", "--duration", "20"];
+    let t = std::time::Instant::now();
+    let o = run(&args);
+    assert_one_line_refusal("existing FILE2", &o, 2, &[&old2, "exists", "--overwrite", "file 3"]);
+    assert!(t.elapsed() < Duration::from_secs(5), "refused only after capturing");
+    assert!(!rot.exists(), "a refused capture made {rs}");
+    assert!(!std::path::Path::new(&format!("{rs}1")).exists());
+    assert!(attached(ns, i).is_none());
+    assert_eq!(std::fs::read_to_string(&old2).unwrap(), "old");
+    // --overwrite: FILE2 is named, then replaced when the capture reaches it.
+    let err = dir.join("capture.stderr");
+    let mut c = fastpath();
+    c.args([&args[..], &["--overwrite", "--count", "3000", "--json"]].concat())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let cap = Running::start_cmd(c);
+    let g = gen_xsk(&bed, &["--count", "3000", "--rate", "50000", "--duration", "30"]);
+    assert!(g.status.success());
+    let (s, st) = cap.finish();
+    let note = std::fs::read_to_string(&err).unwrap();
+    assert!(st.success(), "{s} {note}");
+    assert!(note.contains(&old2) && note.contains("replaced when the capture reaches it"), "{note}");
+    let files: Vec<&str> = s["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    assert!(files.len() >= 3 && files[2] == old2, "{files:?}");
+    assert!(tshark_count(&old2).0 > 0, "FILE2 now holds this run's frames");
+    for other in ["02", ".bak", "1x"] {
+        assert_eq!(std::fs::read_to_string(format!("{rs}{other}")).unwrap(), "other");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -13,16 +13,16 @@ use fastpath_conformance::{scenarios, xdp_name, Mode, Napi, Outcome};
 fn main() {
     let only: Option<Vec<String>> =
         std::env::var("CONFORMANCE").ok().map(|s| s.split(',').map(|n| n.trim().to_uppercase()).collect());
-    // As every privileged test of the project: without root it fails under CI=true and skips,
-    // loudly, elsewhere (docs/ARCHITECTURE.md §8).
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            eprintln!("conformance: needs root (CI=true: a test that cannot run fails)");
+    // As every privileged test of the project (fastpath_testbed::gate): without root it fails,
+    // or skips loudly when FASTPATH_TEST_UNPRIVILEGED=1 asks for the unprivileged subset
+    // (never under CI=true; docs/ARCHITECTURE.md §8).
+    match fastpath_testbed::gate::skip_or_fail("conformance", (!fastpath_testbed::gate::is_root()).then_some("root")) {
+        Ok(true) => {}
+        Ok(false) => return,
+        Err(m) => {
+            eprintln!("{m}");
             std::process::exit(1);
         }
-        eprintln!("conformance: SKIPPED, needs root");
-        return;
     }
     let bed = match fastpath_conformance::xsk::bed() {
         Ok(b) => b,

@@ -35,6 +35,7 @@ mod bed;
 mod cmd;
 mod error;
 mod fwd;
+pub mod gate;
 mod name;
 mod netns;
 

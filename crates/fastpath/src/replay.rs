@@ -72,16 +72,80 @@ impl Schedule<'_> {
 /// goes right after its predecessor, as tcpreplay does with a clock that stepped back). The
 /// sum saturates at `u64::MAX` ns (584 years).
 pub fn relative_times(timestamps_ns: &[u64]) -> Vec<u64> {
-    let mut at = Vec::with_capacity(timestamps_ns.len());
-    let mut t = 0u64;
-    for w in timestamps_ns.windows(2) {
-        at.push(t);
-        t = t.saturating_add(w[1].saturating_sub(w[0]));
-    }
-    if !timestamps_ns.is_empty() {
-        at.push(t);
-    }
+    let mut at = timestamps_ns.to_vec();
+    make_relative(&mut at);
     at
+}
+
+/// [`relative_times`] in place: no second array of 8 bytes a frame.
+pub fn make_relative(timestamps_ns: &mut [u64]) {
+    let mut prev = timestamps_ns.first().copied().unwrap_or(0);
+    let mut t = 0u64;
+    for x in timestamps_ns.iter_mut() {
+        t = t.saturating_add(x.saturating_sub(prev));
+        prev = *x;
+        *x = t;
+    }
+}
+
+/// Frames packed end to end in one buffer, with the offset each one ends at: what a replay
+/// holds, the frames' bytes plus 4 bytes a frame (rather than an allocation per frame, which
+/// costs 24 bytes of `Vec` and the allocator's rounding for each). At most `u32::MAX` bytes in
+/// all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PackedFrames {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+/// [`PackedFrames::push`] past `u32::MAX` bytes in all: the frame was not added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("frames of more than {} bytes in all cannot be packed", u32::MAX)]
+pub struct PackedFramesFull;
+
+impl PackedFrames {
+    /// Appends `frame`.
+    ///
+    /// # Errors
+    ///
+    /// [`PackedFramesFull`] past `u32::MAX` bytes in all (nothing added).
+    pub fn push(&mut self, frame: &[u8]) -> Result<(), PackedFramesFull> {
+        let end = u32::try_from(self.bytes.len() + frame.len()).map_err(|_| PackedFramesFull)?;
+        self.bytes.extend_from_slice(frame);
+        self.ends.push(end);
+        Ok(())
+    }
+
+    /// The number of frames.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there is no frame.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The frames' bytes in all.
+    pub fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Frame `i` (from 0).
+    ///
+    /// # Panics
+    ///
+    /// If `i >= len()`.
+    #[inline]
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[start..self.ends[i] as usize]
+    }
+
+    /// The frames in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.get(i))
+    }
 }
 
 /// Sends `frames` (whole Ethernet frames; `sched` says when and how many) out of `port`, in
@@ -103,7 +167,7 @@ pub fn relative_times(timestamps_ns: &[u64]) -> Vec<u64> {
 /// If `frames` is empty or its length differs from `sched.at_ns`'s.
 pub fn replay_port<P: Port>(
     port: &mut P,
-    frames: &[&[u8]],
+    frames: &PackedFrames,
     sched: &Schedule<'_>,
     batch_size: usize,
     counters: &Counters,
@@ -130,7 +194,7 @@ pub fn replay_port<P: Port>(
         let now = start.elapsed().as_nanos() as u64;
         let mut m = 0;
         while m < batch && !sched.finished(k + m as u64) && sched.due_ns(k + m as u64) <= now {
-            refs[m] = frames[((k + m as u64) % n) as usize];
+            refs[m] = frames.get(((k + m as u64) % n) as usize);
             m += 1;
         }
         if m == 0 {
@@ -379,6 +443,21 @@ mod tests {
         assert_eq!(at[7], 4 * big);
         assert_eq!(at[11], u64::MAX, "saturated");
         assert!(at.windows(2).all(|w| w[0] <= w[1]), "non-decreasing: {at:?}");
+    }
+
+    #[test]
+    fn packed_frames_in_order() {
+        let mut f = PackedFrames::default();
+        assert!(f.is_empty());
+        for fr in [&[1u8, 2, 3][..], &[], &[4; 60]] {
+            f.push(fr).unwrap();
+        }
+        assert_eq!(f.len(), 3);
+        assert_eq!(f.bytes_len(), 63);
+        assert_eq!(f.iter().collect::<Vec<_>>(), vec![&[1u8, 2, 3][..], &[], &[4; 60]]);
+        let mut ts = [100, 300, 250, 400];
+        make_relative(&mut ts);
+        assert_eq!(ts, [0, 200, 200, 350]);
     }
 
     #[test]

@@ -56,13 +56,7 @@ fn compiled_tables_agree_with_reference() {
 /// FASTPATH_SEED=n to vary).
 #[test]
 fn bpf_agrees_with_reference() {
-    if fastpath::features::euid() != 0 {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "bpf_agrees_with_reference needs root and CI forbids skipping"
-        );
-        eprintln!("SKIPPED bpf_agrees_with_reference: needs root");
+    if !fastpath_testbed::gate::privileged("bpf_agrees_with_reference") {
         return;
     }
     let seed = std::env::var("FASTPATH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_0002u64);
@@ -208,9 +202,7 @@ fn icmp_echo(payload_bytes: usize) -> Vec<u8> {
 /// IPv4 AH is walked. Each frame is named with the verdict the reference must give too.
 #[test]
 fn multi_buffer_frames_and_ipv4_ah_are_judged_whole() {
-    if fastpath::features::euid() != 0 {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "needs root and CI forbids skipping");
-        eprintln!("SKIPPED multi_buffer_frames_and_ipv4_ah_are_judged_whole: needs root");
+    if !fastpath_testbed::gate::privileged("multi_buffer_frames_and_ipv4_ah_are_judged_whole") {
         return;
     }
     let rules = r#"

@@ -333,12 +333,7 @@ fn check(rules: &str, fixtures: Vec<F>) {
 }
 
 fn root_or_skip(name: &str) -> bool {
-    if fastpath::features::euid() != 0 {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{name} needs root and CI forbids skipping");
-        eprintln!("SKIPPED {name}: needs root");
-        return false;
-    }
-    true
+    fastpath_testbed::gate::privileged(name)
 }
 
 #[test]

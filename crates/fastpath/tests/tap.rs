@@ -89,7 +89,8 @@ impl Backend for TapUringPort {
 
 // ---------------------------------------------------------------- privileges, namespaces
 
-/// True if the test can run; otherwise fails in CI and skips loudly elsewhere.
+/// True if the test can run; otherwise it fails, or skips loudly when the unprivileged subset
+/// is asked for (fastpath_testbed::gate).
 fn privileged(test: &str) -> bool {
     let missing = if fastpath::features::euid() != 0 {
         Some("root (CAP_NET_ADMIN, CAP_SYS_ADMIN for setns)")
@@ -100,14 +101,7 @@ fn privileged(test: &str) -> bool {
     } else {
         None
     };
-    match missing {
-        None => true,
-        Some(what) => {
-            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{test} needs {what}; CI forbids skipping");
-            eprintln!("\n*** SKIPPED {test}: needs {what} ***\n");
-            false
-        }
-    }
+    fastpath_testbed::gate::can_run(test, missing)
 }
 
 /// Runs `ip` with `args`; panics with its stderr on failure.
