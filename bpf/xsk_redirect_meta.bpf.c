@@ -5,7 +5,8 @@
  * Documentation/networking/xdp-rx-metadata.rst), as struct fp_rx_meta (fastpath_abi.h) put
  * with bpf_xdp_adjust_meta right before the packet, where the AF_XDP socket's frame carries it
  * (copied in copy mode). A kfunc the driver does not implement, or that has nothing for this
- * frame, leaves its field out of `valid`.
+ * frame, leaves its field out of `valid`; what each kfunc returned is in `valid` too, as an
+ * errno (FP_RX_META_ERRNO_*), so a driver that has no answer is told from one that was not asked.
  * Device-bound (BPF_F_XDP_DEV_BOUND_ONLY with the interface at load, Linux >= 6.3; the VLAN
  * kfunc >= 6.8): it attaches to that interface only. Kernel: XSKMAP >= 4.18.
  */
@@ -41,6 +42,14 @@ struct {
 	__type(value, __u64);
 } no_room SEC(".maps");
 
+#define EOPNOTSUPP 95 /* include/uapi/asm-generic/errno.h */
+
+/* A kfunc's return as the positive errno in bits shift..shift+7 of fp_rx_meta.valid. */
+static __always_inline __u32 errno_bits(int err, int shift)
+{
+	return err < 0 ? ((__u32)-err & 0xff) << shift : 0;
+}
+
 SEC("xdp")
 int xsk_redirect_meta(struct xdp_md *ctx)
 {
@@ -52,14 +61,21 @@ int xsk_redirect_meta(struct xdp_md *ctx)
 	__u16 tci = 0;
 	__u32 valid = 0;
 	void *data;
+	int err;
 
-	if (!bpf_xdp_metadata_rx_timestamp(ctx, &ts) && ts)
+	err = bpf_xdp_metadata_rx_timestamp(ctx, &ts);
+	if (!err && ts)
 		valid |= FP_RX_META_TIMESTAMP;
-	if (!bpf_xdp_metadata_rx_hash(ctx, &hash, &type))
+	valid |= errno_bits(err, FP_RX_META_ERRNO_TIMESTAMP_SHIFT);
+	err = bpf_xdp_metadata_rx_hash(ctx, &hash, &type);
+	if (!err)
 		valid |= FP_RX_META_HASH;
-	if (bpf_ksym_exists(bpf_xdp_metadata_rx_vlan_tag) &&
-	    !bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci))
+	valid |= errno_bits(err, FP_RX_META_ERRNO_HASH_SHIFT);
+	err = bpf_ksym_exists(bpf_xdp_metadata_rx_vlan_tag) ?
+		bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) : -EOPNOTSUPP;
+	if (!err)
 		valid |= FP_RX_META_VLAN;
+	valid |= errno_bits(err, FP_RX_META_ERRNO_VLAN_SHIFT);
 
 	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*m))) {
 		__u64 *c = bpf_map_lookup_elem(&no_room, &zero);

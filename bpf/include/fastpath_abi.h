@@ -56,6 +56,13 @@ struct fp_payload {
 #define FP_RX_META_TIMESTAMP 1
 #define FP_RX_META_HASH      2
 #define FP_RX_META_VLAN      4
+/* Bits 8..15, 16..23 and 24..31 of `valid`: what the timestamp, hash and VLAN kfunc returned,
+ * as a positive errno: 0 the driver answered (a timestamp of 0 is still no timestamp), ENODATA
+ * (61) nothing for this frame, EOPNOTSUPP (95) the driver (or, for the VLAN tag, the kernel)
+ * does not implement it. */
+#define FP_RX_META_ERRNO_TIMESTAMP_SHIFT 8
+#define FP_RX_META_ERRNO_HASH_SHIFT      16
+#define FP_RX_META_ERRNO_VLAN_SHIFT      24
 
 struct fp_rx_meta {
 	__u64 rx_timestamp_ns;  /* the driver's RX timestamp (hardware clock), ns */
@@ -63,7 +70,7 @@ struct fp_rx_meta {
 	__u32 rx_hash_type;     /* enum xdp_rss_hash_type: L3/L4 bits (include/net/xdp.h) */
 	__u16 vlan_proto;       /* network order, e.g. 0x8100 */
 	__u16 vlan_tci;         /* host order: PCP 3 bits, DEI 1, VID 12 */
-	__u32 valid;            /* FP_RX_META_* */
+	__u32 valid;            /* FP_RX_META_* bits, each kfunc's errno (FP_RX_META_ERRNO_*) */
 };
 _Static_assert(sizeof(struct fp_rx_meta) == 24, "fp_rx_meta is 24 bytes");
 

@@ -168,6 +168,24 @@ fn a_peer_not_on_the_allow_list_gets_error_and_nothing_else() {
         "{log}"
     );
     assert!(!log.contains("/fd_ack"), "no descriptor went out: {log}");
+
+    // Root is no exception: a list without uid 0 refuses a root client too.
+    let sock = dir.path("xsk-root.sock");
+    let log = dir.path("server-root.log");
+    let server = serve(&bed, &sock, NOBODY, std::fs::File::create(&log).unwrap());
+    let mut root = fastpath_testbed::ns_command(bed.ns_b(), &bin());
+    root.args(["bench", "rxdrop", "-i", bed.iface_b(), "--xsk-handoff", &sock, "--frame-count", FRAMES]);
+    let o = root.args(["--duration", "2"]).output().unwrap();
+    assert_one_line_refusal("a root client not on the list", &o, 3, &[&sock, "/connect,", "\"/error\""]);
+    let (_, st) = server.terminate();
+    assert!(st.success());
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("refused uid 0 ") && l.contains(&format!("not in --xsk-handoff-allow {NOBODY}"))),
+        "{log}"
+    );
+    assert!(!log.contains("/fd_ack"), "no descriptor went to root: {log}");
 }
 
 #[test]

@@ -16,7 +16,11 @@
 mod common;
 
 use common::*;
-use fastpath::xsk::{TxCsum, TxMeta, Umem, UmemConfig, TX_META_LEN};
+use std::time::Duration;
+
+use fastpath::io::afxdp::AfXdpPort;
+use fastpath::io::Port;
+use fastpath::xsk::{CopyMode, SocketConfig, TxCsum, TxMeta, Umem, UmemConfig, XskConfig, TX_META_LEN};
 use fastpath_testbed::{Testbed, TestbedConfig};
 use serde_json::Value;
 
@@ -111,6 +115,58 @@ fn tx_timestamps_come_back_in_copy_mode_from_the_kernel() {
     assert_eq!(g["path"]["tx_meta"]["xsk_features"], serde_json::json!([]), "veth: none");
     assert!(g["path"]["notes"].to_string().contains("software"), "{}", g["path"]["notes"]);
     assert_eq!(n(&s["verify"]["corrupt"]), 0, "the timestamp overwrote the request, not the frame");
+}
+
+/// The timestamp a completion carries is the kernel's, taken when the frame left (the skb freed),
+/// not when the sender got round to reaping it: one frame sent, the completion reaped a second
+/// later, its timestamp within the send (up to a generous 300 ms for a loaded machine).
+#[test]
+fn tx_timestamp_is_when_the_frame_left_not_when_it_was_reaped() {
+    if !privileged("tx_timestamp_is_when_the_frame_left_not_when_it_was_reaped") {
+        return;
+    }
+    let _g = serial();
+    let bed = bed();
+    let (if_a, dst) = (bed.iface_a().to_string(), bed.mac_b());
+    let (sent0, sent1, reaped, t) = fastpath_testbed::run_in_netns(bed.ns_a(), move || {
+        let cfg = XskConfig {
+            umem: UmemConfig { tx_metadata_len: TX_META_LEN, ..Default::default() },
+            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
+        };
+        let iface = fastpath::netdev::Iface::resolve(&if_a).unwrap();
+        let mut port =
+            AfXdpPort::open(&iface, 0, &cfg, fastpath::bpf::AttachOpts::default()).unwrap_or_else(|e| panic!("{e}"));
+        let req = TxMeta { csum: None, timestamp: true, launch_time_ns: None };
+        port.set_tx_meta(Some(req), None).expect("TX metadata");
+        let spec = fastpath::packet::UdpFrameSpec {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: dst,
+            src_ip: std::net::Ipv4Addr::new(10, 99, 0, 1).into(),
+            dst_ip: std::net::Ipv4Addr::new(10, 99, 0, 2).into(),
+            src_port: 9000,
+            dst_port: 9,
+            frame_len: 64,
+        };
+        let mut frame = vec![0u8; 64];
+        fastpath::packet::build_udp_frame(&spec, &mut frame);
+        let sent0 = fastpath::stats::tai_ns();
+        assert_eq!(port.tx_burst(&[&frame]).expect("send"), 1);
+        let sent1 = fastpath::stats::tai_ns();
+        std::thread::sleep(Duration::from_secs(1));
+        // The completion is reaped by the next burst (nothing to send).
+        let reaped = fastpath::stats::tai_ns();
+        port.tx_burst(&[]).expect("reap");
+        (sent0, sent1, reaped, port.tx_timestamps())
+    })
+    .expect("netns");
+    assert_eq!((t.requested, t.returned), (1, 1), "{t:?}");
+    let ts = t.first_ns.expect("a timestamp");
+    assert!(
+        sent0 <= ts && ts <= sent1 + 300_000_000,
+        "the kernel's CLOCK_TAI when the frame left: sent in [{sent0}, {sent1}], stamped {ts}, \
+         reaped from {reaped} (+{} ms)",
+        ts.saturating_sub(sent1) / 1_000_000
+    );
 }
 
 #[test]

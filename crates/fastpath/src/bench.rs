@@ -161,6 +161,11 @@ pub struct RxMetaTally {
     pub distinct_hashes: u64,
     /// The first packet's metadata.
     pub first: Option<crate::xsk::RxMeta>,
+    /// What each kfunc returned, counted: serialized as
+    /// `{"timestamp"|"hash"|"vlan": {"answered", "no_data", "unsupported", "other": packets}}`
+    /// (errno 0, ENODATA, EOPNOTSUPP, anything else; [`crate::xsk::KfuncErrno`]).
+    #[serde(serialize_with = "kfunc_answers")]
+    pub answers: [[u64; 4]; 3],
     #[serde(skip)]
     hashes: std::collections::HashSet<u32>,
     #[serde(skip)]
@@ -180,6 +185,15 @@ impl RxMetaTally {
         self.frames += 1;
         self.with_timestamp += m.timestamp.is_some() as u64;
         self.with_vlan += m.vlan.is_some() as u64;
+        for (k, e) in [m.errno.timestamp, m.errno.hash, m.errno.vlan].into_iter().enumerate() {
+            let i = match e {
+                0 => 0,
+                crate::xsk::KfuncErrno::ENODATA => 1,
+                crate::xsk::KfuncErrno::EOPNOTSUPP => 2,
+                _ => 3,
+            };
+            self.answers[k][i] += 1;
+        }
         if let Some((h, t)) = m.hash {
             self.with_hash += 1;
             // A handful of types at most: a linear search, no allocation after the first of each.
@@ -206,6 +220,9 @@ impl RxMetaTally {
         self.with_timestamp += o.with_timestamp;
         self.with_hash += o.with_hash;
         self.with_vlan += o.with_vlan;
+        for (a, b) in self.answers.iter_mut().flatten().zip(o.answers.iter().flatten()) {
+            *a += b;
+        }
         for &(k, v) in &o.hash_types {
             match self.hash_types.iter_mut().find(|(t, _)| *t == k) {
                 Some((_, n)) => *n += v,
@@ -218,6 +235,16 @@ impl RxMetaTally {
             }
         }
     }
+}
+
+fn kfunc_answers<S: serde::Serializer>(a: &[[u64; 4]; 3], s: S) -> Result<S::Ok, S::Error> {
+    let outcome = |c: &[u64; 4]| {
+        let names = ["answered", "no_data", "unsupported", "other"];
+        names.iter().zip(c).map(|(n, v)| (*n, *v)).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let m: std::collections::BTreeMap<&str, _> =
+        ["timestamp", "hash", "vlan"].iter().zip(a).map(|(k, c)| (*k, outcome(c))).collect();
+    serde::Serialize::serialize(&m, s)
 }
 
 fn hash_type_names<S: serde::Serializer>(types: &[(u32, u64)], s: S) -> Result<S::Ok, S::Error> {

@@ -77,7 +77,7 @@ pub use ring::{
     CompBatch, CompRing, FillBatch, FillRing, RxBatch, RxRing, TxBatch, TxRing, XdpDesc, XDP_PKT_CONTD,
     XDP_RING_NEED_WAKEUP,
 };
-pub use rx_meta::{RssType, RxMeta, Timestamp, VlanTag, RX_META_LEN};
+pub use rx_meta::{KfuncErrno, RssType, RxMeta, Timestamp, VlanTag, RX_META_LEN};
 pub use socket::{BusyPoll, CopyMode, RxQueues, Sharing, SocketConfig, XskConfig, XskError, XskSocket, XskStats};
 pub use tx_meta::{TxCsum, TxMeta, XskFeatureNeed, TX_META_LEN, XDP_TX_METADATA};
 pub(crate) use umem::FrameIndexer;

@@ -10,7 +10,10 @@
 use serde::Serialize;
 
 use super::{Frame, Umem};
-use crate::abi::{fp_rx_meta, FP_RX_META_HASH, FP_RX_META_TIMESTAMP, FP_RX_META_VLAN};
+use crate::abi::{
+    fp_rx_meta, FP_RX_META_ERRNO_HASH_SHIFT, FP_RX_META_ERRNO_TIMESTAMP_SHIFT, FP_RX_META_ERRNO_VLAN_SHIFT,
+    FP_RX_META_HASH, FP_RX_META_TIMESTAMP, FP_RX_META_VLAN,
+};
 
 /// Bytes of metadata in front of each frame (`sizeof(struct fp_rx_meta)`).
 pub const RX_META_LEN: u32 = std::mem::size_of::<fp_rx_meta>() as u32;
@@ -99,6 +102,27 @@ impl VlanTag {
     }
 }
 
+/// What each metadata kfunc returned for one frame, as a positive errno: 0 the driver answered
+/// (a timestamp of 0 included), [`KfuncErrno::ENODATA`] it had nothing for this frame,
+/// [`KfuncErrno::EOPNOTSUPP`] the driver does not implement the kfunc (for the VLAN tag: or
+/// the kernel is older than 6.8). Tells a driver with no answer from one never asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct KfuncErrno {
+    /// `bpf_xdp_metadata_rx_timestamp`'s.
+    pub timestamp: u8,
+    /// `bpf_xdp_metadata_rx_hash`'s.
+    pub hash: u8,
+    /// `bpf_xdp_metadata_rx_vlan_tag`'s.
+    pub vlan: u8,
+}
+
+impl KfuncErrno {
+    /// ENODATA (include/uapi/asm-generic/errno.h): the driver has nothing for this frame.
+    pub const ENODATA: u8 = 61;
+    /// EOPNOTSUPP: the driver does not implement the kfunc.
+    pub const EOPNOTSUPP: u8 = 95;
+}
+
 /// What the driver said about one received frame.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RxMeta {
@@ -109,6 +133,8 @@ pub struct RxMeta {
     pub hash: Option<(u32, RssType)>,
     /// The VLAN tag (`bpf_xdp_metadata_rx_vlan_tag`, Linux >= 6.8).
     pub vlan: Option<VlanTag>,
+    /// What each kfunc returned.
+    pub errno: KfuncErrno,
 }
 
 impl RxMeta {
@@ -121,6 +147,11 @@ impl RxMeta {
             hash: (m.valid & FP_RX_META_HASH != 0).then_some((m.rx_hash, RssType(m.rx_hash_type))),
             vlan: (m.valid & FP_RX_META_VLAN != 0)
                 .then_some(VlanTag { proto: u16::from_be(m.vlan_proto), tci: m.vlan_tci }),
+            errno: KfuncErrno {
+                timestamp: (m.valid >> FP_RX_META_ERRNO_TIMESTAMP_SHIFT) as u8,
+                hash: (m.valid >> FP_RX_META_ERRNO_HASH_SHIFT) as u8,
+                vlan: (m.valid >> FP_RX_META_ERRNO_VLAN_SHIFT) as u8,
+            },
         })
     }
 
@@ -150,12 +181,13 @@ mod tests {
             rx_hash_type: RssType::L4 | RssType::L3_IPV4 | RssType::L4_UDP,
             vlan_proto: 0x8100u16.to_be(),
             vlan_tci: (5 << 13) | 42,
-            valid: FP_RX_META_HASH | FP_RX_META_VLAN,
+            valid: FP_RX_META_HASH | FP_RX_META_VLAN | (61 << FP_RX_META_ERRNO_TIMESTAMP_SHIFT),
         };
         let r = RxMeta::from_bytes(bytemuck::bytes_of(&m)).unwrap();
         assert_eq!(r.timestamp, None, "not valid: None, not the 123 in the field");
         assert_eq!(r.hash, Some((0xdead_beef, RssType(0b10_1001))));
         assert_eq!(r.hash.unwrap().1.name(), "L4-IPv4-UDP");
+        assert_eq!(r.errno, KfuncErrno { timestamp: KfuncErrno::ENODATA, hash: 0, vlan: 0 });
         let v = r.vlan.unwrap();
         assert_eq!((v.proto, v.vid(), v.pcp()), (0x8100, 42, 5));
         assert_eq!(RxMeta::from_bytes(&[0u8; 23]), None, "too short");
