@@ -479,3 +479,105 @@ fn a_non_loopback_address_needs_listen_any() {
         assert!(st.success());
     }
 }
+
+/// `n` idle TCP connections to 127.0.0.1:`port` from uid 65534 (nobody), each opened again as
+/// soon as the server closes it: bash's /dev/tcp under `setpriv`, in a process group of its own,
+/// killed when this is dropped (a failed assertion included).
+struct IdleFlood {
+    child: std::process::Child,
+    /// Counts the connections made (each prints one byte).
+    counter: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl IdleFlood {
+    fn start(port: u16, n: usize) -> IdleFlood {
+        use std::os::unix::process::CommandExt;
+        let script = format!(
+            "for k in $(seq {n}); do ( while :; do if exec 3<>/dev/tcp/127.0.0.1/{port}; then printf c; \
+             read -r -u 3 _; exec 3<&-; else sleep 0.05; fi; done ) 2>/dev/null & done; wait"
+        );
+        let mut child = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", "bash", "-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("setpriv (util-linux)");
+        let mut out = child.stdout.take().unwrap();
+        let counter = std::thread::spawn(move || {
+            let (mut total, mut b) = (0, [0u8; 4096]);
+            while let Ok(k @ 1..) = out.read(&mut b) {
+                total += k;
+            }
+            total
+        });
+        IdleFlood { child, counter: Some(counter) }
+    }
+
+    /// Ends the flood: the connections it made.
+    fn stop(mut self) -> usize {
+        self.kill();
+        self.counter.take().map(|c| c.join().unwrap()).unwrap_or(0)
+    }
+
+    fn kill(&mut self) {
+        // Its own process group (ours): setpriv's bash and every loop it started.
+        let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{}", self.child.id())]).status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for IdleFlood {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// One scrape with bounded waits: true if it was answered 200 with the metrics text.
+fn scrape_answered(port: u16) -> bool {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else { return false };
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    if write!(s, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut r = Vec::new();
+    let _ = s.read_to_end(&mut r);
+    let r = String::from_utf8_lossy(&r);
+    r.starts_with("HTTP/1.1 200") && r.contains("\nfastpath_filter_action_packets_total{")
+}
+
+/// Another local user (uid 65534) holding 24, then 300, idle connections to the endpoint and
+/// opening each again as soon as it is closed cannot shut the scraper out: at least 19 of 20
+/// scrapes (one every 150 ms, from the same 127.0.0.1) are answered during each attack.
+/// (Before: 8 connections served, newer ones closed at accept, an idle one kept 2 s: 0 of 20.)
+#[test]
+fn idle_connections_from_another_user_do_not_shut_out_the_scraper() {
+    if !privileged("idle_connections_from_another_user_do_not_shut_out_the_scraper") {
+        return;
+    }
+    let _s = serial();
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (f, port) = filter_with_metrics(&bed, &["--rule", "proto=udp,dst_port=9,action=drop", "--duration", "60"]);
+    assert!(scrape_answered(port), "no answer before the attack");
+    for n in [24, 300] {
+        let attacker = IdleFlood::start(port, n);
+        std::thread::sleep(Duration::from_secs(1));
+        // The attacker's processes run as nobody (setpriv has run bash by now).
+        let status = std::fs::read_to_string(format!("/proc/{}/status", attacker.child.id())).unwrap_or_default();
+        assert!(status.lines().any(|l| l.starts_with("Uid:\t65534\t")), "{n}: attacker not uid 65534: {status}");
+        let answered = (0..20)
+            .filter(|_| {
+                std::thread::sleep(Duration::from_millis(150));
+                scrape_answered(port)
+            })
+            .count();
+        let connections = attacker.stop();
+        eprintln!("{n} idle connections from uid 65534: {connections} made, {answered} of 20 scrapes answered");
+        // The attack was on: every one of its connections was made, and made again once closed.
+        assert!(connections > n, "{n} idle connections: only {connections} made");
+        assert!(answered >= 19, "{n} idle connections ({connections} made): {answered} of 20 scrapes answered");
+    }
+    let (_, st) = f.terminate();
+    assert!(st.success());
+}
