@@ -619,6 +619,13 @@ fn xsk_statistics_are_exported_each_under_its_own_name() {
         "--metrics",
         &addr,
     ]);
+    // Stopped only once it publishes: its run (and the summary's starting point) has begun.
+    let label = format!("port=\"{i}:q0\"");
+    let t = Instant::now();
+    while sample(&scrape(port).1, "fastpath_rx_packets_total", &label).is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "no publish within 5 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let pid = rx.child.id().to_string();
     let signal = |sig: &str| assert!(std::process::Command::new("kill").args([sig, &pid]).status().unwrap().success());
     signal("-STOP");
@@ -632,7 +639,6 @@ fn xsk_statistics_are_exported_each_under_its_own_name() {
     // Published at most every 100 ms.
     std::thread::sleep(Duration::from_millis(300));
     let (_, body) = scrape(port);
-    let label = format!("port=\"{i}:q0\"");
     let dropped = sample(&body, "fastpath_xsk_rx_dropped_frames_total", &label);
     let fill_empty = sample(&body, "fastpath_xsk_rx_fill_ring_empty_descs_total", &label);
     let (s, st) = rx.terminate();
