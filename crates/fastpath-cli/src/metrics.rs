@@ -9,39 +9,63 @@
 //! A scrape is therefore at most 100 ms old, and a slow or hostile client never holds up the
 //! command's loop.
 //!
-//! The server is a small HTTP/1.1 responder on `std::net` (one request per connection, then
-//! `Connection: close`), written here because no synchronous server library bounds what a
-//! client may cost: `tiny_http` (used before) starts a thread per connection without a cap, reads
-//! headers of any size, and has no read or write timeout. Here:
+//! The server is a small HTTP/1.1 responder (one request per connection, then
+//! `Connection: close`) on one thread running a readiness loop (`mio`, epoll) over the listener
+//! and every connection, all non-blocking. It is our own because its limits are the point:
+//! `tiny_http` (used before) starts a thread per connection without a cap, reads headers of any
+//! size, and has no read or write timeout. Here:
 //! - it listens on loopback unless the command line says otherwise (`--metrics-listen-any`, see
 //!   [`check_listen`]);
-//! - at most [`MAX_CONNECTIONS`] connections are served at once (one thread each); more are
-//!   closed as they arrive;
-//! - a request head may hold [`MAX_REQUEST_BYTES`] bytes and must arrive within [`READ_DEADLINE`];
-//!   the answer must be taken within [`WRITE_DEADLINE`]; past either the connection is closed;
-//! - the accept loop is non-blocking and checks its stop flag every 20 ms; dropping the server
-//!   joins only that loop, never a connection's thread, so no client delays the command's exit
-//!   (the process ends with them).
+//! - a connection costs a slot in a table of [`MAX_CONNECTIONS`] (a socket and the bytes of its
+//!   head so far), not a thread, and no client decides who else is served: a new connection is
+//!   always taken, and when the table is full, or its source address holds
+//!   [`MAX_PER_SOURCE`] slots, the oldest connection there that has not sent a complete request
+//!   head is closed to make room (the oldest still taking its answer if none has);
+//! - a request head may hold [`MAX_REQUEST_BYTES`] bytes and must arrive within [`HEAD_DEADLINE`]
+//!   of the accept; the answer must be taken within [`WRITE_DEADLINE`]; past either the
+//!   connection is closed;
+//! - a scrape is answered as soon as its head is read (tried at the accept already: a client
+//!   sends its head right after connecting), so an idle connection opened after it, even from
+//!   the same address (every local user is 127.0.0.1), cannot push it out: evicting it would take
+//!   [`MAX_PER_SOURCE`] newer connections accepted before its head is read, and the loop takes
+//!   at most [`ACCEPT_BATCH`] connections between two reads of the ready ones;
+//! - the text is encoded once per snapshot and shared by every answer until the next publish;
+//! - dropping the server wakes the loop and joins it; clients hold no thread, so none delays the
+//!   command's exit.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
 use prometheus::{Encoder, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 
 use crate::error::{env, usage, CliResult};
 
-/// Connections served at once; more are closed as they are accepted.
-pub const MAX_CONNECTIONS: usize = 8;
+/// Connections held at once (each a socket and at most [`MAX_REQUEST_BYTES`] of head, or its
+/// answer): room for every scraper a host has, and a quarter of the usual 1,024 open files a
+/// process may have, so a flood of connections cannot take the command's own files away.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Slots one source address may hold; a new connection from an address at the cap closes that
+/// address's oldest connection without a complete head. 64: a scraper needs one connection at a
+/// time, and a quarter of the table leaves three quarters to other hosts when the endpoint
+/// listens beyond loopback; a per-address cap cannot tell local users apart (all are
+/// 127.0.0.1), which is why eviction, not refusal, is what keeps a local scraper served.
+pub const MAX_PER_SOURCE: usize = 64;
+/// Connections accepted in a row before the loop reads the ones that are ready (see the module
+/// docs: well under [`MAX_PER_SOURCE`]).
+pub const ACCEPT_BATCH: usize = 16;
 /// Longest request head (request line and headers) read; a longer one is answered 431 and the
 /// connection closed.
 pub const MAX_REQUEST_BYTES: usize = 8192;
-/// Time a client has to send its request head, from the connection's accept.
-pub const READ_DEADLINE: Duration = Duration::from_secs(2);
-/// Time a client has to take the whole answer.
+/// Time a client has to send its request head, from the connection's accept (a scraper sends it
+/// at once; an idle connection is closed after this).
+pub const HEAD_DEADLINE: Duration = Duration::from_millis(500);
+/// Time a client has to take the whole answer, from its head's arrival.
 pub const WRITE_DEADLINE: Duration = Duration::from_secs(5);
 /// Most rules with per-rule series (`fastpath_filter_rule_*`): the first ones in rule order
 /// (the order they are matched in). Past them an operator sees the per-action totals, which
@@ -128,25 +152,35 @@ pub fn check_listen(addr: Option<SocketAddr>, listen_any: bool) -> CliResult<()>
 pub struct MetricsServer {
     snapshot: Arc<Mutex<Arc<Vec<Family>>>>,
     stop: Arc<AtomicBool>,
+    waker: Arc<Waker>,
     thread: Option<std::thread::JoinHandle<()>>,
     last: Mutex<Option<Instant>>,
 }
 
 impl MetricsServer {
     /// Binds `addr` and starts serving (an empty page until the first publish). Errors: the
-    /// address cannot be bound (in use, not local): one line, exit 3.
+    /// address cannot be bound (in use, not local), or no epoll instance or thread can be had:
+    /// one line, exit 3.
     pub fn start(addr: SocketAddr) -> CliResult<Self> {
-        let listener = TcpListener::bind(addr)
+        let listener = std::net::TcpListener::bind(addr)
             .and_then(|l| l.set_nonblocking(true).map(|_| l))
             .map_err(|e| env(anyhow!("--metrics {addr}: cannot listen there ({e}); use a free local address:port")))?;
+        let mut listener = TcpListener::from_std(listener);
+        let poll = Poll::new()
+            .and_then(|p| p.registry().register(&mut listener, LISTENER, Interest::READABLE).map(|_| p))
+            .map_err(|e| env(anyhow!("--metrics {addr}: cannot set up the server's epoll ({e})")))?;
+        let waker = Waker::new(poll.registry(), WAKE)
+            .map(Arc::new)
+            .map_err(|e| env(anyhow!("--metrics {addr}: cannot set up the server's epoll ({e})")))?;
         let snapshot: Arc<Mutex<Arc<Vec<Family>>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let (snap, s) = (snapshot.clone(), stop.clone());
+        let server = Server { listener, poll, conns: Vec::new(), snapshot: snapshot.clone(), text: None };
+        let s = stop.clone();
         let thread = std::thread::Builder::new()
             .name("metrics".into())
-            .spawn(move || accept_loop(listener, snap, s))
+            .spawn(move || server.run(&s))
             .map_err(|e| env(anyhow!("--metrics {addr}: cannot start the server thread ({e})")))?;
-        Ok(Self { snapshot, stop, thread: Some(thread), last: Mutex::new(None) })
+        Ok(Self { snapshot, stop, waker, thread: Some(thread), last: Mutex::new(None) })
     }
 
     /// True if a publish is due (the last was 100 ms ago or more): callers build the families
@@ -165,59 +199,249 @@ impl MetricsServer {
 
 impl Drop for MetricsServer {
     fn drop(&mut self) {
-        // Joins the accept loop (it sees the flag within 20 ms); connection threads are left to
-        // end with the process.
+        // The loop sees the flag when the waker ends its poll; it holds no client past that.
         self.stop.store(true, Ordering::Relaxed);
+        let _ = self.waker.wake();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn accept_loop(listener: TcpListener, snapshot: Arc<Mutex<Arc<Vec<Family>>>>, stop: Arc<AtomicBool>) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Relaxed) {
-        let conn = match listener.accept() {
-            Ok((c, _)) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(20));
+const LISTENER: Token = Token(0);
+const WAKE: Token = Token(1);
+/// Connection `k` of the table is `Token(FIRST + k)`.
+const FIRST: usize = 2;
+
+/// Where a connection is.
+enum Phase {
+    /// Reading the request head: the bytes so far, and how many of them were searched for its
+    /// end.
+    Head { buf: Vec<u8>, searched: usize },
+    /// Sending the answer: what is left from `sent` on, until `deadline`.
+    Answer { out: Vec<u8>, sent: usize, deadline: Instant },
+}
+
+struct Conn {
+    stream: TcpStream,
+    source: IpAddr,
+    accepted: Instant,
+    phase: Phase,
+}
+
+/// The serving thread's state: the table of connections (a slot each, `None` when free).
+struct Server {
+    listener: TcpListener,
+    poll: Poll,
+    conns: Vec<Option<Conn>>,
+    snapshot: Arc<Mutex<Arc<Vec<Family>>>>,
+    /// The text of the last snapshot encoded, kept until the next publish.
+    text: Option<(Arc<Vec<Family>>, Arc<String>)>,
+}
+
+/// What the accept side wants next.
+#[derive(PartialEq)]
+enum Backlog {
+    /// The listener said WouldBlock: wait for its next event.
+    Empty,
+    /// A batch was taken: more may wait (the listener's edge was consumed), look again at once.
+    More,
+    /// accept failed (EMFILE and the like): look again after a pause rather than spin.
+    Later(Instant),
+}
+
+impl Server {
+    fn run(mut self, stop: &AtomicBool) {
+        let mut events = Events::with_capacity(256);
+        let mut backlog = Backlog::More;
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let timeout = match backlog {
+                Backlog::More => Some(Duration::ZERO),
+                Backlog::Later(t) => Some(t.saturating_duration_since(now)),
+                Backlog::Empty => None,
+            };
+            let timeout = match (timeout, self.next_deadline()) {
+                (Some(a), Some(d)) => Some(a.min(d.saturating_duration_since(now))),
+                (a, d) => a.or(d.map(|d| d.saturating_duration_since(now))),
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 continue;
             }
-            Err(_) => {
-                // EMFILE and the like: wait rather than spin.
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
+            // The connections that are ready first, then new ones: a head that came is answered
+            // before the next batch of accepts can evict it.
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => backlog = Backlog::More,
+                    WAKE => {}
+                    Token(t) => self.step(t - FIRST),
+                }
             }
-        };
-        if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-            drop(conn); // closed at once: the client sees the connection end
-            continue;
+            if backlog == Backlog::More || matches!(backlog, Backlog::Later(t) if t <= Instant::now()) {
+                backlog = self.accept_batch();
+            }
+            self.expire(Instant::now());
         }
-        // The slot is given back when `slot` drops: after serve() returns, if it panics, and
-        // if the thread cannot be spawned (the closure, holding it, is dropped then).
-        let slot = Slot::take(&active);
-        let snap = snapshot.clone();
-        let _ = std::thread::Builder::new().name("metrics-conn".into()).spawn(move || {
-            let _slot = slot;
-            let _ = serve(conn, &snap);
-        });
+    }
+
+    /// Accepts at most ACCEPT_BATCH connections, reading each one's head at once.
+    fn accept_batch(&mut self) -> Backlog {
+        for _ in 0..ACCEPT_BATCH {
+            match self.listener.accept() {
+                Ok((stream, peer)) => self.admit(stream, peer.ip().to_canonical()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Backlog::Empty,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted => {}
+                Err(_) => return Backlog::Later(Instant::now() + Duration::from_millis(20)),
+            }
+        }
+        Backlog::More
+    }
+
+    /// Takes a new connection, closing another to make room if the table or its source is full.
+    fn admit(&mut self, mut stream: TcpStream, source: IpAddr) {
+        if let Some(victim) = self.victim(source) {
+            self.close(victim);
+        }
+        let k = match self.conns.iter().position(Option::is_none) {
+            Some(k) => k,
+            None if self.conns.len() < MAX_CONNECTIONS => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+            None => return, // not reached: victim() freed a slot
+        };
+        if self
+            .poll
+            .registry()
+            .register(&mut stream, Token(FIRST + k), Interest::READABLE | Interest::WRITABLE)
+            .is_err()
+        {
+            return;
+        }
+        let phase = Phase::Head { buf: Vec::new(), searched: 0 };
+        self.conns[k] = Some(Conn { stream, source, accepted: Instant::now(), phase });
+        self.step(k);
+    }
+
+    /// The connection to close before taking one from `source`: if `source` holds
+    /// MAX_PER_SOURCE slots, its oldest one without a complete head (else its oldest); else,
+    /// if the table is full, the oldest such of all.
+    fn victim(&self, source: IpAddr) -> Option<usize> {
+        let held = self.conns.iter().flatten().filter(|c| c.source == source).count();
+        let used = self.conns.iter().flatten().count();
+        let among = |c: &Conn| if held >= MAX_PER_SOURCE { c.source == source } else { used >= MAX_CONNECTIONS };
+        self.conns
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| c.as_ref().filter(|c| among(c)).map(|c| (k, c)))
+            .min_by_key(|(_, c)| (matches!(c.phase, Phase::Answer { .. }), c.accepted))
+            .map(|(k, _)| k)
+    }
+
+    fn close(&mut self, k: usize) {
+        if let Some(mut c) = self.conns[k].take() {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+        }
+    }
+
+    /// The earliest deadline of the table.
+    fn next_deadline(&self) -> Option<Instant> {
+        self.conns
+            .iter()
+            .flatten()
+            .map(|c| match c.phase {
+                Phase::Head { .. } => c.accepted + HEAD_DEADLINE,
+                Phase::Answer { deadline, .. } => deadline,
+            })
+            .min()
+    }
+
+    /// Closes every connection past its deadline.
+    fn expire(&mut self, now: Instant) {
+        for k in 0..self.conns.len() {
+            let late = self.conns[k].as_ref().is_some_and(|c| match c.phase {
+                Phase::Head { .. } => now >= c.accepted + HEAD_DEADLINE,
+                Phase::Answer { deadline, .. } => now >= deadline,
+            });
+            if late {
+                self.close(k);
+            }
+        }
+    }
+
+    /// Moves connection `k` on as far as its socket allows (reads its head, sends its answer);
+    /// closes it when done or on an error.
+    fn step(&mut self, k: usize) {
+        let Some(c) = self.conns.get_mut(k).and_then(Option::as_mut) else { return };
+        if let Phase::Head { buf, searched } = &mut c.phase {
+            let mut chunk = [0u8; 1024];
+            let head = loop {
+                if let Some(end) = head_end_from(buf, *searched) {
+                    break Some(end);
+                }
+                *searched = buf.len();
+                if buf.len() > MAX_REQUEST_BYTES {
+                    break None;
+                }
+                match c.stream.read(&mut chunk) {
+                    Ok(0) => return self.close(k),
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => return self.close(k),
+                }
+            };
+            let out = match head {
+                None => response(
+                    "431 Request Header Fields Too Large",
+                    "text/plain",
+                    "fastpath: request head too large\n",
+                    true,
+                ),
+                Some(end) => {
+                    let (status, body) = answer(&buf[..end], &self.snapshot, &mut self.text);
+                    let ctype = if status.starts_with("200") {
+                        "text/plain; version=0.0.4; charset=utf-8"
+                    } else {
+                        "text/plain"
+                    };
+                    let method = buf.split(|b| b.is_ascii_whitespace()).next().unwrap_or(b"");
+                    response(status, ctype, &body, method != b"HEAD")
+                }
+            };
+            c.phase = Phase::Answer { out, sent: 0, deadline: Instant::now() + WRITE_DEADLINE };
+        }
+        if let Phase::Answer { out, sent, .. } = &mut c.phase {
+            while *sent < out.len() {
+                match c.stream.write(&out[*sent..]) {
+                    Ok(0) => return self.close(k),
+                    Ok(n) => *sent += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => return self.close(k),
+                }
+            }
+            let _ = c.stream.shutdown(std::net::Shutdown::Write);
+            self.close(k);
+        }
     }
 }
 
-/// One of the MAX_CONNECTIONS connection slots, given back on drop (panics included).
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(active: &Arc<AtomicUsize>) -> Slot {
-        active.fetch_add(1, Ordering::AcqRel);
-        Slot(active.clone())
+/// An HTTP/1.1 answer that closes the connection; `body` left out (its length kept) if not
+/// `send_body` (HEAD).
+fn response(status: &str, ctype: &str, body: &str, send_body: bool) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if send_body {
+        out.extend_from_slice(body.as_bytes());
     }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
+    out
 }
 
 /// Where the request head in `buf` ends (the offset of its blank line), if it is all there,
@@ -233,85 +457,35 @@ fn head_end_from(buf: &[u8], from: usize) -> Option<usize> {
 }
 
 /// What to answer to a request head: (status, body). GET and HEAD of /metrics (any query)
-/// only; HEAD's body is left out by the caller.
-fn answer(head: &[u8], snapshot: &Mutex<Arc<Vec<Family>>>) -> (&'static str, String) {
+/// only; HEAD's body is left out by the caller. The text of a snapshot is encoded once and kept
+/// in `text` until the snapshot changes.
+fn answer(
+    head: &[u8],
+    snapshot: &Mutex<Arc<Vec<Family>>>,
+    text: &mut Option<(Arc<Vec<Family>>, Arc<String>)>,
+) -> (&'static str, Arc<String>) {
     let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     if method != "GET" && method != "HEAD" {
-        return ("405 Method Not Allowed", "fastpath: only GET /metrics\n".into());
+        return ("405 Method Not Allowed", Arc::new("fastpath: only GET /metrics\n".into()));
     }
     if target != "/metrics" && !target.starts_with("/metrics?") {
-        return ("404 Not Found", "fastpath: metrics are at /metrics\n".into());
+        return ("404 Not Found", Arc::new("fastpath: metrics are at /metrics\n".into()));
     }
     let fams = snapshot.lock().expect("metrics lock").clone();
+    if let Some((_, t)) = text.as_ref().filter(|(f, _)| Arc::ptr_eq(f, &fams)) {
+        return ("200 OK", t.clone());
+    }
     match encode(&fams) {
-        Ok(t) => ("200 OK", t),
-        Err(e) => ("500 Internal Server Error", format!("fastpath: {e}\n")),
+        Ok(t) => {
+            let t = Arc::new(t);
+            *text = Some((fams, t.clone()));
+            ("200 OK", t)
+        }
+        Err(e) => ("500 Internal Server Error", Arc::new(format!("fastpath: {e}\n"))),
     }
-}
-
-/// One connection: one request head (bounded in size and time), one answer (bounded in time).
-fn serve(mut conn: TcpStream, snapshot: &Mutex<Arc<Vec<Family>>>) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    let t0 = Instant::now();
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let mut searched = 0;
-    let head = loop {
-        if let Some(end) = head_end_from(&buf, searched) {
-            break Some(end);
-        }
-        searched = buf.len();
-        if buf.len() > MAX_REQUEST_BYTES {
-            break None;
-        }
-        let left = READ_DEADLINE.saturating_sub(t0.elapsed());
-        if left.is_zero() {
-            return Ok(()); // too slow: closed
-        }
-        conn.set_read_timeout(Some(left))?;
-        let n = conn.read(&mut chunk)?;
-        if n == 0 {
-            return Ok(());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let (status, body, ctype, send_body) = match head {
-        None => (
-            "431 Request Header Fields Too Large",
-            "fastpath: request head too large\n".to_string(),
-            "text/plain",
-            true,
-        ),
-        Some(end) => {
-            let (status, body) = answer(&buf[..end], snapshot);
-            let ctype =
-                if status.starts_with("200") { "text/plain; version=0.0.4; charset=utf-8" } else { "text/plain" };
-            let method = buf.split(|b| b.is_ascii_whitespace()).next().unwrap_or(b"");
-            (status, body, ctype, method != b"HEAD")
-        }
-    };
-    let mut out = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    if send_body {
-        out.extend_from_slice(body.as_bytes());
-    }
-    let t1 = Instant::now();
-    for piece in out.chunks(16 * 1024) {
-        let left = WRITE_DEADLINE.saturating_sub(t1.elapsed());
-        if left.is_zero() {
-            return Ok(());
-        }
-        conn.set_write_timeout(Some(left))?;
-        conn.write_all(piece)?;
-    }
-    let _ = conn.shutdown(std::net::Shutdown::Write);
-    Ok(())
 }
 
 /// Starts the endpoint if `--metrics` was given.
@@ -352,6 +526,7 @@ mod tests {
     #[test]
     fn requests_are_answered_by_path_and_method() {
         let snap = Mutex::new(Arc::new(vec![Family::counter("fastpath_x_total", "x", &[])]));
+        let text = &mut None;
         assert_eq!(head_end_from(b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nrest", 0), Some(30));
         assert_eq!(head_end_from(b"GET /metrics HTTP/1.1\r\nHost: a\r\n", 0), None);
         // Fed a byte at a time, searching only the new bytes finds the same end.
@@ -365,12 +540,12 @@ mod tests {
             searched = k;
         }
         assert_eq!(found, Some(30));
-        assert_eq!(answer(b"GET /metrics HTTP/1.1", &snap).0, "200 OK");
-        assert_eq!(answer(b"GET /metrics?x=1 HTTP/1.1", &snap).0, "200 OK");
-        assert_eq!(answer(b"HEAD /metrics HTTP/1.0", &snap).0, "200 OK");
-        assert!(answer(b"GET /metricsX HTTP/1.1", &snap).0.starts_with("404"));
-        assert!(answer(b"POST /metrics HTTP/1.1", &snap).0.starts_with("405"));
-        assert!(answer(b"", &snap).0.starts_with("405"));
+        assert_eq!(answer(b"GET /metrics HTTP/1.1", &snap, text).0, "200 OK");
+        assert_eq!(answer(b"GET /metrics?x=1 HTTP/1.1", &snap, text).0, "200 OK");
+        assert_eq!(answer(b"HEAD /metrics HTTP/1.0", &snap, text).0, "200 OK");
+        assert!(answer(b"GET /metricsX HTTP/1.1", &snap, text).0.starts_with("404"));
+        assert!(answer(b"POST /metrics HTTP/1.1", &snap, text).0.starts_with("405"));
+        assert!(answer(b"", &snap, text).0.starts_with("405"));
         assert!(check_listen(Some("0.0.0.0:9100".parse().unwrap()), false).is_err());
         assert!(check_listen(Some("0.0.0.0:9100".parse().unwrap()), true).is_ok());
         assert!(check_listen(Some("[::1]:9100".parse().unwrap()), false).is_ok());
