@@ -277,13 +277,22 @@ fn fwd_refuses_bad_ports() {
     common::assert_one_line_refusal("twice", &o, 2, &[&b.iface_fa, "twice"]);
     let o = run(&["fwd", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", "nosuch0", "--duration", "1"]);
     common::assert_one_line_refusal("missing", &o, 3, &["nosuch0", "no interface"]);
-    assert!(common::attached(&b.ns_f, &b.iface_fa).is_none(), "nothing left attached after a refusal");
+    assert_no_xdp(&b.ns_f, &[&b.iface_fa, &b.iface_fb], "missing");
     let o = run(&["fwd", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", &b.iface_fb, "-i", "lo", "--mode", "l2"]);
     common::assert_one_line_refusal("odd l2", &o, 2, &["3 ports", "even"]);
     fastpath_testbed::ns_command(&b.ns_f, "sysctl").args(["-qw", "net.ipv4.ip_forward=0"]).status().unwrap();
     let o = run(&["fwd", "--netns", &b.ns_f, "-i", &b.iface_fa, "-i", &b.iface_fb, "--duration", "1"]);
     common::assert_one_line_refusal("forwarding off", &o, 3, &["ip_forward=1"]);
-    assert!(common::attached(&b.ns_f, &b.iface_fa).is_none());
+    assert_no_xdp(&b.ns_f, &[&b.iface_fa, &b.iface_fb], "forwarding off");
+}
+
+/// After a refused `fwd`, none of `ifaces` in `ns` carries an XDP program (a refusal is
+/// nothing half-done, on any port named, not only the first).
+fn assert_no_xdp(ns: &str, ifaces: &[&str], what: &str) {
+    for iface in ifaces {
+        let left = common::attached(ns, iface);
+        assert!(left.is_none(), "{what}: XDP program {left:?} left on {iface} after a refused fwd");
+    }
 }
 
 /// A sysfs counter of `iface` in `ns` (`/sys/class/net/IFACE/statistics/NAME`).

@@ -301,8 +301,11 @@ fn replay_rate_paces_the_frames() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// By default the file's own gaps: 3 frames 200 ms apart arrive no earlier than 200 ms apart
-/// from the first, and the run takes ~400 ms (not 10 s: --duration is the replay's end unless given), on both engines.
+/// By default the file's own gaps, on every --loop pass: 3 frames 200 ms apart, looped twice,
+/// arrive no earlier than their time in the schedule from the first (pass p's frame i at p x the
+/// file's span + its time in the file; the second pass starts as the first one's last frame
+/// goes, as tcpreplay --loop), and the run takes about that span (not 10 s: --duration is the
+/// replay's end unless given), on both engines.
 #[test]
 fn replay_keeps_the_files_own_timing() {
     if !privileged("replay_keeps_the_files_own_timing") {
@@ -313,26 +316,36 @@ fn replay_keeps_the_files_own_timing() {
     let d = dir("timing");
     let file = d.join("slow.pcap").to_string_lossy().into_owned();
     let frames = frames_of(&[100; 3]);
-    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, 200_000);
+    let gap_ms = 200.0;
+    write_pcap(std::path::Path::new(&file), DataLink::ETHERNET, &frames, (gap_ms * 1000.0) as u64);
+    let loops = 2;
+    let span_ms = gap_ms * (frames.len() - 1) as f64;
+    let sent: Vec<Vec<u8>> = (0..loops).flat_map(|_| frames.iter().cloned()).collect();
     for engine in ["xsk", "xdp-live"] {
         let out = d.join(format!("{engine}.pcapng")).to_string_lossy().into_owned();
-        let (gs, got, ts) = round(&bed, &file, &out, 3, &["--engine", engine]);
-        assert_eq!(got, frames, "{engine}");
+        let (gs, got, ts) = round(&bed, &file, &out, sent.len(), &["--engine", engine, "--loop", &loops.to_string()]);
+        assert_eq!(got, sent, "{engine}: each frame once a pass, in order");
         // What is robust on a loaded 2-core machine: no frame arrives earlier than its time in
-        // the file after the first (less 20 ms for the first frame's own delivery delay), nor
-        // far later, and the whole span is ~400 ms. (A gap between two frames alone is not:
-        // a late frame shortens the gap after it.)
-        for (i, t) in ts.iter().enumerate() {
+        // the schedule after the first (less 20 ms for the first frame's own delivery delay),
+        // nor far later, and the whole run is ~ the schedule's last time. (A gap between two
+        // frames alone is not: a late frame shortens the gap after it.)
+        for (k, t) in ts.iter().enumerate() {
             let at_ms = (t - ts[0]) as f64 / 1e6;
-            let want = 200.0 * i as f64;
+            let (pass, i) = (k / frames.len(), k % frames.len());
+            let want = pass as f64 * span_ms + gap_ms * i as f64;
             assert!(
                 at_ms >= want - 20.0 && at_ms <= want + 150.0,
-                "{engine}: frame {} at {at_ms:.1} ms after the first, want {want} (-20/+150)",
+                "{engine}: pass {} frame {} at {at_ms:.1} ms after the first, want {want} (-20/+150)",
+                pass + 1,
                 i + 1
             );
         }
         let dur = gs["duration_s"].as_f64().expect("duration_s");
-        assert!((0.38..=1.5).contains(&dur), "{engine}: the replay took {dur:.3} s, want ~0.4 s: {gs}");
+        let want_s = loops as f64 * span_ms / 1e3;
+        assert!(
+            (want_s - 0.02..=want_s + 1.1).contains(&dur),
+            "{engine}: the replay took {dur:.3} s, want ~{want_s} s: {gs}"
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -199,7 +199,9 @@ fn icmp_echo(payload_bytes: usize) -> Vec<u8> {
 /// Multi-buffer frames (larger than BPF_PROG_TEST_RUN's first buffer of 3,520 bytes) are judged
 /// exactly as single-buffer ones, and as the reference judges them: lengths against the whole
 /// frame, headers that lie past the first buffer read there, `len` on the whole frame; and an
-/// IPv4 AH is walked. Each frame is named with the verdict the reference must give too.
+/// IPv4 AH is walked. Each frame is named with the verdict the reference must give too. The
+/// rule set's `malformed` action (drop) differs from its default (pass), and the counters must
+/// say the same: a multi-buffer frame that matches no rule is `no_match`, never `malformed`.
 #[test]
 fn multi_buffer_frames_and_ipv4_ah_are_judged_whole() {
     if !fastpath_testbed::gate::privileged("multi_buffer_frames_and_ipv4_ah_are_judged_whole") {
@@ -207,7 +209,7 @@ fn multi_buffer_frames_and_ipv4_ah_are_judged_whole() {
     }
     let rules = r#"
 default = "pass"
-malformed = "pass"
+malformed = "drop"
 [[rule]]
 name = "udp9"
 proto = "udp"
@@ -230,7 +232,7 @@ action = "tx"
     let set = fastpath::rules::parse_toml("mb", rules).unwrap();
     let c = compile("mb", &set).unwrap();
     let cls = fastpath::bpf::Classifier::load().unwrap_or_else(|e| panic!("{e:#}"));
-    cls.swap_in(&c).unwrap();
+    let active = cls.swap_in(&c).unwrap();
     // The TCP header at the largest offset the parser reads (rd()'s mask must not alias it).
     let longest = ipv6_frame(&[256; 8], 6, &tcp_syn(22, 0));
     let vlan2 = |f: &[u8]| -> Vec<u8> {
@@ -247,6 +249,17 @@ action = "tx"
         ("UDP to port 9, 100 bytes", ipv4_frame(17, &udp(9, 100), false), Some(0)),
         ("UDP to port 53, 5,000 bytes: the len rule", ipv4_frame(17, &udp(53, 4992), false), Some(3)),
         ("UDP to port 53, 3,000 bytes: no rule", ipv4_frame(17, &udp(53, 2992), false), None),
+        (
+            "UDP to port 53, 3,600 bytes (two buffers, under the len rule): no rule",
+            ipv4_frame(17, &udp(53, 3560), false),
+            None,
+        ),
+        ("UDP to port 53, 9,500 bytes (over the len rule): no rule", ipv4_frame(17, &udp(53, 9500), false), None),
+        (
+            "IPv6 UDP to 53 behind 2 x 2,048-byte options, 5,200-byte payload (over the len rule): no rule",
+            ipv6_frame(&[256, 256], 17, &udp(53, 5200)),
+            None,
+        ),
         ("ICMP echo of 5,000 bytes", ipv4_frame(1, &icmp_echo(5000), false), Some(2)),
         ("ICMP echo of 100 bytes", ipv4_frame(1, &icmp_echo(100), false), Some(2)),
         (
@@ -274,4 +287,9 @@ action = "tx"
         let got = cls.test_run(f).unwrap();
         assert_eq!(got, want, "classifier on {what} ({} bytes):\n{}", f.len(), hexdump(&f[..f.len().min(128)]));
     }
+    let t = cls.totals(active).unwrap();
+    let no_match = cases.iter().filter(|c| c.2.is_none()).count() as u64;
+    assert!(cases.iter().any(|(_, f, w)| w.is_none() && f.len() > 3520), "a multi-buffer frame matches no rule");
+    assert_eq!(t.packets("no_match"), no_match, "no_match counter: each frame that matches no rule");
+    assert_eq!(t.packets("malformed"), 0, "malformed counter: no frame here is malformed");
 }
