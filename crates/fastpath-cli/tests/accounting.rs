@@ -208,9 +208,9 @@ fn compare_inject_accounts_for_every_frame() {
 /// or refused by the veth, exactly; at the victim each accepted one was dropped by the defence's
 /// own counter or reached its UDP layer, exactly (with a defence: none got past it); the 1 Mpps flood never ran faster than 1 Mpps; a service
 /// that measured nothing says why; and what the scenario exists to show: with the flood dropped
-/// in XDP the service stays reachable at 1 Mpps (it answers: more than 0 transactions/s), and
-/// at 1 Mpps and full rate it does at least as well as with no filter (both may be unreachable
-/// at full rate under a CPU hog).
+/// in XDP the service stays reachable at 1 Mpps (it answers: more than 0 transactions/s) and
+/// does at least as well as with no filter there (at full rate the floods that reach the
+/// victim differ by defence, so the services' rates are not compared).
 #[test]
 fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
     if !privileged("ddos_defences_keep_the_service_and_account_for_every_flood_frame") {
@@ -282,13 +282,13 @@ fn ddos_defences_keep_the_service_and_account_for_every_flood_frame() {
         tps("fastpath", "1M") > 0.0,
         "with the 1 Mpps flood dropped in XDP the service still answers (a rule that also drops the service's frames does not): {v}"
     );
-    for rate in ["1M", "max"] {
-        let (none, fp) = (tps("none", rate), tps("fastpath", rate));
-        assert!(
-            fp >= none,
-            "at {rate} the service does at least as well with the flood dropped in XDP: {fp} vs {none}: {v}"
-        );
-    }
+    // The ordering is judged at 1 Mpps, where the pacer offers every defence the same flood. At
+    // full rate each phase gets the flood its attacker's CPU reaches, which differs by defence
+    // (how the victim frees the generator's pages costs that CPU): one run on a loaded machine
+    // had 0.57 Mpps reach the victim behind no defence and 1.56 Mpps behind the classifier, so
+    // their services' rates say nothing about the defences.
+    let (none, fp) = (tps("none", "1M"), tps("fastpath", "1M"));
+    assert!(fp >= none, "at 1M the service does at least as well with the flood dropped in XDP: {fp} vs {none}: {v}");
 }
 
 /// `fastpath bench ddos --defences fastpath-syncookie` (Linux >= 6.9): under an ACK flood every
