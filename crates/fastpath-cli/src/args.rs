@@ -260,8 +260,12 @@ pub enum FilterCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Attach the classifier with these rules; run and print stats until --duration or Ctrl-C,
-    /// or with --detach leave it attached and pinned in bpffs.
+    /// Attach the classifier with these rules and run until SIGINT/SIGTERM (or --duration):
+    /// SIGHUP re-reads the rule file and flips to it atomically (a bad file keeps the rules in
+    /// force). With --pin it stays attached and pinned when the command ends; with --detach the
+    /// command ends once it is pinned. Either adopts a classifier fastpath pinned on the
+    /// interface before (an earlier run or an older fastpath): its program is replaced under
+    /// the pinned link with no frame unfiltered.
     Load {
         #[command(flatten)]
         rules: RulesArgs,
@@ -277,6 +281,17 @@ pub enum FilterCmd {
         /// `fastpath filter unload`.
         #[arg(long)]
         detach: bool,
+        /// Pin the classifier under /sys/fs/bpf/fastpath/ and leave it attached and pinned when
+        /// the command ends (SIGTERM, a restart, an upgrade): the next `load --pin` or
+        /// `--detach` adopts it without a gap; `fastpath filter unload` removes it. What the
+        /// systemd unit runs.
+        #[arg(long, conflicts_with = "detach")]
+        pin: bool,
+        /// With --pin or --detach on a pinned classifier: give the new program maps of its own
+        /// (counters from zero) instead of the pinned ones; still without a gap. What an upgrade
+        /// across a map layout change does by itself.
+        #[arg(long)]
+        fresh_maps: bool,
         /// Serve the classifier's XSKMAP at this Unix socket (the AF_XDP device plugin's
         /// protocol) while running, for unprivileged programs (`bench rxdrop --xsk-handoff`,
         /// DPDK af_xdp use_cni). Its directory must be owned by root and not writable by group
@@ -537,7 +552,8 @@ impl XskArgs {
 /// How long to run and how to report.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// Seconds to run, 0..=31536000 (a year); 0 = set up, attach, detach, exit.
+    /// Seconds to run, 0..=31536000 (a year); 0 = set up, attach, detach, exit. Default 10,
+    /// except `filter load`: until SIGINT/SIGTERM.
     #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
     pub duration: f64,
     /// Seconds between interval lines, 0.1..=3600.

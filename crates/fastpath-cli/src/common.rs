@@ -12,7 +12,8 @@ use crate::error::{usage, CliResult};
 
 /// Checks `--duration` and `--interval` (before anything is set up).
 pub fn check_run(r: &RunArgs) -> CliResult<()> {
-    if !(r.duration >= 0.0 && r.duration.is_finite()) {
+    // Infinite only as `filter load`'s default (main.rs `parsed`): the parser caps a given value.
+    if !(r.duration >= 0.0 && (r.duration.is_finite() || r.duration == f64::INFINITY)) {
         return Err(usage(anyhow!(
             "--duration {} is not accepted: use seconds >= 0 (0 = set up, attach, detach, exit)",
             r.duration

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, state::State, STAT_NAMES};
-use fastpath::bpf::{AttachOpts, BpfError, Classifier, PinnedClassifier, SetIndex};
+use fastpath::bpf::{AttachOpts, AttachedClassifier, BpfError, Classifier, PinnedClassifier, SetIndex};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
@@ -62,12 +62,30 @@ fn uses_vlan(set: &RuleSet) -> bool {
 }
 
 /// Runs one `fastpath filter` subcommand.
-pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
+/// `hup` is set by SIGHUP (`filter load` re-reads its rules then).
+pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>, hup: Arc<AtomicBool>) -> CliResult<()> {
     match cmd {
         FilterCmd::Check { rules, json } => check(rules, *json),
-        FilterCmd::Load { rules, target, xdp_mode, force, detach, xsk_handoff, xsk_handoff_allow, run } => {
+        FilterCmd::Load {
+            rules,
+            target,
+            xdp_mode,
+            force,
+            detach,
+            pin,
+            fresh_maps,
+            xsk_handoff,
+            xsk_handoff_allow,
+            run,
+        } => {
             let handoff = xsk_handoff.as_deref().map(|p| (p, xsk_handoff_allow.0.as_slice()));
-            load(rules, target, AttachOpts { mode: xdp_mode.mode(), force: *force }, *detach, handoff, run, &stop)
+            let keep = match (*detach, *pin) {
+                (true, _) => Keep::Detach,
+                (_, true) => Keep::Pin,
+                _ => Keep::No,
+            };
+            let opts = AttachOpts { mode: xdp_mode.mode(), force: *force };
+            load(rules, target, opts, keep, *fresh_maps, handoff, run, &stop, &hup)
         }
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
@@ -108,18 +126,34 @@ fn rule_names(set: &RuleSet) -> Vec<String> {
     set.rules.iter().map(|r| r.name.clone()).collect()
 }
 
-/// `filter load`: attaches the classifier with the rules, then pins it (`--detach`) or shows
-/// its counters until Ctrl-C.
+/// What `filter load` leaves when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Nothing: the classifier is detached.
+    No,
+    /// --pin: it stays attached and pinned; the command runs until signalled.
+    Pin,
+    /// --detach: it stays attached and pinned; the command ends at once.
+    Detach,
+}
+
+/// `filter load`: attaches the classifier with the rules (or adopts the one pinned on the
+/// interface, with --pin / --detach), then runs with its counters until signalled, re-reading
+/// the rules on SIGHUP, or ends at once with --detach.
+#[allow(clippy::too_many_arguments)]
 fn load(
     rules: &RulesArgs,
     target: &FilterTarget,
     opts: AttachOpts,
-    detach: bool,
+    keep: Keep,
+    fresh_maps: bool,
     handoff: Option<(&Path, &[u32])>,
     run: &RunArgs,
     stop: &AtomicBool,
+    hup: &AtomicBool,
 ) -> CliResult<()> {
     check_run(run)?;
+    let detach = keep == Keep::Detach;
     if detach && handoff.is_some() {
         return Err(usage(anyhow!(
             "--xsk-handoff with --detach is not accepted: the XSKMAP is served by the running `filter load`, and with --detach it ends once the classifier is pinned; run without --detach"
@@ -130,20 +164,21 @@ fn load(
             "--metrics with --detach is not accepted: the command ends once the classifier is pinned; serve metrics from `fastpath filter stats --metrics ADDR:PORT`"
         )));
     }
+    if fresh_maps && keep == Keep::No {
+        return Err(usage(anyhow!(
+            "--fresh-maps alone is not accepted: it applies when --pin or --detach adopts a pinned classifier"
+        )));
+    }
     require_privileges("filter load")?;
     let metrics = crate::metrics::start(run.metrics)?;
     enter_ns(&target.netns)?;
     let (set, c, source) = compile_rules(rules)?;
     let iface = Iface::resolve(&target.iface)?;
     let dev = iface.dev();
-    if detach {
+    let dir = pin_dir(&target.iface);
+    let ns = netns_arg(target);
+    if keep != Keep::No {
         ensure_bpffs()?;
-        if is_pinned(&target.iface)? {
-            return Err(env(anyhow!(
-                "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
-                target.iface
-            )));
-        }
     }
     // The socket is bound before anything is loaded: a path that cannot be served leaves
     // nothing attached.
@@ -151,12 +186,41 @@ fn load(
         Some((path, _)) => Some(fastpath::xsk::handoff::Server::bind(path).map_err(handoff_err)?),
         None => None,
     };
-    let cls = Classifier::load()?;
-    cls.swap_in(&c)?;
-    // Success only with a program attached: each mode's error is kept, and the kernel is
-    // asked afterwards (XdpLink::attach checks that it reports our program).
-    let att = cls.attach(&iface, opts)?;
-    let (mode, mut notes, mut cls) = (att.mode.name(), att.notes, att.prog);
+    let mut notes = Vec::new();
+    let mut attached: Option<AttachedClassifier> = None;
+    let mode;
+    if keep != Keep::No && is_pinned(&target.iface)? {
+        // Adopt: the pinned link stays, its program is replaced; no frame goes unfiltered.
+        let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+        let up = Classifier::upgrade_pinned(&dir, &iface, &c, &rule_names(&set), fresh_maps).map_err(pinned_err)?;
+        mode = up.mode;
+        log::info!(
+            "adopted the classifier pinned on {} ({}): program {} replaced by {} under its link, {}; {} rules from {source} in force",
+            target.iface,
+            up.mode,
+            up.old_prog_id,
+            up.new_prog_id,
+            if up.maps_kept { "maps and counters kept" } else { "new maps, counters from zero" },
+            set.rules.len()
+        );
+    } else {
+        let cls = Classifier::load()?;
+        cls.swap_in(&c)?;
+        // Success only with a program attached: each mode's error is kept, and the kernel is
+        // asked afterwards (XdpLink::attach checks that it reports our program).
+        let att = cls.attach(&iface, opts)?;
+        let mut cls = att.prog;
+        mode = att.mode.name();
+        notes = att.notes;
+        if keep != Keep::No {
+            if let Err(e) = cls.pin(&dir, &rule_names(&set)) {
+                let _ = Classifier::unpin(&dir);
+                return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
+            }
+        }
+        log::info!("attached the classifier to {} ({mode}) with {} rules from {source}", target.iface, set.rules.len());
+        attached = Some(cls);
+    }
     if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
         notes.push(format!("{} has rx VLAN offload on: {VLAN_NOTE}", target.iface));
     }
@@ -177,12 +241,13 @@ fn load(
         eprintln!("note: {n}");
     }
     if detach {
-        let dir = pin_dir(&target.iface);
-        if let Err(e) = cls.pin(&dir, &rule_names(&set)) {
-            let _ = Classifier::unpin(&dir);
-            return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
-        }
-        println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
+        println!(
+            "classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}{ns}` removes it",
+            target.iface,
+            set.rules.len(),
+            dir.display(),
+            target.iface
+        );
         return Ok(());
     }
     // Judged before the line below: setting the interface down right after it is a loss.
@@ -191,29 +256,109 @@ fn load(
         // As every long-running command: set-up is done.
         println!(
             "{}",
-            json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len()})
+            json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len(), "pinned": keep == Keep::Pin})
+        );
+    } else if keep == Keep::Pin {
+        println!(
+            "classifier on {} ({mode}) with {} rules from {source}, pinned at {}; SIGHUP reloads {source}; it stays when this command ends (`fastpath filter unload -i {}{ns}` removes it)",
+            target.iface,
+            set.rules.len(),
+            dir.display(),
+            target.iface
         );
     } else {
         println!(
-            "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
+            "classifier on {} ({mode}) with {} rules from {source}; SIGHUP reloads {source}; Ctrl-C to detach",
             target.iface,
             set.rules.len()
         );
     }
-    let serving = match (server, handoff) {
-        (Some(server), Some((_, allow))) => Some(serve_handoff(server, cls.xsk_map_fd()?, &target.iface, allow)),
-        _ => None,
+    let names = rule_names(&set);
+    let iface_name = target.iface.as_str();
+    // SIGHUP: the file again, compiled, then flipped in as `filter reload` does; a file that
+    // does not compile (or a set the maps refuse) leaves the set in force, said in one line.
+    let recompile = || match compile_rules(rules) {
+        Ok((set, c, source)) => Some((rule_names(&set), c, source, set.rules.len())),
+        Err(e) => {
+            log::error!("reload of {iface_name} refused, the rules in force stay: {:#}", e.err);
+            None
+        }
     };
-    let lost = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref());
+    let reloaded = |what: Result<SetIndex, String>, source: &str, n: usize| match what {
+        Ok(s) => {
+            log::info!("reloaded {iface_name}: {n} rules from {source} in force (rule set {s})");
+            true
+        }
+        Err(e) => {
+            log::error!("reload of {iface_name} refused, the rules in force stay: {e}");
+            false
+        }
+    };
+    let lost = if let Some(cls) = attached.filter(|_| keep == Keep::No) {
+        let serving = match (server, handoff) {
+            (Some(server), Some((_, allow))) => Some(serve_handoff(server, cls.xsk_map_fd()?, iface_name, allow)),
+            _ => None,
+        };
+        let mut on_hup = |cls: &mut AttachedClassifier| {
+            let (names, c, source, n) = recompile()?;
+            let r = cls.swap_in(&c).map_err(|e| e.to_string());
+            reloaded(r, &source, n).then_some(names)
+        };
+        let mut cls = cls;
+        let lost =
+            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), Some((hup, &mut on_hup)));
+        stop_handoff(serving);
+        if let Some(ev) = lost {
+            drop(cls); // detaches, if the interface is still there
+            return Err(crate::common::link_lost_error(iface_name, ev));
+        }
+        lost
+    } else {
+        // Pinned (the attached classifier, if this run attached it, was dropped by the filter
+        // above: its link stays, pinned): watched through its pins; SIGHUP reloads as `filter
+        // reload` does, under its lock.
+        let mut cls = PinnedClassifier::open_pinned(&dir).map_err(pinned_err)?;
+        let serving = match (server, handoff) {
+            (Some(server), Some((_, allow))) => Some(serve_handoff(server, cls.xsk_map_fd()?, iface_name, allow)),
+            _ => None,
+        };
+        let lock = lock_path(iface_name);
+        let mut on_hup = |cls: &mut PinnedClassifier| {
+            let (names, c, source, n) = recompile()?;
+            let r = fastpath::bpf::lock_file(&lock, stop).map_err(|e| e.to_string()).and_then(|_l| {
+                cls.check_still_attached(iface_name).map_err(|e| e.to_string())?;
+                cls.reload(&c, &names).map_err(|e| e.to_string())
+            });
+            reloaded(r, &source, n).then_some(names)
+        };
+        let lost =
+            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), Some((hup, &mut on_hup)));
+        stop_handoff(serving);
+        if lost.is_none() {
+            eprintln!(
+                "note: the classifier stays attached to {iface_name} and pinned at {}: `fastpath filter unload -i {iface_name}{ns}` removes it",
+                dir.display()
+            );
+        }
+        lost
+    };
+    if let Some(ev) = lost {
+        return Err(crate::common::link_lost_error(iface_name, ev));
+    }
+    Ok(())
+}
+
+/// ` --netns NS` when the command was given one (for the hints it prints), else "".
+fn netns_arg(t: &FilterTarget) -> String {
+    t.netns.as_deref().map(|n| format!(" --netns {n}")).unwrap_or_default()
+}
+
+/// Ends the --xsk-handoff server thread, if one runs.
+fn stop_handoff(serving: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>) {
     if let Some((quit, thread)) = serving {
         quit.store(true, Ordering::Relaxed);
         let _ = thread.join(); // its end said by the thread itself, when it came
     }
-    if let Some(ev) = lost {
-        drop(cls); // detaches, if the interface is still there
-        return Err(crate::common::link_lost_error(&target.iface, ev));
-    }
-    Ok(())
 }
 
 fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliError {
@@ -295,15 +440,15 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     require_privileges("filter stats")?;
     let metrics = crate::metrics::start(run.metrics)?;
     enter_ns(&target.netns)?;
-    let cls = open_pinned(target)?;
+    let mut cls = open_pinned(target)?;
     let names = cls.meta().names.clone();
     if let Err(e) = cls.check_still_attached(&target.iface) {
         // The counters it kept are still worth seeing: print them once, then fail.
         let once = RunArgs { duration: 0.0, ..run.clone() };
-        watch(&cls, None, &target.iface, &names, &once, stop, None);
+        watch(&mut cls, None, &target.iface, &names, &once, stop, None, None);
         return Err(pinned_err(e));
     }
-    watch(&cls, None, &target.iface, &names, run, stop, metrics.as_ref());
+    watch(&mut cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None);
     Ok(())
 }
 
@@ -441,16 +586,23 @@ fn interval_line(
 /// Interval lines of per-action rates and a summary with per-rule counters (every rule in
 /// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
 /// interface is deleted or set down, and returns what happened.
+/// A SIGHUP flag and what to do when it is set: reload, returning the new set's rule names
+/// (`None`: the set in force stays).
+type OnHup<'a, S> = (&'a AtomicBool, &'a mut dyn FnMut(&mut Classifier<S>) -> Option<Vec<String>>);
+
+#[allow(clippy::too_many_arguments)]
 fn watch<S: State>(
-    cls: &Classifier<S>,
+    cls: &mut Classifier<S>,
     link: Option<fastpath::netdev::LinkWatch>,
     iface: &str,
     names: &[String],
     run: &RunArgs,
     stop: &AtomicBool,
     metrics: Option<&crate::metrics::MetricsServer>,
+    mut on_hup: Option<OnHup<'_, S>>,
 ) -> Option<fastpath::netdev::LinkEvent> {
-    let publish = |force: bool| {
+    let mut names = names.to_vec();
+    let publish = |cls: &Classifier<S>, names: &[String], force: bool| {
         if let Some(m) = metrics {
             publish_metrics(cls, iface, names, m, force);
         }
@@ -459,19 +611,28 @@ fn watch<S: State>(
     let tp0 = tp.and_then(|t| t.snapshot().ok());
     let mut prev_tp = tp0.clone();
     let start = Instant::now();
-    let duration = Duration::from_secs_f64(run.duration);
+    // Infinite: `filter load` without --duration, until signalled.
+    let deadline = run.duration.is_finite().then(|| start + Duration::from_secs_f64(run.duration));
     let interval = Duration::from_secs_f64(run.interval);
     let mut prev = snap(cls);
     let mut prev_t = Instant::now();
     let mut next = start + interval;
     let mut lost = None;
     let mut link = link;
-    while start.elapsed() < duration && !stop.load(Ordering::Relaxed) {
+    while deadline.is_none_or(|d| Instant::now() < d) && !stop.load(Ordering::Relaxed) {
         if let Some(ev) = link.as_mut().and_then(|w| w.poll()) {
             lost = Some(ev);
             break;
         }
-        publish(false);
+        if let Some((flag, reload)) = on_hup.as_mut() {
+            if flag.swap(false, Ordering::Relaxed) {
+                if let Some(n) = reload(cls) {
+                    names = n;
+                    publish(cls, &names, true);
+                }
+            }
+        }
+        publish(cls, &names, false);
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -491,12 +652,12 @@ fn watch<S: State>(
         }
         prev = cur;
     }
-    publish(true);
+    publish(cls, &names, true);
     let tp_total = match (tp.and_then(|t| t.snapshot().ok()), &tp0) {
         (Some(a), Some(b)) => Some(a.delta(b)),
         _ => None,
     };
-    summary(cls, iface, names, run, tp_total.as_ref());
+    summary(cls, iface, &names, run, tp_total.as_ref());
     lost
 }
 

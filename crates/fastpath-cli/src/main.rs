@@ -73,17 +73,17 @@ fn main() {
     }
     let stop = Arc::new(AtomicBool::new(false));
     out::init(stop.clone());
-    // SIGINT/SIGTERM/SIGHUP/SIGQUIT ask every loop to stop; the process then removes what it
-    // made (test beds, XDP programs) on its normal path. Every wait loop checks the flag.
-    // (SIGKILL still detaches our programs: the kernel closes the bpf_link fds.)
-    for sig in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-        signal_hook::consts::SIGQUIT,
-    ] {
+    // SIGINT/SIGTERM/SIGQUIT ask every loop to stop; the process then removes what it made
+    // (test beds, XDP programs) on its normal path. Every wait loop checks the flag.
+    // (SIGKILL still detaches our programs: the kernel closes the bpf_link fds.) SIGHUP asks
+    // `filter load` to re-read its rules, as a daemon does; it ends every other command (the
+    // hangup of its terminal).
+    let hup = Arc::new(AtomicBool::new(false));
+    let reloads = matches!(&cli.cmd, Cmd::Filter(args::FilterCmd::Load { .. }));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGQUIT] {
         let _ = signal_hook::flag::register(sig, stop.clone());
     }
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, if reloads { hup.clone() } else { stop.clone() });
     let _ = fastpath::bpf::raise_memlock_limit(); // not fatal: CAP_IPC_LOCK or memcg accounting suffice
                                                   // -e on bench and filter stats: the XDP tracepoint monitor, attached for the whole run
                                                   // (after every command-line value has been checked; redirect-cpu checks its own first).
@@ -113,7 +113,7 @@ fn main() {
         Cmd::Gen(g) if g.pcap.is_some() => replay_cmd::run(g, stop),
         Cmd::Gen(g) => bench_cmd::gen(g, stop),
         Cmd::Demo(d) => demo::run(d, stop),
-        Cmd::Filter(f) => filter_cmd::run(f, stop),
+        Cmd::Filter(f) => filter_cmd::run(f, stop, hup),
         Cmd::Compare(c) if c.inject => compare::check(c).and_then(|_| inject::run(c, stop)),
         Cmd::Compare(c) => compare::check(c).and_then(|_| compare::run(c, stop)),
         Cmd::Fwd(f) if f.engine == args::FwdEngineArg::Xsk => fwd_xsk::run(f, stop),
@@ -134,13 +134,22 @@ fn main() {
     }
 }
 
-/// The command line as [`Cli`], with one default that depends on the others: `gen --pcap`
-/// runs until the replay ends, so its --duration (10 s elsewhere) is a year unless given.
+/// The command line as [`Cli`], with the defaults that depend on the others: `gen --pcap` runs
+/// until the replay ends, so its --duration (10 s elsewhere) is a year unless given; `filter
+/// load` runs until signalled unless given (duration infinite).
 fn parsed(m: &clap::ArgMatches) -> Result<Cli, clap::Error> {
     let mut cli = Cli::from_arg_matches(m)?;
     if let (Cmd::Gen(g), Some(("gen", sub))) = (&mut cli.cmd, m.subcommand()) {
         if g.pcap.is_some() && sub.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
             g.run.duration = args::MAX_DURATION_S;
+        }
+    }
+    // `filter load` runs until SIGINT/SIGTERM unless --duration is given: a service.
+    if let (Cmd::Filter(args::FilterCmd::Load { run, .. }), Some(("filter", f))) = (&mut cli.cmd, m.subcommand()) {
+        if let Some(("load", sub)) = f.subcommand() {
+            if sub.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
+                run.duration = f64::INFINITY;
+            }
         }
     }
     Ok(cli)

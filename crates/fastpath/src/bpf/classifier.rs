@@ -167,6 +167,15 @@ macro_rules! cls_maps {
                     stringify!($name),
                 ).map_err(|_| stringify!($name))?),* })
             }
+            /// Makes the skeleton `open` use these maps instead of creating its own.
+            fn reuse_in(&self, open: &mut skel::classifier::OpenClassifierSkel<'_>) -> Result<(), BpfError> {
+                $(open.maps.$name.reuse_fd(self.$name.handle().as_fd()).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
+                Ok(())
+            }
+            /// Each map's (type, key size, value size, max entries) as the kernel reports it.
+            fn shapes(&self) -> Result<Vec<(u32, u32, u32, u32)>, SysError> {
+                Ok(vec![$(crate::sys::bpf::map_info(self.$name.handle().as_fd())?),*])
+            }
             fn pin(&mut self, dir: &Path) -> Result<(), BpfError> {
                 $(self.$name.handle_mut().pin(dir.join(stringify!($name))).map_err(|cause| BpfError::Map { map: stringify!($name), cause })?;)*
                 Ok(())
@@ -505,7 +514,7 @@ impl LoadedClassifier {
     /// [`BpfError::Load`] (verifier; needs root or CAP_BPF), [`BpfError::Map`],
     /// [`BpfError::MapShape`] (a skeleton out of step with [`crate::abi`]), [`BpfError::Sys`].
     pub fn load() -> Result<Self, BpfError> {
-        Ok(Self::load_inner(None, |_| Ok(()))?.0)
+        Ok(Self::load_inner(None, None, |_| Ok(()))?.0)
     }
 
     /// As [`Classifier::load`], with the capture ring sized for `fastpath capture`: rules whose
@@ -517,13 +526,16 @@ impl LoadedClassifier {
     ///
     /// As [`Classifier::load`]; [`BpfError::Map`] for a ring size the kernel refuses.
     pub fn load_with_capture(snaplen: u32, ring_bytes: u32) -> Result<(Self, super::capture::CaptureMaps), BpfError> {
-        Self::load_inner(Some((snaplen, ring_bytes)), |s| {
+        Self::load_inner(Some((snaplen, ring_bytes)), None, |s| {
             super::capture::CaptureMaps::new(&s.maps.cap_ring, &s.maps.cap_stats)
         })
     }
 
+    /// Loads the program on `reuse`'s maps when given (their contents kept: rules, counters,
+    /// the SYN-cookie key), else on maps of its own.
     fn load_inner<T>(
         capture: Option<(u32, u32)>,
+        reuse: Option<&ClsMaps>,
         extra: impl FnOnce(&skel::classifier::ClassifierSkel<'_>) -> Result<T, BpfError>,
     ) -> Result<(Self, T), BpfError> {
         let mut storage = MaybeUninit::uninit();
@@ -536,6 +548,9 @@ impl LoadedClassifier {
             }
             open.maps.cap_ring.set_max_entries(ring_bytes).map_err(|cause| BpfError::Map { map: "cap_ring", cause })?;
         }
+        if let Some(m) = reuse {
+            m.reuse_in(&mut open)?;
+        }
         let s = open.load().map_err(|cause| BpfError::Load { prog: "classifier", cause })?;
         let t = extra(&s)?;
         let prog = s
@@ -545,7 +560,9 @@ impl LoadedClassifier {
             .try_clone_to_owned()
             .map_err(|e| SysError { call: "dup(prog fd)".into(), errno: e.raw_os_error().unwrap_or(0) })?;
         let maps = ClsMaps::from_skel(&s)?;
-        maps.sc_config.set(0, &super::syncookie::new_config(1500)?)?;
+        if reuse.is_none() {
+            maps.sc_config.set(0, &super::syncookie::new_config(1500)?)?;
+        }
         Ok((Self { maps, st: state::Loaded { prog }, sc_link: Default::default() }, t))
     }
 
@@ -565,20 +582,7 @@ impl LoadedClassifier {
     /// IPv4 broadcast addresses are read for it in any case (an RTM_GETADDR dump;
     /// [`BpfError::Sys`] if that fails, before anything is attached).
     pub fn attach(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<AttachedClassifier>, BpfError> {
-        {
-            // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
-            // answered (bpf/classifier.bpf.c, sc_bogus).
-            let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
-            if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
-                super::syncookie::set_mtu(&mut c, mtu);
-            }
-            if let Ok(mac) = crate::sys::if_hwaddr(iface.name()) {
-                c.mac = mac;
-            }
-            // Nor SYNs to a subnet broadcast address (read again at each reload).
-            super::syncookie::set_broadcasts(&mut c, iface.ifindex())?;
-            self.maps.sc_config.set(0, &c)?;
-        }
+        self.prepare_sc_config(iface)?;
         // The tc program first (sysctl checks, option flags; it does nothing without marks):
         // the XDP program answers no SYN before it is there. An XDP attach error drops it.
         let tc = if self.active_uses_syncookie()? {
@@ -597,6 +601,22 @@ impl LoadedClassifier {
         *self.sc_link.lock().unwrap_or_else(|e| e.into_inner()) = tc;
         let Self { maps, st, sc_link } = self;
         Ok(a.map(|link| Classifier { maps, st: state::Attached { prog: st.prog, link }, sc_link }))
+    }
+
+    /// The interface's facts `action = "syncookie"` answers with, into `sc_config`.
+    fn prepare_sc_config(&self, iface: &Iface) -> Result<(), BpfError> {
+        // The SYN-ACK's MSS follows the MTU; SYNs not sent to the interface's MAC are not
+        // answered (bpf/classifier.bpf.c, sc_bogus).
+        let mut c = self.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+        if let Ok(mtu) = crate::sys::if_mtu(iface.name()) {
+            super::syncookie::set_mtu(&mut c, mtu);
+        }
+        if let Ok(mac) = crate::sys::if_hwaddr(iface.name()) {
+            c.mac = mac;
+        }
+        // Nor SYNs to a subnet broadcast address (read again at each reload).
+        super::syncookie::set_broadcasts(&mut c, iface.ifindex())?;
+        self.maps.sc_config.set(0, &c)
     }
 
     /// Installs `c` into the inactive set and flips to it ([`Classifier::swap_in`] in its
@@ -1229,6 +1249,180 @@ impl Classifier {
         }
         let _ = std::fs::remove_dir(dir);
         Ok(())
+    }
+}
+
+/// What [`Classifier::upgrade_pinned`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Upgrade {
+    /// The program the pinned link ran before (kernel program id).
+    pub old_prog_id: u32,
+    /// The program it runs now.
+    pub new_prog_id: u32,
+    /// True if the new program runs on the pinned maps (counters and the SYN-cookie key carried
+    /// over); false if it got maps of its own (the pinned ones were of another layout, or
+    /// fresh maps were asked for), pinned in place of the old ones, counters from zero.
+    pub maps_kept: bool,
+    /// The rule set in force now.
+    pub set: SetIndex,
+    /// The attach mode the link keeps ("native", "skb", ...).
+    pub mode: &'static str,
+}
+
+/// The staging directory of an upgrade's new pins, beside `dir` (bpffs refuses a dot).
+fn staging_dir(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().map(|s| s.to_os_string()).unwrap_or_default();
+    name.push("_new");
+    dir.with_file_name(name)
+}
+
+impl Classifier {
+    /// Adopts the classifier pinned under `dir` on `iface` (left by an earlier run, of this or an
+    /// older fastpath) with this build's program and the rule set `c` (`names` by rule index),
+    /// without a moment unfiltered: the pinned XDP link is kept and only its program replaced,
+    /// atomically (BPF_LINK_UPDATE with BPF_F_REPLACE, Linux >= 5.9; net/core/dev.c
+    /// `bpf_xdp_link_update`), so every frame meets either the old program or the new one.
+    ///
+    /// - Pinned maps of this build's layout (every map's type, key and value size and max
+    ///   entries as the kernel reports them) are reused: the new program runs first on the rules
+    ///   in force, then `c` is flipped in as [`PinnedClassifier::reload`] does; counters, the
+    ///   SYN-cookie key and the tc program's link carry over (its program is replaced too).
+    /// - Otherwise, or with `fresh_maps`, the new program gets maps of its own with `c` already
+    ///   in force; its maps are pinned in a staging directory beside `dir` first, the link is
+    ///   updated, then the pins are moved in place of the old ones (rename). Counters restart;
+    ///   the SYN-cookie key is carried if the old `sc_config` map has this layout.
+    ///
+    /// Needs root (CAP_SYS_ADMIN for the program id lookup, CAP_BPF, CAP_NET_ADMIN). The
+    /// caller serializes this with reloads of the same classifier (their lock).
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`]; [`BpfError::Stale`] if the pinned link no longer runs on
+    /// `iface` (nothing is changed then); what [`Classifier::load`], [`Classifier::swap_in`] and
+    /// [`PinnedClassifier::reload`] return; [`BpfError::Sys`] for a failed link update (the
+    /// old program keeps running) or, after it, a pin that could not be moved (the new program
+    /// runs; the error names the pin).
+    pub fn upgrade_pinned(
+        dir: &Path,
+        iface: &Iface,
+        c: &Compiled,
+        names: &[String],
+        fresh_maps: bool,
+    ) -> Result<Upgrade, BpfError> {
+        if let Some(root) = dir.parent() {
+            check_trusted_dir(root)?;
+        }
+        check_trusted_dir(dir)?;
+        let stale = |what: String| BpfError::Stale { iface: iface.name().to_string(), what };
+        let link_pin = dir.join("link");
+        if check_entry(&link_pin)?.is_none() {
+            return Err(stale(format!("nothing is pinned at {}", link_pin.display())));
+        }
+        let link = crate::sys::bpf::obj_get(&link_pin)?;
+        let info = super::link_info(link.as_fd())?;
+        let ifindex = iface.ifindex();
+        if !info.is_xdp || info.ifindex != ifindex {
+            return Err(stale(format!(
+                "the pinned link id {} is not attached to it (ifindex {}, it has {ifindex})",
+                info.id, info.ifindex
+            )));
+        }
+        let on = super::query_xdp(ifindex)?;
+        let Some(on) = on.filter(|p| p.id == info.prog_id) else {
+            return Err(stale(format!("the kernel does not report the pinned link's program {} on it", info.prog_id)));
+        };
+        let old_prog = crate::sys::bpf::prog_fd_by_id(info.prog_id)?;
+        let fresh = LoadedClassifier::load()?;
+        let pinned = if fresh_maps { None } else { ClsMaps::open_pinned(dir).ok() };
+        let same = match &pinned {
+            Some(p) => p.shapes()? == fresh.maps.shapes()?,
+            None => false,
+        };
+        let update = |prog: std::os::fd::BorrowedFd<'_>| {
+            crate::sys::bpf::link_update(link.as_fd(), prog, Some(old_prog.as_fd()), || {
+                format!("bpf_link_update(pinned classifier link id {}, BPF_F_REPLACE)", info.id)
+            })
+        };
+        let sc_pin = dir.join(SC_LINK_PIN);
+        let old_sc = if check_entry(&sc_pin)?.is_some() { crate::sys::bpf::obj_get(&sc_pin).ok() } else { None };
+        let new_prog_id = |fd: &OwnedFd| crate::sys::bpf::prog_info_id(fd.as_fd());
+        if let (true, Some(p)) = (same, pinned) {
+            drop(fresh);
+            let (new, ()) = LoadedClassifier::load_inner(None, Some(&p), |_| Ok(()))?;
+            // The tc program of the SYN cookies first (it only acts on the XDP program's marks,
+            // whose format both versions share on these maps), then the XDP program.
+            if let Some(sc) = &old_sc {
+                let tc = super::syncookie::load_tc(new.maps.tc())?;
+                crate::sys::bpf::link_update(sc.as_fd(), tc.as_fd(), None, || {
+                    format!("bpf_link_update({})", sc_pin.display())
+                })?;
+            }
+            update(new.st.prog.as_fd())?;
+            let new_id = new_prog_id(&new.st.prog)?;
+            drop(new);
+            let mut pc = PinnedClassifier::open_pinned(dir)?;
+            let set = pc.reload(c, names)?;
+            return Ok(Upgrade {
+                old_prog_id: info.prog_id,
+                new_prog_id: new_id,
+                maps_kept: true,
+                set,
+                mode: on.mode.name(),
+            });
+        }
+        let mut new = fresh;
+        new.prepare_sc_config(iface)?;
+        {
+            let mut cfg = new.maps.sc_config.get(0)?.unwrap_or_else(Zeroable::zeroed);
+            if on.mode == super::AttachedMode::Skb {
+                cfg.flags |= abi::FP_SC_F_NO_META as u8;
+            }
+            // The SYN-cookie key, where the old map can be read: handshakes under way complete.
+            let old_cfg = MapHandle::from_pinned_path(dir.join("sc_config"))
+                .ok()
+                .and_then(|h| Array::<fp_sc_config>::new(h, "sc_config").ok())
+                .and_then(|a| a.get(0).ok().flatten());
+            if let Some(o) = old_cfg {
+                (cfg.k0, cfg.k1) = (o.k0, o.k1);
+            }
+            new.maps.sc_config.set(0, &cfg)?;
+        }
+        let set = new.swap_in(c)?;
+        let new_sc = if c.uses_syncookie() { Some(super::syncookie::attach_tc(new.maps.tc(), ifindex)?) } else { None };
+        let staging = staging_dir(dir);
+        if std::fs::symlink_metadata(&staging).is_ok() {
+            Classifier::unpin(&staging)?;
+        }
+        make_trusted_dir(&staging)?;
+        let staged = (|| {
+            new.maps.pin(&staging)?;
+            PinMeta { ifindex: Some(ifindex), names: names.to_vec() }.pin(&staging)?;
+            if let Some(l) = &new_sc {
+                crate::sys::bpf::obj_pin(l.as_fd(), &staging.join(SC_LINK_PIN), SC_LINK_PIN)?;
+            }
+            Ok::<(), BpfError>(())
+        })();
+        if let Err(e) = staged.and_then(|_| update(new.st.prog.as_fd()).map_err(BpfError::from)) {
+            let _ = Classifier::unpin(&staging); // the old program still runs, on its pins
+            return Err(e);
+        }
+        // The new program runs: the old tc link goes, the new pins take the old ones' names.
+        if old_sc.is_some() {
+            unpin_sc_link(dir);
+        }
+        let new_id = new_prog_id(&new.st.prog)?;
+        for name in ClsMaps::NAMES.iter().copied().chain([NAMES_PIN, SC_LINK_PIN]) {
+            let (from, to) = (staging.join(name), dir.join(name));
+            if std::fs::symlink_metadata(&from).is_err() {
+                continue;
+            }
+            std::fs::rename(&from, &to).map_err(|e| SysError {
+                call: format!("rename({}, {})", from.display(), to.display()),
+                errno: e.raw_os_error().unwrap_or(0),
+            })?;
+        }
+        let _ = std::fs::remove_dir(&staging);
+        Ok(Upgrade { old_prog_id: info.prog_id, new_prog_id: new_id, maps_kept: false, set, mode: on.mode.name() })
     }
 }
 

@@ -262,6 +262,11 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
         Ok(())
     }
 
+    /// The handle (to reuse the map in another program).
+    pub(crate) fn handle(&self) -> &MapHandle {
+        &self.map
+    }
+
     /// The handle, to pin it.
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map

@@ -280,6 +280,20 @@ pub(crate) fn attach_tc(maps: TcMaps<'_>, ifindex: u32) -> Result<OwnedFd, BpfEr
     let mut c = maps.sc_config.get(0)?.unwrap_or_else(bytemuck::Zeroable::zeroed);
     c.flags = (c.flags & crate::abi::FP_SC_F_NO_META as u8) | netns_option_flags() | partial_csum_flag(ifindex);
     maps.sc_config.set(0, &c)?;
+    let prog = load_tc(maps)?;
+    Ok(crate::sys::bpf::link_create_tcx_ingress(prog.as_raw_fd(), ifindex, || {
+        format!("bpf_link_create(syncookie_tc, ifindex {ifindex}, BPF_TCX_INGRESS)")
+    })?)
+}
+
+/// Loads the tc ingress program on `maps` (not attached): its descriptor, for a new tcx link
+/// ([`attach_tc`]) or to replace the program of a pinned one (BPF_LINK_UPDATE, on an upgrade).
+/// `sc_config` is left as it is.
+///
+/// # Errors
+///
+/// [`BpfError::Load`], [`BpfError::Map`], [`BpfError::Sys`] (dup of the program fd).
+pub(crate) fn load_tc(maps: TcMaps<'_>) -> Result<OwnedFd, BpfError> {
     let mut storage = MaybeUninit::uninit();
     let load_err = |cause| BpfError::Load { prog: "syncookie_tc", cause };
     let mut open = skel::syncookie_tc::SyncookieTcSkelBuilder::default().open(&mut storage).map_err(load_err)?;
@@ -290,10 +304,13 @@ pub(crate) fn attach_tc(maps: TcMaps<'_>, ifindex: u32) -> Result<OwnedFd, BpfEr
     reuse(&mut open.maps.cls_stats, maps.cls_stats.handle().as_fd(), "cls_stats")?;
     reuse(&mut open.maps.sc_config, maps.sc_config.handle().as_fd(), "sc_config")?;
     let s = open.load().map_err(load_err)?;
-    let prog = s.progs.syncookie_tc.as_fd();
-    Ok(crate::sys::bpf::link_create_tcx_ingress(prog.as_raw_fd(), ifindex, || {
-        format!("bpf_link_create(syncookie_tc, ifindex {ifindex}, BPF_TCX_INGRESS)")
-    })?)
+    // The program lives on after the skeleton while this descriptor (or a link) holds it.
+    s.progs.syncookie_tc.as_fd().try_clone_to_owned().map_err(|e| {
+        BpfError::Sys(crate::sys::SysError {
+            call: "dup(syncookie_tc fd)".into(),
+            errno: e.raw_os_error().unwrap_or(0),
+        })
+    })
 }
 
 /// How many programs run at tcx ingress of interface `ifindex` (of the calling thread's network

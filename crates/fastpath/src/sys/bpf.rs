@@ -362,3 +362,52 @@ impl Drop for Btf {
         unsafe { libbpf_sys::btf__free(self.0.as_ptr()) };
     }
 }
+
+/// `bpf_link_update` (BPF_LINK_UPDATE): makes `link` run `new_prog` from the next packet on,
+/// atomically; with `old_prog`, only if the link still holds that program (BPF_F_REPLACE,
+/// else EPERM). XDP links: Linux >= 5.9 (net/core/dev.c `bpf_xdp_link_update`); tcx links:
+/// Linux >= 6.6. Errors name the call as `label`.
+pub fn link_update(
+    link: BorrowedFd<'_>,
+    new_prog: BorrowedFd<'_>,
+    old_prog: Option<BorrowedFd<'_>>,
+    label: impl FnOnce() -> String,
+) -> Result<(), SysError> {
+    // SAFETY: all-zero is a valid bpf_link_update_opts; sz, flags and old_prog_fd are set below.
+    let mut opts: libbpf_sys::bpf_link_update_opts = unsafe { std::mem::zeroed() };
+    opts.sz = std::mem::size_of::<libbpf_sys::bpf_link_update_opts>() as _;
+    if let Some(old) = old_prog {
+        opts.flags = libbpf_sys::BPF_F_REPLACE;
+        opts.old_prog_fd = old.as_raw_fd() as u32;
+    }
+    // SAFETY: link and new_prog are live descriptors; opts is valid for the call.
+    let rc = unsafe { libbpf_sys::bpf_link_update(link.as_raw_fd(), new_prog.as_raw_fd(), &opts) };
+    if rc < 0 {
+        return Err(SysError { call: label(), errno: -rc });
+    }
+    Ok(())
+}
+
+/// A descriptor of the loaded program with id `id` (`bpf_prog_get_fd_by_id`; needs CAP_SYS_ADMIN).
+pub fn prog_fd_by_id(id: u32) -> Result<OwnedFd, SysError> {
+    // SAFETY: plain syscall wrapper.
+    let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        return Err(SysError { call: format!("bpf_prog_get_fd_by_id({id})"), errno: -fd });
+    }
+    // SAFETY: fd is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The id of the program behind `prog` (`bpf_prog_get_info_by_fd`).
+pub fn prog_info_id(prog: BorrowedFd<'_>) -> Result<u32, SysError> {
+    // SAFETY: bpf_prog_info is plain integers and pointers left null: valid when all-zero.
+    let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: info is a live bpf_prog_info and len its size; the kernel writes at most len bytes.
+    let rc = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
+    if rc < 0 {
+        return Err(SysError { call: format!("bpf_prog_get_info_by_fd({})", prog.as_raw_fd()), errno: -rc });
+    }
+    Ok(info.id)
+}
