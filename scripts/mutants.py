@@ -107,6 +107,28 @@ def apply(src_tree, row):
     return (path, text), None
 
 
+PIN_ROOT = Path("/sys/fs/bpf/fastpath")
+
+
+def pin_dirs():
+    """The pin directories fastpath has now (a mutant may leak one: see remove_new_pins)."""
+    try:
+        return {p.name for p in PIN_ROOT.iterdir()}
+    except OSError:
+        return set()
+
+
+def remove_new_pins(before):
+    """Removes the pin directories a mutated run left (a row may pin on purpose, to be caught):
+    unlinking a link's last pin detaches its program. Those there before the row stay."""
+    for name in pin_dirs() - before:
+        d = PIN_ROOT / name
+        for f in d.iterdir():
+            f.unlink()
+        d.rmdir()
+        print(f"          removed the pins a mutated run left at {d}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated row names")
@@ -143,6 +165,7 @@ def main():
     t_all = time.monotonic()
     for i, row in enumerate(rows, 1):
         t0 = time.monotonic()
+        pins_before = pin_dirs()
         print(f"mutants: [{i}/{len(rows)}] {row['name']} ...", file=sys.stderr, flush=True)
         try:
             cargo_args, test_name = split_test(row["test"])
@@ -177,6 +200,7 @@ def main():
                             why = panics[0][:160] if panics else "the test failed"
                 finally:
                     path.write_text(original)
+                    remove_new_pins(pins_before)
         results[verdict] += 1
         print(f"{verdict:<9} {row['name']}  ({row['test']}; {time.monotonic() - t0:.0f} s)", flush=True)
         print(f"          {why}", flush=True)

@@ -554,7 +554,7 @@ impl XskArgs {
 pub struct RunArgs {
     /// Seconds to run, 0..=31536000 (a year); 0 = set up, attach, detach, exit. Default 10,
     /// except `filter load`: until SIGINT/SIGTERM.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
+    #[arg(long, default_value_t = 10.0, hide_default_value = true, value_parser = parse_duration)]
     pub duration: f64,
     /// Seconds between interval lines, 0.1..=3600.
     #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]

@@ -190,6 +190,18 @@ fn load(
     let mut attached: Option<AttachedClassifier> = None;
     let mode;
     if keep != Keep::No && is_pinned(&target.iface)? {
+        // Pins whose link no longer runs anywhere (its interface was deleted and made again,
+        // say) protect nothing: they go, and the classifier is attached anew.
+        if Classifier::pinned_link_ifindex(&dir).map_err(pinned_err)? == Some(0) {
+            log::warn!(
+                "the classifier pinned at {} was detached from {} (its interface deleted?): removing those pins and attaching anew",
+                dir.display(),
+                target.iface
+            );
+            Classifier::unload_pinned(&dir).map_err(pinned_err)?;
+        }
+    }
+    if keep != Keep::No && is_pinned(&target.iface)? {
         // Adopt: the pinned link stays, its program is replaced; no frame goes unfiltered.
         let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
         let up = Classifier::upgrade_pinned(&dir, &iface, &c, &rule_names(&set), fresh_maps).map_err(pinned_err)?;

@@ -1190,6 +1190,26 @@ impl Classifier {
         Ok(check_entry(&dir.join("link"))?.is_some())
     }
 
+    /// The interface index the link pinned under `dir` is attached to as the kernel reports it:
+    /// 0 once detached (its interface was deleted, or BPF_LINK_DETACH); `None` if no link is
+    /// pinned there. Needs root.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`]; [`BpfError::Sys`] if the pin cannot be opened or read.
+    pub fn pinned_link_ifindex(dir: &Path) -> Result<Option<u32>, BpfError> {
+        if let Some(root) = dir.parent() {
+            check_trusted_dir(root)?;
+        }
+        check_trusted_dir(dir)?;
+        let p = dir.join("link");
+        if check_entry(&p)?.is_none() {
+            return Ok(None);
+        }
+        let fd = crate::sys::bpf::obj_get(&p)?;
+        Ok(Some(super::link_info(fd.as_fd())?.ifindex))
+    }
+
     /// Removes the pins under `dir` (maps, link, rule names). With the link's pin gone and no
     /// process holding its fd, the kernel detaches the program. Touches nothing unless `dir`
     /// and its parent pass [`check_trusted_dir`].
