@@ -188,6 +188,7 @@ fn load(
     };
     let mut notes = Vec::new();
     let mut attached: Option<AttachedClassifier> = None;
+    let mut adopted = None;
     let mode;
     if keep != Keep::No && is_pinned(&target.iface)? {
         // Pins whose link no longer runs anywhere (its interface was deleted and made again,
@@ -215,6 +216,7 @@ fn load(
             if up.maps_kept { "maps and counters kept" } else { "new maps, counters from zero" },
             set.rules.len()
         );
+        adopted = Some(up);
     } else {
         let cls = Classifier::load()?;
         cls.swap_in(&c)?;
@@ -268,7 +270,7 @@ fn load(
         // As every long-running command: set-up is done.
         println!(
             "{}",
-            json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len(), "pinned": keep == Keep::Pin})
+            json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len(), "pinned": keep == Keep::Pin, "adopted": adopted})
         );
     } else if keep == Keep::Pin {
         println!(

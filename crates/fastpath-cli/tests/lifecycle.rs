@@ -120,11 +120,31 @@ fn counter(ns: &str, addr: &'static str, stop: Arc<AtomicBool>) -> (Arc<AtomicU6
     (n, h)
 }
 
-/// `filter load --pin` in the receiver's namespace, past its ready line; its stdout drained.
-fn start_pinned(ns: &str, ifb: &str, file: &str, extra: &[&str]) -> std::process::Child {
+/// `filter load --pin` in the receiver's namespace, past its ready line (returned: its
+/// `adopted`); its stdout drained.
+fn start_pinned(ns: &str, ifb: &str, file: &str, extra: &[&str]) -> (std::process::Child, Value) {
     let mut args = vec!["filter", "load", file, "--netns", ns, "-i", ifb, "--pin", "--json"];
     args.extend_from_slice(extra);
-    Running::start(&args).into_child()
+    let r = Running::start(&args);
+    let adopted = r.ready["adopted"].clone();
+    (r.into_child(), adopted)
+}
+
+/// Replaces the pin of map `name` of the classifier pinned on `ifb` with a map of another shape,
+/// as pins of a fastpath with another map layout look (the program keeps its own map).
+fn plant_other_layout(ns: &str, ifb: &str, name: &'static str) {
+    let ifb = ifb.to_string();
+    fastpath_testbed::run_in_netns(ns, move || {
+        let p = fastpath::bpf::classifier::pin_dir(&ifb).join(name);
+        std::fs::remove_file(&p).unwrap();
+        let opts = libbpf_rs::libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let mut m = libbpf_rs::MapHandle::create(libbpf_rs::MapType::Array, Some(name), 4, 8, 1, &opts).unwrap();
+        m.pin(&p).unwrap();
+    })
+    .unwrap();
 }
 
 fn stop_pinned(mut c: std::process::Child) {
@@ -136,8 +156,9 @@ fn stop_pinned(mut c: std::process::Child) {
 /// A flood (UDP to port 9, dropped by the rules) and a probe flow (UDP to port 7, passed) run
 /// while the pinned classifier is handed from one `filter load --pin` to the next: a restart
 /// (the pinned maps reused, counters carried) and a program replaced with maps of its own
-/// (`--fresh-maps`, the path of a map-layout change), each time with the process gone in
-/// between. Not one flood frame reaches the socket at port 9; the probe keeps flowing; the
+/// (`--fresh-maps`), and pins of another map layout (an older fastpath's: one pin replaced by a
+/// map of another shape), adopted with maps of its own unasked; each time with the process gone
+/// in between. Not one flood frame reaches the socket at port 9; the probe keeps flowing; the
 /// program under the link did change.
 #[test]
 fn restart_and_upgrade_let_no_flood_frame_through() {
@@ -153,7 +174,8 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     let stop = Arc::new(AtomicBool::new(false));
     let (flood_rx, h1) = counter(&ns, "10.99.0.2:9", stop.clone());
     let (probe_rx, h2) = counter(&ns, "10.99.0.2:7", stop.clone());
-    let a = start_pinned(&ns, &ifb, &f, &[]);
+    let (a, adopted) = start_pinned(&ns, &ifb, &f, &[]);
+    assert!(adopted.is_null(), "nothing to adopt at first: {adopted}");
     let first = attached(&ns, &ifb).expect("attached").id;
     // The probe: one datagram per millisecond from the sender's namespace.
     let probe_sock = fastpath_testbed::run_in_netns(bed.ns_a(), || UdpSocket::bind("10.99.0.1:0").unwrap()).unwrap();
@@ -198,22 +220,32 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     // Restart: the process goes, the pinned classifier stays, the next one adopts it.
     stop_pinned(a);
     std::thread::sleep(Duration::from_millis(300));
-    let b = start_pinned(&ns, &ifb, &f, &[]);
+    let (b, adopted) = start_pinned(&ns, &ifb, &f, &[]);
+    assert_eq!(adopted["maps_kept"], true, "a restart reuses the pinned maps: {adopted}");
     let second = attached(&ns, &ifb).expect("attached").id;
     std::thread::sleep(Duration::from_secs(1));
     let p1 = probe_rx.load(Ordering::Relaxed);
     let drops_b = drops(&ns, &ifb);
     // A new program on maps of its own, under the same link.
     stop_pinned(b);
-    let c = start_pinned(&ns, &ifb, &f, &["--fresh-maps"]);
+    let (c, adopted) = start_pinned(&ns, &ifb, &f, &["--fresh-maps"]);
+    assert_eq!(adopted["maps_kept"], false, "--fresh-maps: {adopted}");
     let third = attached(&ns, &ifb).expect("attached").id;
     let drops_c0 = drops(&ns, &ifb);
     std::thread::sleep(Duration::from_secs(1));
     let p2 = probe_rx.load(Ordering::Relaxed);
     let drops_c = drops(&ns, &ifb);
+    // Pins of another map layout (an older fastpath's): adopted on maps of its own, unasked.
+    stop_pinned(c);
+    plant_other_layout(&ns, &ifb, "cls_cache");
+    let (d, adopted) = start_pinned(&ns, &ifb, &f, &[]);
+    assert_eq!(adopted["maps_kept"], false, "pins of another layout: {adopted}");
+    let fourth = attached(&ns, &ifb).expect("attached").id;
+    std::thread::sleep(Duration::from_millis(700));
+    let p3 = probe_rx.load(Ordering::Relaxed);
     let g = flood.join().unwrap();
     assert!(g.status.success(), "gen: {}", stderr(&g));
-    stop_pinned(c);
+    stop_pinned(d);
     stop.store(true, Ordering::Relaxed);
     let probes_sent = prober.join().unwrap();
     h1.join().unwrap();
@@ -221,13 +253,16 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     let sent = n(&last_json(&g)["streams"][0]["frames"]);
     let flood_passed = flood_rx.load(Ordering::Relaxed);
     eprintln!(
-        "flood sent {sent}, passed {flood_passed}; probes sent {probes_sent}, received {}; drops seen {drops_b} (restart, maps kept), {drops_c0} then {drops_c} (fresh maps); programs {first} {second} {third}",
+        "flood sent {sent}, passed {flood_passed}; probes sent {probes_sent}, received {}; drops seen {drops_b} (restart, maps kept), {drops_c0} then {drops_c} (fresh maps); programs {first} {second} {third} {fourth}",
         probe_rx.load(Ordering::Relaxed)
     );
     assert!(sent > 300_000, "the flood was not sent: {sent} frames");
     assert_eq!(flood_passed, 0, "flood frames reached the socket across the restarts");
-    assert!(p0 > 0 && p1 > p0 && p2 > p1, "the probe flow stopped: {p0} {p1} {p2}");
-    assert!(first != second && second != third, "the program was not replaced: {first} {second} {third}");
+    assert!(p0 > 0 && p1 > p0 && p2 > p1 && p3 > p2, "the probe flow stopped: {p0} {p1} {p2} {p3}");
+    assert!(
+        first != second && second != third && third != fourth,
+        "the program was not replaced: {first} {second} {third} {fourth}"
+    );
     // Counters carried over the restart (about 2 s of flood at 100k/s, the first run's
     // included), restarted from zero with fresh maps, then counting.
     assert!(drops_b > 120_000, "drops after the restart: {drops_b}");
