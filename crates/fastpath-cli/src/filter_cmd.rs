@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};
 use crate::common::{check_run, compile_rules, enter_ns};
-use crate::error::{env, kernel, require_privileges, runtime, usage, CliResult};
+use crate::error::{env, require_privileges, runtime, usage, CliResult};
 
 /// The file `filter reload` and `filter unload` lock (one reload at a time per interface):
 /// `/run/fastpath/<netns inode>-<iface>.lock`, named after the pin directory.
@@ -25,11 +25,9 @@ fn lock_path(iface: &str) -> PathBuf {
         .join(format!("{}.lock", d.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()))
 }
 
+/// As every library error (error.rs): pins of another user or version, a stale link: exit 3.
 fn pinned_err(e: BpfError) -> crate::error::CliError {
-    match e {
-        BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } | BpfError::OtherVersion { .. } => env(e),
-        _ => kernel(e),
-    }
+    e.into()
 }
 
 fn is_pinned(iface: &str) -> CliResult<bool> {

@@ -288,3 +288,44 @@ impl Drop for Unload {
         let _ = run(&["filter", "unload", "--netns", &self.0, "-i", &self.1]);
     }
 }
+
+/// An adoption whose rules the kernel refuses (a syncookie rule with tcp_syncookies=0 in the
+/// namespace) fails in one line and leaves what ran: the same program under the link, the same
+/// rules, the pins in place.
+#[test]
+fn a_refused_adoption_leaves_the_program_and_rules_in_force() {
+    if !privileged("a_refused_adoption_leaves_the_program_and_rules_in_force") {
+        return;
+    }
+    let bed = bed();
+    let (ns, ifb) = (bed.ns_b().to_string(), bed.iface_b().to_string());
+    let _unload = Unload(ns.clone(), ifb.clone());
+    let file = tmp("refused");
+    std::fs::write(&file, rules("flood", "9")).unwrap();
+    let f = file.display().to_string();
+    let o = run(&["filter", "load", &f, "--netns", &ns, "-i", &ifb, "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = attached(&ns, &ifb).expect("attached").id;
+    let sysctl = |v: &str| {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &ns, "sysctl", "-qw", &format!("net.ipv4.tcp_syncookies={v}")])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "sysctl: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    sysctl("0");
+    let sc = "proto=tcp,dst_port=80,action=syncookie";
+    let o = run(&["filter", "load", "--netns", &ns, "-i", &ifb, "--rule", sc, "--detach"]);
+    sysctl("1");
+    let err = stderr(&o);
+    // The exit code of the same refusal on a first load (2: the value named is not accepted).
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(err.contains("tcp_syncookies"), "{err}");
+    assert_eq!(attached(&ns, &ifb).map(|p| p.id), Some(before), "the old program was not put back");
+    let o = run(&["filter", "stats", "--netns", &ns, "-i", &ifb, "--duration", "0", "--json"]);
+    assert!(o.status.success(), "stats: {}", stderr(&o));
+    let v = last_json(&o);
+    assert_eq!(v["rules"][0]["name"], "flood", "the rules in force changed: {v}");
+    let _ = std::fs::remove_file(&file);
+}

@@ -1319,9 +1319,10 @@ impl Classifier {
     ///
     /// [`BpfError::UntrustedPinDir`]; [`BpfError::Stale`] if the pinned link no longer runs on
     /// `iface` (nothing is changed then); what [`Classifier::load`], [`Classifier::swap_in`] and
-    /// [`PinnedClassifier::reload`] return; [`BpfError::Sys`] for a failed link update (the
-    /// old program keeps running) or, after it, a pin that could not be moved (the new program
-    /// runs; the error names the pin).
+    /// [`PinnedClassifier::reload`] return (on the pinned maps the old programs are put back
+    /// under their links then: the rules and program in force stay); [`BpfError::Sys`] for a
+    /// failed link update (the old program keeps running) or, after it, a pin that could not be
+    /// moved (the new program runs; the error names the pin).
     pub fn upgrade_pinned(
         dir: &Path,
         iface: &Iface,
@@ -1370,18 +1371,37 @@ impl Classifier {
             drop(fresh);
             let (new, ()) = LoadedClassifier::load_inner(None, Some(&p), |_| Ok(()))?;
             // The tc program of the SYN cookies first (it only acts on the XDP program's marks,
-            // whose format both versions share on these maps), then the XDP program.
+            // whose format both versions share on these maps), then the XDP program. The old
+            // programs are held, to be put back if the rules are refused.
+            let mut old_tc = None;
             if let Some(sc) = &old_sc {
                 let tc = super::syncookie::load_tc(new.maps.tc())?;
+                let was = crate::sys::bpf::prog_fd_by_id(super::link_info(sc.as_fd())?.prog_id)?;
                 crate::sys::bpf::link_update(sc.as_fd(), tc.as_fd(), None, || {
                     format!("bpf_link_update({})", sc_pin.display())
                 })?;
+                old_tc = Some(was);
             }
-            update(new.st.prog.as_fd())?;
+            let put_back_tc = || {
+                if let (Some(sc), Some(was)) = (&old_sc, &old_tc) {
+                    let _ = crate::sys::bpf::link_update(sc.as_fd(), was.as_fd(), None, String::new);
+                }
+            };
+            if let Err(e) = update(new.st.prog.as_fd()) {
+                put_back_tc();
+                return Err(e.into());
+            }
             let new_id = new_prog_id(&new.st.prog)?;
-            drop(new);
-            let mut pc = PinnedClassifier::open_pinned(dir)?;
-            let set = pc.reload(c, names)?;
+            // Nothing half-done: rules the new program cannot take put the old program back.
+            let set = match PinnedClassifier::open_pinned(dir).and_then(|mut pc| pc.reload(c, names)) {
+                Ok(s) => s,
+                Err(e) => {
+                    let back = Some(new.st.prog.as_fd());
+                    let _ = crate::sys::bpf::link_update(link.as_fd(), old_prog.as_fd(), back, String::new);
+                    put_back_tc();
+                    return Err(e);
+                }
+            };
             return Ok(Upgrade {
                 old_prog_id: info.prog_id,
                 new_prog_id: new_id,
