@@ -1,4 +1,4 @@
-//! `fastpath filter check|load|reload|stats|unload`: the rule classifier at the driver.
+//! `fastpath filter check|load|reload|stats|show|unload`: the rule classifier at the driver.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, state::State, STAT_NAMES};
-use fastpath::bpf::{AttachOpts, BpfError, Classifier, PinnedClassifier, SetIndex};
+use fastpath::bpf::{AttachOpts, BpfError, Classifier, PinRules, PinnedClassifier, SetIndex};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
@@ -71,6 +71,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         }
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
+        FilterCmd::Show { target, json } => show(target, *json),
         FilterCmd::Unload { target } => unload(target, &stop),
     }
 }
@@ -178,7 +179,7 @@ fn load(
     }
     if detach {
         let dir = pin_dir(&target.iface);
-        if let Err(e) = cls.pin(&dir, &rule_names(&set)) {
+        if let Err(e) = cls.pin(&dir, &PinRules::of(&source, &set)) {
             let _ = Classifier::unpin(&dir);
             return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
         }
@@ -266,7 +267,7 @@ fn reload(rules: &RulesArgs, target: &FilterTarget, json: bool, stop: &AtomicBoo
     // Nothing is written into the maps of a classifier that no longer runs here.
     cls.check_still_attached(&target.iface).map_err(pinned_err)?;
     let t1 = std::time::Instant::now();
-    let new = cls.reload(&c, &rule_names(&set))?;
+    let new = cls.reload(&c, &PinRules::of(&source, &set))?;
     let install_ns = t1.elapsed().as_nanos() as u64;
     let reload_ns = t0.elapsed().as_nanos() as u64;
     if json {
@@ -305,6 +306,54 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     }
     watch(&cls, None, &target.iface, &names, run, stop, metrics.as_ref());
     Ok(())
+}
+
+/// `filter show`: the rule set in force of the classifier pinned on the interface, with
+/// per-rule counters (printed even when that classifier no longer runs there; then the
+/// command fails saying so, as `filter stats` does).
+fn show(target: &FilterTarget, json: bool) -> CliResult<()> {
+    require_privileges("filter show")?;
+    enter_ns(&target.netns)?;
+    let cls = open_pinned(target)?;
+    let still = cls.check_still_attached(&target.iface);
+    let dir = pin_dir(&target.iface);
+    let set = cls.active()?;
+    let (dflt, malformed) = cls.set_actions(set)?;
+    let n = cls.rule_count(set)?;
+    let counters = cls.rule_counters(set, n)?;
+    let meta = cls.meta();
+    let prog = cls.pinned_link_info().and_then(|r| r.ok()).filter(|l| l.ifindex != 0);
+    let mode = prog.and_then(|l| fastpath::bpf::query_xdp(l.ifindex).ok().flatten()).map(|p| p.mode.name());
+    let name = |i: usize| meta.names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1));
+    if json {
+        let rules: Vec<serde_json::Value> = counters
+            .iter()
+            .enumerate()
+            .map(|(i, (p, b))| json!({"rule": i, "name": name(i), "text": meta.texts.get(i), "packets": p, "bytes": b}))
+            .collect();
+        println!(
+            "{}",
+            json!({"type": "ruleset", "iface": target.iface, "netns": target.netns, "pin_dir": dir.display().to_string(),
+                   "prog_id": prog.map(|l| l.prog_id), "xdp_mode": mode, "source": meta.source, "rule_set": set,
+                   "default": dflt, "malformed": malformed, "rules": rules})
+        );
+    } else {
+        let on = match (prog, mode) {
+            (Some(l), Some(m)) => format!(" (XDP program id {}, {m})", l.prog_id),
+            _ => String::new(),
+        };
+        println!("# fastpath classifier on {}{on}, pinned at {}", target.iface, dir.display());
+        let source = meta.source.as_deref().unwrap_or("a source the fastpath that pinned it did not keep");
+        println!("# {n} rules from {source}; rule set {set} in force; rules in match order");
+        println!("default {dflt}");
+        println!("malformed {malformed}");
+        for (i, (p, b)) in counters.iter().enumerate() {
+            let text =
+                meta.texts.get(i).map(String::as_str).unwrap_or("(rule text not kept by the fastpath that pinned it)");
+            println!("rule {i} {:?} {text} counter packets {p} bytes {b}", name(i));
+        }
+    }
+    still.map_err(pinned_err)
 }
 
 /// `filter unload`: detaches the pinned classifier and removes its pins.

@@ -43,7 +43,7 @@ pub mod fwd;
 pub mod monitor;
 pub mod replay;
 pub mod syncookie;
-pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
+pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinRules, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
 pub use replay::{ReplayTiming, XdpReplay};
