@@ -24,13 +24,33 @@ pub fn check_run(r: &RunArgs) -> CliResult<()> {
     Ok(())
 }
 
-/// Enters `--netns` (a named network namespace) on the calling thread, if given. Errors: exit 3
-/// (environment) when it cannot be entered.
+/// The `--netns` this run entered last ([`enter_ns`]), for the commands it prints.
+static ENTERED_NS: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Enters `--netns` (a named network namespace) on the calling thread, if given, and keeps its
+/// name for the hints this run prints ([`netns_flag`]). Errors: exit 3 (environment) when it
+/// cannot be entered.
 pub fn enter_ns(netns: &Option<String>) -> CliResult<()> {
     if let Some(ns) = netns {
         fastpath_testbed::enter_netns(ns).map_err(crate::error::env)?;
+        *ENTERED_NS.lock().unwrap_or_else(|e| e.into_inner()) = Some(ns.clone());
     }
     Ok(())
+}
+
+/// ` --netns NS` when this run entered network namespace NS with `--netns`, else empty: what a
+/// printed `fastpath ... -i IF` command needs to act where this one did.
+pub fn netns_flag() -> String {
+    ENTERED_NS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|ns| format!(" --netns {ns}")).unwrap_or_default()
+}
+
+/// The commands that change or remove fastpath's classifier pinned on `iface` (in the
+/// namespace this run entered).
+pub fn pinned_hint(iface: &str) -> String {
+    let ns = netns_flag();
+    format!(
+        "`fastpath filter reload FILE -i {iface}{ns}` changes its rules, `fastpath filter unload -i {iface}{ns}` removes it"
+    )
 }
 
 /// Reads, validates and compiles the rules: everything that can fail on bad input fails here,

@@ -83,6 +83,11 @@ impl From<fastpath::io::PortError> for CliError {
 impl From<BpfError> for CliError {
     fn from(e: BpfError) -> Self {
         match e {
+            // fastpath's own classifier: the commands that change or remove it, never --force.
+            BpfError::PinnedClassifier { ref iface, .. } => {
+                let hint = crate::common::pinned_hint(iface);
+                env(anyhow::anyhow!("{e}: {hint}"))
+            }
             BpfError::Occupied { .. }
             | BpfError::UntrustedPinDir { .. }
             | BpfError::Stale { .. }

@@ -141,8 +141,10 @@ fn load(
         ensure_bpffs()?;
         if is_pinned(&target.iface)? {
             return Err(env(anyhow!(
-                "a classifier is already pinned on {}: use `fastpath filter reload` or `unload`",
-                target.iface
+                "fastpath's classifier for {} is already pinned at {}: {}",
+                target.iface,
+                pin_dir(&target.iface).display(),
+                crate::common::pinned_hint(&target.iface)
             )));
         }
     }
@@ -183,7 +185,7 @@ fn load(
             let _ = Classifier::unpin(&dir);
             return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
         }
-        println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}` removes it", target.iface, set.rules.len(), dir.display(), target.iface);
+        println!("classifier on {} ({mode}) with {} rules from {source}, pinned at {}; `fastpath filter unload -i {}{}` removes it", target.iface, set.rules.len(), dir.display(), target.iface, crate::common::netns_flag());
         return Ok(());
     }
     // Judged before the line below: setting the interface down right after it is a loss.

@@ -618,3 +618,51 @@ fn show_prints_the_rule_set_in_force_with_texts_and_counters() {
     assert_eq!(s["rules"][0]["text"], "proto=udp,dst_port=10-20,action=pass", "{s}");
     assert_eq!(s["rules"].as_array().map(Vec::len), Some(1), "{s}");
 }
+
+/// A command that finds fastpath's own pinned classifier on its interface says so, with the
+/// commands that change or remove it (carrying --netns), never `--force`; the hint `load
+/// --detach` prints carries --netns too, and works pasted.
+#[test]
+fn the_pinned_classifier_is_named_with_commands_that_carry_netns() {
+    if !privileged("the_pinned_classifier_is_named_with_commands_that_carry_netns") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let unload = format!("fastpath filter unload -i {i} --netns {ns}");
+    assert!(out.contains(&format!("`{unload}` removes it")), "{out}");
+    let reload = format!("`fastpath filter reload FILE -i {i} --netns {ns}` changes its rules");
+    for (what, args) in [
+        ("bench rxdrop", vec!["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"]),
+        (
+            "filter load --detach",
+            vec!["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--detach"],
+        ),
+    ] {
+        let o = run(&args);
+        let err = assert_one_line_refusal(
+            what,
+            &o,
+            3,
+            &[
+                "fastpath's classifier",
+                "pinned at /sys/fs/bpf/fastpath/",
+                i,
+                &reload,
+                &format!("`{unload}` removes it"),
+            ],
+        );
+        assert!(!err.contains("--force"), "{what}: {err}");
+    }
+    let o = run(&["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"]);
+    assert!(stderr(&o).contains(&format!("runs on {i} (XDP program id")), "{}", stderr(&o));
+    // The printed hint, pasted.
+    let args: Vec<&str> = unload.split_whitespace().skip(1).collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{unload}: {}", stderr(&o));
+    assert!(attached(ns, i).is_none(), "{unload} left a program on {i}");
+}

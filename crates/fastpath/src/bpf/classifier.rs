@@ -1395,6 +1395,15 @@ fn make_trusted_dir(p: &Path) -> Result<(), BpfError> {
     check_trusted_dir(p)
 }
 
+/// The id of the program that the link pinned under `dir` ([`Classifier::pin`]) holds while it
+/// is attached to an interface; `None` if nothing is pinned there, the pin cannot be opened, or
+/// the link is detached. Needs root (or CAP_BPF and read access to the pins).
+pub fn pinned_prog_id(dir: &Path) -> Option<u32> {
+    let link = crate::sys::bpf::obj_get(&dir.join("link")).ok()?;
+    let info = super::link_info(link.as_fd()).ok()?;
+    (info.is_xdp && info.ifindex != 0).then_some(info.prog_id)
+}
+
 /// Where `fastpath filter load --detach` pins the classifier of `iface` in the calling thread's
 /// network namespace: `/sys/fs/bpf/fastpath/<netns inode>-<iface>/`. `iface` must be a valid
 /// interface name (no '/', not "." or ".."), which callers check first.
