@@ -44,6 +44,25 @@ pub fn netns_flag() -> String {
     ENTERED_NS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|ns| format!(" --netns {ns}")).unwrap_or_default()
 }
 
+/// Where else an interface named `iface` exists, for an error saying it is not in this network
+/// namespace: "; an interface named IF exists in network namespace NS (--netns NS)", naming
+/// each namespace (the default one, those under /var/run/netns) that has one; empty if none.
+pub fn iface_elsewhere(iface: &str) -> String {
+    let name = iface.to_string();
+    let found = fastpath_testbed::netns_where(move || fastpath::netdev::Iface::resolve(&name).is_ok());
+    if found.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = found
+        .iter()
+        .map(|w| match w {
+            fastpath_testbed::NetnsWhere::Default => "the default network namespace (without --netns)".to_string(),
+            fastpath_testbed::NetnsWhere::Named(n) => format!("network namespace {n} (--netns {n})"),
+        })
+        .collect();
+    format!("; an interface named {iface} exists in {}", list.join(" and in "))
+}
+
 /// The commands that change or remove fastpath's classifier pinned on `iface` (in the
 /// namespace this run entered).
 pub fn pinned_hint(iface: &str) -> String {

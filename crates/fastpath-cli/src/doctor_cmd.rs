@@ -85,8 +85,9 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
     enter_ns(&a.netns)?;
     let Some(ls) = link_state(&a.iface) else {
         return Err(env(anyhow!(
-            "-i {}: no interface of that name in this network namespace (see `ip link`)",
-            a.iface
+            "-i {}: no interface of that name in this network namespace (see `ip link`){}",
+            a.iface,
+            crate::common::iface_elsewhere(&a.iface)
         )));
     };
     let dev = NetDev::by_name(&a.iface).map_err(|_| env(anyhow!("-i {}: gone", a.iface)))?;

@@ -55,8 +55,11 @@ impl From<fastpath::netdev::NoSuchInterface> for CliError {
 impl From<XskError> for CliError {
     fn from(e: XskError) -> Self {
         match e {
-            XskError::NoSuchInterface { .. }
-            | XskError::QueueOutOfRange { .. }
+            XskError::NoSuchInterface(ref n) => {
+                let elsewhere = crate::common::iface_elsewhere(&n.iface);
+                usage(anyhow::anyhow!("{e}{elsewhere}"))
+            }
+            XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadUnalignedFrameSize { .. }
             | XskError::UnalignedZeroCopy { .. }

@@ -41,14 +41,25 @@ fn ensure_bpffs() -> CliResult<()> {
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
+/// "No classifier pinned": one line, naming where else an interface of that name exists when
+/// there is none here.
+fn not_pinned(iface: &str) -> crate::error::CliError {
+    let elsewhere = match NetDev::by_name(iface) {
+        Ok(_) => String::new(),
+        Err(_) => {
+            format!(", and no interface {iface} in this network namespace{}", crate::common::iface_elsewhere(iface))
+        }
+    };
+    env(anyhow!(
+        "no classifier left on {iface} by `fastpath filter load --detach` (nothing pinned at {}){elsewhere}",
+        pin_dir(iface).display()
+    ))
+}
+
 fn open_pinned(t: &FilterTarget) -> CliResult<PinnedClassifier> {
     let dir = pin_dir(&t.iface);
     if !is_pinned(&t.iface)? {
-        return Err(env(anyhow!(
-            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
-            t.iface,
-            dir.display()
-        )));
+        return Err(not_pinned(&t.iface));
     }
     PinnedClassifier::open_pinned(&dir).map_err(pinned_err)
 }
@@ -364,11 +375,7 @@ fn unload(target: &FilterTarget, stop: &AtomicBool) -> CliResult<()> {
     enter_ns(&target.netns)?;
     let dir = pin_dir(&target.iface);
     if !is_pinned(&target.iface)? {
-        return Err(env(anyhow!(
-            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
-            target.iface,
-            dir.display()
-        )));
+        return Err(not_pinned(&target.iface));
     }
     // The reload lock: taken (a reload running now finishes first), and kept, never
     // deleted: a reload waiting on the deleted file's lock and one creating a new file

@@ -449,7 +449,12 @@ fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Ifac
     let mut states: Vec<LinkState> = Vec::new();
     let mut ifaces: Vec<Iface> = Vec::new();
     for i in &a.ifaces {
-        let gone = || env(anyhow!("-i {i}: no interface of that name in this network namespace"));
+        let gone = || {
+            env(anyhow!(
+                "-i {i}: no interface of that name in this network namespace{}",
+                crate::common::iface_elsewhere(i)
+            ))
+        };
         let iface = Iface::resolve(i).map_err(|_| gone())?;
         states.push(iface.state().ok_or_else(gone)?);
         ifaces.push(iface);

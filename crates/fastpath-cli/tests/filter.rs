@@ -666,3 +666,20 @@ fn the_pinned_classifier_is_named_with_commands_that_carry_netns() {
     assert!(o.status.success(), "{unload}: {}", stderr(&o));
     assert!(attached(ns, i).is_none(), "{unload} left a program on {i}");
 }
+
+/// "No such interface here" names the network namespace where an interface of that name
+/// exists, with the --netns that reaches it.
+#[test]
+fn no_such_interface_names_the_namespace_where_it_exists() {
+    if !privileged("no_such_interface_names_the_namespace_where_it_exists") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns_a, ns_b, i) = (bed.ns_a(), bed.ns_b(), bed.iface_b());
+    let there = format!("an interface named {i} exists in network namespace {ns_b} (--netns {ns_b})");
+    let o = run(&["bench", "rxdrop", "--netns", ns_a, "-i", i, "--duration", "0"]);
+    let err = assert_one_line_refusal("bench rxdrop", &o, 2, &["does not exist in this network namespace", &there]);
+    assert!(!err.contains(&format!("--netns {ns_a}")), "{err}");
+    let o = run(&["filter", "stats", "-i", i, "--duration", "0"]);
+    assert_one_line_refusal("filter stats", &o, 3, &["nothing pinned", &there]);
+}
