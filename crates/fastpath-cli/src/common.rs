@@ -44,6 +44,23 @@ pub fn netns_flag() -> String {
     ENTERED_NS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|ns| format!(" --netns {ns}")).unwrap_or_default()
 }
 
+/// `text` (a hint holding `ip link ...` or `ethtool ...` commands) with each of those
+/// commands made to act in network namespace `ns`, if given: `ip -n NS link ...`,
+/// `ip netns exec NS ethtool ...`.
+fn commands_in(text: &str, ns: Option<&str>) -> String {
+    match ns {
+        None => text.to_string(),
+        Some(ns) => text
+            .replace("ip link ", &format!("ip -n {ns} link "))
+            .replace("ethtool ", &format!("ip netns exec {ns} ethtool ")),
+    }
+}
+
+/// [`commands_in`] the namespace this run entered with `--netns` ([`enter_ns`]).
+pub fn in_entered_ns(text: &str) -> String {
+    commands_in(text, ENTERED_NS.lock().unwrap_or_else(|e| e.into_inner()).as_deref())
+}
+
 /// Where else an interface named `iface` exists, for an error saying it is not in this network
 /// namespace: "; an interface named IF exists in network namespace NS (--netns NS)", naming
 /// each namespace (the default one, those under /var/run/netns) that has one; empty if none.
@@ -112,5 +129,21 @@ pub fn event_line(json_out: bool, t: f64, iface: &str, event: &str, detail: Stri
         println!("{}", json!({"type": "event", "t_s": t, "iface": iface, "event": event, "detail": detail}));
     } else {
         eprintln!("fastpath fwd: {t:.3} s: {iface} {event}: {detail}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hint's `ip link` and `ethtool` commands act in the namespace given with --netns.
+    #[test]
+    fn hint_commands_carry_the_namespace() {
+        let fix = "remove it (ip link set dev v0 xdp off; xdpgeneric off), or ethtool -K v0 gro on";
+        assert_eq!(commands_in(fix, None), fix);
+        assert_eq!(
+            commands_in(fix, Some("blue")),
+            "remove it (ip -n blue link set dev v0 xdp off; xdpgeneric off), or ip netns exec blue ethtool -K v0 gro on"
+        );
     }
 }

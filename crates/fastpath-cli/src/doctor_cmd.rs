@@ -42,8 +42,9 @@ struct Check {
 fn ok(check: &'static str, detail: String) -> Check {
     Check { check, status: Status::Ok, detail, fix: None }
 }
+/// A problem and its fix; the fix's `ip link` / `ethtool` commands act in the `--netns` given.
 fn problem(check: &'static str, detail: String, fix: String) -> Check {
-    Check { check, status: Status::Problem, detail, fix: Some(fix) }
+    Check { check, status: Status::Problem, detail, fix: Some(crate::common::in_entered_ns(&fix)) }
 }
 fn skip(check: &'static str, detail: String) -> Check {
     Check { check, status: Status::Skip, detail, fix: None }
