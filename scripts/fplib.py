@@ -1,8 +1,10 @@
 """Helpers shared by the benchmark scripts: run the fastpath binary, read its JSON lines."""
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 
 FP = os.environ.get("FASTPATH", "target/release/fastpath")
 
@@ -17,15 +19,41 @@ def last_json(text):
     sys.exit(f"bench: no JSON in {text[-500:]!r}")
 
 
+# A long command's line per phase (`bench ddos: phase 3/15 (...): 2 done in 45 s, about ...`).
+PHASE_LINE = re.compile(r"^[a-z][a-z -]*: (phase \d+/\d+ |\d+ phases done in )")
+
+
+def run_forwarding_phases(cmd, echo=sys.stderr):
+    """Runs `cmd` to its end; returns (returncode, stdout, stderr). Its lines per phase
+    (PHASE_LINE) go on to `echo` as they come, so a sitting shows where a long step is."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = []
+
+    def pump():
+        for line in p.stderr:
+            err.append(line)
+            if PHASE_LINE.match(line):
+                echo.write("  " + line)
+                echo.flush()
+
+    t = threading.Thread(target=pump)
+    t.start()
+    out = p.stdout.read()
+    p.wait()
+    t.join()
+    return p.returncode, out, "".join(err)
+
+
 def fp(args, wait=True):
-    """Runs fastpath; returns its last JSON object (or stdout without --json). wait=False: Popen."""
+    """Runs fastpath; returns its last JSON object (or stdout without --json). wait=False: Popen.
+    Its progress lines (one per phase of a long command) are passed on to stderr."""
     cmd = [FP] + args
     if not wait:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"bench: {' '.join(cmd)} failed: {r.stderr.strip()}")
-    return last_json(r.stdout) if "--json" in args else r.stdout
+    code, out, err = run_forwarding_phases(cmd)
+    if code != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed: {err.strip()}")
+    return last_json(out) if "--json" in args else out
 
 
 def ready(p):

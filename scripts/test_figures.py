@@ -438,5 +438,22 @@ class Goals(unittest.TestCase):
         row = next(x for x in figures.render_goals(fig) if x.startswith("| UDP flood, coalesced model: the classifier"))
         self.assertIn("not measured", row)
 
+class PhaseLines(unittest.TestCase):
+    """A sitting's long steps show their progress: fastpath's lines per phase are passed on to
+    stderr as they come; its other stderr lines are kept for the error message only."""
+
+    def test_phase_lines_are_passed_on_and_the_rest_kept(self):
+        import fplib
+        script = ("import sys; print('bench ddos: phase 1/2 (none): 0 done in 0 s, about 8 s left', file=sys.stderr); "
+                  "print('note: other', file=sys.stderr); print('bench ddos: 2 phases done in 9 s', file=sys.stderr); "
+                  "print('{\"ok\": 1}')")
+        echo = io.StringIO()
+        code, out, err = fplib.run_forwarding_phases([sys.executable, "-c", script], echo=echo)
+        self.assertEqual((code, out.strip()), (0, '{"ok": 1}'))
+        self.assertEqual(echo.getvalue(), "  bench ddos: phase 1/2 (none): 0 done in 0 s, about 8 s left\n"
+                                          "  bench ddos: 2 phases done in 9 s\n")
+        self.assertIn("note: other", err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -329,6 +329,20 @@ pub enum FilterCmd {
         #[command(flatten)]
         run: RunArgs,
     },
+    /// The rule set in force of a classifier left by `load --detach`, as `nft list ruleset`
+    /// prints one: where it came from, the rule set index, the default and malformed actions,
+    /// and each rule in match order with its name, its text (the `--rule` form) and its packet
+    /// and byte counters. Rules pinned by a fastpath that kept no rule text are listed by name.
+    /// If that classifier is no longer attached, what it kept is printed and the command fails
+    /// (exit 3) saying so.
+    Show {
+        #[command(flatten)]
+        target: FilterTarget,
+        /// Print one JSON object (`source`, `rule_set`, `default`, `malformed`, and `rules`:
+        /// `rule`, `name`, `text` (null when not kept), `packets`, `bytes`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Detach a classifier left by `load --detach` and remove its pins.
     Unload {
         #[command(flatten)]

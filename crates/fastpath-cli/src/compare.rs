@@ -57,11 +57,7 @@ pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             .map_err(|e| crate::error::env(anyhow!(e)))?;
     }
     let open_rx: fastpath_lab::path::OpenRx = Arc::new(crate::session::open_for_lab);
-    let res = compare::run(&o, stop, &open_rx, &mut |l| {
-        if !a.json {
-            eprintln!("{l}");
-        }
-    })?;
+    let res = compare::run(&o, stop, &open_rx, &mut |l| eprintln!("{l}"))?;
     let cmd = compare::command(&o);
     if let Some(p) = &a.svg {
         crate::outfile::write(p, a.overwrite, "--svg", compare::svg(&res.rows, &cmd).as_bytes()).map_err(runtime)?;

@@ -110,7 +110,8 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     // are counted at the sending veth, in the other namespace).
     let tp = if a.run.extended { crate::report::tracepoints() } else { None };
     let tp0 = tp.and_then(|t| t.snapshot().ok());
-    let phases = bed.run(&stop)?;
+    // One line per phase on stderr, with or without --json.
+    let phases = bed.run(&stop, &mut |l| eprintln!("{l}"))?;
     // Per model: its no-flood trans/s and survivable rates.
     let baselines: Vec<(Model, f64)> = bed.models().iter().map(|m| (*m, DdosBed::baseline(&phases, *m))).collect();
     let surv: Vec<ddos::Survival> =

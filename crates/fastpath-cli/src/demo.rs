@@ -36,11 +36,7 @@ pub fn run(d: &DemoArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     require_privileges("demo")?;
     let o = DemoOptions { duration_s: d.duration, threads: d.threads, app_cpu: d.app_cpu, gen_cpu: d.gen_cpu };
     let open_rx: fastpath_lab::path::OpenRx = Arc::new(crate::session::open_for_lab);
-    let r = demo::run(&o, &stop, &open_rx, &mut |l| {
-        if !d.json {
-            eprintln!("{l}");
-        }
-    })?;
+    let r = demo::run(&o, &stop, &open_rx, &mut |l| eprintln!("{l}"))?;
     let out = r.json(&o);
     if let Some(p) = &d.output {
         crate::outfile::write(p, d.overwrite, "--output", format!("{out}\n").as_bytes()).map_err(runtime)?;

@@ -42,8 +42,9 @@ struct Check {
 fn ok(check: &'static str, detail: String) -> Check {
     Check { check, status: Status::Ok, detail, fix: None }
 }
+/// A problem and its fix; the fix's `ip link` / `ethtool` commands act in the `--netns` given.
 fn problem(check: &'static str, detail: String, fix: String) -> Check {
-    Check { check, status: Status::Problem, detail, fix: Some(fix) }
+    Check { check, status: Status::Problem, detail, fix: Some(crate::common::in_entered_ns(&fix)) }
 }
 fn skip(check: &'static str, detail: String) -> Check {
     Check { check, status: Status::Skip, detail, fix: None }
@@ -85,8 +86,9 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
     enter_ns(&a.netns)?;
     let Some(ls) = link_state(&a.iface) else {
         return Err(env(anyhow!(
-            "-i {}: no interface of that name in this network namespace (see `ip link`)",
-            a.iface
+            "-i {}: no interface of that name in this network namespace (see `ip link`){}",
+            a.iface,
+            crate::common::iface_elsewhere(&a.iface)
         )));
     };
     let dev = NetDev::by_name(&a.iface).map_err(|_| env(anyhow!("-i {}: gone", a.iface)))?;

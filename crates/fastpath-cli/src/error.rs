@@ -55,8 +55,11 @@ impl From<fastpath::netdev::NoSuchInterface> for CliError {
 impl From<XskError> for CliError {
     fn from(e: XskError) -> Self {
         match e {
-            XskError::NoSuchInterface { .. }
-            | XskError::QueueOutOfRange { .. }
+            XskError::NoSuchInterface(ref n) => {
+                let elsewhere = crate::common::iface_elsewhere(&n.iface);
+                usage(anyhow::anyhow!("{e}{elsewhere}"))
+            }
+            XskError::QueueOutOfRange { .. }
             | XskError::BadSize { .. }
             | XskError::BadUnalignedFrameSize { .. }
             | XskError::UnalignedZeroCopy { .. }
@@ -83,6 +86,11 @@ impl From<fastpath::io::PortError> for CliError {
 impl From<BpfError> for CliError {
     fn from(e: BpfError) -> Self {
         match e {
+            // fastpath's own classifier: the commands that change or remove it, never --force.
+            BpfError::PinnedClassifier { ref iface, .. } => {
+                let hint = crate::common::pinned_hint(iface);
+                env(anyhow::anyhow!("{e}: {hint}"))
+            }
             BpfError::Occupied { .. }
             | BpfError::UntrustedPinDir { .. }
             | BpfError::Stale { .. }

@@ -1,4 +1,4 @@
-//! `fastpath filter check|load|reload|stats|unload`: the rule classifier at the driver.
+//! `fastpath filter check|load|reload|stats|show|unload`: the rule classifier at the driver.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::classifier::{pin_dir, state::State, STAT_NAMES};
-use fastpath::bpf::{AttachOpts, AttachedClassifier, BpfError, Classifier, PinnedClassifier, SetIndex};
+use fastpath::bpf::{AttachOpts, AttachedClassifier, BpfError, Classifier, PinRules, PinnedClassifier, SetIndex};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
 use fastpath::stats::{rate, thousands};
@@ -39,14 +39,25 @@ fn ensure_bpffs() -> CliResult<()> {
         .map_err(|e| env(anyhow!("{e}: bpffs is needed to leave a classifier attached (mount -t bpf bpf /sys/fs/bpf)")))
 }
 
+/// "No classifier pinned": one line, naming where else an interface of that name exists when
+/// there is none here.
+fn not_pinned(iface: &str) -> crate::error::CliError {
+    let elsewhere = match NetDev::by_name(iface) {
+        Ok(_) => String::new(),
+        Err(_) => {
+            format!(", and no interface {iface} in this network namespace{}", crate::common::iface_elsewhere(iface))
+        }
+    };
+    env(anyhow!(
+        "no classifier left on {iface} by `fastpath filter load --detach` (nothing pinned at {}){elsewhere}",
+        pin_dir(iface).display()
+    ))
+}
+
 fn open_pinned(t: &FilterTarget) -> CliResult<PinnedClassifier> {
     let dir = pin_dir(&t.iface);
     if !is_pinned(&t.iface)? {
-        return Err(env(anyhow!(
-            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
-            t.iface,
-            dir.display()
-        )));
+        return Err(not_pinned(&t.iface));
     }
     PinnedClassifier::open_pinned(&dir).map_err(pinned_err)
 }
@@ -87,6 +98,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>, hup: Arc<AtomicBool>) -> CliR
         }
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
+        FilterCmd::Show { target, json } => show(target, *json),
         FilterCmd::Unload { target } => unload(target, &stop),
     }
 }
@@ -203,7 +215,8 @@ fn load(
     if keep != Keep::No && is_pinned(&target.iface)? {
         // Adopt: the pinned link stays, its program is replaced; no frame goes unfiltered.
         let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
-        let up = Classifier::upgrade_pinned(&dir, &iface, &c, &rule_names(&set), fresh_maps).map_err(pinned_err)?;
+        let up = Classifier::upgrade_pinned(&dir, &iface, &c, &PinRules::of(&source, &set), fresh_maps)
+            .map_err(pinned_err)?;
         mode = up.mode;
         log::info!(
             "adopted the classifier pinned on {} ({}): program {} replaced by {} under its link, {}; {} rules from {source} in force",
@@ -225,7 +238,7 @@ fn load(
         mode = att.mode.name();
         notes = att.notes;
         if keep != Keep::No {
-            if let Err(e) = cls.pin(&dir, &rule_names(&set)) {
+            if let Err(e) = cls.pin(&dir, &PinRules::of(&source, &set)) {
                 let _ = Classifier::unpin(&dir);
                 return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
             }
@@ -290,7 +303,7 @@ fn load(
     // SIGHUP: the file again, compiled, then flipped in as `filter reload` does; a file that
     // does not compile (or a set the maps refuse) leaves the set in force, said in one line.
     let recompile = || match compile_rules(rules) {
-        Ok((set, c, source)) => Some((rule_names(&set), c, source, set.rules.len())),
+        Ok((set, c, source)) => Some((PinRules::of(&source, &set), c, source, set.rules.len())),
         Err(e) => {
             log::error!("reload of {iface_name} refused, the rules in force stay: {:#}", e.err);
             None
@@ -312,9 +325,9 @@ fn load(
             _ => None,
         };
         let mut on_hup = |cls: &mut AttachedClassifier| {
-            let (names, c, source, n) = recompile()?;
+            let (kept, c, source, n) = recompile()?;
             let r = cls.swap_in(&c).map_err(|e| e.to_string());
-            reloaded(r, &source, n).then_some(names)
+            reloaded(r, &source, n).then_some(kept.names)
         };
         let mut cls = cls;
         let lost =
@@ -336,12 +349,12 @@ fn load(
         };
         let lock = lock_path(iface_name);
         let mut on_hup = |cls: &mut PinnedClassifier| {
-            let (names, c, source, n) = recompile()?;
+            let (kept, c, source, n) = recompile()?;
             let r = fastpath::bpf::lock_file(&lock, stop).map_err(|e| e.to_string()).and_then(|_l| {
                 cls.check_still_attached(iface_name).map_err(|e| e.to_string())?;
-                cls.reload(&c, &names).map_err(|e| e.to_string())
+                cls.reload(&c, &kept).map_err(|e| e.to_string())
             });
-            reloaded(r, &source, n).then_some(names)
+            reloaded(r, &source, n).then_some(kept.names)
         };
         let lost =
             watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), Some((hup, &mut on_hup)));
@@ -423,7 +436,7 @@ fn reload(rules: &RulesArgs, target: &FilterTarget, json: bool, stop: &AtomicBoo
     // Nothing is written into the maps of a classifier that no longer runs here.
     cls.check_still_attached(&target.iface).map_err(pinned_err)?;
     let t1 = std::time::Instant::now();
-    let new = cls.reload(&c, &rule_names(&set))?;
+    let new = cls.reload(&c, &PinRules::of(&source, &set))?;
     let install_ns = t1.elapsed().as_nanos() as u64;
     let reload_ns = t0.elapsed().as_nanos() as u64;
     if json {
@@ -464,17 +477,61 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     Ok(())
 }
 
+/// `filter show`: the rule set in force of the classifier pinned on the interface, with
+/// per-rule counters (printed even when that classifier no longer runs there; then the
+/// command fails saying so, as `filter stats` does).
+fn show(target: &FilterTarget, json: bool) -> CliResult<()> {
+    require_privileges("filter show")?;
+    enter_ns(&target.netns)?;
+    let cls = open_pinned(target)?;
+    let still = cls.check_still_attached(&target.iface);
+    let dir = pin_dir(&target.iface);
+    let set = cls.active()?;
+    let (dflt, malformed) = cls.set_actions(set)?;
+    let n = cls.rule_count(set)?;
+    let counters = cls.rule_counters(set, n)?;
+    let meta = cls.meta();
+    let prog = cls.pinned_link_info().and_then(|r| r.ok()).filter(|l| l.ifindex != 0);
+    let mode = prog.and_then(|l| fastpath::bpf::query_xdp(l.ifindex).ok().flatten()).map(|p| p.mode.name());
+    let name = |i: usize| meta.names.get(i).cloned().unwrap_or_else(|| format!("rule {}", i + 1));
+    if json {
+        let rules: Vec<serde_json::Value> = counters
+            .iter()
+            .enumerate()
+            .map(|(i, (p, b))| json!({"rule": i, "name": name(i), "text": meta.texts.get(i), "packets": p, "bytes": b}))
+            .collect();
+        println!(
+            "{}",
+            json!({"type": "ruleset", "iface": target.iface, "netns": target.netns, "pin_dir": dir.display().to_string(),
+                   "prog_id": prog.map(|l| l.prog_id), "xdp_mode": mode, "source": meta.source, "rule_set": set,
+                   "default": dflt, "malformed": malformed, "rules": rules})
+        );
+    } else {
+        let on = match (prog, mode) {
+            (Some(l), Some(m)) => format!(" (XDP program id {}, {m})", l.prog_id),
+            _ => String::new(),
+        };
+        println!("# fastpath classifier on {}{on}, pinned at {}", target.iface, dir.display());
+        let source = meta.source.as_deref().unwrap_or("a source the fastpath that pinned it did not keep");
+        println!("# {n} rules from {source}; rule set {set} in force; rules in match order");
+        println!("default {dflt}");
+        println!("malformed {malformed}");
+        for (i, (p, b)) in counters.iter().enumerate() {
+            let text =
+                meta.texts.get(i).map(String::as_str).unwrap_or("(rule text not kept by the fastpath that pinned it)");
+            println!("rule {i} {:?} {text} counter packets {p} bytes {b}", name(i));
+        }
+    }
+    still.map_err(pinned_err)
+}
+
 /// `filter unload`: detaches the pinned classifier and removes its pins.
 fn unload(target: &FilterTarget, stop: &AtomicBool) -> CliResult<()> {
     require_privileges("filter unload")?;
     enter_ns(&target.netns)?;
     let dir = pin_dir(&target.iface);
     if !is_pinned(&target.iface)? {
-        return Err(env(anyhow!(
-            "no classifier left on {} by `fastpath filter load --detach` (nothing pinned at {})",
-            target.iface,
-            dir.display()
-        )));
+        return Err(not_pinned(&target.iface));
     }
     // The reload lock: taken (a reload running now finishes first), and kept, never
     // deleted: a reload waiting on the deleted file's lock and one creating a new file

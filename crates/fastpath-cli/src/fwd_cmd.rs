@@ -449,7 +449,12 @@ fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Ifac
     let mut states: Vec<LinkState> = Vec::new();
     let mut ifaces: Vec<Iface> = Vec::new();
     for i in &a.ifaces {
-        let gone = || env(anyhow!("-i {i}: no interface of that name in this network namespace"));
+        let gone = || {
+            env(anyhow!(
+                "-i {i}: no interface of that name in this network namespace{}",
+                crate::common::iface_elsewhere(i)
+            ))
+        };
         let iface = Iface::resolve(i).map_err(|_| gone())?;
         states.push(iface.state().ok_or_else(gone)?);
         ifaces.push(iface);
@@ -462,7 +467,10 @@ fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Ifac
                 .map_err(|e| kernel(anyhow!("reading the links of this namespace: {e}")))?;
             if let Some((_, master)) = m {
                 return Err(env(anyhow!(
-                    "-i {i} is not accepted with --mode l2: it is a port of {master} (a bridge or bond would also carry its frames, and a pair bridged twice loops them); take it out (ip link set {i} nomaster) first"
+                    "{}",
+                    crate::common::in_entered_ns(&format!(
+                        "-i {i} is not accepted with --mode l2: it is a port of {master} (a bridge or bond would also carry its frames, and a pair bridged twice loops them); take it out (ip link set {i} nomaster) first"
+                    ))
                 )));
             }
         }

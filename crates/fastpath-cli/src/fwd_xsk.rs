@@ -106,11 +106,18 @@ impl Instance {
         };
         let mut notes = Vec::new();
         for i in &a.ifaces {
-            let resolved = Iface::resolve(i)
-                .map_err(|_| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
-            let s = resolved
-                .state()
-                .ok_or_else(|| env(anyhow!("-i {i}: no interface of that name in this network namespace")))?;
+            let resolved = Iface::resolve(i).map_err(|_| {
+                env(anyhow!(
+                    "-i {i}: no interface of that name in this network namespace{}",
+                    crate::common::iface_elsewhere(i)
+                ))
+            })?;
+            let s = resolved.state().ok_or_else(|| {
+                env(anyhow!(
+                    "-i {i}: no interface of that name in this network namespace{}",
+                    crate::common::iface_elsewhere(i)
+                ))
+            })?;
             let mut c = cfg.clone();
             notes.extend(decide_multi_buffer(i, s.mtu, &mut c)?);
             cfg.socket.multi_buffer |= c.socket.multi_buffer;

@@ -12,11 +12,7 @@ use crate::error::CliResult;
 
 pub fn run(a: &CompareArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let o = InjectOptions { runs: a.runs, duration_s: a.duration };
-    let rows = inject::run(&o, stop, &mut |l| {
-        if !a.json {
-            eprintln!("{l}");
-        }
-    })?;
+    let rows = inject::run(&o, stop, &mut |l| eprintln!("{l}"))?;
     let Some(rows) = rows else {
         println!("compare --inject: set up and torn down (--duration 0)");
         return Ok(());

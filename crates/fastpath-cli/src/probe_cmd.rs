@@ -152,7 +152,10 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
     // Every interface named must exist before anything is printed.
     for i in &names {
         if link_state(i).is_none() {
-            return Err(env(anyhow!("-i {i}: no interface of that name in this network namespace (see `ip link`)")));
+            return Err(env(anyhow!(
+                "-i {i}: no interface of that name in this network namespace (see `ip link`){}",
+                crate::common::iface_elsewhere(i)
+            )));
         }
     }
     let kernel = fastpath::features::probe();

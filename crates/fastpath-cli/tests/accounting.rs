@@ -58,6 +58,32 @@ fn demo_accounts_for_every_frame() {
     assert!(v["ratio_note"].is_string(), "{v}");
 }
 
+/// A long run says how far it is: `demo --json` (its shortest run, 1 s per phase) prints on
+/// stderr one line per phase with what is done and the time left, and one at the end, while
+/// stdout stays one JSON object.
+#[test]
+fn demo_prints_each_phase_and_the_time_left_on_stderr_with_json() {
+    if !privileged("demo_prints_each_phase_and_the_time_left_on_stderr_with_json") {
+        return;
+    }
+    let _g = serial();
+    let o = run(&["demo", "--duration", "1", "--json"]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(last_json(&o)["rows"].as_array().map(Vec::len), Some(2));
+    let phases: Vec<&str> = err.lines().filter(|l| l.starts_with("demo: phase ")).collect();
+    assert_eq!(phases.len(), 2, "one line per phase: {err}");
+    assert!(
+        phases[0].starts_with("demo: phase 1/2 (AF_XDP rxdrop): 0 done in ") && phases[0].ends_with(" left"),
+        "{err}"
+    );
+    assert!(
+        phases[1].starts_with("demo: phase 2/2 (in-kernel XDP_DROP): 1 done in ") && phases[1].contains("about "),
+        "{err}"
+    );
+    assert!(err.lines().any(|l| l.starts_with("demo: 2 phases done in ")), "{err}");
+}
+
 /// `fastpath compare`: every path receives, and every row accounts for every frame exactly:
 /// sent = received + refused by the veth + the receiver's own drop counters (XDP_DROP and
 /// nftables: none; the UDP socket: Udp RcvbufErrors; TPACKET_V3: tp_drops; AF_XDP:

@@ -552,3 +552,134 @@ fn unload_waits_for_a_reload_holding_the_lock_and_keeps_the_file() {
     assert_eq!(still, Some(ino), "the lock file was deleted");
     assert!(attached(ns, i).is_none(), "unload detached it");
 }
+
+/// `filter show` prints the rule set in force of a pinned classifier, as `nft list ruleset`
+/// does: its source, rule set, default and malformed actions, and each rule's name, text and
+/// counters; after a reload, the new set's.
+#[test]
+fn show_prints_the_rule_set_in_force_with_texts_and_counters() {
+    if !privileged("show_prints_the_rule_set_in_force_with_texts_and_counters") {
+        return;
+    }
+    let bed = quiet_bed();
+    let dir = tempdir::Dir::new("show");
+    let rules = write(
+        &dir,
+        "two.toml",
+        "default = \"pass\"\n[[rule]]\nname = \"nine\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n\
+         [[rule]]\ndst = \"10.99.7.0/24\"\ntcp_flags = \"syn,!ack\"\naction = \"drop\"\nrate = 10\n",
+    );
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", &rules, "--netns", ns, "-i", i, "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let g = gen_xsk(&bed, &["--dst-port", "9", "--count", "100", "--rate", "10000", "--duration", "30"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    wait_rx_settled(ns, i);
+    let o = run(&["filter", "show", "--netns", ns, "-i", i, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = last_json(&o);
+    assert_json_keys("filter_show", &s);
+    assert_eq!(
+        (s["source"].as_str(), s["default"].as_str(), s["malformed"].as_str()),
+        (Some(rules.as_str()), Some("pass"), Some("drop")),
+        "{s}"
+    );
+    let r = &s["rules"];
+    assert_eq!(r.as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(
+        (r[0]["name"].as_str(), r[0]["text"].as_str(), n(&r[0]["packets"]), n(&r[0]["bytes"])),
+        (Some("nine"), Some("proto=udp,dst_port=9,action=drop"), 100, 6400),
+        "{s}"
+    );
+    assert_eq!(
+        (r[1]["name"].as_str(), r[1]["text"].as_str(), n(&r[1]["packets"])),
+        (Some("rule 2"), Some("dst=10.99.7.0/24,tcp_flags=syn+!ack,action=drop,rate=10"), 0),
+        "{s}"
+    );
+    let first_set = n(&s["rule_set"]);
+    let text = run(&["filter", "show", "--netns", ns, "-i", i]);
+    let out = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.status.success(), "{}", stderr(&text));
+    for want in [
+        format!("# 2 rules from {rules}; rule set {first_set} in force"),
+        "default pass".to_string(),
+        "malformed drop".to_string(),
+        "rule 0 \"nine\" proto=udp,dst_port=9,action=drop counter packets 100 bytes 6400".to_string(),
+    ] {
+        assert!(out.lines().any(|l| l.starts_with(&want)), "no line {want:?} in:\n{out}");
+    }
+    // After a reload: the new set, its source and its texts.
+    let o = run(&["filter", "reload", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=10-20,action=pass"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = last_json(&run(&["filter", "show", "--netns", ns, "-i", i, "--json"]));
+    assert_eq!(s["source"], "--rule", "{s}");
+    assert_ne!(n(&s["rule_set"]), first_set, "{s}");
+    assert_eq!(s["rules"][0]["text"], "proto=udp,dst_port=10-20,action=pass", "{s}");
+    assert_eq!(s["rules"].as_array().map(Vec::len), Some(1), "{s}");
+}
+
+/// A command that finds fastpath's own pinned classifier on its interface says so, with the
+/// commands that change or remove it (carrying --netns), never `--force`; the hint `load
+/// --detach` prints carries --netns too, and works pasted.
+#[test]
+fn the_pinned_classifier_is_named_with_commands_that_carry_netns() {
+    if !privileged("the_pinned_classifier_is_named_with_commands_that_carry_netns") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _pins = Pinned(ns, i);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let unload = format!("fastpath filter unload -i {i} --netns {ns}");
+    assert!(out.contains(&format!("`{unload}` removes it")), "{out}");
+    let reload = format!("`fastpath filter reload FILE -i {i} --netns {ns}` changes its rules");
+    for (what, args) in [
+        ("bench rxdrop", vec!["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"]),
+        (
+            "filter load --detach",
+            vec!["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--detach"],
+        ),
+    ] {
+        let o = run(&args);
+        let err = assert_one_line_refusal(
+            what,
+            &o,
+            3,
+            &[
+                "fastpath's classifier",
+                "pinned at /sys/fs/bpf/fastpath/",
+                i,
+                &reload,
+                &format!("`{unload}` removes it"),
+            ],
+        );
+        assert!(!err.contains("--force"), "{what}: {err}");
+    }
+    let o = run(&["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"]);
+    assert!(stderr(&o).contains(&format!("runs on {i} (XDP program id")), "{}", stderr(&o));
+    // The printed hint, pasted.
+    let args: Vec<&str> = unload.split_whitespace().skip(1).collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{unload}: {}", stderr(&o));
+    assert!(attached(ns, i).is_none(), "{unload} left a program on {i}");
+}
+
+/// "No such interface here" names the network namespace where an interface of that name
+/// exists, with the --netns that reaches it.
+#[test]
+fn no_such_interface_names_the_namespace_where_it_exists() {
+    if !privileged("no_such_interface_names_the_namespace_where_it_exists") {
+        return;
+    }
+    let bed = quiet_bed();
+    let (ns_a, ns_b, i) = (bed.ns_a(), bed.ns_b(), bed.iface_b());
+    let there = format!("an interface named {i} exists in network namespace {ns_b} (--netns {ns_b})");
+    let o = run(&["bench", "rxdrop", "--netns", ns_a, "-i", i, "--duration", "0"]);
+    let err = assert_one_line_refusal("bench rxdrop", &o, 2, &["does not exist in this network namespace", &there]);
+    assert!(!err.contains(&format!("--netns {ns_a}")), "{err}");
+    let o = run(&["filter", "stats", "-i", i, "--duration", "0"]);
+    assert_one_line_refusal("filter stats", &o, 3, &["nothing pinned", &there]);
+}

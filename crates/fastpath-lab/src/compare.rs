@@ -450,7 +450,8 @@ pub struct CompareResult {
 
 /// Runs `compare`: per run a test bed, every row in turn with the same traffic, and with
 /// `queues` an N-queue test bed for the N-queue rows. `open_rx` opens the AF_XDP path of the
-/// classifier row; `progress` gets one line per run. Returns the rows as JSON objects (`path`,
+/// classifier row; `progress` gets one line per run and one per phase (row) with the time left
+/// ([`crate::progress`]). Returns the rows as JSON objects (`path`,
 /// `queues`, `mpps_median`, `mpps_min`, `mpps_max`, `pct_of_xdp_drop`, and per run `runs`
 /// (Mpps), `sent`, `refused`, `received`, `drops`, `unaccounted`).
 ///
@@ -474,6 +475,17 @@ pub fn run(
     let mut results: Vec<Vec<f64>> = vec![Vec::new(); rows_run.len()];
     let mut counts: Vec<Vec<Counts>> = vec![Vec::new(); rows_run.len()];
     let mut peer_runs: Vec<Vec<peers::PeerResult>> = Vec::new();
+    // Planned per phase: the traffic and some 2 s of set-up; the peers' phase runs several
+    // programs, each for the duration.
+    let row_s = o.duration_s + 2.0;
+    let per_run: Vec<f64> = ROWS
+        .iter()
+        .map(|_| row_s)
+        .chain(o.peers.then_some(6.0 * row_s))
+        .chain(o.queues.iter().flat_map(|_| QUEUE_ROWS).map(|_| row_s))
+        .collect();
+    let plan: Vec<f64> = (0..o.runs).flat_map(|_| per_run.iter().copied()).collect();
+    let mut pr = crate::progress::Progress::new("compare", plan, progress);
     for run in 0..o.runs {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -482,8 +494,9 @@ pub fn run(
         if o.pin == Pin::Same {
             bed.set_rx_napi_cpu(Some(APP_CPU))?;
         }
-        progress(&format!("compare: run {}/{} on test bed {} ...", run + 1, o.runs, bed.name()));
+        pr.note(&format!("compare: run {}/{} on test bed {} ...", run + 1, o.runs, bed.name()));
         for (i, row) in ROWS.iter().enumerate() {
+            pr.phase(&format!("run {}/{}, {}", run + 1, o.runs, row.label()));
             let r = measure(&bed, *row, o.pin, o.duration_s, &stop, open_rx)?;
             if stop.load(Ordering::Relaxed) {
                 return Err(runtime(anyhow!("interrupted: no table from a partial run (test bed removed)")));
@@ -492,7 +505,7 @@ pub fn run(
             counts[i].push(r);
         }
         if o.peers {
-            progress(&format!("compare: run {}/{}: the peers ...", run + 1, o.runs));
+            pr.phase(&format!("run {}/{}, the peers", run + 1, o.runs));
             let gen = |threads: u32| generate(&bed, threads, o.duration_s, &stop).map(|(secs, _, _)| secs);
             let b = peers::Bench { bed: &bed, secs: o.duration_s, generate: &gen, run };
             let measured = peers::measure(&b, &stop);
@@ -503,6 +516,7 @@ pub fn run(
         if let Some(q) = o.queues {
             let bed = Testbed::up(&TestbedConfig { name: None, queues: q, sender_qdisc: false, ipv6: false })?;
             for (k, row) in QUEUE_ROWS.iter().enumerate() {
+                pr.phase(&format!("run {}/{}, {}", run + 1, o.runs, row.label()));
                 let r = measure(&bed, *row, o.pin, o.duration_s, &stop, open_rx)?;
                 if stop.load(Ordering::Relaxed) {
                     return Err(runtime(anyhow!("interrupted: no table from a partial run (test bed removed)")));
@@ -513,6 +527,7 @@ pub fn run(
             bed.down()?;
         }
     }
+    pr.finish();
     let xdp = rows_run.iter().position(|r| *r == Row::XdpDrop).expect("xdp row");
     let xdp_q = rows_run.iter().position(|r| *r == Row::XdpDropQueues);
     let peers = peers::summarise(&peer_runs, &results[xdp]);

@@ -1488,8 +1488,9 @@ impl DdosBed {
         Coalescer::start(self.bed.ns_b(), self.bed.iface_b(), self.rx_usecs, self.flood_cpus.first().copied())
     }
 
-    /// The phases: no flood first, then per defence one per offered rate. Stops with an error
-    /// when `stop` is raised.
+    /// The phases: no flood first, then per defence one per offered rate. `progress` gets one
+    /// line as each phase starts, with the time left ([`crate::progress`]), and one at the end.
+    /// Stops with an error when `stop` is raised.
     ///
     /// Needs root: attaches XDP programs, drives nft, iptables and sockperf in the namespaces.
     ///
@@ -1498,8 +1499,15 @@ impl DdosBed {
     /// [`LabError::Environment`] when sockperf cannot be run, [`LabError::Kernel`] when the
     /// flood or the classifier cannot be loaded, [`LabError::Runtime`] when a program fails,
     /// the service answers nothing without a flood, or `stop` is raised.
-    pub fn run(&self, stop: &Arc<AtomicBool>) -> LabResult<Vec<Phase>> {
+    pub fn run(&self, stop: &Arc<AtomicBool>, progress: &mut dyn FnMut(&str)) -> LabResult<Vec<Phase>> {
         let mut phases = Vec::new();
+        // Planned: the phase's seconds and some 3 s of set-up (server, defence, flood) each.
+        let per_model = 1 + self.defences.len() * self.rates.len();
+        let mut pr = crate::progress::Progress::new(
+            "bench ddos",
+            vec![self.secs + 3.0; per_model * self.models.len()],
+            progress,
+        );
         // TCP floods: the victim answers them (SYN-ACKs, RSTs; the classifier's SYN-ACKs with
         // XDP_TX), so every phase, the no-flood one too, runs with the clients' veth dropping
         // frames to the spoofed sources (see ClientsXdp); the UDP flood is answered only by
@@ -1525,10 +1533,12 @@ impl DdosBed {
                 secs: self.secs,
                 stop,
             };
+            pr.phase(&format!("{}, no flood", m.name()));
             phases.push(phase(&cx, Defence::None, &Installed::None, None)?);
             for d in &self.defences {
                 let inst = Installed::install(*d, &self.bed, self.flood)?;
                 for r in &self.rates {
+                    pr.phase(&format!("{}, {} against {r}", m.name(), d.name()));
                     phases.push(phase(&cx, *d, &inst, Some(*r))?);
                 }
             }
@@ -1536,6 +1546,7 @@ impl DdosBed {
                 c.stop()?;
             }
         }
+        pr.finish();
         Ok(phases)
     }
 

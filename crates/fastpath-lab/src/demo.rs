@@ -349,7 +349,8 @@ pub struct DemoRun {
 
 /// Runs the demo: a test bed (no IPv6), xdp-live traffic into AF_XDP rxdrop, then into
 /// in-kernel XDP_DROP, both opened with `open_rx` in the receiving namespace. `progress` gets
-/// one line once the test bed is up. Stops between phases when `stop` is raised.
+/// one line once the test bed is up, one per phase with the time left ([`crate::progress`]) and
+/// one at the end. Stops between phases when `stop` is raised.
 ///
 /// Needs root: creates network namespaces, attaches XDP programs.
 ///
@@ -371,12 +372,15 @@ pub fn run(
         bed.name(), bed.iface_a(), bed.iface_b(), o.threads, o.gen_cpu, o.app_cpu, o.duration_s
     ));
     let mut rows = Vec::new();
+    let mut pr = crate::progress::Progress::new("demo", vec![o.duration_s + 2.0; 2], progress);
     for drop_only in [false, true] {
         if stop.load(Ordering::Relaxed) {
             break;
         }
+        pr.phase(if drop_only { "in-kernel XDP_DROP" } else { "AF_XDP rxdrop" });
         rows.push(phase(&bed, drop_only, o, stop, open_rx)?);
     }
+    pr.finish();
     let interrupted = stop.load(Ordering::Relaxed);
     let xdp = rows.iter().find(|r| r.path.starts_with("XDP_DROP")).map(|r| r.received_mpps);
     let rx = rows.iter().find(|r| r.path.starts_with("AF_XDP")).map(|r| r.received_mpps);

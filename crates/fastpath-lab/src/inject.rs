@@ -255,7 +255,8 @@ pub fn check_tools() -> LabResult<()> {
 }
 
 /// Runs `compare --inject`: per run and backend (TAP readv/writev, TAP io_uring) a test bed for
-/// the UDP sink and one for the TCP bridge. `progress` gets one line per run and backend.
+/// the UDP sink and one for the TCP bridge. `progress` gets one line per run and backend, with
+/// the time left ([`crate::progress`]), and one at the end.
 /// Returns the rows (JSON objects: `path`, `udp_sink_accepted_pps`, `udp_offered_pps`,
 /// `udp_rcvbuf_errors`, `udp_offered_frames`, `udp_accepted_datagrams`,
 /// `udp_rcvbuf_errors_total`, `tcp_bps`, `latency_p50_us`, `latency_p99_us`; medians over the
@@ -277,14 +278,17 @@ pub fn run(
     let secs = o.duration_s;
     let mut sink: [Vec<Sink>; 2] = [Vec::new(), Vec::new()];
     let mut tcp: [Vec<Tcp>; 2] = [Vec::new(), Vec::new()];
+    // Planned per phase (run and backend): the UDP sink and the TCP bridge, and their set-ups.
+    let mut pr =
+        crate::progress::Progress::new("compare --inject", vec![2.0 * secs + 4.0; 2 * o.runs as usize], progress);
     for run in 0..o.runs {
         for (i, uring) in [false, true].into_iter().enumerate() {
             if stop.load(Ordering::Relaxed) {
                 return Err(runtime(anyhow!("interrupted")));
             }
             let bed = Testbed::up(&TestbedConfig { name: None, queues: 1, sender_qdisc: false, ipv6: false })?;
-            progress(&format!(
-                "compare --inject: run {}/{} {} on test bed {} ...",
+            pr.phase(&format!(
+                "run {}/{}, {} on test bed {}",
                 run + 1,
                 o.runs,
                 if uring { "tap-uring" } else { "tap" },
@@ -309,6 +313,7 @@ pub fn run(
             bed.down()?;
         }
     }
+    pr.finish();
     if secs == 0.0 {
         return Ok(None);
     }

@@ -10,7 +10,7 @@
 //! other program; the command turns its flags into this crate's option structs, prints, and
 //! writes files.
 //!
-//! Layers: [`error`], [`tools`], [`frame`] and [`path`] at the bottom; [`peers`] (the drivers of
+//! Layers: [`error`], [`tools`], [`frame`], [`path`] and [`progress`] at the bottom; [`peers`] (the drivers of
 //! dpdk-testpmd and xdp-tools, `compare --peers`) above them; the experiments ([`demo`],
 //! [`compare`], [`inject`], [`ddos`], [`pingpong`]) above those, none using another.
 //!
@@ -27,6 +27,7 @@ pub mod inject;
 pub mod path;
 pub mod peers;
 pub mod pingpong;
+pub mod progress;
 pub mod tools;
 
 pub use error::{LabError, LabResult};

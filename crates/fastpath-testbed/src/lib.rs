@@ -48,7 +48,7 @@ pub use fwd::{
     FwdBed, FwdBedInfo, FWD_IP4_A, FWD_IP4_B, FWD_IP4_FA, FWD_IP4_FB, FWD_IP6_A, FWD_IP6_B, FWD_IP6_FA, FWD_IP6_FB,
 };
 pub use name::MAX_NAME_LEN;
-pub use netns::{enter_netns, list, run_in_netns, spawn_in_netns, NETNS_RUN_DIR};
+pub use netns::{enter_netns, list, netns_where, run_in_netns, spawn_in_netns, NetnsWhere, NETNS_RUN_DIR};
 
 /// A [`std::process::Command`] that runs `program` inside network namespace `ns`
 /// (`ip netns exec <ns> <program>`, which also gives it the namespace's own `/sys`).

@@ -99,6 +99,56 @@ pub fn spawn_in_netns<T: Send + 'static>(
         .expect("failed to spawn a thread")
 }
 
+/// Where an interface of some name may be: the default network namespace (that of PID 1) or a
+/// named one (`/var/run/netns/NAME`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetnsWhere {
+    /// The namespace of PID 1 (`/proc/1/ns/net`).
+    Default,
+    /// `/var/run/netns/NAME`.
+    Named(String),
+}
+
+/// The network namespaces other than the calling thread's, among the default one and those
+/// named under `/var/run/netns` (at most 256 of them), in which `probe` returns true: each is
+/// entered on a short-lived thread of its own that runs `probe` there (e.g. "has an interface
+/// of this name"). A namespace named twice (a name for the default one) is probed once. Needs
+/// root (CAP_SYS_ADMIN to enter a namespace); namespaces that cannot be entered are skipped.
+pub fn netns_where(probe: impl Fn() -> bool + Send + Sync + Clone + 'static) -> Vec<NetnsWhere> {
+    use std::os::unix::fs::MetadataExt;
+    let ino = |p: &std::path::Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let mut seen: BTreeSet<(u64, u64)> = ino(std::path::Path::new("/proc/thread-self/ns/net")).into_iter().collect();
+    let mut names: Vec<String> = std::fs::read_dir(NETNS_RUN_DIR)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names.truncate(256);
+    let candidates = std::iter::once((NetnsWhere::Default, PathBuf::from("/proc/1/ns/net")))
+        .chain(names.into_iter().map(|n| (NetnsWhere::Named(n.clone()), netns_path(&n))));
+    let mut out = Vec::new();
+    for (w, path) in candidates {
+        let Some(id) = ino(&path) else { continue };
+        if !seen.insert(id) {
+            continue;
+        }
+        let p = probe.clone();
+        let found = std::thread::Builder::new()
+            .name("netns-probe".into())
+            .spawn(move || {
+                let f = File::open(&path).ok()?;
+                setns(&f, CloneFlags::CLONE_NEWNET).ok()?;
+                Some(p())
+            })
+            .ok()
+            .and_then(|t| t.join().ok())
+            .flatten();
+        if found == Some(true) {
+            out.push(w);
+        }
+    }
+    out
+}
+
 /// All network namespace names from `ip netns list`.
 pub(crate) fn all_netns() -> Result<BTreeSet<String>, TestbedError> {
     let out = cmd::run("ip", &["netns", "list"])?;

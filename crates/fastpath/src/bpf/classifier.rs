@@ -292,13 +292,42 @@ pub type AttachedClassifier = Classifier<state::Attached>;
 pub type PinnedClassifier = Classifier<state::Pinned>;
 
 /// What the library keeps beside the pins (the `rule_names` pin): the interface index at load
-/// time and the rule names of the set in force.
+/// time, and of the set in force its source, rule names and rule texts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PinMeta {
     /// The interface's index when the classifier was pinned (or last reloaded), if known.
     pub ifindex: Option<u32>,
     /// Rule names by rule index (may be empty: pins of an older version).
     pub names: Vec<String>,
+    /// Where the set in force came from (a file's path, or `--rule`); `None` in pins of a
+    /// version that did not keep it.
+    pub source: Option<String>,
+    /// Rule texts by rule index, as [`crate::rules::Rule::text`] prints them; empty in pins of
+    /// a version that did not keep them.
+    pub texts: Vec<String>,
+}
+
+/// The rule set kept with the pins by [`Classifier::pin`] and [`Classifier::reload`]: its
+/// source, and per rule (by rule index) its name and text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinRules {
+    /// Where the set came from (a file's path, or `--rule`).
+    pub source: String,
+    /// Rule names by rule index.
+    pub names: Vec<String>,
+    /// Rule texts by rule index ([`crate::rules::Rule::text`]).
+    pub texts: Vec<String>,
+}
+
+impl PinRules {
+    /// Source, names and texts of `set`, read from `source`.
+    pub fn of(source: &str, set: &crate::rules::RuleSet) -> Self {
+        Self {
+            source: source.to_string(),
+            names: set.rules.iter().map(|r| r.name.clone()).collect(),
+            texts: set.rules.iter().map(crate::rules::Rule::text).collect(),
+        }
+    }
 }
 
 /// Bytes per entry of the `rule_names` map.
@@ -307,24 +336,54 @@ const NAMES_CHUNK: usize = 4096;
 const NAMES_PIN: &str = "rule_names";
 const NAMES_PIN_NEW: &str = "rule_names_new"; // bpffs refuses names with a dot
 
+/// Marks the part of the `rule_names` encoding after the names (source and texts), which
+/// versions that kept names only neither write nor read: "TXT1".
+const TEXTS_TAG: u32 = u32::from_le_bytes(*b"TXT1");
+
 impl PinMeta {
+    /// What [`Classifier::pin`] and [`Classifier::reload`] keep for `rules` on `ifindex`.
+    fn new(ifindex: Option<u32>, rules: &PinRules) -> Self {
+        Self { ifindex, names: rules.names.clone(), source: Some(rules.source.clone()), texts: rules.texts.clone() }
+    }
+
     /// Encoded: u64 length, u32 ifindex (0: unknown), u32 count, then per name u32 length and
-    /// UTF-8 bytes; all native-endian.
+    /// UTF-8 bytes; then (with a source) u32 [`TEXTS_TAG`], the source as u32 length and
+    /// bytes, u32 count and per text u32 length and bytes; all native-endian. A decoder of the
+    /// names-only encoding reads the names and skips the rest (it stops at the count); this
+    /// one reads pins without the tagged part as names only.
     fn encode(&self) -> Vec<u8> {
+        fn put(b: &mut Vec<u8>, s: &str) {
+            b.extend((s.len() as u32).to_ne_bytes());
+            b.extend(s.as_bytes());
+        }
         let mut b = vec![0u8; 8];
         b.extend(self.ifindex.unwrap_or(0).to_ne_bytes());
         b.extend((self.names.len() as u32).to_ne_bytes());
         for n in &self.names {
-            b.extend((n.len() as u32).to_ne_bytes());
-            b.extend(n.as_bytes());
+            put(&mut b, n);
+        }
+        if let Some(src) = &self.source {
+            b.extend(TEXTS_TAG.to_ne_bytes());
+            put(&mut b, src);
+            b.extend((self.texts.len() as u32).to_ne_bytes());
+            for t in &self.texts {
+                put(&mut b, t);
+            }
         }
         let len = b.len() as u64;
         b[..8].copy_from_slice(&len.to_ne_bytes());
         b
     }
 
-    /// The inverse of [`PinMeta::encode`]; `None` if truncated.
+    /// The inverse of [`PinMeta::encode`] (and of the names-only encoding of older versions);
+    /// `None` if truncated.
     fn decode(b: &[u8]) -> Option<Self> {
+        fn get(b: &[u8], at: &mut usize) -> Option<String> {
+            let l = abi::read::<u32>(b.get(*at..)?)? as usize;
+            let s = String::from_utf8_lossy(b.get(*at + 4..*at + 4 + l)?).into_owned();
+            *at += 4 + l;
+            Some(s)
+        }
         let len = usize::try_from(abi::read::<u64>(b)?).ok()?;
         let b = b.get(8..len)?;
         let ifindex = abi::read::<u32>(b)?;
@@ -332,11 +391,22 @@ impl PinMeta {
         let mut at = 8;
         let mut names = Vec::new();
         for _ in 0..n {
-            let l = abi::read::<u32>(b.get(at..)?)? as usize;
-            names.push(String::from_utf8_lossy(b.get(at + 4..at + 4 + l)?).into_owned());
-            at += 4 + l;
+            names.push(get(b, &mut at)?);
         }
-        Some(Self { ifindex: (ifindex != 0).then_some(ifindex), names })
+        let (mut source, mut texts) = (None, Vec::new());
+        if at < b.len() {
+            if abi::read::<u32>(b.get(at..)?)? != TEXTS_TAG {
+                return None;
+            }
+            at += 4;
+            source = Some(get(b, &mut at)?);
+            let n = abi::read::<u32>(b.get(at..)?)?;
+            at += 4;
+            for _ in 0..n {
+                texts.push(get(b, &mut at)?);
+            }
+        }
+        Some(Self { ifindex: (ifindex != 0).then_some(ifindex), names, source, texts })
     }
 
     /// Pins these under `dir` as a new ARRAY map (`rule_names`), replacing the one there with
@@ -710,7 +780,7 @@ impl AttachedClassifier {
         test_run(&self.st.prog, frame)
     }
 
-    /// Pins the maps, the link and `names` (the rule names of the set in force, by rule index)
+    /// Pins the maps, the link and `rules` (source, rule names and texts of the set in force)
     /// under `dir` (bpffs) so the classifier outlives this process; [`Classifier::open_pinned`]
     /// gives them back. `dir` must be a directory right under [`PIN_ROOT`] ([`pin_dir`]): the
     /// root is created mode 0700 and both are checked ([`check_trusted_dir`]) before anything
@@ -720,12 +790,12 @@ impl AttachedClassifier {
     ///
     /// [`BpfError::UntrustedPinDir`], [`BpfError::Map`] (a pin already there, bpffs not
     /// mounted), [`BpfError::Sys`].
-    pub fn pin(&mut self, dir: &Path, names: &[String]) -> Result<(), BpfError> {
+    pub fn pin(&mut self, dir: &Path, rules: &PinRules) -> Result<(), BpfError> {
         let root = dir.parent().unwrap_or(Path::new(PIN_ROOT));
         make_trusted_dir(root)?;
         make_trusted_dir(dir)?;
         self.maps.pin(dir)?;
-        PinMeta { ifindex: Some(self.st.link.ifindex()), names: names.to_vec() }.pin(dir)?;
+        PinMeta::new(Some(self.st.link.ifindex()), rules).pin(dir)?;
         if let Some(l) = self.sc_link.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             crate::sys::bpf::obj_pin(l.as_fd(), &dir.join(SC_LINK_PIN), SC_LINK_PIN)?;
         }
@@ -775,6 +845,24 @@ impl<S: state::State> Classifier<S> {
     /// [`BpfError::Map`].
     pub fn rule_counters(&self, set: SetIndex, n: usize) -> Result<Vec<(u64, u64)>, BpfError> {
         (0..n.min(MAX_RULES)).map(|i| sum_percpu(&self.maps.cls_rule_stats, set.at(MAX_RULES, i))).collect()
+    }
+
+    /// The default action of `set` and the action of its frames that cannot be classified
+    /// (`malformed`), by keyword ("pass", "drop", "xsk", "tx"), from the set's config.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::Map`].
+    pub fn set_actions(&self, set: SetIndex) -> Result<(&'static str, &'static str), BpfError> {
+        let c = self.config(set)?;
+        let name = |code: u32| match code {
+            abi::FP_ACT_SYNCOOKIE => "syncookie",
+            c if c < abi::FP_ACT_COUNT => STAT_NAMES[c as usize],
+            _ => "unknown",
+        };
+        let dflt = name(u32::from(c.dflt.code));
+        let malformed = if c.malformed == abi::FP_MALFORMED_DEFAULT { dflt } else { name(c.malformed) };
+        Ok((dflt, malformed))
     }
 
     /// Number of rules in `set` (from its config).
@@ -1028,14 +1116,14 @@ impl PinnedClassifier {
         Ok(Self { maps, st: state::Pinned { link, dir: dir.to_path_buf(), meta }, sc_link: Default::default() })
     }
 
-    /// The interface index at load (or last reload) time and the rule names of the set in
-    /// force, as kept with the pins.
+    /// The interface index at load (or last reload) time and the source, rule names and rule
+    /// texts of the set in force, as kept with the pins.
     pub fn meta(&self) -> &PinMeta {
         &self.st.meta
     }
 
     /// Installs `c` into the inactive set, flips to it (as [`Classifier::swap_in`]) and keeps
-    /// `names` (by rule index) with the pins, replacing the previous ones. Returns the new set.
+    /// `rules` (its source, rule names and texts) with the pins, replacing the previous ones. Returns the new set.
     /// The caller serializes reloads of one classifier (two would install into the same set).
     ///
     /// # Errors
@@ -1047,7 +1135,7 @@ impl PinnedClassifier {
     /// A set with an `action = "syncookie"` rule gets the tc ingress program attached and
     /// pinned (`sc_link`) before the flip if it is not there; a set without one detaches and
     /// unpins it after the flip.
-    pub fn reload(&mut self, c: &Compiled, names: &[String]) -> Result<SetIndex, BpfError> {
+    pub fn reload(&mut self, c: &Compiled, rules: &PinRules) -> Result<SetIndex, BpfError> {
         let new = self.stage(c)?;
         let ifindex = self.pinned_link_info().and_then(|r| r.ok()).map(|i| i.ifindex).or(self.st.meta.ifindex);
         let sc_pin = self.st.dir.join(SC_LINK_PIN);
@@ -1075,7 +1163,7 @@ impl PinnedClassifier {
             }
             pinned_now = true;
         }
-        let meta = PinMeta { ifindex, names: names.to_vec() };
+        let meta = PinMeta::new(ifindex, rules);
         if let Err(e) = meta.pin(&self.st.dir) {
             let _ = self.clear(new);
             if pinned_now {
@@ -1298,7 +1386,8 @@ fn staging_dir(dir: &Path) -> PathBuf {
 
 impl Classifier {
     /// Adopts the classifier pinned under `dir` on `iface` (left by an earlier run, of this or an
-    /// older fastpath) with this build's program and the rule set `c` (`names` by rule index),
+    /// older fastpath) with this build's program and the rule set `c` (kept with the pins as
+    /// `rules`),
     /// without a moment unfiltered: the pinned XDP link is kept and only its program replaced,
     /// atomically (BPF_LINK_UPDATE with BPF_F_REPLACE, Linux >= 5.9; net/core/dev.c
     /// `bpf_xdp_link_update`), so every frame meets either the old program or the new one.
@@ -1327,7 +1416,7 @@ impl Classifier {
         dir: &Path,
         iface: &Iface,
         c: &Compiled,
-        names: &[String],
+        rules: &PinRules,
         fresh_maps: bool,
     ) -> Result<Upgrade, BpfError> {
         if let Some(root) = dir.parent() {
@@ -1393,7 +1482,7 @@ impl Classifier {
             }
             let new_id = new_prog_id(&new.st.prog)?;
             // Nothing half-done: rules the new program cannot take put the old program back.
-            let set = match PinnedClassifier::open_pinned(dir).and_then(|mut pc| pc.reload(c, names)) {
+            let set = match PinnedClassifier::open_pinned(dir).and_then(|mut pc| pc.reload(c, rules)) {
                 Ok(s) => s,
                 Err(e) => {
                     let back = Some(new.st.prog.as_fd());
@@ -1436,7 +1525,7 @@ impl Classifier {
         make_trusted_dir(&staging)?;
         let staged = (|| {
             new.maps.pin(&staging)?;
-            PinMeta { ifindex: Some(ifindex), names: names.to_vec() }.pin(&staging)?;
+            PinMeta::new(Some(ifindex), rules).pin(&staging)?;
             if let Some(l) = &new_sc {
                 crate::sys::bpf::obj_pin(l.as_fd(), &staging.join(SC_LINK_PIN), SC_LINK_PIN)?;
             }
@@ -1541,6 +1630,15 @@ fn make_trusted_dir(p: &Path) -> Result<(), BpfError> {
     check_trusted_dir(p)
 }
 
+/// The id of the program that the link pinned under `dir` ([`Classifier::pin`]) holds while it
+/// is attached to an interface; `None` if nothing is pinned there, the pin cannot be opened, or
+/// the link is detached. Needs root (or CAP_BPF and read access to the pins).
+pub fn pinned_prog_id(dir: &Path) -> Option<u32> {
+    let link = crate::sys::bpf::obj_get(&dir.join("link")).ok()?;
+    let info = super::link_info(link.as_fd()).ok()?;
+    (info.is_xdp && info.ifindex != 0).then_some(info.prog_id)
+}
+
 /// Where `fastpath filter load --detach` pins the classifier of `iface` in the calling thread's
 /// network namespace: `/sys/fs/bpf/fastpath/<netns inode>-<iface>/`. `iface` must be a valid
 /// interface name (no '/', not "." or ".."), which callers check first.
@@ -1638,5 +1736,34 @@ mod tests {
             c.entries.push((k, 2));
         }
         refused(&c, "rule table full");
+    }
+
+    /// The rules kept with the pins: source, names and texts come back as written; pins of a
+    /// version that kept names only come back with those names and no texts; and the names
+    /// come first, where that version's decoder (which stops after the names) reads them.
+    #[test]
+    fn pin_meta_keeps_rule_texts_and_reads_names_only_pins() {
+        let set = crate::rules::parse_toml(
+            "r.toml",
+            "[[rule]]\nname = \"nine\"\nproto = \"udp\"\ndst_port = 9\naction = \"drop\"\n[[rule]]\ndst = \"10.99.0.0/24\"\naction = \"pass\"\n",
+        )
+        .unwrap();
+        let m = PinMeta::new(Some(7), &PinRules::of("r.toml", &set));
+        assert_eq!(m.texts, ["proto=udp,dst_port=9,action=drop", "dst=10.99.0.0/24,action=pass"]);
+        assert_eq!(PinMeta::decode(&m.encode()), Some(m.clone()));
+        let old = PinMeta { source: None, texts: vec![], ..m.clone() };
+        let old_bytes = old.encode();
+        assert_eq!(PinMeta::decode(&old_bytes), Some(old), "names-only pins read as names only");
+        assert_eq!(m.encode()[8..old_bytes.len()], old_bytes[8..], "the names where the older decoder reads them");
+        // Padded to whole chunks, as pinned: the length field bounds what is read.
+        let mut padded = m.encode();
+        padded.resize(NAMES_CHUNK, 0);
+        assert_eq!(PinMeta::decode(&padded), Some(m.clone()));
+        let e = m.encode();
+        for cut in [e.len() - 1, old_bytes.len() + 2] {
+            let mut t = e[..cut].to_vec();
+            t[..8].copy_from_slice(&(cut as u64).to_ne_bytes());
+            assert_eq!(PinMeta::decode(&t), None, "truncated at {cut}");
+        }
     }
 }

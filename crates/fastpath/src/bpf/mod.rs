@@ -43,7 +43,7 @@ pub mod fwd;
 pub mod monitor;
 pub mod replay;
 pub mod syncookie;
-pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinnedClassifier, SetIndex};
+pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinRules, PinnedClassifier, SetIndex};
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
 pub use replay::{ReplayTiming, XdpReplay};
@@ -70,6 +70,19 @@ pub enum BpfError {
         id: u32,
         /// Its attach mode, as the kernel reports it.
         mode: AttachedMode,
+    },
+    /// The XDP program on the interface is fastpath's own classifier, left attached and pinned
+    /// by `fastpath filter load --detach` ([`classifier::pinned_prog_id`] matches it).
+    #[error("fastpath's classifier pinned at {dir} runs on {iface} (XDP program id {id}, {mode})")]
+    PinnedClassifier {
+        /// Interface.
+        iface: String,
+        /// Program id.
+        id: u32,
+        /// Its attach mode, as the kernel reports it.
+        mode: AttachedMode,
+        /// Its pin directory ([`classifier::pin_dir`]).
+        dir: String,
     },
     /// The driver refuses the attach mode.
     #[error("{iface} refuses XDP in {mode} mode ({cause}); try --xdp-mode skb")]
@@ -368,13 +381,14 @@ impl XdpLink {
     /// `None` native and then skb if the driver refuses native, on this same program (nothing is
     /// reloaded for a fallback). Each mode is one BPF_LINK_CREATE; the kernel must then report
     /// our program on the interface, and the mode obtained is read back from it. Refuses with
-    /// [`BpfError::Occupied`] if a program is already attached, unless `opts.force`. Needs
+    /// [`BpfError::Occupied`] if a program is already attached ([`BpfError::PinnedClassifier`]
+    /// if it is fastpath's classifier pinned for this interface), unless `opts.force`. Needs
     /// root, or CAP_NET_ADMIN + CAP_BPF; Linux >= 5.9 (BPF_LINK_CREATE for XDP).
     ///
     /// # Errors
     ///
-    /// [`BpfError::Occupied`]; [`BpfError::ModeUnsupported`] / [`BpfError::MtuTooLarge`] when
-    /// native is refused (the one mode asked); [`BpfError::AllModesRefused`] listing each
+    /// [`BpfError::Occupied`], [`BpfError::PinnedClassifier`]; [`BpfError::ModeUnsupported`] /
+    /// [`BpfError::MtuTooLarge`] when native is refused (the one mode asked); [`BpfError::AllModesRefused`] listing each
     /// mode's error; [`BpfError::NotAttached`]; [`BpfError::Sys`] for a failed call (EPERM
     /// without the privileges).
     pub fn attach(prog: BorrowedFd<'_>, iface: &Iface, opts: AttachOpts) -> Result<Attached<Self>, BpfError> {
@@ -386,6 +400,16 @@ impl XdpLink {
         let ifindex = iface.ifindex();
         if let Some(p) = query_xdp(ifindex)? {
             if !force {
+                let dir = classifier::pin_dir(iface.name());
+                if classifier::pinned_prog_id(&dir) == Some(p.id) {
+                    let dir = dir.display().to_string();
+                    return Err(BpfError::PinnedClassifier {
+                        iface: iface.name().to_string(),
+                        id: p.id,
+                        mode: p.mode,
+                        dir,
+                    });
+                }
                 return Err(BpfError::Occupied { iface: iface.name().to_string(), id: p.id, mode: p.mode });
             }
             force_detach(ifindex)?;

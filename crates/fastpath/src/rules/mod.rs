@@ -252,6 +252,91 @@ pub struct Rule {
     pub rate_total_pps: Option<u64>,
 }
 
+impl Rule {
+    /// The rule's match and action in the `--rule` form, `key=value` pairs joined by `,` in the
+    /// order of the TOML keys (`priority` when not 0, `vlan`, `eth_type` when no prefix implies
+    /// it, `src`, `dst`, `proto`, `src_port`, `dst_port`, `tcp_flags`, `len`, `frag`, `action`
+    /// with its `cpus` or `iface`, `rate`, and `rate_total` when it is not the default for
+    /// `rate`): what `fastpath filter show` prints, and what [`parse_cli_rules`] parses back into
+    /// the same rule (its name aside). `tcp_flags` and `cpus` list their items with `+`
+    /// (`tcp_flags=syn+!ack`, `cpus=0+1`); a port or length range is `a-b`.
+    pub fn text(&self) -> String {
+        let m = &self.m;
+        let mut kv: Vec<String> = Vec::new();
+        let range = |(a, b): (u16, u16)| if a == b { a.to_string() } else { format!("{a}-{b}") };
+        if self.priority != 0 {
+            kv.push(format!("priority={}", self.priority));
+        }
+        if let Some(v) = m.vlan {
+            kv.push(format!("vlan={v}"));
+        }
+        if let (Some(t), None) = (m.eth_type, m.src.or(m.dst)) {
+            kv.push(match t {
+                0x0800 => "eth_type=ipv4".to_string(),
+                0x86dd => "eth_type=ipv6".to_string(),
+                0x0806 => "eth_type=arp".to_string(),
+                t => format!("eth_type={t:#06x}"),
+            });
+        }
+        if let Some(p) = m.src {
+            kv.push(format!("src={p}"));
+        }
+        if let Some(p) = m.dst {
+            kv.push(format!("dst={p}"));
+        }
+        if let Some(p) = m.proto {
+            kv.push(match p {
+                6 => "proto=tcp".to_string(),
+                17 => "proto=udp".to_string(),
+                1 => "proto=icmp".to_string(),
+                58 => "proto=icmpv6".to_string(),
+                p => format!("proto={p}"),
+            });
+        }
+        if let Some(r) = m.src_port {
+            kv.push(format!("src_port={}", range(r)));
+        }
+        if let Some(r) = m.dst_port {
+            kv.push(format!("dst_port={}", range(r)));
+        }
+        if let Some((mask, value)) = m.tcp_flags {
+            let items: Vec<String> = TCP_FLAGS
+                .iter()
+                .filter(|(_, b)| mask & b != 0)
+                .map(|(n, b)| if value & b != 0 { (*n).to_string() } else { format!("!{n}") })
+                .collect();
+            kv.push(format!("tcp_flags={}", items.join("+")));
+        }
+        if let Some(r) = m.len {
+            kv.push(format!("len={}", range(r)));
+        }
+        if let Some(f) = m.frag {
+            kv.push(format!(
+                "frag={}",
+                match f {
+                    Frag::None => "none",
+                    Frag::First => "first",
+                    Frag::Later => "later",
+                }
+            ));
+        }
+        kv.push(format!("action={}", self.action.name()));
+        match &self.action {
+            Action::Cpu(c) => kv.push(format!("cpus={}", c.iter().map(u32::to_string).collect::<Vec<_>>().join("+"))),
+            Action::Redirect(i) => kv.push(format!("iface={i}")),
+            _ => {}
+        }
+        if let Some(r) = self.rate_pps {
+            kv.push(format!("rate={r}"));
+        }
+        let implied = self.rate_pps.map(|r| (r * RATE_TOTAL_SOURCES).min(1_000_000_000));
+        if let Some(t) = self.rate_total_pps.filter(|t| Some(*t) != implied) {
+            kv.push(format!("rate_total={t}"));
+        }
+        kv.join(",")
+    }
+}
+
 /// With a per-source `rate` and no `rate_total`, the aggregate limit is this many sources' worth
 /// (`FP_RATE_TOTAL_SOURCES` in bpf/include/fastpath_abi.h).
 pub const RATE_TOTAL_SOURCES: u64 = crate::abi::FP_RATE_TOTAL_SOURCES as u64;

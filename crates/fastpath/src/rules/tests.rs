@@ -594,3 +594,75 @@ fn mixed_rules_fit_the_table() {
     let c = compile::compile("mixed", &s).unwrap();
     assert!(c.in_table.iter().all(|b| *b), "{:?}", c.in_table);
 }
+
+/// `Rule::text` is the `--rule` form of the rule: parsed back by `parse_cli_rules`, it gives the
+/// same rule (name aside), for every field and action; fields the rule does not have (an
+/// eth_type its prefix implies, the default rate_total) are left out.
+#[test]
+fn rule_text_parses_back_into_the_same_rule() {
+    let s = set(r#"
+[[rule]]
+name = "every field"
+priority = 5
+vlan = 100
+src = "10.0.0.0/8"
+dst = "10.99.0.2"
+proto = "tcp"
+src_port = 1000
+dst_port = "5000-5999"
+tcp_flags = "syn,!ack"
+len = "64-128"
+frag = "none"
+action = "cpu"
+cpus = [0]
+rate = 100
+[[rule]]
+dst = "fd99::/64"
+action = "redirect"
+iface = "lo"
+[[rule]]
+eth_type = "0x88cc"
+action = "tx"
+priority = -1
+[[rule]]
+eth_type = "arp"
+proto = 47
+frag = "later"
+action = "drop"
+rate = 10
+rate_total = 15
+[[rule]]
+proto = "udp"
+src_port = "1-2"
+action = "xsk"
+[[rule]]
+proto = "tcp"
+dst_port = 443
+action = "syncookie"
+[[rule]]
+action = "pass"
+"#);
+    let texts: Vec<String> = s.rules.iter().map(Rule::text).collect();
+    // In match order: priority -1, the five of priority 0 in file order, then priority 5.
+    assert_eq!(
+        texts[6],
+        "priority=5,vlan=100,src=10.0.0.0/8,dst=10.99.0.2/32,proto=tcp,src_port=1000,dst_port=5000-5999,tcp_flags=syn+!ack,len=64-128,frag=none,action=cpu,cpus=0,rate=100",
+        "{texts:?}"
+    );
+    assert_eq!(texts[0], "priority=-1,eth_type=0x88cc,action=tx");
+    assert_eq!(texts[1], "dst=fd99::/64,action=redirect,iface=lo");
+    assert_eq!(texts[2], "eth_type=arp,proto=47,frag=later,action=drop,rate=10,rate_total=15");
+    assert_eq!(texts[3], "proto=udp,src_port=1-2,action=xsk");
+    assert_eq!(texts[4], "proto=tcp,dst_port=443,action=syncookie");
+    assert_eq!(texts[5], "action=pass");
+    let back = parse_cli_rules(&texts, Action::Pass).unwrap_or_else(|e| panic!("{e}: {texts:?}"));
+    assert_eq!(back.rules.len(), s.rules.len());
+    for (a, b) in s.rules.iter().zip(&back.rules) {
+        assert_eq!(
+            (&a.m, &a.action, a.priority, a.rate_pps, a.rate_total_pps),
+            (&b.m, &b.action, b.priority, b.rate_pps, b.rate_total_pps),
+            "{}",
+            a.text()
+        );
+    }
+}
