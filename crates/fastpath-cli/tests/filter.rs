@@ -620,7 +620,7 @@ fn show_prints_the_rule_set_in_force_with_texts_and_counters() {
 }
 
 /// A command that finds fastpath's own pinned classifier on its interface says so, with the
-/// commands that change or remove it (carrying --netns), never `--force`; the hint `load
+/// commands that change, take over or remove it (carrying --netns), never `--force`; the hint `load
 /// --detach` prints carries --netns too, and works pasted.
 #[test]
 fn the_pinned_classifier_is_named_with_commands_that_carry_netns() {
@@ -638,9 +638,10 @@ fn the_pinned_classifier_is_named_with_commands_that_carry_netns() {
     let reload = format!("`fastpath filter reload FILE -i {i} --netns {ns}` changes its rules");
     for (what, args) in [
         ("bench rxdrop", vec!["bench", "rxdrop", "--netns", ns, "-i", i, "--duration", "0"]),
+        // Without --pin/--detach (which adopt it): refused, naming it.
         (
-            "filter load --detach",
-            vec!["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--detach"],
+            "filter load",
+            vec!["filter", "load", "--netns", ns, "-i", i, "--rule", "proto=udp,action=drop", "--duration", "0"],
         ),
     ] {
         let o = run(&args);
