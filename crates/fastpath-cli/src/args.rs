@@ -540,12 +540,18 @@ pub struct RunArgs {
     /// Seconds to run, 0..=31536000 (a year); 0 = set up, attach, detach, exit.
     #[arg(long, default_value_t = 10.0, value_parser = parse_duration)]
     pub duration: f64,
-    /// Seconds between interval lines, 0.1..=3600.
+    /// Seconds between interval lines, 0.1..=3600. Interval lines are printed on a terminal,
+    /// with --json, or when --interval is given; under systemd (stdout the journal) only when
+    /// --interval is given. The summary at the end always is.
     #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
     pub interval: f64,
     /// One JSON object per interval and one for the summary.
     #[arg(long)]
     pub json: bool,
+    /// Whether interval lines are printed (set from the command line and where stdout goes,
+    /// see logging::interval_lines).
+    #[arg(skip)]
+    pub interval_lines: bool,
     /// More counters per line; on `bench` and `filter stats` also attach the XDP tracepoint
     /// monitor (xdp_exception, xdp_redirect_err, xdp_cpumap_enqueue/kthread, xdp_devmap_xmit;
     /// needs kernel BTF, Linux >= 5.10) and show its counters ("tracepoints" in JSON).

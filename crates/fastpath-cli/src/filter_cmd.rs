@@ -187,13 +187,21 @@ fn load(
     }
     // Judged before the line below: setting the interface down right after it is a loss.
     let link = fastpath::netdev::LinkWatch::new(dev.clone());
+    let at = match &target.netns {
+        Some(ns) => format!("{} (netns {ns})", target.iface),
+        None => target.iface.clone(),
+    };
+    log::info!("attached the classifier to {at} ({mode}): {} rules from {source}", set.rules.len());
+    let mut events = Events::new(&at, mode, set.rules.len());
+    crate::service::ready(&events.status_text(None));
     if run.json {
         // As every long-running command: set-up is done.
         println!(
             "{}",
             json!({"type": "ready", "command": "filter load", "iface": target.iface, "xdp_mode": mode, "rules": set.rules.len()})
         );
-    } else {
+    } else if !crate::logging::stdout_is_journal() {
+        // (Under systemd the log line above says it.)
         println!(
             "classifier on {} ({mode}) with {} rules from {source}; Ctrl-C to detach",
             target.iface,
@@ -204,15 +212,19 @@ fn load(
         (Some(server), Some((_, allow))) => Some(serve_handoff(server, cls.xsk_map_fd()?, &target.iface, allow)),
         _ => None,
     };
-    let lost = watch(&cls, Some(link), &target.iface, &rule_names(&set), run, stop, metrics.as_ref());
+    let names = rule_names(&set);
+    let lost = watch(&cls, Some(link), &target.iface, &names, run, stop, metrics.as_ref(), Some(&mut events));
+    crate::service::stopping();
     if let Some((quit, thread)) = serving {
         quit.store(true, Ordering::Relaxed);
         let _ = thread.join(); // its end said by the thread itself, when it came
     }
+    drop(cls); // detaches, if the interface is still there
     if let Some(ev) = lost {
-        drop(cls); // detaches, if the interface is still there
+        // One line for the event: the command's final error line.
         return Err(crate::common::link_lost_error(&target.iface, ev));
     }
+    log::info!("detached the classifier from {at}");
     Ok(())
 }
 
@@ -300,10 +312,10 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     if let Err(e) = cls.check_still_attached(&target.iface) {
         // The counters it kept are still worth seeing: print them once, then fail.
         let once = RunArgs { duration: 0.0, ..run.clone() };
-        watch(&cls, None, &target.iface, &names, &once, stop, None);
+        watch(&cls, None, &target.iface, &names, &once, stop, None, None);
         return Err(pinned_err(e));
     }
-    watch(&cls, None, &target.iface, &names, run, stop, metrics.as_ref());
+    watch(&cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None);
     Ok(())
 }
 
@@ -411,6 +423,9 @@ fn interval_line(
     dt: u64,
     tp_delta: Option<&fastpath::bpf::XdpMonitorStats>,
 ) {
+    if !run.interval_lines {
+        return;
+    }
     // After a reload the new set's counters start at zero.
     let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
     let rates: Vec<(&str, f64)> =
@@ -438,9 +453,11 @@ fn interval_line(
     }
 }
 
-/// Interval lines of per-action rates and a summary with per-rule counters (every rule in
-/// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
-/// interface is deleted or set down, and returns what happened.
+/// Interval lines of per-action rates (when asked for, `RunArgs::interval_lines`) and a
+/// summary with per-rule counters (every rule in JSON; in text the rules with hits, or all with
+/// `-e`). With `link`, stops early if that interface is deleted or set down, and returns what
+/// happened. With `events` (`filter load`), the drop-rate log lines and STATUS= as they fall due.
+#[allow(clippy::too_many_arguments)]
 fn watch<S: State>(
     cls: &Classifier<S>,
     link: Option<fastpath::netdev::LinkWatch>,
@@ -449,6 +466,7 @@ fn watch<S: State>(
     run: &RunArgs,
     stop: &AtomicBool,
     metrics: Option<&crate::metrics::MetricsServer>,
+    mut events: Option<&mut Events>,
 ) -> Option<fastpath::netdev::LinkEvent> {
     let publish = |force: bool| {
         if let Some(m) = metrics {
@@ -472,6 +490,9 @@ fn watch<S: State>(
             break;
         }
         publish(false);
+        if let Some(e) = events.as_deref_mut() {
+            e.poll(cls);
+        }
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -558,5 +579,193 @@ fn summary<S: State>(
         for l in lines {
             println!("  {l}");
         }
+    }
+}
+
+/// The drop rate above which `filter load` logs that it is dropping a flood, packets/s.
+pub const DROP_ALARM_PPS: f64 = 1000.0;
+/// Seconds in a row the drop rate must stay at or below [`DROP_ALARM_PPS`] before the flood is
+/// logged as over: one pair of lines per flood, not one per second of a rate hovering near it.
+pub const DROP_CALM_S: u32 = 10;
+/// Seconds between two STATUS= notifications.
+pub const STATUS_EVERY_S: u32 = 5;
+
+/// What a drop-rate sample changed, if anything.
+#[derive(Debug, Clone, PartialEq)]
+enum Alarm {
+    /// The first second above [`DROP_ALARM_PPS`].
+    Rose { drop_pps: f64 },
+    /// [`DROP_CALM_S`] seconds at or below it again: the flood's peak rate, the packets dropped
+    /// from its first second to now, and its length in seconds (the calm ones included).
+    Fell { peak_pps: f64, dropped: u64, secs: u32 },
+}
+
+/// The flood alarm of `filter load`: fed the drops of each second, says when the drop rate
+/// first rises above [`DROP_ALARM_PPS`] and when it has stayed at or below it for
+/// [`DROP_CALM_S`] seconds.
+#[derive(Debug, Default)]
+struct DropAlarm {
+    /// (peak packets/s, dropped packets, seconds) of the flood under way.
+    flood: Option<(f64, u64, u32)>,
+    calm_s: u32,
+}
+
+impl DropAlarm {
+    /// One sample: `dropped` packets over `secs` seconds (about 1).
+    fn feed(&mut self, dropped: u64, secs: f64) -> Option<Alarm> {
+        let pps = if secs > 0.0 { dropped as f64 / secs } else { 0.0 };
+        let high = pps > DROP_ALARM_PPS;
+        match &mut self.flood {
+            None if high => {
+                self.flood = Some((pps, dropped, 1));
+                self.calm_s = 0;
+                Some(Alarm::Rose { drop_pps: pps })
+            }
+            None => None,
+            Some((peak, total, n)) => {
+                *peak = peak.max(pps);
+                *total += dropped;
+                *n += 1;
+                self.calm_s = if high { 0 } else { self.calm_s + 1 };
+                if self.calm_s < DROP_CALM_S {
+                    return None;
+                }
+                let (peak_pps, dropped, secs) = (*peak, *total, *n);
+                self.flood = None;
+                Some(Alarm::Fell { peak_pps, dropped, secs })
+            }
+        }
+    }
+}
+
+/// The events `filter load` reports while it runs: the drop-rate alarm (a log line each way)
+/// and, every [`STATUS_EVERY_S`] seconds, STATUS= to the service manager (no-op without
+/// NOTIFY_SOCKET). Sampled once a second, whatever `--interval` is.
+pub(crate) struct Events {
+    /// The interface as said in the lines (`eth0`, or `eth0 (netns NAME)`).
+    at: String,
+    mode: &'static str,
+    /// Rules in force (set again after a reload).
+    pub rules: usize,
+    alarm: DropAlarm,
+    /// The last sample: when, the rule set, its drop and pass totals.
+    prev: Option<(Instant, SetIndex, u64, u64)>,
+    /// (drop, pass) packets since the last STATUS=, and its seconds.
+    window: (u64, u64, f64),
+    samples: u32,
+    next: Instant,
+}
+
+const DROP: usize = 1;
+const PASS: usize = 0;
+const _: () = assert!(matches!(STAT_NAMES[DROP].as_bytes(), b"drop") && matches!(STAT_NAMES[PASS].as_bytes(), b"pass"));
+
+impl Events {
+    pub(crate) fn new(at: &str, mode: &'static str, rules: usize) -> Self {
+        Events {
+            at: at.to_string(),
+            mode,
+            rules,
+            alarm: DropAlarm::default(),
+            prev: None,
+            window: (0, 0, 0.0),
+            samples: 0,
+            next: Instant::now(),
+        }
+    }
+
+    /// The STATUS= text: `eth0 (native): 3 rules, dropping 1,234 pps, passing 56 pps` (rates
+    /// over the last few seconds; without them, `attached`).
+    pub(crate) fn status_text(&self, rates: Option<(f64, f64)>) -> String {
+        match rates {
+            Some((d, p)) => format!(
+                "{} ({}): {} rules, dropping {} pps, passing {} pps",
+                self.at,
+                self.mode,
+                self.rules,
+                thousands(d.round() as u64),
+                thousands(p.round() as u64)
+            ),
+            None => format!("{} ({}): {} rules, attached", self.at, self.mode, self.rules),
+        }
+    }
+
+    /// Takes a sample if one is due (once a second) and says what it changed.
+    fn poll<S: State>(&mut self, cls: &Classifier<S>) {
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        self.next = now + Duration::from_secs(1);
+        let Some((set, c)) = snap(cls) else { return };
+        let (d, p) = (c[DROP], c[PASS]);
+        let prev = self.prev.replace((now, set, d, p));
+        let Some((t0, s0, d0, p0)) = prev else { return };
+        // After a reload the new set's counters start at zero.
+        let (d0, p0) = if s0 == set { (d0, p0) } else { (0, 0) };
+        let (dd, dp, secs) = (d.saturating_sub(d0), p.saturating_sub(p0), (now - t0).as_secs_f64());
+        match self.alarm.feed(dd, secs) {
+            Some(Alarm::Rose { drop_pps }) => log::warn!(
+                "{}: dropping {} packets/s, above {}/s",
+                self.at,
+                thousands(drop_pps.round() as u64),
+                thousands(DROP_ALARM_PPS as u64)
+            ),
+            Some(Alarm::Fell { peak_pps, dropped, secs }) => log::info!(
+                "{}: drops at or below {}/s for {DROP_CALM_S} s: {} packets dropped in {secs} s, peak {} packets/s",
+                self.at,
+                thousands(DROP_ALARM_PPS as u64),
+                thousands(dropped),
+                thousands(peak_pps.round() as u64)
+            ),
+            None => {}
+        }
+        self.window = (self.window.0 + dd, self.window.1 + dp, self.window.2 + secs);
+        self.samples += 1;
+        if self.samples % STATUS_EVERY_S == 0 {
+            let (wd, wp, ws) = std::mem::take(&mut self.window);
+            let text = self.status_text(Some((wd as f64 / ws, wp as f64 / ws)));
+            crate::service::status(&text);
+        }
+    }
+}
+
+/// The log line of a reload that took (SIGHUP): `eth0: reloaded: 3 rules from FILE in force
+/// (rule set 1)`.
+#[allow(dead_code)] // called at the SIGHUP reload
+pub(crate) fn log_reloaded(at: &str, rules: usize, source: &str, set: SetIndex) {
+    log::info!("{at}: reloaded: {rules} rules from {source} in force (rule set {set})");
+}
+
+/// The log line of a reload that did not take: the rules in force stay.
+#[allow(dead_code)] // called at the SIGHUP reload
+pub(crate) fn log_reload_failed(at: &str, source: &str, err: &dyn std::fmt::Display) {
+    let msg = format!("{err:#}").replace('\n', " ");
+    log::error!("{at}: reload from {source} refused, the rules in force stay: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One pair of lines per flood: up at the first second above 1,000/s, down after 10 calm
+    /// seconds in a row (a second above in between starts the count again).
+    #[test]
+    fn the_drop_alarm_rises_once_and_falls_after_ten_calm_seconds() {
+        let mut a = DropAlarm::default();
+        assert_eq!(a.feed(1000, 1.0), None, "1,000/s is not above 1,000/s");
+        assert_eq!(a.feed(5000, 1.0), Some(Alarm::Rose { drop_pps: 5000.0 }));
+        assert_eq!(a.feed(9000, 1.0), None, "still flooding: no second line");
+        for _ in 0..5 {
+            assert_eq!(a.feed(10, 1.0), None);
+        }
+        assert_eq!(a.feed(2000, 1.0), None, "above again: the calm count restarts");
+        for _ in 0..9 {
+            assert_eq!(a.feed(0, 1.0), None);
+        }
+        // 2 high seconds + 5 calm + 1 high + 10 calm = 18 s; 5,000 + 9,000 + 50 + 2,000 dropped.
+        assert_eq!(a.feed(0, 1.0), Some(Alarm::Fell { peak_pps: 9000.0, dropped: 16050, secs: 18 }));
+        assert_eq!(a.feed(0, 1.0), None);
+        assert_eq!(a.feed(3000, 2.0), Some(Alarm::Rose { drop_pps: 1500.0 }), "a rate, not a count");
     }
 }
