@@ -319,6 +319,24 @@ pub enum FilterCmd {
         #[command(flatten)]
         target: FilterTarget,
     },
+    /// Serve Prometheus metrics of every classifier pinned in this network namespace (left by
+    /// `load --detach` or `--pin`) until SIGINT/SIGTERM: per interface (label `iface`) the
+    /// series of `filter load --metrics`, and fastpath_filter_attached. Quiet: a log line when a
+    /// classifier appears or goes; pins are looked for, and counters read, every second.
+    Export {
+        /// Serve at http://ADDR:PORT/metrics, e.g. 9101 (127.0.0.1:9101) or [::1]:9101.
+        /// Loopback only unless --metrics-listen-any.
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_metrics_addr)]
+        metrics: std::net::SocketAddr,
+        /// Let --metrics listen on an address that is not loopback, e.g. 0.0.0.0:9101 (the
+        /// endpoint has no authentication: anyone who reaches it sees the counters).
+        #[arg(long)]
+        metrics_listen_any: bool,
+        /// Network namespace whose pinned classifiers are served (/var/run/netns/NAME); the
+        /// endpoint listens in the namespace the command starts in.
+        #[arg(long)]
+        netns: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

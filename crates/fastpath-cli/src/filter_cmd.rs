@@ -72,6 +72,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>) -> CliResult<()> {
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
         FilterCmd::Unload { target } => unload(target, &stop),
+        FilterCmd::Export { metrics, netns, .. } => export(*metrics, netns, &stop),
     }
 }
 
@@ -349,11 +350,20 @@ fn publish_metrics<S: State>(
     m: &crate::metrics::MetricsServer,
     force: bool,
 ) {
-    use crate::metrics::Family;
     if !force && !m.due() {
         return;
     }
-    let Ok(set) = cls.active() else { return };
+    let fams = metric_families(cls, iface, names);
+    if !fams.is_empty() {
+        m.publish(&fams);
+    }
+}
+
+/// The metric families of a classifier (label `iface`): per action and per rule, packets and
+/// bytes of the active rule set. None if the active set cannot be read.
+fn metric_families<S: State>(cls: &Classifier<S>, iface: &str, names: &[String]) -> Vec<crate::metrics::Family> {
+    use crate::metrics::Family;
+    let Ok(set) = cls.active() else { return Vec::new() };
     let mut fams = Vec::new();
     let mut ap =
         Family::counter("fastpath_filter_action_packets_total", "Packets by action taken.", &["iface", "action"]);
@@ -386,7 +396,100 @@ fn publish_metrics<S: State>(
     );
     left.add(&[iface], (n - shown) as f64);
     fams.extend([ap, ab, rp, rb, left]);
-    m.publish(&fams);
+    fams
+}
+
+/// How often `filter export` looks for pins coming and going, and re-reads the counters.
+const EXPORT_SCAN: Duration = Duration::from_secs(1);
+
+/// `filter export`: serves the metrics of every classifier pinned under
+/// [`fastpath::bpf::classifier::PIN_ROOT`] in this network namespace until SIGINT/SIGTERM.
+/// Quiet: a log line when a classifier appears, goes, or cannot be opened.
+fn export(addr: std::net::SocketAddr, netns: &Option<String>, stop: &AtomicBool) -> CliResult<()> {
+    require_privileges("filter export")?;
+    // Listening before entering --netns: the endpoint is where the scraper is.
+    let m = crate::metrics::MetricsServer::start(addr)?;
+    enter_ns(netns)?;
+    let root = Path::new(fastpath::bpf::classifier::PIN_ROOT);
+    log::info!(
+        "serving the metrics of every classifier pinned under {} in this network namespace at http://{addr}/metrics",
+        root.display()
+    );
+    let mut open: std::collections::BTreeMap<String, (PinnedClassifier, bool)> = Default::default();
+    let mut failed: std::collections::BTreeMap<String, u32> = Default::default();
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let found = pinned_here(root);
+        for iface in open.keys().filter(|i| !found.contains(*i)).cloned().collect::<Vec<_>>() {
+            open.remove(&iface);
+            log::info!("{iface}: classifier unpinned, no longer exported");
+        }
+        failed.retain(|i, _| found.contains(i));
+        for iface in &found {
+            // Opened again at every scan: a reload's rule names, or a new classifier under the
+            // same pins (unload, then load), are seen within a scan.
+            match PinnedClassifier::open_pinned(&pin_dir(iface)) {
+                Ok(cls) => {
+                    let attached = cls.check_still_attached(iface).is_ok();
+                    if open.insert(iface.clone(), (cls, attached)).is_none() {
+                        log::info!(
+                            "{iface}: exporting the pinned classifier{}",
+                            if attached { "" } else { " (no longer attached)" }
+                        );
+                    }
+                    failed.remove(iface);
+                }
+                Err(e) => {
+                    // A pin directory being written or removed fails once; twice is worth a line.
+                    let n = failed.entry(iface.clone()).or_default();
+                    *n += 1;
+                    if *n == 2 {
+                        log::warn!("{iface}: cannot open the pinned classifier, not exported: {e}");
+                    }
+                }
+            }
+        }
+        let mut fams: Vec<crate::metrics::Family> = Vec::new();
+        let mut up = crate::metrics::Family::gauge(
+            "fastpath_filter_attached",
+            "1 if the pinned classifier is attached to its interface, 0 if it is no longer (deleted or replaced).",
+            &["iface"],
+        );
+        for (iface, (cls, attached)) in &open {
+            merge_families(&mut fams, metric_families(cls, iface, &cls.meta().names));
+            up.add(&[iface], if *attached { 1.0 } else { 0.0 });
+        }
+        fams.push(up);
+        m.publish(&fams);
+        while t0.elapsed() < EXPORT_SCAN && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    log::info!("stopped serving metrics at http://{addr}/metrics");
+    Ok(())
+}
+
+/// Interfaces with a classifier pinned in this network namespace: the directories under `root`
+/// named `<netns inode>-<iface>` that are [`pin_dir`] of their interface here.
+fn pinned_here(root: &Path) -> std::collections::BTreeSet<String> {
+    let Ok(rd) = std::fs::read_dir(root) else { return Default::default() };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (_, iface) = name.split_once('-')?;
+            (pin_dir(iface) == e.path()).then(|| iface.to_string())
+        })
+        .collect()
+}
+
+/// Appends `more` to `into`, the samples of a family already there to that family.
+fn merge_families(into: &mut Vec<crate::metrics::Family>, more: Vec<crate::metrics::Family>) {
+    for f in more {
+        match into.iter_mut().find(|g| g.name == f.name) {
+            Some(g) => g.samples.extend(f.samples),
+            None => into.push(f),
+        }
+    }
 }
 
 /// The active set and its packet totals in [`STAT_NAMES`] order.

@@ -175,6 +175,9 @@ fn check_metrics(cmd: &Cmd) -> error::CliResult<()> {
         Cmd::Fwd(f) => &f.run,
         Cmd::Filter(args::FilterCmd::Load { run, .. } | args::FilterCmd::Stats { run, .. }) => run,
         Cmd::Capture(c) => return metrics::check_listen(c.metrics, c.metrics_listen_any),
+        Cmd::Filter(args::FilterCmd::Export { metrics, metrics_listen_any, .. }) => {
+            return metrics::check_listen(Some(*metrics), *metrics_listen_any)
+        }
         _ => return Ok(()),
     };
     metrics::check_listen(run.metrics, run.metrics_listen_any)

@@ -16,9 +16,16 @@ use fastpath_testbed::{Testbed, TestbedConfig};
 
 const UNIT: &str = "fastpath-filter@.service";
 
-fn unit_text() -> String {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/systemd").join(UNIT);
+const EXPORTER: &str = "fastpath-exporter.service";
+
+/// A unit of dist/systemd, as text.
+fn dist(unit: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/systemd").join(unit);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn unit_text() -> String {
+    dist(UNIT)
 }
 
 /// The value of the unit's one `key=` line.
@@ -53,18 +60,21 @@ impl Drop for Dir {
     }
 }
 
-/// `systemd-analyze verify` accepts the unit without a word: no unknown key, no bad value, an
-/// executable ExecStart (the unit's /usr/bin/fastpath becomes the binary under test in a copy).
+/// `systemd-analyze verify` accepts both units without a word: no unknown key, no bad value, an
+/// executable ExecStart (the units' /usr/bin/fastpath becomes the binary under test in a copy).
 #[test]
-fn the_unit_verifies_without_warnings() {
+fn the_units_verify_without_warnings() {
     let dir = Dir::new("unit-verify");
-    let copy = dir.path(UNIT);
-    std::fs::write(&copy, unit_text().replace("/usr/bin/fastpath", &bin())).unwrap();
-    let o = Command::new("systemd-analyze").args(["verify", &copy]).output().expect("systemd-analyze (systemd)");
-    let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    // Lines about other units of this machine are not ours to judge.
-    let ours: Vec<&str> = text.lines().filter(|l| l.contains("fastpath-filter@")).collect();
-    assert!(o.status.success() && ours.is_empty(), "systemd-analyze verify: {:?}\n{text}", o.status);
+    for unit in [UNIT, EXPORTER] {
+        let copy = dir.path(unit);
+        std::fs::write(&copy, dist(unit).replace("/usr/bin/fastpath", &bin())).unwrap();
+        let o = Command::new("systemd-analyze").args(["verify", &copy]).output().expect("systemd-analyze (systemd)");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        // Lines about other units of this machine are not ours to judge.
+        let stem = unit.trim_end_matches(".service").trim_end_matches('@');
+        let ours: Vec<&str> = text.lines().filter(|l| l.contains(stem)).collect();
+        assert!(o.status.success() && ours.is_empty(), "systemd-analyze verify {unit}: {:?}\n{text}", o.status);
+    }
 }
 
 /// The unit's ExecStart, run as systemd would run it (bounding set and no_new_privs from the
@@ -280,5 +290,152 @@ fn in_the_journal_logs_carry_priorities_and_interval_lines_are_asked_for() {
     assert_eq!(intervals(&p), 0, "interval lines on a pipe without --interval or --json: {p}");
     let p = load(&["--interval", "1"], false);
     assert_eq!(intervals(&p), 2, "--interval 1 over 2.5 s on a pipe: {p}");
+    bed.down().unwrap();
+}
+
+fn scrape(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut r = String::new();
+    s.read_to_string(&mut r).ok()?;
+    let (head, body) = r.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// The value of `name{labels}` (labels as the text format writes them, sorted by name).
+fn sample(body: &str, name: &str, labels: &str) -> Option<u64> {
+    body.lines().find_map(|l| l.strip_prefix(&format!("{name}{{{labels}}} "))?.trim().parse().ok())
+}
+
+/// Polls the endpoint until `want(body)` or `limit` passes; the last body either way.
+fn scrape_until(port: u16, limit: Duration, want: impl Fn(&str) -> bool) -> String {
+    let t = Instant::now();
+    loop {
+        let body = scrape(port).unwrap_or_default();
+        if want(&body) || t.elapsed() > limit {
+            return body;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The exporter and what the test pinned: all gone when dropped, whatever happened.
+struct Exporter {
+    child: Child,
+    pins: Vec<(String, String)>,
+    veth: Option<(String, String)>,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill(); // the process this test started
+        let _ = self.child.wait();
+        for (ns, i) in &self.pins {
+            let _ = run(&["filter", "unload", "--netns", ns, "-i", i]);
+        }
+        if let Some((ns, i)) = &self.veth {
+            let _ = Command::new("ip").args(["-n", ns, "link", "del", i]).status();
+        }
+    }
+}
+
+/// `filter export --netns B`: serves every classifier pinned in B, each under its `iface`
+/// label (two at once), with the kernel's counts (1,000 frames dropped: 1,000 in the series);
+/// picks up a classifier pinned after it started and drops one unpinned; never serves one
+/// pinned in another namespace; prints nothing on stdout, and on stderr only its info lines.
+#[test]
+fn the_exporter_serves_every_classifier_pinned_in_its_namespace() {
+    if !privileged("the_exporter_serves_every_classifier_pinned_in_its_namespace") {
+        return;
+    }
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let (nsa, ia, nsb, ib) = (bed.ns_a(), bed.iface_a(), bed.ns_b(), bed.iface_b());
+    let dir = Dir::new("export");
+    let log = dir.path("stderr.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = fastpath()
+        .args(["filter", "export", "--netns", nsb, "--metrics", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // A second interface in B (a veth pair of this test's), for two classifiers at once.
+    let (x, y) = (format!("{ib}x"), format!("{ib}y"));
+    let mut ex = Exporter { child, pins: Vec::new(), veth: Some((nsb.to_string(), x.clone())) };
+    for args in [
+        vec!["link", "add", &x, "type", "veth", "peer", "name", &y],
+        vec!["link", "set", &x, "up"],
+        vec!["link", "set", &y, "up"],
+    ] {
+        let o = Command::new("ip").args(["-n", nsb]).args(&args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+    }
+    let body = scrape_until(port, Duration::from_secs(10), |b| b.contains("fastpath_filter_attached"));
+    assert!(scrape(port).is_some(), "the endpoint answers before anything is pinned");
+    assert!(!body.contains("fastpath_filter_action_packets_total{"), "nothing pinned yet: {body}");
+
+    let rule = "proto=udp,dst_port=9,action=drop";
+    let pin = |ns: &str, i: &str| {
+        let o = run(&["filter", "load", "--netns", ns, "-i", i, "--rule", rule, "--detach"]);
+        assert!(o.status.success(), "load --detach on {i}: {}", stderr(&o));
+    };
+    pin(nsb, ib);
+    ex.pins.push((nsb.to_string(), ib.to_string()));
+    pin(nsb, &x);
+    ex.pins.push((nsb.to_string(), x.clone()));
+    let drops =
+        |b: &str, i: &str| sample(b, "fastpath_filter_action_packets_total", &format!("action=\"drop\",iface=\"{i}\""));
+    let body = scrape_until(port, Duration::from_secs(5), |b| drops(b, ib).is_some() && drops(b, &x).is_some());
+    assert!(drops(&body, ib) == Some(0) && drops(&body, &x) == Some(0), "both pinned classifiers exported: {body}");
+    assert_eq!(sample(&body, "fastpath_filter_attached", &format!("iface=\"{ib}\"")), Some(1), "{body}");
+
+    let g = run(&[
+        "gen",
+        "--netns",
+        nsa,
+        "-i",
+        ia,
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--count",
+        "1000",
+        "--rate",
+        "10000",
+        "--duration",
+        "10",
+    ]);
+    assert!(g.status.success(), "gen: {}", stderr(&g));
+    let body = scrape_until(port, Duration::from_secs(5), |b| drops(b, ib) >= Some(1000));
+    assert_eq!(drops(&body, ib), Some(1000), "the 1,000 frames the rule dropped: {body}");
+    assert_eq!(drops(&body, &x), Some(0), "{body}");
+
+    // Another namespace's classifier is not this exporter's.
+    pin(nsa, ia);
+    ex.pins.push((nsa.to_string(), ia.to_string()));
+    std::thread::sleep(Duration::from_millis(2500));
+    let body = scrape(port).unwrap_or_default();
+    assert!(!body.contains(&format!("iface=\"{ia}\"")), "{ia} is pinned in {nsa}, not {nsb}: {body}");
+
+    // Unpinned: gone from the endpoint within a scan or two.
+    let o = run(&["filter", "unload", "--netns", nsb, "-i", ib]);
+    assert!(o.status.success(), "unload: {}", stderr(&o));
+    let body = scrape_until(port, Duration::from_secs(5), |b| drops(b, ib).is_none());
+    assert!(drops(&body, ib).is_none() && drops(&body, &x) == Some(0), "{ib} unpinned, {x} still: {body}");
+
+    let _ = Command::new("kill").args(["-TERM", &ex.child.id().to_string()]).status();
+    let t = Instant::now();
+    while ex.child.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(5), "still running 5 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(ex.child.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(ex.child.wait().unwrap().success() && out.is_empty(), "quiet on stdout: {out:?}");
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(err.lines().all(|l| l.starts_with("fastpath: info: ")), "only info lines: {err}");
+    assert!(err.contains(&format!("{ib}: exporting")) && err.contains(&format!("{ib}: classifier unpinned")), "{err}");
+    drop(ex);
     bed.down().unwrap();
 }
