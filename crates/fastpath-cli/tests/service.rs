@@ -106,22 +106,37 @@ impl Notify {
         Notify { sock, seen: Vec::new() }
     }
 
-    /// Reads datagrams until one satisfies `want` (returned) or `limit` passes (panics with
-    /// everything seen and the service's stderr).
-    fn until(&mut self, what: &str, limit: Duration, log: &str, want: impl Fn(&str) -> bool) -> String {
+    /// Reads datagrams until one satisfies `want` (returned), or `limit` passes or the service
+    /// has exited with nothing more sent (panics with everything seen and its stderr).
+    fn until(
+        &mut self,
+        svc: &mut Service,
+        what: &str,
+        limit: Duration,
+        log: &str,
+        want: impl Fn(&str) -> bool,
+    ) -> String {
         let t = Instant::now();
         let mut b = [0u8; 4096];
-        while t.elapsed() < limit {
-            if let Ok(n) = self.sock.recv(&mut b) {
-                let m = String::from_utf8_lossy(&b[..n]).into_owned();
-                self.seen.push(m.clone());
-                if want(&m) {
-                    return m;
+        let mut exited = None;
+        while t.elapsed() < limit && exited.is_none() {
+            match self.sock.recv(&mut b) {
+                Ok(n) => {
+                    let m = String::from_utf8_lossy(&b[..n]).into_owned();
+                    self.seen.push(m.clone());
+                    if want(&m) {
+                        return m;
+                    }
                 }
+                // Nothing queued: a service that has ended sends nothing more.
+                Err(_) => exited = svc.child.try_wait().unwrap(),
             }
         }
         let err = std::fs::read_to_string(log).unwrap_or_default();
-        panic!("no {what} in {limit:?}; notifications: {:?}\nservice stderr:\n{err}", self.seen);
+        panic!(
+            "no {what} in {limit:?} (service exit: {exited:?}); notifications: {:?}\nservice stderr:\n{err}",
+            self.seen
+        );
     }
 }
 
@@ -176,7 +191,7 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     let pid = svc.child.id();
 
     // READY=1 once the program is attached: the kernel reports it when READY=1 is read.
-    let ready = notify.until("READY=1", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
+    let ready = notify.until(&mut svc, "READY=1", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
     assert!(attached(&ns, &iface).is_some(), "READY=1 before the XDP program was attached: {ready:?}");
     assert!(ready.contains(&format!("STATUS={iface} (")) && ready.contains("1 rules"), "{ready:?}");
 
@@ -201,7 +216,8 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
         let r = s.split(", dropping ").nth(1)?.split(" pps").next()?;
         r.replace(',', "").parse().ok()
     };
-    let status = notify.until("STATUS= with drops", Duration::from_secs(10), &log, |m| pps(m).is_some_and(|p| p > 0));
+    let status =
+        notify.until(&mut svc, "STATUS= with drops", Duration::from_secs(10), &log, |m| pps(m).is_some_and(|p| p > 0));
     let seen_pps = notify.seen.iter().filter_map(|m| pps(m)).max().unwrap_or(0);
     // 5,000 frames/s sent for 8 s, every one dropped; a 5 s STATUS window wholly inside the
     // flood says about 5,000. Loaded machines send slower: above 1,000 is the claim.
@@ -216,9 +232,9 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     let argv: Vec<&str> = reload.split_whitespace().collect();
     let o = Command::new(argv[0]).args(&argv[1..]).output().expect("ExecReload");
     assert!(o.status.success(), "{reload}: {}", stderr(&o));
-    let r = notify.until("RELOADING=1", Duration::from_secs(10), &log, |m| has(m, "RELOADING=1"));
+    let r = notify.until(&mut svc, "RELOADING=1", Duration::from_secs(10), &log, |m| has(m, "RELOADING=1"));
     assert!(r.lines().any(|l| l.starts_with("MONOTONIC_USEC=")), "RELOADING=1 without MONOTONIC_USEC: {r:?}");
-    notify.until("READY=1 after the reload", Duration::from_secs(10), &log, |m| has(m, "READY=1"));
+    notify.until(&mut svc, "READY=1 after the reload", Duration::from_secs(10), &log, |m| has(m, "READY=1"));
     assert!(svc.child.try_wait().unwrap().is_none(), "the service ended on SIGHUP");
     let s = run(&["filter", "stats", "--netns", &ns, "-i", &iface, "--duration", "0", "--json"]);
     let v = last_json(&s);
@@ -226,7 +242,7 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
 
     // SIGTERM (systemctl stop): STOPPING=1, exit 0.
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
-    notify.until("STOPPING=1", Duration::from_secs(10), &log, |m| has(m, "STOPPING=1"));
+    notify.until(&mut svc, "STOPPING=1", Duration::from_secs(10), &log, |m| has(m, "STOPPING=1"));
     let t = Instant::now();
     let st = loop {
         if let Some(st) = svc.child.try_wait().unwrap() {
