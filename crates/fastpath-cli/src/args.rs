@@ -348,6 +348,24 @@ pub enum FilterCmd {
         #[command(flatten)]
         target: FilterTarget,
     },
+    /// Serve Prometheus metrics of every classifier pinned in this network namespace (left by
+    /// `load --detach` or `--pin`) until SIGINT/SIGTERM: per interface (label `iface`) the
+    /// series of `filter load --metrics`, and fastpath_filter_attached. Quiet: a log line when a
+    /// classifier appears or goes; pins are looked for, and counters read, every second.
+    Export {
+        /// Serve at http://ADDR:PORT/metrics, e.g. 9101 (127.0.0.1:9101) or [::1]:9101.
+        /// Loopback only unless --metrics-listen-any.
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = parse_metrics_addr)]
+        metrics: std::net::SocketAddr,
+        /// Let --metrics listen on an address that is not loopback, e.g. 0.0.0.0:9101 (the
+        /// endpoint has no authentication: anyone who reaches it sees the counters).
+        #[arg(long)]
+        metrics_listen_any: bool,
+        /// Network namespace whose pinned classifiers are served (/var/run/netns/NAME); the
+        /// endpoint listens in the namespace the command starts in.
+        #[arg(long)]
+        netns: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -570,12 +588,18 @@ pub struct RunArgs {
     /// except `filter load`: until SIGINT/SIGTERM.
     #[arg(long, default_value_t = 10.0, hide_default_value = true, value_parser = parse_duration)]
     pub duration: f64,
-    /// Seconds between interval lines, 0.1..=3600.
+    /// Seconds between interval lines, 0.1..=3600. Interval lines are printed on a terminal,
+    /// with --json, or when --interval is given; under systemd (stdout the journal) only when
+    /// --interval is given. The summary at the end always is.
     #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
     pub interval: f64,
     /// One JSON object per interval and one for the summary.
     #[arg(long)]
     pub json: bool,
+    /// Whether interval lines are printed (set from the command line and where stdout goes,
+    /// see logging::interval_lines).
+    #[arg(skip)]
+    pub interval_lines: bool,
     /// More counters per line; on `bench` and `filter stats` also attach the XDP tracepoint
     /// monitor (xdp_exception, xdp_redirect_err, xdp_cpumap_enqueue/kthread, xdp_devmap_xmit;
     /// needs kernel BTF, Linux >= 5.10) and show its counters ("tracepoints" in JSON).

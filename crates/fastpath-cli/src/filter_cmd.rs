@@ -100,6 +100,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>, hup: Arc<AtomicBool>) -> CliR
         FilterCmd::Stats { target, run } => stats(target, run, &stop),
         FilterCmd::Show { target, json } => show(target, *json),
         FilterCmd::Unload { target } => unload(target, &stop),
+        FilterCmd::Export { metrics, netns, .. } => export(*metrics, netns, &stop),
     }
 }
 
@@ -219,7 +220,7 @@ fn load(
             .map_err(pinned_err)?;
         mode = up.mode;
         log::info!(
-            "adopted the classifier pinned on {} ({}): program {} replaced by {} under its link, {}; {} rules from {source} in force",
+            "adopted the classifier pinned on {}{ns} ({}): program {} replaced by {} under its link, {}; {} rules from {source} in force",
             target.iface,
             up.mode,
             up.old_prog_id,
@@ -243,7 +244,6 @@ fn load(
                 return Err(pinned_err(e)); // dropping `cls` detaches: nothing is left
             }
         }
-        log::info!("attached the classifier to {} ({mode}) with {} rules from {source}", target.iface, set.rules.len());
         attached = Some(cls);
     }
     if uses_vlan(&set) && dev.rx_vlan_offload().unwrap_or(false) {
@@ -277,6 +277,15 @@ fn load(
     }
     // Judged before the line below: setting the interface down right after it is a loss.
     let link = fastpath::netdev::LinkWatch::new(dev.clone());
+    let at = match &target.netns {
+        Some(ns) => format!("{} (netns {ns})", target.iface),
+        None => target.iface.clone(),
+    };
+    if adopted.is_none() {
+        log::info!("attached the classifier to {at} ({mode}): {} rules from {source}", set.rules.len());
+    }
+    let mut events = Events::new(&at, mode, set.rules.len());
+    crate::service::ready(&events.status_text(None));
     if run.json {
         // As every long-running command: set-up is done.
         println!(
@@ -291,7 +300,8 @@ fn load(
             dir.display(),
             target.iface
         );
-    } else {
+    } else if !crate::logging::stdout_is_journal() {
+        // (Under systemd the log line above says it.)
         println!(
             "classifier on {} ({mode}) with {} rules from {source}; SIGHUP reloads {source}; Ctrl-C to detach",
             target.iface,
@@ -302,20 +312,21 @@ fn load(
     let iface_name = target.iface.as_str();
     // SIGHUP: the file again, compiled, then flipped in as `filter reload` does; a file that
     // does not compile (or a set the maps refuse) leaves the set in force, said in one line.
+    let at = at.as_str();
     let recompile = || match compile_rules(rules) {
         Ok((set, c, source)) => Some((PinRules::of(&source, &set), c, source, set.rules.len())),
         Err(e) => {
-            log::error!("reload of {iface_name} refused, the rules in force stay: {:#}", e.err);
+            log_reload_failed(at, &source, &e.err);
             None
         }
     };
     let reloaded = |what: Result<SetIndex, String>, source: &str, n: usize| match what {
         Ok(s) => {
-            log::info!("reloaded {iface_name}: {n} rules from {source} in force (rule set {s})");
+            log_reloaded(at, n, source, s);
             true
         }
         Err(e) => {
-            log::error!("reload of {iface_name} refused, the rules in force stay: {e}");
+            log_reload_failed(at, source, &e);
             false
         }
     };
@@ -327,15 +338,17 @@ fn load(
         let mut on_hup = |cls: &mut AttachedClassifier| {
             let (kept, c, source, n) = recompile()?;
             let r = cls.swap_in(&c).map_err(|e| e.to_string());
-            reloaded(r, &source, n).then_some(kept.names)
+            reloaded(r, &source, n).then_some((kept.names, n))
         };
         let mut cls = cls;
+        let ev = Some(&mut events);
         let lost =
-            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), Some((hup, &mut on_hup)));
+            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, Some((hup, &mut on_hup)));
+        crate::service::stopping();
         stop_handoff(serving);
-        if let Some(ev) = lost {
-            drop(cls); // detaches, if the interface is still there
-            return Err(crate::common::link_lost_error(iface_name, ev));
+        drop(cls); // detaches, if the interface is still there
+        if lost.is_none() {
+            log::info!("detached the classifier from {at}");
         }
         lost
     } else {
@@ -354,14 +367,16 @@ fn load(
                 cls.check_still_attached(iface_name).map_err(|e| e.to_string())?;
                 cls.reload(&c, &kept).map_err(|e| e.to_string())
             });
-            reloaded(r, &source, n).then_some(kept.names)
+            reloaded(r, &source, n).then_some((kept.names, n))
         };
+        let ev = Some(&mut events);
         let lost =
-            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), Some((hup, &mut on_hup)));
+            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, Some((hup, &mut on_hup)));
+        crate::service::stopping();
         stop_handoff(serving);
         if lost.is_none() {
-            eprintln!(
-                "note: the classifier stays attached to {iface_name} and pinned at {}: `fastpath filter unload -i {iface_name}{ns}` removes it",
+            log::info!(
+                "left the classifier attached to {at} and pinned at {}: `fastpath filter unload -i {iface_name}{ns}` removes it",
                 dir.display()
             );
         }
@@ -470,10 +485,10 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     if let Err(e) = cls.check_still_attached(&target.iface) {
         // The counters it kept are still worth seeing: print them once, then fail.
         let once = RunArgs { duration: 0.0, ..run.clone() };
-        watch(&mut cls, None, &target.iface, &names, &once, stop, None, None);
+        watch(&mut cls, None, &target.iface, &names, &once, stop, None, None, None);
         return Err(pinned_err(e));
     }
-    watch(&mut cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None);
+    watch(&mut cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None, None);
     Ok(())
 }
 
@@ -551,11 +566,20 @@ fn publish_metrics<S: State>(
     m: &crate::metrics::MetricsServer,
     force: bool,
 ) {
-    use crate::metrics::Family;
     if !force && !m.due() {
         return;
     }
-    let Ok(set) = cls.active() else { return };
+    let fams = metric_families(cls, iface, names);
+    if !fams.is_empty() {
+        m.publish(&fams);
+    }
+}
+
+/// The metric families of a classifier (label `iface`): per action and per rule, packets and
+/// bytes of the active rule set. None if the active set cannot be read.
+fn metric_families<S: State>(cls: &Classifier<S>, iface: &str, names: &[String]) -> Vec<crate::metrics::Family> {
+    use crate::metrics::Family;
+    let Ok(set) = cls.active() else { return Vec::new() };
     let mut fams = Vec::new();
     let mut ap =
         Family::counter("fastpath_filter_action_packets_total", "Packets by action taken.", &["iface", "action"]);
@@ -588,7 +612,100 @@ fn publish_metrics<S: State>(
     );
     left.add(&[iface], (n - shown) as f64);
     fams.extend([ap, ab, rp, rb, left]);
-    m.publish(&fams);
+    fams
+}
+
+/// How often `filter export` looks for pins coming and going, and re-reads the counters.
+const EXPORT_SCAN: Duration = Duration::from_secs(1);
+
+/// `filter export`: serves the metrics of every classifier pinned under
+/// [`fastpath::bpf::classifier::PIN_ROOT`] in this network namespace until SIGINT/SIGTERM.
+/// Quiet: a log line when a classifier appears, goes, or cannot be opened.
+fn export(addr: std::net::SocketAddr, netns: &Option<String>, stop: &AtomicBool) -> CliResult<()> {
+    require_privileges("filter export")?;
+    // Listening before entering --netns: the endpoint is where the scraper is.
+    let m = crate::metrics::MetricsServer::start(addr)?;
+    enter_ns(netns)?;
+    let root = Path::new(fastpath::bpf::classifier::PIN_ROOT);
+    log::info!(
+        "serving the metrics of every classifier pinned under {} in this network namespace at http://{addr}/metrics",
+        root.display()
+    );
+    let mut open: std::collections::BTreeMap<String, (PinnedClassifier, bool)> = Default::default();
+    let mut failed: std::collections::BTreeMap<String, u32> = Default::default();
+    while !stop.load(Ordering::Relaxed) {
+        let t0 = Instant::now();
+        let found = pinned_here(root);
+        for iface in open.keys().filter(|i| !found.contains(*i)).cloned().collect::<Vec<_>>() {
+            open.remove(&iface);
+            log::info!("{iface}: classifier unpinned, no longer exported");
+        }
+        failed.retain(|i, _| found.contains(i));
+        for iface in &found {
+            // Opened again at every scan: a reload's rule names, or a new classifier under the
+            // same pins (unload, then load), are seen within a scan.
+            match PinnedClassifier::open_pinned(&pin_dir(iface)) {
+                Ok(cls) => {
+                    let attached = cls.check_still_attached(iface).is_ok();
+                    if open.insert(iface.clone(), (cls, attached)).is_none() {
+                        log::info!(
+                            "{iface}: exporting the pinned classifier{}",
+                            if attached { "" } else { " (no longer attached)" }
+                        );
+                    }
+                    failed.remove(iface);
+                }
+                Err(e) => {
+                    // A pin directory being written or removed fails once; twice is worth a line.
+                    let n = failed.entry(iface.clone()).or_default();
+                    *n += 1;
+                    if *n == 2 {
+                        log::warn!("{iface}: cannot open the pinned classifier, not exported: {e}");
+                    }
+                }
+            }
+        }
+        let mut fams: Vec<crate::metrics::Family> = Vec::new();
+        let mut up = crate::metrics::Family::gauge(
+            "fastpath_filter_attached",
+            "1 if the pinned classifier is attached to its interface, 0 if it is no longer (deleted or replaced).",
+            &["iface"],
+        );
+        for (iface, (cls, attached)) in &open {
+            merge_families(&mut fams, metric_families(cls, iface, &cls.meta().names));
+            up.add(&[iface], if *attached { 1.0 } else { 0.0 });
+        }
+        fams.push(up);
+        m.publish(&fams);
+        while t0.elapsed() < EXPORT_SCAN && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    log::info!("stopped serving metrics at http://{addr}/metrics");
+    Ok(())
+}
+
+/// Interfaces with a classifier pinned in this network namespace: the directories under `root`
+/// named `<netns inode>-<iface>` that are [`pin_dir`] of their interface here.
+fn pinned_here(root: &Path) -> std::collections::BTreeSet<String> {
+    let Ok(rd) = std::fs::read_dir(root) else { return Default::default() };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (_, iface) = name.split_once('-')?;
+            (pin_dir(iface) == e.path()).then(|| iface.to_string())
+        })
+        .collect()
+}
+
+/// Appends `more` to `into`, the samples of a family already there to that family.
+fn merge_families(into: &mut Vec<crate::metrics::Family>, more: Vec<crate::metrics::Family>) {
+    for f in more {
+        match into.iter_mut().find(|g| g.name == f.name) {
+            Some(g) => g.samples.extend(f.samples),
+            None => into.push(f),
+        }
+    }
 }
 
 /// The active set and its packet totals in [`STAT_NAMES`] order.
@@ -625,6 +742,9 @@ fn interval_line(
     dt: u64,
     tp_delta: Option<&fastpath::bpf::XdpMonitorStats>,
 ) {
+    if !run.interval_lines {
+        return;
+    }
     // After a reload the new set's counters start at zero.
     let base: Vec<u64> = if ps == cs { p.clone() } else { vec![0; c.len()] };
     let rates: Vec<(&str, f64)> =
@@ -652,13 +772,16 @@ fn interval_line(
     }
 }
 
-/// Interval lines of per-action rates and a summary with per-rule counters (every rule in
-/// JSON; in text the rules with hits, or all with `-e`). With `dev`, stops early if that
-/// interface is deleted or set down, and returns what happened.
-/// A SIGHUP flag and what to do when it is set: reload, returning the new set's rule names
-/// (`None`: the set in force stays).
-type OnHup<'a, S> = (&'a AtomicBool, &'a mut dyn FnMut(&mut Classifier<S>) -> Option<Vec<String>>);
+/// A SIGHUP flag and what to do when it is set: reload, returning the new set's rule names and
+/// rule count (`None`: the set in force stays).
+type OnHup<'a, S> = (&'a AtomicBool, &'a mut dyn FnMut(&mut Classifier<S>) -> Option<(Vec<String>, usize)>);
 
+/// Interval lines of per-action rates (when asked for, `RunArgs::interval_lines`) and a
+/// summary with per-rule counters (every rule in JSON; in text the rules with hits, or all with
+/// `-e`). With `link`, stops early if that interface is deleted or set down, and returns what
+/// happened. With `events` (`filter load`), the drop-rate log lines and STATUS= as they fall
+/// due. With `on_hup` (`filter load`), a reload when its flag is set: RELOADING=1, then
+/// READY=1 whether or not the new rules took.
 #[allow(clippy::too_many_arguments)]
 fn watch<S: State>(
     cls: &mut Classifier<S>,
@@ -668,6 +791,7 @@ fn watch<S: State>(
     run: &RunArgs,
     stop: &AtomicBool,
     metrics: Option<&crate::metrics::MetricsServer>,
+    mut events: Option<&mut Events>,
     mut on_hup: Option<OnHup<'_, S>>,
 ) -> Option<fastpath::netdev::LinkEvent> {
     let mut names = names.to_vec();
@@ -695,13 +819,23 @@ fn watch<S: State>(
         }
         if let Some((flag, reload)) = on_hup.as_mut() {
             if flag.swap(false, Ordering::Relaxed) {
-                if let Some(n) = reload(cls) {
+                crate::service::reloading();
+                if let Some((n, rules)) = reload(cls) {
                     names = n;
+                    if let Some(e) = events.as_deref_mut() {
+                        e.rules = rules;
+                    }
                     publish(cls, &names, true);
+                }
+                if let Some(e) = events.as_deref() {
+                    crate::service::ready(&e.status_text(None));
                 }
             }
         }
         publish(cls, &names, false);
+        if let Some(e) = events.as_deref_mut() {
+            e.poll(cls);
+        }
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -788,5 +922,191 @@ fn summary<S: State>(
         for l in lines {
             println!("  {l}");
         }
+    }
+}
+
+/// The drop rate above which `filter load` logs that it is dropping a flood, packets/s.
+pub const DROP_ALARM_PPS: f64 = 1000.0;
+/// Seconds in a row the drop rate must stay at or below [`DROP_ALARM_PPS`] before the flood is
+/// logged as over: one pair of lines per flood, not one per second of a rate hovering near it.
+pub const DROP_CALM_S: u32 = 10;
+/// Seconds between two STATUS= notifications.
+pub const STATUS_EVERY_S: u32 = 5;
+
+/// What a drop-rate sample changed, if anything.
+#[derive(Debug, Clone, PartialEq)]
+enum Alarm {
+    /// The first second above [`DROP_ALARM_PPS`].
+    Rose { drop_pps: f64 },
+    /// [`DROP_CALM_S`] seconds at or below it again: the flood's peak rate, the packets dropped
+    /// from its first second to now, and its length in seconds (the calm ones included).
+    Fell { peak_pps: f64, dropped: u64, secs: u32 },
+}
+
+/// The flood alarm of `filter load`: fed the drops of each second, says when the drop rate
+/// first rises above [`DROP_ALARM_PPS`] and when it has stayed at or below it for
+/// [`DROP_CALM_S`] seconds.
+#[derive(Debug, Default)]
+struct DropAlarm {
+    /// (peak packets/s, dropped packets, seconds) of the flood under way.
+    flood: Option<(f64, u64, u32)>,
+    calm_s: u32,
+}
+
+impl DropAlarm {
+    /// One sample: `dropped` packets over `secs` seconds (about 1).
+    fn feed(&mut self, dropped: u64, secs: f64) -> Option<Alarm> {
+        let pps = if secs > 0.0 { dropped as f64 / secs } else { 0.0 };
+        let high = pps > DROP_ALARM_PPS;
+        match &mut self.flood {
+            None if high => {
+                self.flood = Some((pps, dropped, 1));
+                self.calm_s = 0;
+                Some(Alarm::Rose { drop_pps: pps })
+            }
+            None => None,
+            Some((peak, total, n)) => {
+                *peak = peak.max(pps);
+                *total += dropped;
+                *n += 1;
+                self.calm_s = if high { 0 } else { self.calm_s + 1 };
+                if self.calm_s < DROP_CALM_S {
+                    return None;
+                }
+                let (peak_pps, dropped, secs) = (*peak, *total, *n);
+                self.flood = None;
+                Some(Alarm::Fell { peak_pps, dropped, secs })
+            }
+        }
+    }
+}
+
+/// The events `filter load` reports while it runs: the drop-rate alarm (a log line each way)
+/// and, every [`STATUS_EVERY_S`] seconds, STATUS= to the service manager (no-op without
+/// NOTIFY_SOCKET). Sampled once a second, whatever `--interval` is.
+pub(crate) struct Events {
+    /// The interface as said in the lines (`eth0`, or `eth0 (netns NAME)`).
+    at: String,
+    mode: &'static str,
+    /// Rules in force (set again after a reload).
+    pub rules: usize,
+    alarm: DropAlarm,
+    /// The last sample: when, the rule set, its drop and pass totals.
+    prev: Option<(Instant, SetIndex, u64, u64)>,
+    /// (drop, pass) packets since the last STATUS=, and its seconds.
+    window: (u64, u64, f64),
+    samples: u32,
+    next: Instant,
+}
+
+const DROP: usize = 1;
+const PASS: usize = 0;
+const _: () = assert!(matches!(STAT_NAMES[DROP].as_bytes(), b"drop") && matches!(STAT_NAMES[PASS].as_bytes(), b"pass"));
+
+impl Events {
+    pub(crate) fn new(at: &str, mode: &'static str, rules: usize) -> Self {
+        Events {
+            at: at.to_string(),
+            mode,
+            rules,
+            alarm: DropAlarm::default(),
+            prev: None,
+            window: (0, 0, 0.0),
+            samples: 0,
+            next: Instant::now(),
+        }
+    }
+
+    /// The STATUS= text: `eth0 (native): 3 rules, dropping 1,234 pps, passing 56 pps` (rates
+    /// over the last few seconds; without them, `attached`).
+    pub(crate) fn status_text(&self, rates: Option<(f64, f64)>) -> String {
+        match rates {
+            Some((d, p)) => format!(
+                "{} ({}): {} rules, dropping {} pps, passing {} pps",
+                self.at,
+                self.mode,
+                self.rules,
+                thousands(d.round() as u64),
+                thousands(p.round() as u64)
+            ),
+            None => format!("{} ({}): {} rules, attached", self.at, self.mode, self.rules),
+        }
+    }
+
+    /// Takes a sample if one is due (once a second) and says what it changed.
+    fn poll<S: State>(&mut self, cls: &Classifier<S>) {
+        let now = Instant::now();
+        if now < self.next {
+            return;
+        }
+        self.next = now + Duration::from_secs(1);
+        let Some((set, c)) = snap(cls) else { return };
+        let (d, p) = (c[DROP], c[PASS]);
+        let prev = self.prev.replace((now, set, d, p));
+        let Some((t0, s0, d0, p0)) = prev else { return };
+        // After a reload the new set's counters start at zero.
+        let (d0, p0) = if s0 == set { (d0, p0) } else { (0, 0) };
+        let (dd, dp, secs) = (d.saturating_sub(d0), p.saturating_sub(p0), (now - t0).as_secs_f64());
+        match self.alarm.feed(dd, secs) {
+            Some(Alarm::Rose { drop_pps }) => log::warn!(
+                "{}: dropping {} packets/s, above {}/s",
+                self.at,
+                thousands(drop_pps.round() as u64),
+                thousands(DROP_ALARM_PPS as u64)
+            ),
+            Some(Alarm::Fell { peak_pps, dropped, secs }) => log::info!(
+                "{}: drops at or below {}/s for {DROP_CALM_S} s: {} packets dropped in {secs} s, peak {} packets/s",
+                self.at,
+                thousands(DROP_ALARM_PPS as u64),
+                thousands(dropped),
+                thousands(peak_pps.round() as u64)
+            ),
+            None => {}
+        }
+        self.window = (self.window.0 + dd, self.window.1 + dp, self.window.2 + secs);
+        self.samples += 1;
+        if self.samples % STATUS_EVERY_S == 0 {
+            let (wd, wp, ws) = std::mem::take(&mut self.window);
+            let text = self.status_text(Some((wd as f64 / ws, wp as f64 / ws)));
+            crate::service::status(&text);
+        }
+    }
+}
+
+/// The log line of a reload that took (SIGHUP): `eth0: reloaded: 3 rules from FILE in force
+/// (rule set 1)`.
+pub(crate) fn log_reloaded(at: &str, rules: usize, source: &str, set: SetIndex) {
+    log::info!("{at}: reloaded: {rules} rules from {source} in force (rule set {set})");
+}
+
+/// The log line of a reload that did not take: the rules in force stay.
+pub(crate) fn log_reload_failed(at: &str, source: &str, err: &dyn std::fmt::Display) {
+    let msg = format!("{err:#}").replace('\n', " ");
+    log::error!("{at}: reload from {source} refused, the rules in force stay: {msg}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One pair of lines per flood: up at the first second above 1,000/s, down after 10 calm
+    /// seconds in a row (a second above in between starts the count again).
+    #[test]
+    fn the_drop_alarm_rises_once_and_falls_after_ten_calm_seconds() {
+        let mut a = DropAlarm::default();
+        assert_eq!(a.feed(1000, 1.0), None, "1,000/s is not above 1,000/s");
+        assert_eq!(a.feed(5000, 1.0), Some(Alarm::Rose { drop_pps: 5000.0 }));
+        assert_eq!(a.feed(9000, 1.0), None, "still flooding: no second line");
+        for _ in 0..5 {
+            assert_eq!(a.feed(10, 1.0), None);
+        }
+        assert_eq!(a.feed(2000, 1.0), None, "above again: the calm count restarts");
+        for _ in 0..9 {
+            assert_eq!(a.feed(0, 1.0), None);
+        }
+        // 2 high seconds + 5 calm + 1 high + 10 calm = 18 s; 5,000 + 9,000 + 50 + 2,000 dropped.
+        assert_eq!(a.feed(0, 1.0), Some(Alarm::Fell { peak_pps: 9000.0, dropped: 16050, secs: 18 }));
+        assert_eq!(a.feed(0, 1.0), None);
+        assert_eq!(a.feed(3000, 2.0), Some(Alarm::Rose { drop_pps: 1500.0 }), "a rate, not a count");
     }
 }

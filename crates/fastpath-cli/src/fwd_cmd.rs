@@ -689,6 +689,10 @@ impl Lines {
             ));
             *pv = c;
         }
+        // Not asked for (see logging::interval_lines): the baselines above still advance.
+        if !a.run.interval_lines {
+            return Ok(());
+        }
         if a.run.json {
             println!("{}", json!({"type": "interval", "t_s": t, "ports": ports}));
         } else {

@@ -585,6 +585,9 @@ impl<'a> Fwd<'a> {
         let dir = |d: usize, v: &[[DirStats; 2]]| v.iter().map(|s| s[d].forwarded).sum::<u64>();
         let pps: Vec<f64> = (0..2).map(|d| dir(d, now).saturating_sub(dir(d, prev)) as f64 / secs).collect();
         let paused = self.inst.is_none();
+        if !a.run.interval_lines {
+            return;
+        }
         if a.run.json {
             println!(
                 "{}",

@@ -28,6 +28,7 @@ mod filter_cmd;
 mod fwd_cmd;
 mod fwd_xsk;
 mod inject;
+mod logging;
 mod metrics;
 mod out;
 mod outfile;
@@ -37,6 +38,7 @@ mod probe_cmd;
 mod redirect_cpu;
 mod replay_cmd;
 mod report;
+mod service;
 mod session;
 mod ss_cmd;
 mod testbed_cmd;
@@ -49,6 +51,7 @@ use clap::{CommandFactory, FromArgMatches};
 use args::{Cli, Cmd};
 
 fn main() {
+    logging::init();
     let cli = match Cli::command().try_get_matches().and_then(|m| parsed(&m)) {
         Ok(c) => c,
         // --help, --version, and the help shown when a subcommand is missing.
@@ -63,12 +66,12 @@ fn main() {
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
                 .collect();
-            eprintln!("fastpath: {}", line.join(" "));
+            eprintln!("{}fastpath: {}", logging::error_prefix(), line.join(" "));
             std::process::exit(error::EXIT_USAGE);
         }
     };
     if let Err(e) = check_metrics(&cli.cmd) {
-        eprintln!("fastpath: error: {:#}", e.err);
+        eprintln!("{}fastpath: error: {:#}", logging::error_prefix(), e.err);
         std::process::exit(e.code);
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -94,7 +97,7 @@ fn main() {
     };
     if extended {
         if let Err(e) = report::attach_tracepoints() {
-            eprintln!("fastpath: error: {:#}", e.err);
+            eprintln!("{}fastpath: error: {:#}", logging::error_prefix(), e.err);
             std::process::exit(e.code);
         }
     }
@@ -125,7 +128,7 @@ fn main() {
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");
-        eprintln!("fastpath: error: {msg}");
+        eprintln!("{}fastpath: error: {msg}", logging::error_prefix());
         std::process::exit(e.code);
     }
     out::flush();
@@ -136,21 +139,36 @@ fn main() {
 
 /// The command line as [`Cli`], with the defaults that depend on the others: `gen --pcap` runs
 /// until the replay ends, so its --duration (10 s elsewhere) is a year unless given; `filter
-/// load` runs until signalled unless given (duration infinite).
+/// load` runs until signalled unless given (duration infinite); and whether interval lines are
+/// printed (logging::interval_lines: --interval given, --json, stdout a terminal or the journal).
 fn parsed(m: &clap::ArgMatches) -> Result<Cli, clap::Error> {
     let mut cli = Cli::from_arg_matches(m)?;
-    if let (Cmd::Gen(g), Some(("gen", sub))) = (&mut cli.cmd, m.subcommand()) {
-        if g.pcap.is_some() && sub.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
+    // The matches of the innermost subcommand (`filter load`'s, `bench`'s): where RunArgs is.
+    let mut leaf = m;
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    let given = |id: &str| leaf.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    if let Cmd::Gen(g) = &mut cli.cmd {
+        if g.pcap.is_some() && !given("duration") {
             g.run.duration = args::MAX_DURATION_S;
         }
     }
     // `filter load` runs until SIGINT/SIGTERM unless --duration is given: a service.
-    if let (Cmd::Filter(args::FilterCmd::Load { run, .. }), Some(("filter", f))) = (&mut cli.cmd, m.subcommand()) {
-        if let Some(("load", sub)) = f.subcommand() {
-            if sub.value_source("duration") != Some(clap::parser::ValueSource::CommandLine) {
-                run.duration = f64::INFINITY;
-            }
+    if let Cmd::Filter(args::FilterCmd::Load { run, .. }) = &mut cli.cmd {
+        if !given("duration") {
+            run.duration = f64::INFINITY;
         }
+    }
+    let run = match &mut cli.cmd {
+        Cmd::Bench(b) => Some(&mut b.run),
+        Cmd::Gen(g) => Some(&mut g.run),
+        Cmd::Fwd(f) => Some(&mut f.run),
+        Cmd::Filter(args::FilterCmd::Load { run, .. } | args::FilterCmd::Stats { run, .. }) => Some(run),
+        _ => None,
+    };
+    if let Some(run) = run {
+        run.interval_lines = logging::interval_lines(given("interval"), run.json);
     }
     Ok(cli)
 }
@@ -163,6 +181,9 @@ fn check_metrics(cmd: &Cmd) -> error::CliResult<()> {
         Cmd::Fwd(f) => &f.run,
         Cmd::Filter(args::FilterCmd::Load { run, .. } | args::FilterCmd::Stats { run, .. }) => run,
         Cmd::Capture(c) => return metrics::check_listen(c.metrics, c.metrics_listen_any),
+        Cmd::Filter(args::FilterCmd::Export { metrics, metrics_listen_any, .. }) => {
+            return metrics::check_listen(Some(*metrics), *metrics_listen_any)
+        }
         _ => return Ok(()),
     };
     metrics::check_listen(run.metrics, run.metrics_listen_any)

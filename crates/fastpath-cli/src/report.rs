@@ -73,6 +73,8 @@ pub struct Monitor<'a> {
     pub duration: Duration,
     pub interval: Duration,
     pub json: bool,
+    /// Whether interval lines are printed (`RunArgs::interval_lines`); the summary always is.
+    pub lines: bool,
     pub extended: bool,
     /// The interface the run depends on: checked every 50 ms; if it is deleted or set down the
     /// run ends and [`Monitor::link_lost`] says what happened.
@@ -109,6 +111,7 @@ impl<'a> Monitor<'a> {
             duration: Duration::from_secs_f64(run.duration),
             interval: Duration::from_secs_f64(run.interval),
             json: run.json,
+            lines: run.interval_lines,
             extended: run.extended,
             watch_link: None,
             link_lost: std::cell::Cell::new(None),
@@ -417,6 +420,9 @@ impl Monitor<'_> {
         tp: Option<&XdpMonitorStats>,
         extra: &[(String, u64)],
     ) {
+        if !self.lines {
+            return;
+        }
         let per_s = |c: Ctr| rate(cur[c as usize].saturating_sub(prev[c as usize]), dt_ns);
         if self.json {
             let mut o = serde_json::Map::new();
