@@ -177,17 +177,19 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     let log = dir.path("stderr.log");
     // nsenter --net keeps this mount namespace (and its /sys/fs/bpf); both it and setpriv exec,
     // so the child's pid is the service's $MAINPID.
-    let mut cmd = Command::new("nsenter");
-    cmd.arg(format!("--net=/var/run/netns/{ns}")).arg("setpriv");
-    if directive(&unit, "NoNewPrivileges") == "yes" {
-        cmd.arg("--no-new-privs");
-    }
-    cmd.args(["--bounding-set", &format!("-all,{}", caps.join(",")), "--"]);
-    cmd.args(start.split_whitespace());
-    cmd.env("NOTIFY_SOCKET", &sock_path).env_remove("JOURNAL_STREAM");
-    cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
-    let mut svc =
-        Service { child: cmd.spawn().expect("nsenter, setpriv (util-linux)"), ns: ns.clone(), iface: iface.clone() };
+    let spawn = || {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/var/run/netns/{ns}")).arg("setpriv");
+        if directive(&unit, "NoNewPrivileges") == "yes" {
+            cmd.arg("--no-new-privs");
+        }
+        cmd.args(["--bounding-set", &format!("-all,{}", caps.join(",")), "--"]);
+        cmd.args(start.split_whitespace());
+        cmd.env("NOTIFY_SOCKET", &sock_path).env_remove("JOURNAL_STREAM");
+        cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap());
+        Service { child: cmd.spawn().expect("nsenter, setpriv (util-linux)"), ns: ns.clone(), iface: iface.clone() }
+    };
+    let mut svc = spawn();
     let pid = svc.child.id();
 
     // READY=1 once the program is attached: the kernel reports it when READY=1 is read.
@@ -252,6 +254,16 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(st.success(), "{st:?}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    // The unit's --pin: the classifier stays; a restart (the same ExecStart, the same bounding
+    // set) adopts it under its link: READY=1 again, another program, the rules of the file.
+    let before = attached(&ns, &iface).expect("the pinned classifier stays after SIGTERM").id;
+    std::mem::forget(svc); // exited; its Drop would unload the pins
+    let mut svc = spawn();
+    notify.until(&mut svc, "READY=1 after a restart", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
+    let after = attached(&ns, &iface).expect("attached after the restart").id;
+    assert_ne!(before, after, "the restart did not replace the program under the link");
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(err.contains("adopted the classifier pinned on"), "{err}");
     drop(svc);
     bed.down().unwrap();
 }

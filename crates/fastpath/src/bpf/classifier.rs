@@ -799,6 +799,9 @@ impl AttachedClassifier {
         if let Some(l) = self.sc_link.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
             crate::sys::bpf::obj_pin(l.as_fd(), &dir.join(SC_LINK_PIN), SC_LINK_PIN)?;
         }
+        // The program itself: an adoption takes it back as the old program (BPF_F_REPLACE and
+        // a put-back need its fd; BPF_PROG_GET_FD_BY_ID would need CAP_SYS_ADMIN).
+        crate::sys::bpf::obj_pin(self.st.prog.as_fd(), &dir.join(PROG_PIN), PROG_PIN)?;
         crate::sys::bpf::obj_pin(self.st.link.fd().as_fd(), &dir.join("link"), "link")?;
         Ok(())
     }
@@ -1312,7 +1315,7 @@ impl Classifier {
             return Ok(());
         }
         unpin_sc_link(dir);
-        for name in ClsMaps::NAMES.iter().copied().chain(["link", NAMES_PIN, NAMES_PIN_NEW]) {
+        for name in ClsMaps::NAMES.iter().copied().chain(["link", NAMES_PIN, NAMES_PIN_NEW, PROG_PIN, PROG_PIN_NEW]) {
             let p = dir.join(name);
             if std::fs::symlink_metadata(&p).is_ok() {
                 std::fs::remove_file(&p).map_err(|e| SysError {
@@ -1375,6 +1378,23 @@ pub struct Upgrade {
     pub set: SetIndex,
     /// The attach mode the link keeps ("native", "skb", ...).
     pub mode: &'static str,
+}
+
+/// Pins `prog` as the program of the classifier pinned under `dir`, replacing the pin there
+/// (pinned under a new name, then renamed over).
+fn repin_prog(dir: &Path, prog: &OwnedFd) -> Result<(), BpfError> {
+    let new = dir.join(PROG_PIN_NEW);
+    if std::fs::symlink_metadata(&new).is_ok() {
+        let _ = std::fs::remove_file(&new);
+    }
+    crate::sys::bpf::obj_pin(prog.as_fd(), &new, PROG_PIN_NEW)?;
+    std::fs::rename(&new, dir.join(PROG_PIN)).map_err(|e| {
+        let _ = std::fs::remove_file(&new);
+        BpfError::from(SysError {
+            call: format!("rename({}, {PROG_PIN})", new.display()),
+            errno: e.raw_os_error().unwrap_or(0),
+        })
+    })
 }
 
 /// The staging directory of an upgrade's new pins, beside `dir` (bpffs refuses a dot).
@@ -1441,7 +1461,20 @@ impl Classifier {
         let Some(on) = on.filter(|p| p.id == info.prog_id) else {
             return Err(stale(format!("the kernel does not report the pinned link's program {} on it", info.prog_id)));
         };
-        let old_prog = crate::sys::bpf::prog_fd_by_id(info.prog_id)?;
+        // The old program: its pin (this version on), or by id (CAP_SYS_ADMIN), checked to be
+        // the one the link runs.
+        let prog_pin = dir.join(PROG_PIN);
+        let pinned_prog = if check_entry(&prog_pin)?.is_some() {
+            crate::sys::bpf::obj_get(&prog_pin)
+                .ok()
+                .filter(|fd| crate::sys::bpf::prog_info_id(fd.as_fd()).ok() == Some(info.prog_id))
+        } else {
+            None
+        };
+        let old_prog = match pinned_prog {
+            Some(fd) => fd,
+            None => crate::sys::bpf::prog_fd_by_id(info.prog_id)?,
+        };
         let fresh = LoadedClassifier::load()?;
         let pinned = if fresh_maps { None } else { ClsMaps::open_pinned(dir).ok() };
         let same = match &pinned {
@@ -1465,11 +1498,12 @@ impl Classifier {
             let mut old_tc = None;
             if let Some(sc) = &old_sc {
                 let tc = super::syncookie::load_tc(new.maps.tc())?;
-                let was = crate::sys::bpf::prog_fd_by_id(super::link_info(sc.as_fd())?.prog_id)?;
+                // Put back if the rules are refused, where its fd can be had (CAP_SYS_ADMIN).
+                let was = crate::sys::bpf::prog_fd_by_id(super::link_info(sc.as_fd())?.prog_id).ok();
                 crate::sys::bpf::link_update(sc.as_fd(), tc.as_fd(), None, || {
                     format!("bpf_link_update({})", sc_pin.display())
                 })?;
-                old_tc = Some(was);
+                old_tc = was;
             }
             let put_back_tc = || {
                 if let (Some(sc), Some(was)) = (&old_sc, &old_tc) {
@@ -1491,6 +1525,7 @@ impl Classifier {
                     return Err(e);
                 }
             };
+            repin_prog(dir, &new.st.prog)?;
             return Ok(Upgrade {
                 old_prog_id: info.prog_id,
                 new_prog_id: new_id,
@@ -1526,6 +1561,7 @@ impl Classifier {
         let staged = (|| {
             new.maps.pin(&staging)?;
             PinMeta::new(Some(ifindex), rules).pin(&staging)?;
+            crate::sys::bpf::obj_pin(new.st.prog.as_fd(), &staging.join(PROG_PIN), PROG_PIN)?;
             if let Some(l) = &new_sc {
                 crate::sys::bpf::obj_pin(l.as_fd(), &staging.join(SC_LINK_PIN), SC_LINK_PIN)?;
             }
@@ -1540,7 +1576,7 @@ impl Classifier {
             unpin_sc_link(dir);
         }
         let new_id = new_prog_id(&new.st.prog)?;
-        for name in ClsMaps::NAMES.iter().copied().chain([NAMES_PIN, SC_LINK_PIN]) {
+        for name in ClsMaps::NAMES.iter().copied().chain([NAMES_PIN, SC_LINK_PIN, PROG_PIN]) {
             let (from, to) = (staging.join(name), dir.join(name));
             if std::fs::symlink_metadata(&from).is_err() {
                 continue;
@@ -1554,6 +1590,10 @@ impl Classifier {
         Ok(Upgrade { old_prog_id: info.prog_id, new_prog_id: new_id, maps_kept: false, set, mode: on.mode.name() })
     }
 }
+
+/// The pin of the XDP program the link runs (kept by adoptions), and its staging name.
+const PROG_PIN: &str = "prog";
+const PROG_PIN_NEW: &str = "prog_new";
 
 /// The pin of `action = "syncookie"`'s tc link, beside the classifier's.
 const SC_LINK_PIN: &str = "sc_link";
