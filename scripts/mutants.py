@@ -132,10 +132,14 @@ def remove_new_pins(before):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated row names")
+    ap.add_argument("--files", help="comma-separated row files of scripts/mutants/ (e.g. lifecycle,say)")
     ap.add_argument("--list", action="store_true", help="print the rows and exit")
     ap.add_argument("--scratch", default=str(ROOT / "target" / "mutants"), help="scratch directory")
     a = ap.parse_args()
     rows = load_rows()
+    if a.files:
+        files = {f.strip() + ".toml" for f in a.files.split(",") if f.strip()}
+        rows = [r for r in rows if r["source"] in files]
     if a.only:
         want = [w.strip() for w in a.only.split(",") if w.strip()]
         unknown = [w for w in want if w not in {r["name"] for r in rows}]
