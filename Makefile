@@ -40,8 +40,10 @@ conformance: build
 # Proves the tests can fail: each row of scripts/mutants/*.toml breaks the product code in a
 # scratch copy and runs the one test that must catch it; one line per row, killed or SURVIVED
 # (root, like `make test`; CI runs it after the tests).
+# MUTANTS_ARGS: e.g. --files lifecycle,say; CI bounds its run with --budget-s (see the script).
+MUTANTS_ARGS ?=
 mutants: build
-	scripts/mutants.py
+	scripts/mutants.py $(MUTANTS_ARGS)
 
 bench: build
 	scripts/bench.py
