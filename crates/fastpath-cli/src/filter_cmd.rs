@@ -219,6 +219,14 @@ fn load(
         let up = Classifier::upgrade_pinned(&dir, &iface, &c, &PinRules::of(&source, &set), fresh_maps)
             .map_err(pinned_err)?;
         mode = up.mode;
+        if let Some(want) = opts.mode.filter(|m| m.name() != up.mode) {
+            notes.push(format!(
+                "the pinned link keeps its mode ({}): --xdp-mode {} applies to a new attach only (`fastpath filter unload -i {}{ns}` first)",
+                up.mode,
+                want.name(),
+                target.iface
+            ));
+        }
         log::info!(
             "adopted the classifier pinned on {}{ns} ({}): program {} replaced by {} under its link, {}; {} rules from {source} in force",
             target.iface,
