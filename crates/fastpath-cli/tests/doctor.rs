@@ -53,7 +53,7 @@ fn doctor_link_down() {
     let (ns, i) = (bed.ns_b(), bed.iface_b());
     is(&doctor(ns, i, &[], "link"), "ok", &["up"]);
     ip(ns, &format!("link set dev {i} down"));
-    is(&doctor(ns, i, &[], "link"), "problem", &["down", &format!("ip link set dev {i} up")]);
+    is(&doctor(ns, i, &[], "link"), "problem", &["down", &format!("ip -n {ns} link set dev {i} up")]);
     let o = run(&["doctor", "--netns", ns, "-i", "fpnosuch0"]);
     assert_one_line_refusal("no such interface", &o, 3, &["fpnosuch0"]);
 }
