@@ -104,6 +104,7 @@ DASHBOARDS := $(wildcard dist/grafana/*.json)
 # completions, written by the binary itself (`fastpath assets`, hidden) from its clap
 # definition: they cannot drift from --help.
 man: bin
+	rm -rf $(ASSETS)/man
 	$(FASTPATH) assets --man $(ASSETS)/man
 
 completions: bin

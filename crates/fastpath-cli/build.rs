@@ -1,6 +1,7 @@
 //! Sets `FASTPATH_BUILD_COMMIT`, the commit `fastpath --version` names: "abc1234 2026-11-29"
-//! (short hash, then the commit's date), "abc1234-dirty 2026-11-29" when tracked files differ
-//! from the commit at build time.
+//! (short hash, then the commit's date), "abc1234-dirty 2026-11-29" when the binary's sources
+//! ([`SOURCES`]: tracked files there) differ from the commit at build time. Only those: an edit
+//! to the docs changes no byte of the binary, and would not rebuild it to say so either.
 //!
 //! Where it comes from, first that answers:
 //! 1. `git`, when the workspace is the top of a git work tree (a tarball unpacked inside some
@@ -10,6 +11,9 @@
 //! 3. "unknown".
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// What the binary is built from, relative to the workspace root.
+const SOURCES: [&str; 4] = ["crates", "bpf", "Cargo.toml", "Cargo.lock"];
 
 /// `git -C dir args...`'s stdout, trimmed; None when git is missing or fails.
 fn git(dir: &Path, args: &[&str]) -> Option<String> {
@@ -25,7 +29,9 @@ fn from_git(root: &Path) -> Option<(String, Vec<PathBuf>)> {
     }
     let hash = git(root, &["rev-parse", "--short=7", "HEAD"])?;
     let date = git(root, &["log", "-1", "--format=%cd", "--date=short", "HEAD"])?;
-    let dirty = !git(root, &["status", "--porcelain", "--untracked-files=no"])?.is_empty();
+    let mut status = vec!["status", "--porcelain", "--untracked-files=no", "--"];
+    status.extend(SOURCES);
+    let dirty = !git(root, &status)?.is_empty();
     // HEAD, the branch it names, packed refs (a commit moves them) and the index (staging).
     let mut watch = Vec::new();
     for p in ["HEAD", "index", "packed-refs"] {
@@ -50,8 +56,8 @@ fn main() {
             for p in watch {
                 println!("cargo:rerun-if-changed={}", p.display());
             }
-            // An edit to a tracked source makes the tree dirty: the directories are scanned.
-            for p in ["crates", "bpf", "Cargo.toml", "Cargo.lock"] {
+            // An edit to a source makes it dirty: cargo scans the directories for changes.
+            for p in SOURCES {
                 println!("cargo:rerun-if-changed={}", root.join(p).display());
             }
             commit

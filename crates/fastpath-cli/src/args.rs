@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// `fastpath --version`: "0.1.0 (abc1234 2026-11-29)", the commit the binary was built from
-/// (`-dirty` after the hash when tracked files differed from it; build.rs says where it comes from).
+/// (`-dirty` after the hash when its sources differed from it; build.rs says where it comes from).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FASTPATH_BUILD_COMMIT"), ")");
 
 /// fastpath: the fastest path between a Linux network interface and a user-space program.

@@ -36,7 +36,8 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 /// `fastpath --version` is "fastpath 0.1.0 (abc1234 2026-11-29)": HEAD's short hash, "-dirty"
-/// when tracked files differ from it, the commit's date. In a source tree that is not a git
+/// when the binary's sources (crates/, bpf/, Cargo.toml, Cargo.lock) differ from it, the
+/// commit's date. In a source tree that is not a git
 /// work tree of its own (a release tarball, the mutation harness's copy) it is the
 /// FASTPATH_COMMIT the build was given, else "unknown": never the bare version.
 #[test]
@@ -48,7 +49,9 @@ fn version_names_the_commit_it_was_built_from() {
     let want = if top.as_deref() == Some(workspace().as_path()) {
         let hash = git(&["rev-parse", "--short=7", "HEAD"]).expect("git rev-parse HEAD");
         let date = git(&["log", "-1", "--format=%cd", "--date=short", "HEAD"]).expect("git log");
-        let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).expect("git status").is_empty();
+        let sources =
+            ["status", "--porcelain", "--untracked-files=no", "--", "crates", "bpf", "Cargo.toml", "Cargo.lock"];
+        let dirty = !git(&sources).expect("git status").is_empty();
         format!("{hash}{} {date}", if dirty { "-dirty" } else { "" })
     } else {
         match option_env!("FASTPATH_COMMIT") {
