@@ -3,15 +3,25 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps build demo test test-gate conformance mutants bench figures figures-check lint clean
+.PHONY: deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint clean
+.PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check
 
+# Everything (what building, running and the tests need); `scripts/deps.sh build` or `run` installs
+# one set (README, "Install"). A rustc older than Cargo.toml's rust-version is refused in one line.
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
 
-build: deps
+deps-build:
+	@scripts/deps.sh build
+
+build: deps-build
 	$(CARGO) build --release --workspace --locked
 
-demo: build
+# The fastpath binary alone (what install and deb need).
+bin: deps-build
+	$(CARGO) build --release --locked -p fastpath-cli
+
+demo: deps build
 	$(FASTPATH) demo
 
 # Unit tests (no privileges) and privileged end-to-end tests on test beds: run it as root. A
@@ -19,7 +29,7 @@ demo: build
 # UNPRIVILEGED=1 asks for the unprivileged subset: then each privileged test prints SKIPPED
 # (and is not counted as passed) and the end says how many were skipped (never under CI=true).
 SKIPPED_LOG := $(CURDIR)/target/skipped-tests.txt
-test: test-gate build
+test: test-gate deps build
 	python3 -m unittest discover -s scripts -p 'test_*.py'
 	@mkdir -p target && rm -f $(SKIPPED_LOG)
 	FASTPATH_TEST_UNPRIVILEGED=$(UNPRIVILEGED) FASTPATH_TEST_SKIPPED_LOG=$(SKIPPED_LOG) \
@@ -69,3 +79,97 @@ lint: deps
 
 clean:
 	$(CARGO) clean
+
+# --- Install -------------------------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=]: the binary stripped (its debug info split off with
+# objcopy into lib/debug/.build-id/NN/REST.debug, where gdb finds it by the binary's build ID
+# when PREFIX=/usr), one man page per command, bash/zsh/fish completions, the systemd units of
+# dist/systemd/ (their /usr/bin/fastpath made $(BINDIR)/fastpath), the example rules and, when
+# present, the Grafana dashboards of dist/grafana/. `make uninstall` with the same variables
+# removes them.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR := $(PREFIX)/bin
+MANDIR := $(PREFIX)/share/man/man1
+DOCDIR := $(PREFIX)/share/doc/fastpath
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR := $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR := $(PREFIX)/share/fish/vendor_completions.d
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+DEBUGDIR := $(PREFIX)/lib/debug
+ASSETS := target/assets
+STRIPPED := target/stripped
+UNITS := $(wildcard dist/systemd/*.service dist/systemd/*.socket dist/systemd/*.timer)
+DASHBOARDS := $(wildcard dist/grafana/*.json)
+
+# One page per command (fastpath.1, fastpath-filter.1, fastpath-filter-load.1, ...) and the
+# completions, written by the binary itself (`fastpath assets`, hidden) from its clap
+# definition: they cannot drift from --help.
+man: bin
+	rm -rf $(ASSETS)/man
+	$(FASTPATH) assets --man $(ASSETS)/man
+
+completions: bin
+	$(FASTPATH) assets --completions $(ASSETS)/completions
+
+strip: bin
+	@mkdir -p $(STRIPPED)
+	objcopy --only-keep-debug --compress-debug-sections=zlib $(FASTPATH) $(STRIPPED)/fastpath.debug
+	objcopy --strip-debug --strip-unneeded $(FASTPATH) $(STRIPPED)/fastpath
+	objcopy --add-gnu-debuglink=$(STRIPPED)/fastpath.debug $(STRIPPED)/fastpath
+
+# Build ID of the binary: the debug file's name under lib/debug/.build-id/.
+build_id = $(shell readelf -n $(1) 2>/dev/null | sed -n 's/.*Build ID: *//p')
+
+install: strip install-data
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(STRIPPED)/fastpath $(DESTDIR)$(BINDIR)/fastpath
+	@id=$(call build_id,$(STRIPPED)/fastpath); if [ -n "$$id" ]; then \
+	  dir=$(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2); \
+	  echo "install -D -m 0644 $(STRIPPED)/fastpath.debug $$dir/$$(echo $$id | cut -c3-).debug"; \
+	  install -D -m 0644 $(STRIPPED)/fastpath.debug $$dir/$$(echo $$id | cut -c3-).debug; fi
+
+# Everything but the binary (make deb stages it for cargo-deb, which packs the binary itself).
+install-data: man completions
+	install -d $(DESTDIR)$(MANDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 0644 $(ASSETS)/man/*.1 $(DESTDIR)$(MANDIR)/
+	install -m 0644 $(ASSETS)/completions/fastpath.bash $(DESTDIR)$(BASHCOMPDIR)/fastpath
+	install -m 0644 $(ASSETS)/completions/_fastpath $(DESTDIR)$(ZSHCOMPDIR)/_fastpath
+	install -m 0644 $(ASSETS)/completions/fastpath.fish $(DESTDIR)$(FISHCOMPDIR)/fastpath.fish
+	install -m 0644 dist/examples/filter-rules.toml $(DESTDIR)$(DOCDIR)/examples/
+	@set -e; for u in $(UNITS); do \
+	  echo "install $$u -> $(DESTDIR)$(UNITDIR)/"; install -d $(DESTDIR)$(UNITDIR); \
+	  sed 's|/usr/bin/fastpath|$(BINDIR)/fastpath|g' $$u > $(DESTDIR)$(UNITDIR)/$$(basename $$u); \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/$$(basename $$u); done
+	@set -e; for d in $(DASHBOARDS); do \
+	  echo "install $$d -> $(DESTDIR)$(DOCDIR)/grafana/"; install -D -m 0644 $$d $(DESTDIR)$(DOCDIR)/grafana/$$(basename $$d); done
+
+uninstall:
+	@id=$(call build_id,$(DESTDIR)$(BINDIR)/fastpath); if [ -n "$$id" ]; then \
+	  rm -fv $(DESTDIR)$(DEBUGDIR)/.build-id/$$(echo $$id | cut -c1-2)/$$(echo $$id | cut -c3-).debug; fi
+	rm -fv $(DESTDIR)$(BINDIR)/fastpath $(DESTDIR)$(MANDIR)/fastpath.1 $(DESTDIR)$(MANDIR)/fastpath-*.1
+	rm -fv $(DESTDIR)$(BASHCOMPDIR)/fastpath $(DESTDIR)$(ZSHCOMPDIR)/_fastpath $(DESTDIR)$(FISHCOMPDIR)/fastpath.fish
+	rm -fv $(addprefix $(DESTDIR)$(UNITDIR)/,$(notdir $(UNITS)))
+	rm -rfv $(DESTDIR)$(DOCDIR)
+
+# make deb: target/debian/fastpath_<version>-1_<arch>.deb with the files of make install under
+# /usr (staged in target/release/pkg-root, listed in crates/fastpath-cli/Cargo.toml's
+# [package.metadata.deb]) and the stripped binary; its debug info goes into a separate
+# fastpath-dbgsym .ddeb beside it. cargo-deb (a pinned version) is installed if missing.
+CARGO_DEB_VERSION := 3.8.0
+PKG_ROOT := target/release/pkg-root
+cargo-deb:
+	@$(CARGO) deb --version 2>/dev/null | grep -qx "cargo-deb $(CARGO_DEB_VERSION)" || \
+	  $(CARGO) install --locked cargo-deb --version $(CARGO_DEB_VERSION)
+
+deb: bin cargo-deb
+	rm -rf $(PKG_ROOT)
+	$(MAKE) --no-print-directory install-data DESTDIR=$(CURDIR)/$(PKG_ROOT) PREFIX=/usr UNITDIR=/usr/lib/systemd/system
+	gzip -9n $(PKG_ROOT)/usr/share/man/man1/*.1
+	$(CARGO) deb -p fastpath-cli --locked --no-build --dbgsym
+
+# The package installed for real (dpkg -i) and purged again: --version names HEAD's commit,
+# `man -w fastpath-filter` finds the page, the completions and units are in place; also make
+# install/uninstall into a scratch DESTDIR. Root; refuses if a fastpath package is installed.
+deb-check: deb
+	scripts/deb-check.sh

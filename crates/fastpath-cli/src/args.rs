@@ -5,9 +5,13 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `fastpath --version`: "0.1.0 (abc1234 2026-11-29)", the commit the binary was built from
+/// (`-dirty` after the hash when its sources differed from it; build.rs says where it comes from).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("FASTPATH_BUILD_COMMIT"), ")");
+
 /// fastpath: the fastest path between a Linux network interface and a user-space program.
 #[derive(Debug, Parser)]
-#[command(name = "fastpath", version, about, long_about = None)]
+#[command(name = "fastpath", version = VERSION, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
@@ -46,6 +50,24 @@ pub enum Cmd {
     /// program, veth peer, AF_XDP rings, polling), OK or the problem and its fix. Run it while
     /// the traffic and the application run.
     Doctor(DoctorArgs),
+    /// Write the man pages and shell completions of this binary (packaging: `make man
+    /// completions`, `make install`, `make deb`). Hidden: in neither --help, the pages nor the
+    /// completions.
+    #[command(hide = true)]
+    Assets(AssetsArgs),
+}
+
+/// `fastpath assets` (hidden).
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = true)]
+pub struct AssetsArgs {
+    /// Directory for one man page per command: fastpath.1, fastpath-filter.1,
+    /// fastpath-filter-load.1, ... (created if absent; existing pages are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub man: Option<PathBuf>,
+    /// Directory for the completions: fastpath.bash, _fastpath (zsh), fastpath.fish.
+    #[arg(long, value_name = "DIR")]
+    pub completions: Option<PathBuf>,
 }
 
 /// `fastpath doctor`.

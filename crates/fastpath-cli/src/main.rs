@@ -16,6 +16,7 @@ macro_rules! eprintln {
 }
 
 mod args;
+mod assets_cmd;
 mod bench_cmd;
 mod capture_cmd;
 mod common;
@@ -125,6 +126,7 @@ fn main() {
         Cmd::Ss(s) => ss_cmd::run(s),
         Cmd::Capture(c) => capture_cmd::run(c, stop),
         Cmd::Doctor(d) => doctor_cmd::run(d),
+        Cmd::Assets(a) => assets_cmd::run(a),
     };
     if let Err(e) = r {
         let msg = format!("{:#}", e.err).replace('\n', " ");
