@@ -44,7 +44,7 @@ fn ok(check: &'static str, detail: String) -> Check {
 }
 /// A problem and its fix; the fix's `ip link` / `ethtool` commands act in the `--netns` given.
 fn problem(check: &'static str, detail: String, fix: String) -> Check {
-    Check { check, status: Status::Problem, detail, fix: Some(crate::common::in_entered_ns(&fix)) }
+    Check { check, status: Status::Problem, detail, fix: Some(crate::hints::in_entered_ns(&fix)) }
 }
 fn skip(check: &'static str, detail: String) -> Check {
     Check { check, status: Status::Skip, detail, fix: None }
@@ -88,7 +88,7 @@ pub fn run(a: &DoctorArgs) -> CliResult<()> {
         return Err(env(anyhow!(
             "-i {}: no interface of that name in this network namespace (see `ip link`){}",
             a.iface,
-            crate::common::iface_elsewhere(&a.iface)
+            crate::hints::iface_elsewhere(&a.iface)
         )));
     };
     let dev = NetDev::by_name(&a.iface).map_err(|_| env(anyhow!("-i {}: gone", a.iface)))?;

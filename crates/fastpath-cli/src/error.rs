@@ -56,7 +56,7 @@ impl From<XskError> for CliError {
     fn from(e: XskError) -> Self {
         match e {
             XskError::NoSuchInterface(ref n) => {
-                let elsewhere = crate::common::iface_elsewhere(&n.iface);
+                let elsewhere = crate::hints::iface_elsewhere(&n.iface);
                 usage(anyhow::anyhow!("{e}{elsewhere}"))
             }
             XskError::QueueOutOfRange { .. }
@@ -88,7 +88,7 @@ impl From<BpfError> for CliError {
         match e {
             // fastpath's own classifier: the commands that change or remove it, never --force.
             BpfError::PinnedClassifier { ref iface, .. } => {
-                let hint = crate::common::pinned_hint(iface);
+                let hint = crate::hints::pinned_hint(iface);
                 env(anyhow::anyhow!("{e}: {hint}"))
             }
             BpfError::Occupied { .. }

@@ -45,7 +45,7 @@ fn not_pinned(iface: &str) -> crate::error::CliError {
     let elsewhere = match NetDev::by_name(iface) {
         Ok(_) => String::new(),
         Err(_) => {
-            format!(", and no interface {iface} in this network namespace{}", crate::common::iface_elsewhere(iface))
+            format!(", and no interface {iface} in this network namespace{}", crate::hints::iface_elsewhere(iface))
         }
     };
     env(anyhow!(

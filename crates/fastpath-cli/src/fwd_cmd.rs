@@ -452,7 +452,7 @@ fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Ifac
         let gone = || {
             env(anyhow!(
                 "-i {i}: no interface of that name in this network namespace{}",
-                crate::common::iface_elsewhere(i)
+                crate::hints::iface_elsewhere(i)
             ))
         };
         let iface = Iface::resolve(i).map_err(|_| gone())?;
@@ -468,7 +468,7 @@ fn read_ports(a: &FwdArgs, mode: FwdMode) -> CliResult<(Vec<LinkState>, Vec<Ifac
             if let Some((_, master)) = m {
                 return Err(env(anyhow!(
                     "{}",
-                    crate::common::in_entered_ns(&format!(
+                    crate::hints::in_entered_ns(&format!(
                         "-i {i} is not accepted with --mode l2: it is a port of {master} (a bridge or bond would also carry its frames, and a pair bridged twice loops them); take it out (ip link set {i} nomaster) first"
                     ))
                 )));

@@ -109,13 +109,13 @@ impl Instance {
             let resolved = Iface::resolve(i).map_err(|_| {
                 env(anyhow!(
                     "-i {i}: no interface of that name in this network namespace{}",
-                    crate::common::iface_elsewhere(i)
+                    crate::hints::iface_elsewhere(i)
                 ))
             })?;
             let s = resolved.state().ok_or_else(|| {
                 env(anyhow!(
                     "-i {i}: no interface of that name in this network namespace{}",
-                    crate::common::iface_elsewhere(i)
+                    crate::hints::iface_elsewhere(i)
                 ))
             })?;
             let mut c = cfg.clone();

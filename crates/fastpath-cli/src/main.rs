@@ -28,6 +28,7 @@ mod error;
 mod filter_cmd;
 mod fwd_cmd;
 mod fwd_xsk;
+mod hints;
 mod inject;
 mod logging;
 mod metrics;

@@ -154,7 +154,7 @@ pub fn run(p: &ProbeArgs) -> CliResult<()> {
         if link_state(i).is_none() {
             return Err(env(anyhow!(
                 "-i {i}: no interface of that name in this network namespace (see `ip link`){}",
-                crate::common::iface_elsewhere(i)
+                crate::hints::iface_elsewhere(i)
             )));
         }
     }

@@ -210,7 +210,7 @@ pub fn decide_multi_buffer(iface: &str, mtu: u32, cfg: &mut XskConfig) -> CliRes
     if let Err(u) = fastpath::features::check(fastpath::features::Feature::MultiBuffer) {
         return Err(crate::error::unsupported(anyhow!(
             "{}",
-            crate::common::in_entered_ns(&format!(
+            crate::hints::in_entered_ns(&format!(
                 "{iface} has MTU {mtu}, more than one {}-byte UMEM frame holds (MTU <= {max_mtu}): {u}; lower the MTU (ip link set dev {iface} mtu {max_mtu})",
                 cfg.umem.frame_size
             ))
