@@ -92,7 +92,7 @@ need_rust() {
 
 build_pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev gcc libc6-dev binutils make git)
 run_pkgs=(libelf1 zlib1g iproute2 ethtool)
-test_pkgs=(util-linux procps python3 iputils-ping sockperf nftables iptables iperf3 tcpdump man-db)
+test_pkgs=(util-linux procps python3 iputils-ping sockperf nftables iptables iperf3 tcpdump man-db systemd)
 
 case "$mode" in
   build)
