@@ -71,11 +71,13 @@ figures: build
 figures-check:
 	python3 scripts/figures.py --check
 
-# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error; CI runs it before the tests.
+# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error, and every mutant row
+# applying to a text that exists and naming a test that exists; CI runs it before the tests.
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
+	python3 scripts/mutants.py --check
 
 clean:
 	$(CARGO) clean

@@ -34,6 +34,11 @@ files named by --always FILE,... run first, every one; then the others, in an or
 changes with the commit (rows sorted by a hash of HEAD's id and the row's name), while the run
 has lasted less than S seconds. A row not reached is printed `DEFERRED` (not run, never counted
 as killed) and named in the last line; successive commits reach every row.
+
+--check (no root, no mutation; `make lint` runs it) checks every row without running it: its
+file exists, its `from` occurs as the row says, and its test exists (`cargo test ARGS -- --list`
+of each test target). It cannot see a mutation that no longer builds (a changed signature in
+`to`): only a run does.
 """
 
 import argparse
@@ -136,11 +141,45 @@ def remove_new_pins(before):
         print(f"          removed the pins a mutated run left at {d}", flush=True)
 
 
+def check_rows(rows):
+    """--check: one line per defective row; exit 1 if any."""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    bad, targets = [], {}
+    for r in rows:
+        path = ROOT / r["file"]
+        if not path.is_file():
+            bad.append(f"{r['name']}: {r['file']}: no such file")
+            continue
+        count, k = path.read_text().count(r["from"]), r.get("occurrence")
+        if (k is None and count != 1) or (k is not None and not 1 <= k <= count):
+            bad.append(f"{r['name']}: {r['file']}: {r['from']!r} occurs {count} times"
+                       + (f" (occurrence {k} asked)" if k is not None else " (want exactly 1)"))
+        try:
+            args, test = split_test(r["test"])
+        except ValueError as e:
+            bad.append(f"{r['name']}: {e}")
+            continue
+        targets.setdefault(tuple(args), []).append((test, r["name"]))
+    for args, tests in targets.items():
+        run = subprocess.run([cargo, "test", "--release", "--locked", *args, "--", "--list"],
+                             cwd=ROOT, capture_output=True, text=True)
+        if run.returncode != 0:
+            bad.append(f"cargo test {' '.join(args)} -- --list failed: {run.stderr.strip()[-200:]}")
+            continue
+        have = {l[: -len(": test")] for l in run.stdout.splitlines() if l.endswith(": test")}
+        bad += [f"{name}: no test {test!r} in {' '.join(args)}" for test, name in tests if test not in have]
+    for line in bad:
+        print(f"mutants --check: {line}", flush=True)
+    print(f"mutants --check: {len(rows)} rows, {len(bad)} defective", flush=True)
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", help="comma-separated row names")
     ap.add_argument("--files", help="comma-separated row files of scripts/mutants/ (e.g. lifecycle,say)")
     ap.add_argument("--list", action="store_true", help="print the rows and exit")
+    ap.add_argument("--check", action="store_true", help="check every row applies and names an existing test, run nothing")
     ap.add_argument("--always", help="with --budget-s: comma-separated row files run in full, first")
     ap.add_argument("--budget-s", type=float, help="start no other row after this many seconds")
     ap.add_argument("--scratch", default=str(ROOT / "target" / "mutants"), help="scratch directory")
@@ -163,6 +202,8 @@ def main():
             (r for r in rows if r["source"] not in always), key=key)
         for r in rows:
             r["deferrable"] = r["source"] not in always
+    if a.check:
+        return check_rows(rows)
     if a.list:
         for r in rows:
             print(f"{r['name']}\t{r['file']}\t{r['test']}")
