@@ -62,7 +62,7 @@ bench: build
 # (docs/figures.json + docs/figures.md, and every <!-- figures:NAME:begin/end --> block of the
 # README); resumable: run it again after an interruption. `scripts/figures.py --plan` prints the
 # sections, runs and estimated time; FIGURES_ARGS="--quick --out /tmp/f --readme /tmp/R.md" smokes.
-FIGURES_ARGS ?= --readme README.md
+FIGURES_ARGS ?= --readme README.md --readme docs/benchmarks.md
 figures: build
 	scripts/figures.py $(FIGURES_ARGS)
 

@@ -753,31 +753,76 @@ GOALS = [
     )]
 
 
+def _sections(fig, newer=None):
+    secs = dict(fig["sections"])
+    if newer:
+        secs.update({n: sec for n, (sec, _) in newer.items()})
+    return secs
+
+
+def goal_rows(fig, newer=None):
+    """(what, section, reference, goal, ratios per run or None, verdict) per goal of GOALS that
+    the sitting `fig` (and `newer`, see render_goals) can judge."""
+    secs, rows = _sections(fig, newer), []
+    for what, name, get, goal, ref in GOALS:
+        if name not in secs:
+            rows.append((what, name, ref, goal, None, f"not measured (no {name} section)"))
+            continue
+        if name.startswith("ddos") and not any("models" in r for r in secs[name]["raw"]):
+            continue  # ddos runs made before the coalesced model: its goals have nothing to judge
+        if "fastpath-syncookie" in what and "fastpath-syncookie" not in secs[name].get("command", ""):
+            continue  # ddos_syn runs made before fastpath-syncookie: nothing to judge
+        q = [get(r) for r in secs[name]["raw"]]
+        m = med(q)
+        # Judged at the precision shown: a median shown as 0.75 meets a 0.75 goal.
+        met = "not measured (reference 0)" if m != m else "met" if round(m, 2) >= goal else "**not met**"
+        rows.append((what, name, ref, goal, q, met))
+    return rows
+
+
 def render_goals(fig, newer=None):
     """The goals block of the sitting `fig`; `newer` ({section: (section, commit)}, see
     extra_blocks) replaces sections measured again by partial sittings after it."""
-    secs = dict(fig["sections"])
     out = ["The goals the issues set, against this sitting: the ratio's median (min..max) over the section's runs, "
            "each run's ratio from figures measured side by side in that run; met when the median reaches the goal."]
     if newer:
-        secs.update({n: sec for n, (sec, _) in newer.items()})
         out += ["", "Sections measured after it, at later commits, by partial sittings (`scripts/figures.py --sections`): "
                 + ", ".join(f"{n} (at {c[:12]})" for n, (_, c) in sorted(newer.items()))
                 + "; the goals of those sections are judged on those runs."]
     out += ["", "| goal | section | ratio to | goal | ratio | met | ratio per run |", "|---|---|---|---|---|---|---|"]
-    for what, name, get, goal, ref in GOALS:
-        if name not in secs:
-            out.append(f"| {what} | {name} | {ref} | {goal:g} | - | not measured (no {name} section) | - |")
+    for what, name, ref, goal, q, met in goal_rows(fig, newer):
+        if q is None:
+            out.append(f"| {what} | {name} | {ref} | {goal:g} | - | {met} | - |")
+        else:
+            out.append(f"| {what} | {name} | {ref} | {goal:g} | {mmm(q)} | {met} | {per_run(q)} |")
+    return out
+
+
+# The README's headline table: these goals' rows (the whole table: docs/benchmarks.md).
+HEADLINE = [
+    "AF_XDP rxdrop, one queue (split)",
+    "classifier, 10,000 rules, 1,000,000 flows",
+    "UDP flood, coalesced model: the classifier's survivable rate",
+    "SYN flood, coalesced model: trans/s behind fastpath-syncookie at full rate",
+    "XDP L3 forwarding, 64 B",
+    "AF_XDP forwarding (xsk-l2), 64 B",
+    "capture divert, lossless rate",
+]
+
+
+def render_headline(fig, newer=None):
+    """The README's headline block: the HEADLINE goals' median ratios, from the same rows as the
+    goals block."""
+    rows = {r[0]: r for r in goal_rows(fig, newer)}
+    out = ["Ratios measured side by side in one run, median over the sitting's runs "
+           "([benchmarks.md](docs/benchmarks.md): every table, the commit, the runs).", "",
+           "| what | ratio | to | goal |", "|---|---|---|---|"]
+    for what in HEADLINE:
+        if what not in rows:
             continue
-        if name.startswith("ddos") and not any("models" in r for r in secs[name]["raw"]):
-            continue  # ddos runs made before the coalesced model: its goals have nothing to judge
-        q = [get(r) for r in secs[name]["raw"]]
-        if "fastpath-syncookie" in what and "fastpath-syncookie" not in secs[name].get("command", ""):
-            continue  # ddos_syn runs made before fastpath-syncookie: nothing to judge
-        m = med(q)
-        # Judged at the precision shown: a median shown as 0.75 meets a 0.75 goal.
-        met = "not measured (reference 0)" if m != m else "met" if round(m, 2) >= goal else "**not met**"
-        out.append(f"| {what} | {name} | {ref} | {goal:g} | {mmm(q)} | {met} | {per_run(q)} |")
+        _, _, ref, goal, q, met = rows[what]
+        shown = f"{med(q):.2f}" if q is not None and med(q) == med(q) else "-"
+        out.append(f"| {what} | {shown} | {ref} | {goal:g} ({met}) |")
     return out
 
 
@@ -821,6 +866,7 @@ def render_agreement(fig):
 def render_all(fig):
     """{block name: Markdown text} of every block figures.json `fig` makes."""
     blocks = {"meta": "\n".join(render_meta(fig)), "goals": "\n".join(render_goals(fig)),
+              "headline": "\n".join(render_headline(fig)),
               "agreement": "\n".join(render_agreement(fig))}
     for name, sec in fig["sections"].items():
         if name not in BY_NAME:
@@ -972,6 +1018,7 @@ def all_blocks(fig, extra_paths):
     blocks.update(more)
     if newer:
         blocks["goals"] = "\n".join(render_goals(fig, newer))
+        blocks["headline"] = "\n".join(render_headline(fig, newer))
     return blocks, errs
 
 
@@ -1029,7 +1076,7 @@ def check(json_path, md_paths, extra_paths=()):
         for name, body, start, _ in found:
             line = text.count("\n", 0, start) + 1
             mine = own.get(os.path.abspath(path), {})
-            if name in mine and name not in ("meta", "goals", "agreement"):
+            if name in mine and name not in ("meta", "goals", "headline", "agreement"):
                 want = mine[name].strip().split("\n")
                 if body.strip().split("\n") != want:
                     errs.append(f"{path}:{line + 1}: block {name!r} differs from its own sitting's rendering")
@@ -1069,7 +1116,7 @@ def behind(json_path):
 
 def section_blocks(fig, blocks):
     """The blocks a sitting may write: all of a full sitting's; only its sections' of a partial
-    one (`--sections`: the README's meta, goals and agreement blocks stay the full sitting's)."""
+    one (`--sections`: the README's meta, goals, headline and agreement blocks stay the full sitting's)."""
     if "--sections" in str(fig.get("made_by", "")):
         return {n: b for n, b in blocks.items() if n in fig["sections"]}
     return blocks
@@ -1095,7 +1142,7 @@ def blocks_md(fig, blocks):
     out = ["# fastpath figures", ""]
     for name, text in blocks.items():
         title = {"meta": "Commit, machine and references", "goals": "The goals",
-                 "agreement": "One figure, four tools"}.get(name) or BY_NAME[name].title
+                 "agreement": "One figure, four tools", "headline": "Headline figures"}.get(name) or BY_NAME[name].title
         out += [f"## {title}", "", f"<!-- figures:{name}:begin -->", text.strip(), f"<!-- figures:{name}:end -->", ""]
     return "\n".join(out)
 

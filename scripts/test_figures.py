@@ -297,12 +297,12 @@ class Sitting(unittest.TestCase):
             with open(readme) as f:
                 self.assertNotIn("old", f.read())
             # Rendered and checked: the only complaints are that a --sections sitting is partial
-            # and writes only its sections' blocks (the README's meta, goals and agreement stay
+            # and writes only its sections' blocks (the README's meta, goals, headline and agreement stay
             # the full sitting's), and, where this test runs in a tree with uncommitted changes,
             # that it is dirty.
             errs = [e for e in figures.check(out + ".json", [readme, out + ".md"]) if "dirty tree" not in e]
             self.assertIn("a smoke or partial sitting", errs[0])
-            self.assertEqual(sorted(e.split("'")[1] for e in errs[1:]), ["agreement", "goals", "meta"], errs)
+            self.assertEqual(sorted(e.split("'")[1] for e in errs[1:]), ["agreement", "goals", "headline", "meta"], errs)
             self.assertTrue(all("is in none of" in e for e in errs[1:]), errs)
             with open(out + ".md") as f:
                 self.assertEqual([b[0] for b in figures.find_blocks(f.read())], ["reload", "many_flows"])
@@ -323,6 +323,18 @@ class Goals(unittest.TestCase):
 
     def test_one_good_run_does_not_meet_it(self):
         self.assertIn("| **not met** |", self.row([2.0, 3.5, 2.9]))
+
+    def test_headline_shows_the_goals_median_and_verdict(self):
+        # The README's headline row is the goals block's median and verdict for the same runs.
+        lines = figures.render_headline(self.fig([2.0, 3.5, 2.9]))
+        row = next(x for x in lines if x.startswith("| XDP L3"))
+        self.assertEqual(row, "| XDP L3 forwarding, 64 B | 2.90 | the kernel's IP forwarding | 3 (**not met**) |")
+        row = next(x for x in lines if x.startswith("| AF_XDP forwarding"))
+        self.assertIn("| 0.30 |", row)
+        # A goal of a section this sitting lacks is shown without a number.
+        row = next(x for x in lines if x.startswith("| capture divert"))
+        self.assertIn("| - |", row)
+        self.assertIn("not measured", row)
 
     def test_goals_of_absent_sections_say_not_measured(self):
         row = next(x for x in figures.render_goals(self.fig([3.0])) if x.startswith("| capture divert"))

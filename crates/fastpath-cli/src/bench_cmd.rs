@@ -97,7 +97,7 @@ pub fn frame_spec(f: &FrameArgs, iface: &Iface) -> CliResult<UdpFrameSpec> {
 /// in the sender's softirq, on the sending CPU (veth_xmit / veth_xdp_xmit), and a NIC's on the
 /// CPUs its IRQs land on. Spinning workers pinned to every online CPU leave it none: on 2 CPUs
 /// `bench rxdrop --queues 2` spinning received 0.53 Mpps where poll() received 4.78 (issue 22;
-/// README, "The AF_XDP engine"). So there the default is poll(), and `--spin` keeps spinning.
+/// docs/benchmarks.md, "The AF_XDP engine"). So there the default is poll(), and `--spin` keeps spinning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WaitChoice {
     /// `--poll`.

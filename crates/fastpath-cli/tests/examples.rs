@@ -102,3 +102,40 @@ fn wait_attached(bed: &Testbed, _sockets: u32) {
     }
     std::thread::sleep(Duration::from_millis(300));
 }
+
+/// The README's Rust quick start is crates/fastpath/examples/receive.rs, byte for byte (so what
+/// a newcomer copies is what `cargo test` builds), and it receives: 100 frames sent at a slow
+/// rate, 100 lines of their length, exit 0, nothing left attached.
+#[test]
+fn readme_receiver_is_the_example_and_receives() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let example_src = std::fs::read_to_string(root.join("crates/fastpath/examples/receive.rs")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("```rust\n{example_src}```\n")),
+        "README.md's ```rust block is not crates/fastpath/examples/receive.rs: copy the file into it"
+    );
+    if !privileged("readme_receiver_is_the_example_and_receives") {
+        return;
+    }
+    let bed = Testbed::up(&TestbedConfig { ipv6: false, ..Default::default() }).expect("test bed");
+    let c = Command::new("ip")
+        .args(["netns", "exec", bed.ns_b()])
+        .arg(example("receive"))
+        .args([bed.iface_b(), "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&bed, 1);
+    // 300 frames at 1,000/s: the receiver stops at its 100th; the rest are the kernel's.
+    let g = gen_xsk(&bed, &["--count", "300", "--rate", "1000", "--duration", "10"]);
+    assert!(g.status.success(), "gen: {}", stderr(&g));
+    let out = c.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "receive example: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 100, "one line per frame, 100 frames: {text}");
+    assert!(lines.iter().all(|l| *l == "64 bytes"), "every frame's length is the generator's 64: {text}");
+    assert!(attached(bed.ns_b(), bed.iface_b()).is_none(), "the example detached its program");
+}
