@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint clean
+.PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint clean
 .PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check
 
 # Everything (what building, running and the tests need); `scripts/deps.sh build` or `run` installs
@@ -169,6 +169,11 @@ deb: bin cargo-deb
 	$(MAKE) --no-print-directory install-data DESTDIR=$(CURDIR)/$(PKG_ROOT) PREFIX=/usr UNITDIR=/usr/lib/systemd/system
 	gzip -9n $(PKG_ROOT)/usr/share/man/man1/*.1
 	$(CARGO) deb -p fastpath-cli --locked --no-build --dbgsym
+
+# The library as crates.io would get it: `cargo package` packs crates/fastpath (its BPF programs
+# and headers inside it, the licences, the examples) and builds the packed crate on its own.
+package: deps-build
+	$(CARGO) package -p fastpath --locked
 
 # The package installed for real (dpkg -i) and purged again: --version names HEAD's commit,
 # `man -w fastpath-filter` finds the page, the completions and units are in place; also make

@@ -19,7 +19,7 @@ A row:
 
     [[mutant]]
     name = "sc_check checks 16 of the cookie's 29 bits"
-    file = "bpf/include/fastpath_syncookie.h"
+    file = "crates/fastpath/bpf/include/fastpath_syncookie.h"
     from = "& ~7u"
     to = "& 0xffff0000u"
     # cargo test arguments: package, test target, then the test's exact name.

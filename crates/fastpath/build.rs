@@ -45,7 +45,7 @@ fn abi_bindings(header: &Path, clang_args: &[&str], out: &Path) {
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let bpf_dir = manifest.join("../../bpf");
+    let bpf_dir = manifest.join("bpf");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"));
     // Debian keeps asm/types.h under the multiarch directory; -target bpf does not look there.
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_else(|_| "x86_64".into());

@@ -1,6 +1,6 @@
 //! `fastpath capture`: frames of an interface into a pcapng file (pcap-file crate).
 //!
-//! - `--mode copy` (default): `bpf/xdp_capture.bpf.c` copies each frame (up to the snap length)
+//! - `--mode copy` (default): `crates/fastpath/bpf/xdp_capture.bpf.c` copies each frame (up to the snap length)
 //!   into a BPF ring buffer and passes it on untouched (as xdpdump); traffic is not disturbed.
 //!   Timestamps are the program's (CLOCK_MONOTONIC, shifted to the wall clock).
 //! - `--mode divert`: `xsk_redirect` sends every frame to an AF_XDP socket per queue and the

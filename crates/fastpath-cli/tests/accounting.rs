@@ -382,7 +382,7 @@ fn ddos_syncookie_drops_every_out_of_state_ack_and_keeps_the_service() {
     assert!(tried == 200 && ok * 10 >= tried * 9, "new connections succeed through cookies: {p}");
     // Every flood SYN that reached the victim is answered with a cookie SYN-ACK, none dropped:
     // the generator's pages come back holding the victim's in-place SYN-ACK, and the
-    // generator puts the whole TCP template back (bpf/xdp_gen.bpf.c restore_tcp); without
+    // generator puts the whole TCP template back (crates/fastpath/bpf/xdp_gen.bpf.c restore_tcp); without
     // that the later flood frames are malformed and dropped. Counted over the whole flood.
     // The defence's drops are then only the clients' own segments of a failed connection (a
     // RST for a SYN-ACK that came after the probe gave up, a FIN of a connection whose

@@ -290,6 +290,7 @@ fn kernel_peer_tx(path: &'static str, env: &Env) {
     // The port is opened first (a TAP exists only then); the peer's socket is bound after.
     let sender = fastpath_testbed::spawn_in_netns(&env.port_ns, move || {
         let mut port = open_in_env(path, &e2);
+        fd_is_the_ports(path, &port, &e2.iface);
         let peer_mac = if e2.tap { fastpath::netdev::if_hwaddr(&e2.iface).unwrap() } else { e2.peer_mac };
         tx_ready.send(()).unwrap();
         let _ = go_rx.recv().unwrap();
@@ -420,6 +421,27 @@ fn tap_drops(env: &Env) -> u64 {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("tc -s -j qdisc prints JSON");
     d += v.as_array().into_iter().flatten().filter_map(|q| q["drops"].as_u64()).sum::<u64>();
     d
+}
+
+/// What a port's `AsFd` hands out (for tokio's `AsyncFd` or poll) is its own socket or device:
+/// an AF_XDP socket, an AF_PACKET socket, or the TAP device of that interface (its fdinfo names
+/// the interface: drivers/net/tun.c tun_chr_show_fdinfo).
+fn fd_is_the_ports(path: &str, port: &AnyPort, iface: &str) {
+    use std::os::fd::{AsFd, AsRawFd};
+    let fd = port.as_fd().as_raw_fd();
+    assert_eq!(fd, port.as_raw_fd(), "{path}: AsFd and AsRawFd agree");
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: fd is open for the port's lifetime; domain and len are valid for the call.
+    let rc = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, (&raw mut domain).cast(), &mut len) };
+    match path {
+        "afxdp" => assert_eq!((rc, domain), (0, libc::AF_XDP), "{path}: fd {fd} is an AF_XDP socket"),
+        "tpacket" => assert_eq!((rc, domain), (0, libc::AF_PACKET), "{path}: fd {fd} is an AF_PACKET socket"),
+        _ => {
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).unwrap();
+            assert!(info.contains(&format!("iff:\t{iface}")), "{path}: fd {fd} is the TAP of {iface}: {info}");
+        }
+    }
 }
 
 /// One generic conformance check per backend: the same two functions, run for every path.

@@ -906,7 +906,7 @@ mod tests {
     /// and listed none twice.
     #[test]
     fn xdp_program_names_come_from_every_source_cut_to_15_bytes() {
-        let sources = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf"))
+        let sources = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/bpf"))
             .unwrap()
             .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".bpf.c"))
             .count();

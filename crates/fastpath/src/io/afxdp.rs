@@ -873,3 +873,16 @@ impl Port for AfXdpPort {
         Ok(s)
     }
 }
+
+/// The port's AF_XDP socket's file descriptor, e.g. for tokio's `AsyncFd` or `poll`; it stays owned by the AfXdpPort.
+impl std::os::fd::AsFd for AfXdpPort {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.sock)
+    }
+}
+
+impl std::os::fd::AsRawFd for AfXdpPort {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

@@ -221,6 +221,25 @@ pub enum AnyPort {
     TapUring(Box<tap_uring::TapUringPort>),
 }
 
+/// The backend's file descriptor (the AF_XDP or AF_PACKET socket, the TAP device), e.g. for
+/// tokio's `AsyncFd`; readable when [`Port::rx_burst`] has frames to take.
+impl std::os::fd::AsFd for AnyPort {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            AnyPort::AfXdp(p) => std::os::fd::AsFd::as_fd(&**p),
+            AnyPort::Tpacket(p) => std::os::fd::AsFd::as_fd(p),
+            AnyPort::Tap(p) => std::os::fd::AsFd::as_fd(p),
+            AnyPort::TapUring(p) => std::os::fd::AsFd::as_fd(&**p),
+        }
+    }
+}
+
+impl std::os::fd::AsRawFd for AnyPort {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}
+
 macro_rules! each {
     ($self:ident, $p:ident => $e:expr) => {
         match $self {

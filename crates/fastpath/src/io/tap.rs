@@ -345,3 +345,16 @@ impl Port for TapPort {
         Ok(self.stats.clone())
     }
 }
+
+/// The TAP device's file descriptor, e.g. for tokio's `AsyncFd` or `poll`; it stays owned by the TapPort.
+impl std::os::fd::AsFd for TapPort {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
+    }
+}
+
+impl std::os::fd::AsRawFd for TapPort {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

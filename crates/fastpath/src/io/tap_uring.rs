@@ -573,3 +573,16 @@ impl Drop for TapUringPort {
         }
     }
 }
+
+/// The TAP device's file descriptor, e.g. for tokio's `AsyncFd` or `poll`; it stays owned by the TapUringPort.
+impl std::os::fd::AsFd for TapUringPort {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
+    }
+}
+
+impl std::os::fd::AsRawFd for TapUringPort {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}

@@ -339,6 +339,19 @@ impl Port for TpacketPort {
     }
 }
 
+/// The AF_PACKET socket's file descriptor, e.g. for tokio's `AsyncFd` or `poll`; it stays owned by the TpacketPort.
+impl std::os::fd::AsFd for TpacketPort {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
+    }
+}
+
+impl std::os::fd::AsRawFd for TpacketPort {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -838,3 +838,16 @@ impl XskSocket {
         Ok(sys::poll_one(self.fd.as_raw_fd(), libc::POLLIN, timeout_ms)? & libc::POLLIN != 0)
     }
 }
+
+/// The AF_XDP socket's file descriptor, e.g. for tokio's `AsyncFd` or `poll`; it stays owned by the XskSocket.
+impl std::os::fd::AsFd for XskSocket {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        std::os::fd::AsFd::as_fd(&self.fd)
+    }
+}
+
+impl std::os::fd::AsRawFd for XskSocket {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&std::os::fd::AsFd::as_fd(self))
+    }
+}
