@@ -4,7 +4,7 @@
 
 use anyhow::anyhow;
 use fastpath::rules::compile::{compile, Compiled};
-use fastpath::rules::{parse_cli_rules, parse_toml, Action, RuleSet};
+use fastpath::rules::{parse_rule_texts, parse_toml, Action, RuleSet};
 use serde_json::json;
 
 use crate::args::{RulesArgs, RunArgs};
@@ -53,7 +53,7 @@ pub fn compile_rules(r: &RulesArgs) -> CliResult<(RuleSet, Compiled, String)> {
         None => (RuleSet { rules: vec![], default: Action::Pass, malformed: None }, "--rule".to_string()),
     };
     if !r.rules.is_empty() {
-        let extra = parse_cli_rules(&r.rules, set.default.clone())?;
+        let extra = parse_rule_texts("--rule", &r.rules, set.default.clone())?;
         let mut rules = std::mem::take(&mut set.rules);
         rules.extend(extra.rules);
         // Every limit again on the union (priority order kept, file rules first on ties).

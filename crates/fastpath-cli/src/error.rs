@@ -66,6 +66,9 @@ impl From<XskError> for CliError {
             | XskError::BadHeadroom { .. }
             | XskError::BadTxMeta(_) => usage(e),
             XskError::Unsupported(_) | XskError::DriverLacks { .. } => unsupported(e),
+            XskError::NoZeroCopy { .. } => {
+                kernel(anyhow::anyhow!("{e}; use --copy-mode copy, or auto to fall back to copy mode"))
+            }
             _ => kernel(e),
         }
     }
@@ -91,10 +94,18 @@ impl From<BpfError> for CliError {
                 let hint = crate::hints::pinned_hint(iface);
                 env(anyhow::anyhow!("{e}: {hint}"))
             }
-            BpfError::Occupied { .. }
-            | BpfError::UntrustedPinDir { .. }
-            | BpfError::Stale { .. }
-            | BpfError::OtherVersion { .. } => env(e),
+            // The library states what is there; the option that replaces it is the CLI's.
+            BpfError::Occupied { .. } => env(anyhow::anyhow!("{e}; pass --force to replace it")),
+            BpfError::ModeUnsupported { mode: fastpath::bpf::XdpMode::Native, .. } => {
+                kernel(anyhow::anyhow!("{e}; try --xdp-mode skb"))
+            }
+            BpfError::MtuTooLarge { ref iface, ref max_hint, .. } => {
+                let fix = crate::hints::in_entered_ns(&format!(
+                    "lower the MTU (ip link set dev {iface} mtu {max_hint}) or use --xdp-mode skb"
+                ));
+                kernel(anyhow::anyhow!("{e}; {fix}"))
+            }
+            BpfError::UntrustedPinDir { .. } | BpfError::Stale { .. } | BpfError::OtherVersion { .. } => env(e),
             BpfError::Unsupported(_) | BpfError::MissingFeature { .. } => unsupported(e),
             BpfError::BadValue { .. } => usage(e),
             _ => kernel(e),

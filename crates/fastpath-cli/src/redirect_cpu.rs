@@ -47,7 +47,14 @@ fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
             RemoteActionArg::Pass => RemoteAction::Pass,
         },
     };
-    cfg.validate(fastpath::workers::online_cpus()).map_err(usage)?;
+    cfg.validate(fastpath::workers::online_cpus()).map_err(|e| match e {
+        // The library names the value; the option that gave it is this command's.
+        BpfError::BadValue { what, value, accepted } => {
+            let flag = if what == fastpath::bpf::cpumap::QSIZE { "--qsize" } else { "--cpus" };
+            usage(anyhow::anyhow!("{flag} {value} is not accepted: {accepted}"))
+        }
+        other => usage(other),
+    })?;
     Ok(cfg)
 }
 

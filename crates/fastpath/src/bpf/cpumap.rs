@@ -28,6 +28,10 @@ pub const MAX_CPUS: usize = 64;
 pub const MAP_SIZE: u32 = 256;
 /// Largest CPUMAP queue the kernel accepts (`cpu_map_update_elem`: qsize > 16384 is EOVERFLOW).
 pub const MAX_QSIZE: u32 = 16384;
+/// [`BpfError::BadValue`]'s `what` for [`CpumapConfig::qsize`].
+pub const QSIZE: &str = "CPUMAP queue size";
+/// [`BpfError::BadValue`]'s `what` for [`CpumapConfig::cpus`].
+pub const CPUS: &str = "CPUMAP CPUs";
 
 /// How the interface program picks the target CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -100,25 +104,25 @@ impl CpumapConfig {
     ///
     /// # Errors
     ///
-    /// [`BpfError::BadValue`] naming the first bad value: `--qsize` 0 or above [`MAX_QSIZE`],
-    /// no CPU or more than [`MAX_CPUS`], a CPU not below `online_cpus` (or the map size), or a
-    /// CPU listed twice.
+    /// [`BpfError::BadValue`] naming the first bad value ([`QSIZE`] or [`CPUS`]): a queue size
+    /// of 0 or above [`MAX_QSIZE`], no CPU or more than [`MAX_CPUS`], a CPU not below
+    /// `online_cpus` (or the map size), or a CPU listed twice.
     pub fn validate(&self, online_cpus: usize) -> Result<(), BpfError> {
         let bad = |what, value: String, accepted: String| Err(BpfError::BadValue { what, value, accepted });
         if self.qsize == 0 || self.qsize > MAX_QSIZE {
-            return bad("--qsize", self.qsize.to_string(), format!("frames per CPU queue, 1..={MAX_QSIZE}"));
+            return bad(QSIZE, self.qsize.to_string(), format!("frames per CPU queue, 1..={MAX_QSIZE}"));
         }
         let list = || self.cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         if self.cpus.is_empty() || self.cpus.len() > MAX_CPUS {
-            return bad("--cpus", list(), format!("1..={MAX_CPUS} CPUs"));
+            return bad(CPUS, list(), format!("1..={MAX_CPUS} CPUs"));
         }
         let top = (online_cpus as u32).min(MAP_SIZE);
         if let Some(c) = self.cpus.iter().find(|&&c| c >= top) {
-            return bad("--cpus", c.to_string(), format!("CPUs of this machine, 0..={}", top.saturating_sub(1)));
+            return bad(CPUS, c.to_string(), format!("CPUs of this machine, 0..={}", top.saturating_sub(1)));
         }
         let mut seen = std::collections::HashSet::new();
         if let Some(c) = self.cpus.iter().find(|c| !seen.insert(**c)) {
-            return bad("--cpus", list(), format!("each CPU once (CPU {c} is listed twice)"));
+            return bad(CPUS, list(), format!("each CPU once (CPU {c} is listed twice)"));
         }
         Ok(())
     }
@@ -243,9 +247,9 @@ mod tests {
     fn validate_names_the_value() {
         assert!(cfg(&[0, 1], 2048).validate(2).is_ok());
         let e = cfg(&[1], 0).validate(2).expect_err("qsize 0").to_string();
-        assert_eq!(e, "--qsize 0 is not accepted: frames per CPU queue, 1..=16384");
+        assert_eq!(e, "CPUMAP queue size 0 is not accepted: frames per CPU queue, 1..=16384");
         let e = cfg(&[99], 8).validate(2).expect_err("cpu 99").to_string();
-        assert_eq!(e, "--cpus 99 is not accepted: CPUs of this machine, 0..=1");
+        assert_eq!(e, "CPUMAP CPUs 99 is not accepted: CPUs of this machine, 0..=1");
         assert!(cfg(&[1, 1], 8).validate(2).expect_err("dup").to_string().contains("listed twice"));
         assert!(cfg(&[], 8).validate(2).is_err());
         assert!(cfg(&[1], MAX_QSIZE + 1).validate(2).is_err());

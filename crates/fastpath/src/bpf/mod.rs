@@ -60,9 +60,7 @@ pub enum BpfError {
         cause: libbpf_rs::Error,
     },
     /// Someone else's XDP program is on the interface.
-    #[error(
-        "{iface} already has XDP program id {id} ({mode}) that fastpath did not attach; pass --force to replace it"
-    )]
+    #[error("{iface} already has XDP program id {id} ({mode}) that fastpath did not attach")]
     Occupied {
         /// Interface.
         iface: String,
@@ -85,7 +83,7 @@ pub enum BpfError {
         dir: String,
     },
     /// The driver refuses the attach mode.
-    #[error("{iface} refuses XDP in {mode} mode ({cause}); try --xdp-mode skb")]
+    #[error("{iface} refuses XDP in {mode} mode ({cause})")]
     ModeUnsupported {
         /// Interface.
         iface: String,
@@ -97,7 +95,7 @@ pub enum BpfError {
     /// Native XDP refused because the MTU is too large for a program without XDP frags support
     /// (the kernel's ERANGE): one frame must fit one page with XDP headroom and skb_shared_info.
     #[error(
-        "{iface} refuses native XDP: its MTU {mtu} is too large for a single-buffer XDP program ({limit}; {cause}); lower the MTU (ip link set dev {iface} mtu {max_hint}) or use --xdp-mode skb"
+        "{iface} refuses native XDP: its MTU {mtu} is too large for a single-buffer XDP program ({limit}; {cause}); an MTU of {max_hint} fits"
     )]
     MtuTooLarge {
         /// Interface.
@@ -182,7 +180,7 @@ pub enum BpfError {
     /// A value the caller passed is out of range.
     #[error("{what} {value} is not accepted: {accepted}")]
     BadValue {
-        /// The option or parameter, e.g. "--qsize".
+        /// What the value is, e.g. "CPUMAP queue size" (the library names no command-line option).
         what: &'static str,
         /// The value given.
         value: String,

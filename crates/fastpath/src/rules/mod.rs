@@ -257,7 +257,7 @@ impl Rule {
     /// order of the TOML keys (`priority` when not 0, `vlan`, `eth_type` when no prefix implies
     /// it, `src`, `dst`, `proto`, `src_port`, `dst_port`, `tcp_flags`, `len`, `frag`, `action`
     /// with its `cpus` or `iface`, `rate`, and `rate_total` when it is not the default for
-    /// `rate`): what `fastpath filter show` prints, and what [`parse_cli_rules`] parses back into
+    /// `rate`): what `fastpath filter show` prints, and what [`parse_rule_texts`] parses back into
     /// the same rule (its name aside). `tcp_flags` and `cpus` list their items with `+`
     /// (`tcp_flags=syn+!ack`, `cpus=0+1`); a port or length range is `a-b`.
     pub fn text(&self) -> String {
@@ -571,11 +571,14 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
 /// # Errors
 ///
 /// A [`RuleError`] at the first problem (an item that is not `key=value`, or what
-/// [`parse_toml`] refuses), located at the `key=value` pair in `--rule N`.
-pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
+/// [`parse_toml`] refuses), located at the `key=value` pair in `LABEL N`.
+///
+/// `label` names where the texts came from (the set's source; rule N is named `LABEL N`), e.g.
+/// the command-line option that gave them.
+pub fn parse_rule_texts(label: &str, rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
     let mut out = Vec::new();
     for (i, r) in rules.iter().enumerate() {
-        let source = format!("--rule {}", i + 1);
+        let source = format!("{label} {}", i + 1);
         let mut toml_text = String::from("[[rule]]\n");
         for kv in r.split(',').filter(|s| !s.trim().is_empty()) {
             let Some((k, v)) = kv.split_once('=') else {
@@ -610,7 +613,7 @@ pub fn parse_cli_rules(rules: &[String], default: Action) -> Result<RuleSet, Rul
             rule
         }));
     }
-    finish("--rule", out, default)
+    finish(label, out, default)
 }
 
 /// Sorts `rules` by priority (stable) and checks the rule-set limits (rules, CPU sets,

@@ -88,7 +88,8 @@ fn errors_name_file_line_column_and_what_is_accepted() {
 
 #[test]
 fn cli_rules_parse_like_toml() {
-    let s = parse_cli_rules(
+    let s = parse_rule_texts(
+        "--rule",
         &["proto=udp,dst_port=9,action=drop".into(), "tcp_flags=syn+!ack,action=pass".into()],
         Action::Pass,
     )
@@ -96,7 +97,9 @@ fn cli_rules_parse_like_toml() {
     assert_eq!(s.rules[0].m.proto, Some(17));
     assert_eq!(s.rules[0].m.dst_port, Some((9, 9)));
     assert_eq!(s.rules[1].m.tcp_flags, Some((0x12, 0x02)));
-    let e = parse_cli_rules(&["proto=udp,dst_port=70000,action=drop".into()], Action::Pass).unwrap_err().to_string();
+    let e = parse_rule_texts("--rule", &["proto=udp,dst_port=70000,action=drop".into()], Action::Pass)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("--rule 1:1:11: dst_port 70000"), "{e}");
 }
 
@@ -316,7 +319,7 @@ fn proto_of_a_walked_header_is_refused() {
     for p in [0u8, 43, 44, 51, 60] {
         let e = err(&format!("[[rule]]\nproto = {p}\naction = \"drop\"\n"));
         assert!(e.contains(&format!("proto {p} is not accepted")) && e.contains("walks"), "{e}");
-        let e = parse_cli_rules(&[format!("proto={p},action=drop")], Action::Pass).unwrap_err().to_string();
+        let e = parse_rule_texts("--rule", &[format!("proto={p},action=drop")], Action::Pass).unwrap_err().to_string();
         assert!(e.contains(&format!("proto {p} is not accepted")), "{e}");
     }
     for p in [1u8, 6, 17, 47, 50, 58, 132] {
@@ -353,9 +356,9 @@ fn syncookie_only_for_one_tcp_service() {
     }
     assert!(err("default = \"syncookie\"\n").contains("default \"syncookie\" is not accepted"));
     // On the command line too.
-    let cli = parse_cli_rules(&["proto=tcp,dst_port=443,action=syncookie".into()], Action::Pass).unwrap();
+    let cli = parse_rule_texts("--rule", &["proto=tcp,dst_port=443,action=syncookie".into()], Action::Pass).unwrap();
     assert_eq!(cli.rules[0].action, Action::Syncookie);
-    assert!(parse_cli_rules(&["proto=tcp,action=syncookie".into()], Action::Pass).is_err());
+    assert!(parse_rule_texts("--rule", &["proto=tcp,action=syncookie".into()], Action::Pass).is_err());
 }
 
 /// Keys of tuple 0 that differ in their source address: `n` of them, rule i for key i.
@@ -595,7 +598,7 @@ fn mixed_rules_fit_the_table() {
     assert!(c.in_table.iter().all(|b| *b), "{:?}", c.in_table);
 }
 
-/// `Rule::text` is the `--rule` form of the rule: parsed back by `parse_cli_rules`, it gives the
+/// `Rule::text` is the `--rule` form of the rule: parsed back by `parse_rule_texts`, it gives the
 /// same rule (name aside), for every field and action; fields the rule does not have (an
 /// eth_type its prefix implies, the default rate_total) are left out.
 #[test]
@@ -655,7 +658,7 @@ action = "pass"
     assert_eq!(texts[3], "proto=udp,src_port=1-2,action=xsk");
     assert_eq!(texts[4], "proto=tcp,dst_port=443,action=syncookie");
     assert_eq!(texts[5], "action=pass");
-    let back = parse_cli_rules(&texts, Action::Pass).unwrap_or_else(|e| panic!("{e}: {texts:?}"));
+    let back = parse_rule_texts("--rule", &texts, Action::Pass).unwrap_or_else(|e| panic!("{e}: {texts:?}"));
     assert_eq!(back.rules.len(), s.rules.len());
     for (a, b) in s.rules.iter().zip(&back.rules) {
         assert_eq!(

@@ -163,7 +163,7 @@ pub enum XskError {
         max: u32,
     },
     /// Zero-copy requested where the driver has none.
-    #[error("{iface} (driver {driver}) has no AF_XDP zero-copy ({cause}); use --copy-mode copy, or auto to fall back to copy mode")]
+    #[error("{iface} (driver {driver}) has no AF_XDP zero-copy ({cause})")]
     NoZeroCopy {
         /// Interface.
         iface: String,
