@@ -9,10 +9,8 @@
 pub const EXPRESSIONS: &[&str] = &[
     "udp port 53 and host 10.99.0.1",
     "port 53",
-    "src port 53",
     "dst host 10.99.0.2",
     "ip6",
-    "arp or icmp",
     "not port 53",
     "not ip",
     "tcp[tcpflags] & tcp-syn != 0",
@@ -28,6 +26,8 @@ pub const EXPRESSIONS: &[&str] = &[
 
 /// More expressions for the unit test only.
 pub const UNIT_EXPRESSIONS: &[&str] = &[
+    "src port 53",
+    "arp or icmp",
     "ip or arp",
     "host 10.99.0.1 or 10.99.0.5",
     "tcp port 80 or 443",
