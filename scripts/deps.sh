@@ -2,11 +2,12 @@
 # Installs what fastpath needs on a Debian machine, one set at a time (README, "Install"):
 #
 #   scripts/deps.sh build   building: clang and llvm (the BPF programs), libclang-dev (bindgen),
-#                           libelf-dev, zlib1g-dev and pkg-config (libbpf), a C toolchain, git
+#                           libelf-dev, zlib1g-dev and pkg-config (libbpf), libpcap-dev (capture
+#                           EXPRESSION: libpcap compiles and runs it), a C toolchain, git
 #                           (the commit `fastpath --version` names), and Rust no older than the
 #                           workspace's rust-version (Cargo.toml): an older rustc is refused in
 #                           one line before anything is installed or built
-#   scripts/deps.sh run     running: libelf1 and zlib1g (what the binary links), iproute2 and
+#   scripts/deps.sh run     running: libelf1, zlib1g and libpcap0.8 (what the binary links), iproute2 and
 #                           ethtool (the test beds of demo, bench and compare), bpffs mounted
 #   scripts/deps.sh test    (the default, `make test`, `make demo`, `make lint`) both of the
 #                           above, the tools the tests drive (tcpdump, tshark, promtool, strace,
@@ -90,8 +91,8 @@ need_rust() {
   check_rustc
 }
 
-build_pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev pkg-config linux-libc-dev gcc libc6-dev binutils make git)
-run_pkgs=(libelf1 zlib1g iproute2 ethtool)
+build_pkgs=(clang llvm libclang-dev libelf-dev zlib1g-dev libpcap-dev pkg-config linux-libc-dev gcc libc6-dev binutils make git)
+run_pkgs=(libelf1 zlib1g libpcap0.8 iproute2 ethtool)
 test_pkgs=(util-linux procps python3 iputils-ping sockperf nftables iptables iperf3 tcpdump man-db systemd)
 
 case "$mode" in

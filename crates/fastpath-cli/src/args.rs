@@ -120,10 +120,10 @@ pub struct CaptureArgs {
     /// never written through.
     #[arg(long)]
     pub overwrite: bool,
-    /// Capture only what these rules match (the rule language of `fastpath filter`; their
-    /// actions are not used, and a --rule may leave out action=). Default: every frame.
+    /// Capture only what a pcap-filter expression (tcpdump's) or rules select. Default: every
+    /// frame.
     #[command(flatten)]
-    pub rules: RulesArgs,
+    pub rules: CaptureSelect,
     /// Bytes of each frame kept, 1..=16384.
     #[arg(long, default_value_t = 16384)]
     pub snaplen: u32,
@@ -259,6 +259,27 @@ pub struct RulesArgs {
     /// A one-off rule, e.g. 'proto=udp,dst_port=9,action=drop' (repeatable; after the file's rules).
     #[arg(long = "rule")]
     pub rules: Vec<String>,
+}
+
+/// What `fastpath capture` selects: a pcap-filter expression, or rules (not both).
+#[derive(Debug, Clone, Args)]
+pub struct CaptureSelect {
+    /// Capture only what these rules match (a TOML file in the rule language of `fastpath
+    /// filter`; their actions are not used).
+    #[arg(long = "rules", value_name = "FILE")]
+    pub file: Option<std::path::PathBuf>,
+    /// A one-off rule, e.g. 'proto=udp,dst_port=53' (repeatable; after the file's rules;
+    /// action= may be left out).
+    #[arg(long = "rule")]
+    pub rules: Vec<String>,
+    /// A pcap-filter expression, as tcpdump takes it (pcap-filter(7)): the last words of the
+    /// command line, joined with spaces (or one quoted argument), after every option. It
+    /// means exactly what it means to tcpdump: libpcap decides each copied frame; the part
+    /// the classifier can decide runs at the driver (a superset), and the ready line says
+    /// which part ran where. --mode divert takes an expression only if the classifier decides
+    /// it exactly.
+    #[arg(value_name = "EXPRESSION", num_args = 1.., trailing_var_arg = true)]
+    pub expression: Vec<String>,
 }
 
 /// The interface a filter is on.

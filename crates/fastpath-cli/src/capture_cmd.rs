@@ -13,6 +13,15 @@
 //! mode "to the AF_XDP socket"; frames no rule matches pass to the kernel uncaptured. The
 //! rules' own actions are not used.
 //!
+//! With a pcap-filter expression (`fastpath capture -i IFACE -w FILE udp port 53`, tcpdump's
+//! language), libpcap decides every copied frame in user space (`fastpath::pcapfilter`:
+//! `pcap_offline_filter`, the filter tcpdump runs), so the file holds exactly what tcpdump
+//! keeps; the part of the expression the classifier can decide runs at the driver first, as
+//! rules that select a superset (`pcap_expr.rs`). The ready line and the summary say which
+//! part ran where, and the summary counts the frames libpcap rejected after the copy. Divert
+//! mode takes an expression only when the classifier decides it exactly (else it would take
+//! frames the expression does not select away from the kernel).
+//!
 //! The file has one interface description block per queue (if_tsresol 9: nanoseconds), an
 //! enhanced packet block per frame, and at its end one interface statistics block per queue:
 //! frames received (isb_ifrecv), frames the capture lost (isb_ifdrop: ring buffer full in copy
@@ -34,7 +43,9 @@ use fastpath::bpf::{AttachOpts, Classifier, XskRedirect, XskRedirectOpts};
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
 use fastpath::netdev::Iface;
-use fastpath::rules::compile::{action, ActionEntry, Compiled};
+use fastpath::pcapfilter::PcapFilter;
+use fastpath::rules::compile::{action, compile, ActionEntry, Compiled};
+use fastpath::rules::{Action, Rule, RuleSet};
 use fastpath::xsk::{RxQueues, XskConfig};
 use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
 use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock, InterfaceDescriptionOption};
@@ -46,6 +57,7 @@ use serde_json::json;
 use crate::args::{CaptureArgs, CaptureModeArg, RulesArgs};
 use crate::common::enter_ns;
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliError, CliResult};
+use crate::pcap_expr::{list_text, translate, List};
 
 /// Bytes of the copy-mode ring buffer: 64 MiB, about 50 ms of 64-byte frames at 10 Mpps.
 const RING_BYTES: u32 = 64 << 20;
@@ -166,9 +178,113 @@ impl Sink {
     }
 }
 
+/// What selects the frames: the classifier's rules at the driver (`None`: every frame), their
+/// text, and libpcap after the copy (with an expression).
+struct Selection {
+    compiled: Option<Compiled>,
+    driver: String,
+    after: Option<PcapFilter>,
+}
+
+impl Selection {
+    /// `at the driver: ...; after the copy: ...`, as the ready line and the summary say it.
+    fn text(&self) -> String {
+        let after = match &self.after {
+            Some(f) => format!("libpcap \"{}\"", f.expr()),
+            None => "nothing".into(),
+        };
+        format!("at the driver: {}; after the copy: {after}", self.driver)
+    }
+}
+
+/// The selection of `a`: the expression (compiled by libpcap, translated for the classifier)
+/// or the rules, checked and compiled before anything touches the interface.
+fn selection(a: &CaptureArgs) -> CliResult<Selection> {
+    let copy = a.mode == CaptureModeArg::Copy;
+    let expr = a.rules.expression.join(" ");
+    if expr.trim().is_empty() {
+        let rules = RulesArgs { file: a.rules.file.clone(), rules: a.rules.rules.clone() };
+        return Ok(match capture_rules(&rules, copy)? {
+            Some((c, text)) => Selection { compiled: Some(c), driver: text, after: None },
+            None => Selection { compiled: None, driver: "every frame".into(), after: None },
+        });
+    }
+    if a.rules.file.is_some() || !a.rules.rules.is_empty() {
+        return Err(usage(anyhow!(
+            "the filter expression \"{expr}\" with --rule/--rules is not accepted: select frames with one or the other"
+        )));
+    }
+    let filter = PcapFilter::compile(&expr, a.snaplen).map_err(|e| {
+        let hint = if a.rules.expression.iter().any(|w| w.starts_with("--")) {
+            " (options go before the expression: every word after its first is part of it)"
+        } else {
+            " (the language of tcpdump, pcap-filter(7))"
+        };
+        usage(anyhow!("the filter expression \"{expr}\" is not accepted: {e}{hint}"))
+    })?;
+    let t = translate(&expr);
+    if !copy {
+        if let Some(why) = &t.inexact {
+            return Err(usage(anyhow!(
+                "--mode divert with \"{expr}\" is not accepted: divert takes the frames it selects away from the kernel, so the classifier must decide the whole expression, and {why}; use --mode copy (libpcap decides after the copy) or an expression of ip, ip6, arp, rarp, ip/ip6 host|net with and/or/not"
+            )));
+        }
+    }
+    let (compiled, driver) = match expression_rules(&t.over, copy) {
+        Ok(Some(c)) => (Some(c), list_text(&t.over)),
+        Ok(None) => (None, "every frame".to_string()),
+        Err(e) if copy => (None, format!("every frame ({e})")),
+        Err(e) => {
+            return Err(usage(anyhow!(
+                "--mode divert with \"{expr}\" is not accepted: the classifier cannot hold its rules ({e})"
+            )))
+        }
+    };
+    Ok(Selection { compiled, driver, after: Some(filter) })
+}
+
+/// The classifier rules of a translated expression: each rule of `l` copies (copy mode) or
+/// diverts the frames it matches, or passes them uncaptured; frames the classifier cannot
+/// parse (malformed, tiny fragments) are copied in copy mode and left to the kernel in divert
+/// mode (libpcap decides the copied ones). `None`: `l` selects every frame.
+///
+/// # Errors
+///
+/// The compiler's message when the rules do not fit the classifier (tuples, entries).
+fn expression_rules(l: &List, copy: bool) -> Result<Option<Compiled>, String> {
+    if l.is_all() {
+        return Ok(None);
+    }
+    let rules =
+        l.0.iter()
+            .enumerate()
+            .map(|(i, (m, _))| Rule {
+                name: format!("expression rule {}", i + 1),
+                priority: 0,
+                m: m.clone(),
+                action: Action::Pass,
+                rate_pps: None,
+                rate_total_pps: None,
+            })
+            .collect();
+    let set = RuleSet { rules, default: Action::Pass, malformed: Some(Action::Pass) };
+    let mut c = compile("the filter expression", &set).map_err(|e| e.msg)?;
+    let take = ActionEntry { code: if copy { action::PASS } else { action::XSK }, copy, ..Default::default() };
+    let leave = ActionEntry { code: action::PASS, ..Default::default() };
+    for (a, (_, y)) in c.actions.iter_mut().zip(&l.0) {
+        *a = if *y { take } else { leave };
+    }
+    // Copy mode: what the rules cannot judge is copied (the default), libpcap decides it.
+    c.default = if copy { ActionEntry { code: action::PASS, copy: true, ..Default::default() } } else { leave };
+    c.malformed = if copy { action::MALFORMED_DEFAULT } else { action::PASS };
+    c.pass_bad_fragments = true;
+    Ok(Some(c))
+}
+
 /// The capture's rules, compiled, with every rule's action replaced by the capture's (copy
-/// then pass, or to the AF_XDP socket) and everything else passed; `None` without rules.
-fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
+/// then pass, or to the AF_XDP socket) and everything else passed, and their text; `None`
+/// without rules.
+fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<(Compiled, String)>> {
     if r.file.is_none() && r.rules.is_empty() {
         return Ok(None);
     }
@@ -183,7 +299,18 @@ fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
             }
         })
         .collect();
-    let (_, mut c, _) = crate::common::compile_rules(&RulesArgs { file: r.file.clone(), rules })?;
+    let (set, mut c, _) = crate::common::compile_rules(&RulesArgs { file: r.file.clone(), rules })?;
+    let text = set
+        .rules
+        .iter()
+        .map(|r| {
+            let t = r.text();
+            let t = t.split(",action=").next().unwrap_or(&t);
+            format!("{t} -> copy")
+        })
+        .chain(std::iter::once("* -> skip".to_string()))
+        .collect::<Vec<_>>()
+        .join("; ");
     let act = ActionEntry { code: if copy { action::PASS } else { action::XSK }, copy, ..Default::default() };
     c.actions.iter_mut().for_each(|a| *a = act);
     c.default = ActionEntry { code: action::PASS, ..Default::default() };
@@ -194,7 +321,7 @@ fn capture_rules(r: &RulesArgs, copy: bool) -> CliResult<Option<Compiled>> {
     c.pass_bad_fragments = true;
     c.cpu_sets.clear();
     c.redirect_ifaces.clear();
-    Ok(Some(c))
+    Ok(Some((c, text)))
 }
 
 /// A failed write to the output: with `-w -` and EPIPE, one line saying the reader went away
@@ -225,8 +352,8 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// errors from writing the output.
 pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_options(a)?;
-    // Rules are read and compiled before anything touches the interface.
-    let rules = capture_rules(&a.rules, a.mode == CaptureModeArg::Copy)?;
+    // The expression or the rules are read and compiled before anything touches the interface.
+    let sel = selection(a)?;
     require_privileges("capture")?;
     let metrics = crate::metrics::start(a.metrics)?;
     check_output(a)?;
@@ -261,10 +388,12 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             CaptureModeArg::Copy => "copy",
             CaptureModeArg::Divert => "divert",
         },
+        sel: &sel,
+        rejected: std::cell::Cell::new(0),
     };
     let (counts, xdp_mode) = match a.mode {
-        CaptureModeArg::Copy => capture_copy(&cx, rules.as_ref(), &mut sink, (mono0, real0))?,
-        CaptureModeArg::Divert => capture_divert(&cx, rules.as_ref(), &mut sink)?,
+        CaptureModeArg::Copy => capture_copy(&cx, sel.compiled.as_ref(), &mut sink, (mono0, real0))?,
+        CaptureModeArg::Divert => capture_divert(&cx, sel.compiled.as_ref(), &mut sink)?,
     };
     if let Some(m) = &metrics {
         m.publish(&capture_families(&a.iface, &counts, &sink.written));
@@ -378,12 +507,28 @@ struct Cx<'a> {
     stop: &'a AtomicBool,
     metrics: Option<&'a crate::metrics::MetricsServer>,
     mode_name: &'static str,
+    /// What selects the frames, at the driver and after the copy.
+    sel: &'a Selection,
+    /// Frames libpcap rejected after the copy (not written).
+    rejected: std::cell::Cell<u64>,
 }
 
 impl Cx<'_> {
     /// Whether the capture ends, `n` frames written: stopped, --count reached, or --duration over.
     fn ended(&self, n: u64) -> bool {
         self.stop.load(Ordering::Relaxed) || n >= self.count || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Whether libpcap (the expression, if any) keeps a copied frame of `wire_len` bytes whose
+    /// captured part is `data`; a rejected frame is counted.
+    fn keep(&self, data: &[u8], wire_len: u32) -> bool {
+        match &self.sel.after {
+            Some(f) if !f.matches(data, wire_len) => {
+                self.rejected.set(self.rejected.get() + 1);
+                false
+            }
+            _ => true,
+        }
     }
 
     /// A line for the user: on stderr when the capture goes to stdout (`-w -`), else stdout.
@@ -427,13 +572,16 @@ fn capture_copy(
     for n in &notes {
         eprintln!("fastpath capture: {n}");
     }
-    ready(a, cx.mode_name, at_mode.name(), queues, &|l| cx.say(l));
+    ready(cx, at_mode.name());
     let sink_cell = RefCell::new(sink);
     let total = std::cell::Cell::new(0u64);
     let failed: RefCell<Option<anyhow::Error>> = RefCell::new(None);
     let rb = cap
         .ring(|r| {
             if total.get() >= count || failed.borrow().is_some() {
+                return;
+            }
+            if !cx.keep(r.data, r.len) {
                 return;
             }
             let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
@@ -525,7 +673,7 @@ fn capture_divert(cx: &Cx, rules: Option<&Compiled>, sink: &mut Sink) -> CliResu
     let (a, count) = (cx.a, cx.count);
     let (mut q, xdp_mode) = divert_queues(cx, rules)?;
     let q = q.ports();
-    ready(a, cx.mode_name, xdp_mode, cx.queues, &|l| cx.say(l));
+    ready(cx, xdp_mode);
     let mut total = 0u64;
     let stats = |ports: &[fastpath::io::afxdp::AfXdpPort], written: &[u64]| -> Vec<QueueCounts> {
         ports
@@ -549,7 +697,7 @@ fn capture_divert(cx: &Cx, rules: Option<&Compiled>, sink: &mut Sink) -> CliResu
             }
             got += port
                 .rx_burst(left, 0, |f| {
-                    if err.is_none() {
+                    if err.is_none() && cx.keep(&f[..f.len().min(snap)], f.len() as u32) {
                         let ts = realtime_ns();
                         if let Err(e) = sink.write(k as u32, ts, f.len() as u32, &f[..f.len().min(snap)]) {
                             err = Some(e);
@@ -581,11 +729,16 @@ fn summary(cx: &Cx, sink: &Sink, counts: &[QueueCounts], xdp_mode: &str) {
     if a.json {
         cx.say(json!({"type": "summary", "command": "capture", "iface": a.iface, "mode": mode_name, "xdp_mode": xdp_mode,
                    "written": written, "received": received, "dropped": dropped, "files": sink.files,
+                   "filter": cx.sel.text(), "filter_rejected_frames": cx.rejected.get(),
                    "per_queue": counts.iter().enumerate().map(|(q, c)| json!({"queue": q, "received": c.received, "dropped": c.dropped, "written": sink.written[q]})).collect::<Vec<_>>()})
         .to_string());
     } else {
+        let filter = match &cx.sel.after {
+            Some(_) => format!("; filter: {}; {} frames rejected after the copy", cx.sel.text(), cx.rejected.get()),
+            None => String::new(),
+        };
         cx.say(format!(
-            "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {}; {received} received, {dropped} dropped by the capture",
+            "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {}; {received} received, {dropped} dropped by the capture{filter}",
             a.iface,
             sink.files.join(", ")
         ));
@@ -607,11 +760,18 @@ impl Divert {
     }
 }
 
-fn ready(a: &CaptureArgs, mode: &str, xdp_mode: &str, queues: u32, say: &dyn Fn(String)) {
+/// The ready line: JSON with --json; as text, only with an expression or rules (which part of
+/// the selection runs where).
+fn ready(cx: &Cx, xdp_mode: &str) {
+    let a = cx.a;
     if a.json {
-        say(json!({"type": "ready", "command": "capture", "iface": a.iface, "mode": mode, "xdp_mode": xdp_mode,
-                   "queues": queues, "snaplen": a.snaplen, "write": a.write})
-        .to_string());
+        cx.say(
+            json!({"type": "ready", "command": "capture", "iface": a.iface, "mode": cx.mode_name, "xdp_mode": xdp_mode,
+                   "queues": cx.queues, "snaplen": a.snaplen, "write": a.write, "filter": cx.sel.text()})
+            .to_string(),
+        );
+    } else if cx.sel.compiled.is_some() || cx.sel.after.is_some() {
+        cx.say(format!("capture {} ({}, {xdp_mode}): filter: {}", a.iface, cx.mode_name, cx.sel.text()));
     }
 }
 

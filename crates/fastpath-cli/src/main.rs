@@ -34,6 +34,7 @@ mod logging;
 mod metrics;
 mod out;
 mod outfile;
+mod pcap_expr;
 mod pcap_in;
 mod pingpong;
 mod probe_cmd;

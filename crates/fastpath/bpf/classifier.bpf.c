@@ -1113,6 +1113,10 @@ int classifier(struct xdp_md *ctx)
 	if (bad == PARSE_BAD_FRAG) {
 		count(&cls_stats, set * FP_STAT_COUNT + FP_STAT_BAD_FRAG, bytes);
 		if (cfg->flags & FP_CLS_F_PASS_BAD_FRAG) {
+			/* `fastpath capture EXPRESSION`: a copying default copies what the rules
+			 * cannot judge (libpcap decides it after the copy). */
+			if (cfg->dflt.flags & FP_ACT_F_COPY)
+				cap_copy(ctx);
 			count(&cls_stats, set * FP_STAT_COUNT + FP_ACT_PASS, bytes);
 			return XDP_PASS;
 		}

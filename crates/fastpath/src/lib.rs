@@ -5,6 +5,7 @@
 //! - [`features`]: which AF_XDP / XDP features the running kernel has (probed once, cached).
 //! - [`bpf`]: the XDP programs (`xsk_redirect`, `xdp_drop`, `xdp_gen`), attached with bpf_link.
 //! - [`packet`]: building and checking the generator's UDP/IPv4 test frames.
+//! - [`pcapfilter`]: a pcap-filter expression (tcpdump's) compiled and run by libpcap.
 //! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
@@ -21,6 +22,7 @@ pub mod features;
 pub mod io;
 pub mod netdev;
 pub mod packet;
+pub mod pcapfilter;
 pub mod replay;
 pub mod rules;
 pub mod stats;

@@ -258,7 +258,8 @@ struct fp_cls_config {
 	__u32 flags;      /* FP_CLS_F_* */
 };
 /* fp_cls_config.flags: tiny and overlapping fragments are counted `bad_fragment` and passed
- * instead of dropped (`fastpath capture`, which promises to change no frame's fate). */
+ * instead of dropped (`fastpath capture`, which promises to change no frame's fate); copied
+ * first when `dflt` has FP_ACT_F_COPY (a capture expression's superset). */
 #define FP_CLS_F_PASS_BAD_FRAG 1
 
 /* Flow cache (per CPU, direct-mapped, FP_CLS_CACHE_SLOTS): the packet fields every tuple may

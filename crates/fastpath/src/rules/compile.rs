@@ -182,7 +182,7 @@ pub struct Compiled {
     pub malformed: u8,
     /// Tiny and overlapping fragments are counted `bad_fragment` and passed instead of dropped
     /// (`FP_CLS_F_PASS_BAD_FRAG`): for `fastpath capture`, which changes no frame's fate.
-    /// `false` from [`compile`].
+    /// With a copying [`Compiled::default`] they are copied too. `false` from [`compile`].
     pub pass_bad_fragments: bool,
     /// Source-port classes.
     pub sport: Classes,
