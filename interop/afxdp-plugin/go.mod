@@ -1,0 +1,3 @@
+module fastpath/interop/afxdp-plugin
+
+go 1.21
