@@ -3,8 +3,9 @@
 # fastpath's `filter load --xsk-handoff` served to the AF_XDP device plugin for Kubernetes's own
 # pod-side client (pkg/goclient of github.com/intel/afxdp-plugins-for-kubernetes, built from DIR
 # with interop/afxdp-plugin/main.go). The client asks the server's version and the XSKMAP of a
-# veth, as an unprivileged user (uid 65534, no capabilities); the program checks the descriptor
-# it got is an XSKMAP (BPF_OBJ_GET_INFO_BY_FD). Last line "interop-afxdp-plugin: PASSED" (exit 0)
+# veth, as an unprivileged user (uid 65534, no capabilities) with a pod's longest host name (63
+# characters, which it sends whole); the program checks the descriptor it got is an XSKMAP
+# (BPF_OBJ_GET_INFO_BY_FD). Last line "interop-afxdp-plugin: PASSED" (exit 0)
 # or "... FAILED: why" (exit 1); a bad DIR is refused in one line (exit 2).
 #
 #   scripts/interop-afxdp-plugin.sh DIR            the whole check
