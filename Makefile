@@ -4,7 +4,7 @@ FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint clean
-.PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check
+.PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check interop-afxdp-plugin
 
 # Everything (what building, running and the tests need); `scripts/deps.sh build` or `run` installs
 # one set (README, "Install"). A rustc older than Cargo.toml's rust-version is refused in one line.
@@ -180,3 +180,13 @@ package: deps-build
 # install/uninstall into a scratch DESTDIR. Root; refuses if a fastpath package is installed.
 deb-check: deb
 	scripts/deb-check.sh
+
+# The AF_XDP device plugin for Kubernetes's own pod-side client (its pkg/goclient, built from
+# AFXDP_PLUGIN_SRC=DIR, a `git clone https://github.com/intel/afxdp-plugins-for-kubernetes`)
+# takes the XSKMAP from `fastpath filter load --xsk-handoff` (root, Go, the Go module proxy; not
+# in CI). A DIR that is not the plugin's source is refused in one line, before building.
+AFXDP_PLUGIN_SRC ?=
+interop-afxdp-plugin:
+	@scripts/interop-afxdp-plugin.sh --check-src "$(AFXDP_PLUGIN_SRC)"
+	@$(MAKE) --no-print-directory bin
+	scripts/interop-afxdp-plugin.sh "$(AFXDP_PLUGIN_SRC)"

@@ -1,8 +1,10 @@
 //! What `make install` and `make deb` ship, checked without root: `--version` names the commit
 //! the binary was built from, one man page per command (clap_mangen) with that command's
 //! options, completions that offer every command and not the hidden generator, example rules
-//! that compile, and `scripts/deps.sh` refusing a rustc older than the workspace's
-//! rust-version in one line. (scripts/deb-check.sh installs the package itself, as root, in CI.)
+//! that compile, `scripts/deps.sh` refusing a rustc older than the workspace's rust-version in
+//! one line, and `scripts/interop-afxdp-plugin.sh` (`make interop-afxdp-plugin`, by hand, not
+//! in CI) refusing in one line without the AF_XDP device plugin's source. (scripts/deb-check.sh
+//! installs the package itself, as root, in CI.)
 
 mod common;
 
@@ -186,4 +188,45 @@ fn deps_refuses_an_old_rustc_in_one_line() {
         assert!(err.contains(w), "{err:?} lacks {w}");
     }
     assert!(o.stdout.is_empty(), "deps.sh did something first: {}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// `scripts/interop-afxdp-plugin.sh` (and `make interop-afxdp-plugin`) without the AF_XDP
+/// device plugin's source (none given, a missing directory, the source of another module):
+/// exit 2, one line naming what was given and `git clone` of the plugin, before anything is
+/// built or created.
+#[test]
+fn interop_check_refuses_without_the_plugins_source_in_one_line() {
+    let clone = "git clone https://github.com/intel/afxdp-plugins-for-kubernetes";
+    let other = Scratch::new("notplugin");
+    std::fs::create_dir_all(other.0.join("pkg/goclient")).unwrap();
+    std::fs::write(other.0.join("pkg/goclient/goclient.go"), "package goclient\n").unwrap();
+    std::fs::write(other.0.join("go.mod"), "module example.com/not-the-plugin\n").unwrap();
+    let missing = other.0.join("absent");
+    let o_dir = other.0.display().to_string();
+    let m_dir = missing.display().to_string();
+    let script = workspace().join("scripts/interop-afxdp-plugin.sh");
+    for (args, named) in [(vec![], "AFXDP_PLUGIN_SRC"), (vec![m_dir.as_str()], &m_dir), (vec![o_dir.as_str()], &o_dir)]
+    {
+        let o = Command::new("bash").arg(&script).args(&args).output().expect("run the script");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let what =
+            format!("interop-afxdp-plugin.sh {args:?}: stdout {:?} stderr {err:?}", String::from_utf8_lossy(&o.stdout));
+        assert_eq!(o.status.code(), Some(2), "{what}");
+        assert_eq!(err.lines().count(), 1, "{what}");
+        assert!(err.contains(clone) && err.contains(named), "{what}");
+        assert!(o.stdout.is_empty(), "{what}");
+    }
+    assert_eq!(std::fs::read_dir(&other.0).unwrap().count(), 2, "nothing made in the directory given");
+    let o = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(workspace())
+        .arg("interop-afxdp-plugin")
+        .arg(format!("AFXDP_PLUGIN_SRC={m_dir}"))
+        .output()
+        .expect("run make");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "make interop-afxdp-plugin with {m_dir}: {err}");
+    assert!(err.lines().next().is_some_and(|l| l.contains(clone) && l.contains(&m_dir)), "{err}");
+    assert!(o.stdout.is_empty(), "make built something first: {}", String::from_utf8_lossy(&o.stdout));
 }

@@ -233,7 +233,8 @@ pub fn send_msg(fd: BorrowedFd<'_>, msg: &[u8], pass: Option<BorrowedFd<'_>>) ->
 
 /// Receives one message into `buf`: its length (0: the peer closed) and the first descriptor
 /// attached with `SCM_RIGHTS`, if any (any others are closed). A message longer than `buf` is
-/// cut (`MSG_TRUNC` is reported as EMSGSIZE). EAGAIN after the receive timeout.
+/// cut: `MSG_TRUNC` is reported as EMSGSIZE, `buf` then holding its first `buf.len()` bytes.
+/// EAGAIN after the receive timeout.
 pub fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(usize, Option<OwnedFd>), SysError> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     let mut control = [0u64; 8];

@@ -28,7 +28,8 @@
 //!
 //! The first request names the client's host (DPDK sends `gethostname()`; the plugin checks it
 //! against the pod that owns the device). fastpath has no pods: any non-empty name is accepted
-//! and logged; who may connect is decided by the peer's credentials instead (`SO_PEERCRED`, the
+//! and logged (a `/connect` over 64 bytes too, its name cut: the plugin's pod-side client sends
+//! a pod's host name whole, [`CUT_CONNECT`]); who may connect is decided by the peer's credentials instead (`SO_PEERCRED`, the
 //! uid at `connect`) against an allow list. A peer not on it gets `/error` at once, unread,
 //! and is closed. No peer can send the server a descriptor (`SO_PASSRIGHTS`, Linux 6.16+:
 //! closing one can block for as long as its sender chose). An allowed uid controls the whole XSKMAP (any queue's slot; it may pass the
@@ -70,8 +71,15 @@ pub const RESP_FIN_ACK: &str = "/fin_ack";
 pub const RESP_NAK: &str = "/nak";
 /// A refused peer, or a request out of order; the server closes after it.
 pub const RESP_ERROR: &str = "/error";
-/// Largest request (the plugin's `udsMsgBufSize`) and answer (DPDK's `UDS_MAX_CMD_RESP` is 128).
+/// Largest request (the plugin's `udsMsgBufSize`) and answer (DPDK's `UDS_MAX_CMD_RESP` is 128);
+/// a longer first `/connect` is cut, not refused (see [`CUT_CONNECT`]).
 pub const MAX_MSG: usize = 64;
+/// Marks, in the transcript and the log, a first `/connect` longer than [`MAX_MSG`] bytes,
+/// served with its name cut there (the name is only logged). The plugin's own pod-side client
+/// (`pkg/goclient`) sends its host name whole: `/connect, ` and a pod's host name of up to 63
+/// bytes is 73. Any other request longer than [`MAX_MSG`] is not read: `/error` before
+/// `/connect`, `/nak` after.
+pub const CUT_CONNECT: &str = " [cut at 64 bytes]";
 /// Connections [`Server::serve`] serves at once; one more is answered `/error` and closed.
 pub const MAX_CONNECTIONS: usize = 16;
 /// Connections of one uid served at once; one more is answered `/error` and closed.
@@ -574,7 +582,11 @@ fn serve_conn_within(
         let req = match unix::recv_msg(conn, &mut buf) {
             Ok((0, _)) => return t,
             Ok((n, _)) => text(&buf[..n]), // a descriptor sent to us is closed (dropped)
-            Err(e) if e.errno == libc::EMSGSIZE => "(a request over 64 bytes)".to_string(),
+            // Cut at MAX_MSG bytes: taken only as the first /connect (see CUT_CONNECT).
+            Err(e) if e.errno == libc::EMSGSIZE => match text(&buf) {
+                r if !connected && arg_of(&r, REQ_CONNECT).is_some() => format!("{r}{CUT_CONNECT}"),
+                _ => "(a request over 64 bytes)".to_string(),
+            },
             Err(_) => return t,
         };
         let (answer, fd, end): (&str, Option<BorrowedFd<'_>>, bool) = if !connected {
@@ -816,17 +828,56 @@ mod tests {
         assert_eq!(answers(&t), ["/host_ok", "/fd_ack", "/fin_ack"]);
     }
 
-    #[test]
-    fn the_longest_host_name_fits_a_request() {
-        // HOST_NAME_MAX is 64: "/connect," and 64 bytes would be 73, over what the server
-        // reads (MAX_MSG), answered /error.
-        let long = "h".repeat(64);
+    /// Sends `msgs` one by one, each answer read before the next, until the server closes,
+    /// then closes: what the client got (the answer, whether a descriptor came with it) and the
+    /// server's transcript.
+    fn session(msgs: &[String]) -> (Vec<(String, bool)>, Vec<Exchange>) {
         let (s, c) = unix::seqpacket_pair().unwrap();
         let map = some_fd();
         let server = std::thread::spawn(move || serve_conn(s.as_fd(), map.as_fd(), "veth0", &AtomicBool::new(false)));
-        let e = handshake(c.as_fd(), Path::new("/test"), &long, "veth0").unwrap_err();
-        assert!(matches!(&e, HandoffError::Refused { answer, .. } if answer == "/error"), "sent whole: {e}");
-        assert_eq!(server.join().unwrap()[0].0, "(a request over 64 bytes)");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 128];
+        for m in msgs {
+            if unix::send_msg(c.as_fd(), m.as_bytes(), None).is_err() {
+                break;
+            }
+            match recv_queued(c.as_fd(), &mut buf) {
+                Ok((n, fd)) if n > 0 => got.push((text(&buf[..n]), fd.is_some())),
+                _ => break,
+            }
+        }
+        drop(c);
+        (got, server.join().unwrap())
+    }
+
+    #[test]
+    fn the_plugin_clients_whole_pod_host_name_is_cut_not_refused() {
+        // The AF_XDP device plugin's pod-side client (pkg/goclient) as it speaks: "/connect, "
+        // and the host name uncut (a pod's has up to 63 bytes: 73 in all), "/version",
+        // "/xsk_map_fd, <device>", then it closes without /fin.
+        let host = "p".repeat(63);
+        let msgs = [format!("/connect, {host}"), "/version".into(), "/xsk_map_fd, veth0".into()];
+        let (got, t) = session(&msgs);
+        let want = [("/host_ok", false), ("0.1", false), ("/fd_ack", true)];
+        assert_eq!(got, want.map(|(a, fd)| (a.to_string(), fd)), "{t:?}");
+        let cut = format!("/connect, {}{CUT_CONNECT}", &host[..MAX_MSG - "/connect, ".len()]);
+        assert_eq!(t[0].0, cut, "the log says the name was cut");
+        assert_eq!(t.len(), 3, "the session ends when the client closes: {t:?}");
+        assert!(CUT_CONNECT.contains(&MAX_MSG.to_string()));
+        // Only the first /connect is taken cut: any other request over MAX_MSG is not read.
+        let long = "v".repeat(60);
+        let (got, t) = session(&[format!("/xsk_map_fd, {long}")]);
+        assert_eq!((got[0].0.as_str(), t[0].0.as_str()), ("/error", "(a request over 64 bytes)"));
+        let (got, _) = session(&[msgs[0].clone(), format!("/xsk_map_fd, {long}"), msgs[0].clone()]);
+        let got: Vec<&str> = got.iter().map(|(a, _)| a.as_str()).collect();
+        assert_eq!(got, ["/host_ok", "/nak", "/nak"], "after /connect, a long request is a bad one");
+    }
+
+    #[test]
+    fn the_longest_host_name_fits_a_request() {
+        // HOST_NAME_MAX is 64: "/connect," and 64 bytes would be 73, over what a server reads
+        // (MAX_MSG; the plugin's own server reads 64 bytes too): fastpath's client cuts it.
+        let long = "h".repeat(64);
         let h = host_field(&format!("{long}\n"));
         assert_eq!(h.len(), MAX_MSG - "/connect,".len());
         let t = client_says(&[&format!("/connect,{h}"), "/fin"]);
