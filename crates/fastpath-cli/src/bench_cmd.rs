@@ -459,7 +459,14 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
                 &a.xsk.iface,
                 fastpath::xsk::handoff::TRUSTED_SERVER_UIDS,
             )
-            .map_err(crate::error::env)?;
+            .map_err(|e| match e {
+                // The library says nothing listens there; the command that serves it is ours.
+                fastpath::xsk::handoff::HandoffError::NoServer { ref path, .. } => crate::error::env(anyhow::anyhow!(
+                    "{e}: start `fastpath filter load ... --xsk-handoff {}` first",
+                    path.display()
+                )),
+                other => crate::error::env(other),
+            })?;
             Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
         }
         None => {

@@ -412,7 +412,7 @@ fn stop_handoff(serving: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>)
 fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliError {
     use fastpath::xsk::handoff::HandoffError;
     match e {
-        HandoffError::Path { .. } => usage(e),
+        HandoffError::Path { .. } => usage(anyhow::anyhow!("--xsk-handoff: {e}")),
         _ => env(e),
     }
 }

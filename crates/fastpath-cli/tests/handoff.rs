@@ -163,7 +163,7 @@ fn a_peer_not_on_the_allow_list_gets_error_and_nothing_else() {
     assert_eq!(refused.len(), 1, "one log line for the refused peer: {log}");
     assert!(
         refused[0].contains(&format!("uid {NOBODY}"))
-            && refused[0].contains("not in --xsk-handoff-allow 0")
+            && refused[0].contains("not among the allowed uids 0")
             && refused[0].ends_with("-> /error"),
         "{log}"
     );
@@ -182,7 +182,7 @@ fn a_peer_not_on_the_allow_list_gets_error_and_nothing_else() {
     let log = std::fs::read_to_string(&log).unwrap();
     assert!(
         log.lines()
-            .any(|l| l.contains("refused uid 0 ") && l.contains(&format!("not in --xsk-handoff-allow {NOBODY}"))),
+            .any(|l| l.contains("refused uid 0 ") && l.contains(&format!("not among the allowed uids {NOBODY}"))),
         "{log}"
     );
     assert!(!log.contains("/fd_ack"), "no descriptor went to root: {log}");
@@ -203,7 +203,12 @@ fn no_server_or_a_dead_one_is_a_clear_error_not_a_hang() {
         assert!(t0.elapsed() < Duration::from_secs(10), "answered in time");
         o
     };
-    assert_one_line_refusal("nothing at the path", &rx(&sock), 3, &[&sock, "no XSKMAP server", "ENOENT"]);
+    assert_one_line_refusal(
+        "nothing at the path",
+        &rx(&sock),
+        3,
+        &[&sock, "no XSKMAP server", "ENOENT", "--xsk-handoff"],
+    );
     // A server killed without cleaning up leaves its socket file: nobody listens there.
     let server = serve(&bed, &sock, NOBODY, std::fs::File::create(dir.path("server.log")).unwrap());
     let mut child = server.into_child();

@@ -31,3 +31,56 @@ pub mod workers;
 pub mod xsk;
 
 pub use sys::SysError;
+
+#[cfg(test)]
+mod error_text_tests {
+    /// `(file, line, text)` of every `#[error(...)]` attribute under `dir`, each joined into one
+    /// line (an attribute may span several).
+    fn error_attributes(dir: &std::path::Path, out: &mut Vec<(String, usize, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                error_attributes(&path, out);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                if !line.trim_start().starts_with("#[error(") {
+                    continue;
+                }
+                let mut attr = String::new();
+                for l in &lines[i..] {
+                    attr.push_str(l.trim());
+                    if l.trim_end().ends_with(")]") {
+                        break;
+                    }
+                }
+                out.push((path.display().to_string(), i + 1, attr));
+            }
+        }
+    }
+
+    /// Library errors state what happened (interface, driver, mode, errno); which command-line
+    /// option to use instead is the CLI's to say (crates/fastpath-cli/src/error.rs). So no
+    /// error text of the library names an option (`--force`, `--xdp-mode`, ...).
+    #[test]
+    fn no_error_text_names_a_command_line_option() {
+        let mut found = Vec::new();
+        error_attributes(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut found);
+        assert!(found.len() > 50, "the scan found the error attributes: {}", found.len());
+        let flag = |t: &str| {
+            t.match_indices("--").any(|(i, _)| {
+                let before = t[..i].chars().last();
+                let after = t[i + 2..].chars().next();
+                matches!(before, Some(' ' | '"' | '`' | '(')) && after.is_some_and(|c| c.is_ascii_lowercase())
+            })
+        };
+        let named: Vec<String> =
+            found.iter().filter(|(_, _, t)| flag(t)).map(|(f, l, t)| format!("{f}:{l}: {t}")).collect();
+        assert!(named.is_empty(), "library errors naming an option:\n{}", named.join("\n"));
+    }
+}

@@ -104,7 +104,7 @@ pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 pub enum HandoffError {
     /// The path cannot be served (an existing file that is not a stale socket, a symlink, a
     /// live server already there).
-    #[error("--xsk-handoff {path}: {why}")]
+    #[error("XSKMAP server socket {path}: {why}")]
     Path {
         /// The socket path.
         path: PathBuf,
@@ -120,7 +120,7 @@ pub enum HandoffError {
         cause: SysError,
     },
     /// No server at the path (nothing there, or a socket nobody listens on).
-    #[error("no XSKMAP server at {path} ({cause}): start `fastpath filter load ... --xsk-handoff {path}` first")]
+    #[error("no XSKMAP server at {path} ({cause})")]
     NoServer {
         /// The socket path.
         path: PathBuf,
@@ -420,7 +420,7 @@ impl Server {
                     let list: Vec<String> = allow.iter().map(u32::to_string).collect();
                     let said = refuse(conn.as_fd());
                     log(format!(
-                        "xsk-handoff {}: refused {who} (not in --xsk-handoff-allow {}): {said}",
+                        "xsk-handoff {}: refused {who} (not among the allowed uids {}): {said}",
                         self.path.display(),
                         list.join(",")
                     ));
