@@ -388,8 +388,8 @@ fn size_flag(a: &CaptureArgs) -> &'static str {
 /// this run did not make stops the capture, exit 5, unless --overwrite; a symbolic link always).
 fn check_output(a: &CaptureArgs, rotor: &Rotor) -> CliResult<()> {
     let first = rotor.current();
-    let dir_ok = a.write == "-"
-        || std::path::Path::new(&first).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+    let dir_ok =
+        a.write == "-" || std::path::Path::new(&first).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
     if !dir_ok {
         let shown = if first == a.write { a.write.clone() } else { format!("{} ({first})", a.write) };
         return Err(env(anyhow!("-w {shown}: its directory does not exist")));

@@ -91,21 +91,17 @@ impl Plan {
 /// by chrono, which knows every POSIX conversion (and %s, %-d, ...) with the C locale's
 /// spellings. A `%` with a conversion it does not know is refused rather than written out.
 fn strftime_local(fmt: &str, t_s: i64) -> anyhow::Result<String> {
-    use chrono::format::{Item, StrftimeItems};
     use chrono::TimeZone;
     use std::fmt::Write;
-    let items: Vec<Item> = StrftimeItems::new(fmt).collect();
-    if items.contains(&Item::Error) {
-        bail!("-w {fmt}: not a strftime(3) format: a % followed by a conversion it does not have (%% is a %)");
-    }
     // From a time since the epoch, the local time is always one (no DST ambiguity).
     let t = chrono::Local
         .timestamp_opt(t_s, 0)
         .single()
         .ok_or_else(|| anyhow!("-w {fmt}: the time {t_s} has no local time"))?;
     let mut name = String::new();
-    write!(name, "{}", t.format_with_items(items.into_iter()))
-        .map_err(|_| anyhow!("-w {fmt}: not a strftime(3) format for this time"))?;
+    if write!(name, "{}", t.format(fmt)).is_err() {
+        bail!("-w {fmt}: not a strftime(3) format: a % followed by a conversion it does not have (%% is a %)");
+    }
     if name.is_empty() {
         bail!("-w {fmt}: strftime(3) makes an empty name of it");
     }
@@ -158,7 +154,9 @@ impl Rotor {
     /// The names of the first period.
     pub fn first_names(&self) -> FirstNames {
         match (self.plan.size, self.plan.files) {
-            (Some(_), Some(w)) => FirstNames::Listed((0..u64::from(w)).map(|k| self.plan.name(&self.base, k)).collect()),
+            (Some(_), Some(w)) => {
+                FirstNames::Listed((0..u64::from(w)).map(|k| self.plan.name(&self.base, k)).collect())
+            }
             (Some(_), None) => FirstNames::Numbered(self.base.clone()),
             (None, _) => FirstNames::Listed(vec![self.base.clone()]),
         }
@@ -275,9 +273,6 @@ mod tests {
         let q = Plan { seconds: None, ..p.clone() };
         assert_eq!(q.base(90_061).unwrap(), "cap-%s-%%.pcapng", "without -G, -w is a plain name");
         let r = Rotor::new(Plan { size: Some(SizeLimit::Exceeds(1)), files: Some(2), ..p }, 7).unwrap();
-        assert_eq!(
-            r.first_names(),
-            FirstNames::Listed(vec!["cap-7-%.pcapng0".into(), "cap-7-%.pcapng1".into()])
-        );
+        assert_eq!(r.first_names(), FirstNames::Listed(vec!["cap-7-%.pcapng0".into(), "cap-7-%.pcapng1".into()]));
     }
 }

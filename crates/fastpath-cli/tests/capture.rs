@@ -549,10 +549,15 @@ fn capture_to_a_closed_pipe_fails() {
     assert!(attached(ns, i).is_none());
 }
 
+/// A pcapng block: (type, offset in the file, length in bytes).
+type BlockAt = (u32, usize, usize);
+/// An enhanced packet block: (timestamp in ns, captured length, original length).
+type Epb = (u64, u32, u32);
+
 /// A pcapng file's blocks as written (little-endian, as this machine writes them): each
 /// block's (type, offset in the file, length), and for each enhanced packet block its
 /// (timestamp in ns: if_tsresol 9, captured length, original length).
-fn pcapng_blocks(file: &str) -> (Vec<(u32, usize, usize)>, Vec<(u64, u32, u32)>) {
+fn pcapng_blocks(file: &str) -> (Vec<BlockAt>, Vec<Epb>) {
     let b = std::fs::read(file).unwrap();
     let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
     let (mut blocks, mut packets, mut o) = (Vec::new(), Vec::new(), 0);
@@ -598,7 +603,20 @@ fn tcpdump_count_and_snaplen() {
     for (snap, kept) in [("64", 64), ("0", 100)] {
         let file = dir.join(format!("c10-s{snap}.pcapng")).to_string_lossy().into_owned();
         let cap = Running::start(&[
-            "capture", "--netns", ns, "-i", i, "-w", &file, "-c", "10", "-s", snap, "--json", "--duration", "20",
+            "capture",
+            "--netns",
+            ns,
+            "-i",
+            i,
+            "-w",
+            &file,
+            "-c",
+            "10",
+            "-s",
+            snap,
+            "--json",
+            "--duration",
+            "20",
         ]);
         let g = gen_xsk(&bed, &["--count", "20000", "--frame-len", "100", "--rate", "50000", "--duration", "10"]);
         assert!(g.status.success(), "{}", stderr(&g));
@@ -634,7 +652,24 @@ fn tcpdump_ring_of_files() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let ring = dir.join("ring.pcapng").to_string_lossy().into_owned();
-    let args = ["capture", "--netns", ns, "-i", i, "-w", &ring, "-C", "1", "-W", "3", "-c", "4500", "--json", "--duration", "30"];
+    let args = [
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &ring,
+        "-C",
+        "1",
+        "-W",
+        "3",
+        "-c",
+        "4500",
+        "--json",
+        "--duration",
+        "30",
+    ];
     let old1 = format!("{ring}1");
     std::fs::write(&old1, "old").unwrap();
     let o = run(&args);
@@ -692,7 +727,8 @@ fn tcpdump_rotation_by_time() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let fmt = dir.join("t-%H%M%S.pcapng").to_string_lossy().into_owned();
-    let cap = Running::start(&["capture", "--netns", ns, "-i", i, "-w", &fmt, "-G", "1", "--json", "--duration", "3.2"]);
+    let cap =
+        Running::start(&["capture", "--netns", ns, "-i", i, "-w", &fmt, "-G", "1", "--json", "--duration", "3.2"]);
     let g = gen_xsk(&bed, &["--count", "2500", "--rate", "1000", "--duration", "10"]);
     assert!(g.status.success(), "{}", stderr(&g));
     let (s, st) = cap.finish();
@@ -711,7 +747,8 @@ fn tcpdump_rotation_by_time() {
     assert!(total > 0, "{s}");
     // No time format: each new file replaces the last.
     let plain = dir.join("plain.pcapng").to_string_lossy().into_owned();
-    let cap = Running::start(&["capture", "--netns", ns, "-i", i, "-w", &plain, "-G", "1", "--json", "--duration", "2.5"]);
+    let cap =
+        Running::start(&["capture", "--netns", ns, "-i", i, "-w", &plain, "-G", "1", "--json", "--duration", "2.5"]);
     let g = gen_xsk(&bed, &["--count", "500", "--rate", "50000", "--duration", "10"]);
     assert!(g.status.success(), "{}", stderr(&g));
     let (s, st) = cap.finish();
