@@ -95,6 +95,53 @@ pub fn parse_window(s: &str) -> Result<f64, String> {
     parse_seconds(s, "--window", 0.2, 60.0)
 }
 
+/// `capture -s/--snaplen`: bytes 1..=16384 ([`fastpath::bpf::capture::MAX_SNAPLEN`]); 0 is the
+/// most, as tcpdump's -s 0.
+pub fn parse_snaplen(s: &str) -> Result<u32, String> {
+    let max = fastpath::bpf::capture::MAX_SNAPLEN;
+    match s.trim().parse::<u32>() {
+        Ok(0) => Ok(max),
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!("-s/--snaplen {s} is not accepted: use bytes in 1..={max}, or 0 for {max} (the most)")),
+    }
+}
+
+/// `capture -c/--count`: frames, 1.. (tcpdump refuses -c 0 too).
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("-c/--count {s} is not accepted: use a number of frames, 1..")),
+    }
+}
+
+/// `capture -C/--rotate-mb`: millions of bytes, a whole number in 1..=1000000 (tcpdump refuses
+/// 0, fractions and suffixes too).
+pub fn parse_file_size_mb(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "-C {s} is not accepted: use a whole number of millions of bytes (1,000,000 bytes), 1..=1000000"
+        )),
+    }
+}
+
+/// `capture -W/--rotate-files`: files, 1..=100000 (tcpdump refuses 0 too).
+pub fn parse_file_count(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=100_000).contains(&n) => Ok(n),
+        _ => Err(format!("-W {s} is not accepted: use a number of files, 1..=100000")),
+    }
+}
+
+/// `capture -G/--rotate-seconds`: whole seconds, 1..=31622400 (a leap year; tcpdump's -G 0 is
+/// no rotation and it reads -G 1.5 as 1: both refused here).
+pub fn parse_rotate_seconds(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if (1..=31_622_400).contains(&n) => Ok(n),
+        _ => Err(format!("-G {s} is not accepted: use whole seconds, 1..=31622400")),
+    }
+}
+
 /// How `fastpath capture` takes frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CaptureModeArg {
@@ -124,11 +171,12 @@ pub struct CaptureArgs {
     /// frame.
     #[command(flatten)]
     pub rules: CaptureSelect,
-    /// Bytes of each frame kept, 1..=16384.
-    #[arg(long, default_value_t = 16384)]
+    /// Bytes of each frame kept, as tcpdump -s: 1..=16384, or 0 for the most, 16384 (tcpdump's
+    /// -s 0 is its most, 262144). Each frame's original length is recorded too.
+    #[arg(short = 's', long, default_value_t = 16384, value_parser = parse_snaplen)]
     pub snaplen: u32,
-    /// Stop after this many frames written.
-    #[arg(long)]
+    /// Stop after this many frames written, 1.. (tcpdump -c).
+    #[arg(short = 'c', long, value_parser = parse_count)]
     pub count: Option<u64>,
     /// Stop after this many seconds (default: at --count or Ctrl-C).
     #[arg(long, value_parser = parse_duration)]
@@ -142,6 +190,26 @@ pub struct CaptureArgs {
     /// --overwrite, which replaces each when the capture reaches it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(4096..))]
     pub rotate_bytes: Option<u64>,
+    /// tcpdump -C: before each frame, start a new file if this one is larger than FILE_SIZE
+    /// millions of bytes (1,000,000 bytes, not 1,048,576; a file ends up to one frame and the
+    /// statistics blocks past it): FILE, FILE1, FILE2, ...; with -W, a ring. A whole number,
+    /// 1..=1000000, as tcpdump takes. --rotate-bytes is the same counted in bytes (not both).
+    #[arg(short = 'C', long = "rotate-mb", value_name = "FILE_SIZE", value_parser = parse_file_size_mb)]
+    pub rotate_mb: Option<u64>,
+    /// tcpdump -W, 1..=100000. With -C or --rotate-bytes: at most FILECOUNT files, a ring
+    /// FILE0 .. FILE<FILECOUNT-1> (the number padded with zeros to one width) whose oldest is
+    /// overwritten. With -G: the capture ends, exit 0, once FILECOUNT files are complete. With
+    /// both: a ring within each -G period, no end. Alone: no effect (as in tcpdump).
+    #[arg(short = 'W', long = "rotate-files", value_name = "FILECOUNT", value_parser = parse_file_count)]
+    pub rotate_files: Option<u32>,
+    /// tcpdump -G: a new file every ROTATE_SECONDS seconds of the wall clock (whole seconds,
+    /// 1..), named by passing -w through strftime(3) at its start, local time (e.g. -w
+    /// 'cap-%Y%m%d-%H%M%S.pcapng'); without a time format in -w each new file replaces the
+    /// previous one. With -C: each period's files are NAME, NAME1, ... The first name is checked
+    /// at the start as -w is; later ones when they are reached (an existing one not made by this
+    /// run is refused unless --overwrite; a symbolic link always).
+    #[arg(short = 'G', long = "rotate-seconds", value_name = "ROTATE_SECONDS", value_parser = parse_rotate_seconds)]
+    pub rotate_seconds: Option<u64>,
     /// Where the XDP program runs.
     #[arg(long, value_enum, default_value_t = XdpModeArg::Auto)]
     pub xdp_mode: XdpModeArg,
@@ -1210,6 +1278,38 @@ mod tests {
         for bad in ["99", "x", "1-0", "0,0", ""] {
             let e = parse_cpus(bad).unwrap_err();
             assert!(e.starts_with(&format!("--cpus {bad} is not accepted")) && e.contains("0..="), "{e}");
+        }
+    }
+
+    /// capture's tcpdump flags: -s 0 is the most (16384); -s, -c, -C, -W, -G refuse what
+    /// tcpdump refuses (and -s above 16384, -G 0 and fractions), naming the value and the range.
+    #[test]
+    fn capture_tcpdump_values() {
+        assert_eq!(parse_snaplen("0"), Ok(16384));
+        assert_eq!(parse_snaplen("64"), Ok(64));
+        assert_eq!(parse_snaplen("16384"), Ok(16384));
+        assert_eq!(parse_count("1"), Ok(1));
+        assert_eq!(parse_file_size_mb("1"), Ok(1));
+        assert_eq!(parse_file_count("1"), Ok(1));
+        assert_eq!(parse_rotate_seconds("1"), Ok(1));
+        for (f, bad, range) in [
+            (parse_snaplen as fn(&str) -> Result<u32, String>, "16385", "1..=16384"),
+            (parse_snaplen, "-1", "1..=16384"),
+            (parse_file_count, "0", "1..=100000"),
+        ] {
+            let e = f(bad).unwrap_err();
+            assert!(e.contains(&format!(" {bad} is not accepted")) && e.contains(range), "{e}");
+        }
+        for (f, bad, range) in [
+            (parse_count as fn(&str) -> Result<u64, String>, "0", "1.."),
+            (parse_file_size_mb, "0", "1..=1000000"),
+            (parse_file_size_mb, "0.5", "1..=1000000"),
+            (parse_file_size_mb, "1k", "1..=1000000"),
+            (parse_rotate_seconds, "0", "1..="),
+            (parse_rotate_seconds, "1.5", "1..="),
+        ] {
+            let e = f(bad).unwrap_err();
+            assert!(e.contains(&format!(" {bad} is not accepted")) && e.contains(range), "{e}");
         }
     }
 

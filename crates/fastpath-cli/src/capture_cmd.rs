@@ -26,19 +26,21 @@
 //! enhanced packet block per frame, and at its end one interface statistics block per queue:
 //! frames received (isb_ifrecv), frames the capture lost (isb_ifdrop: ring buffer full in copy
 //! mode; AF_XDP rx_dropped + rx_ring_full in divert mode) and frames written (isb_usrdeliv).
-//! `--rotate-bytes N` starts a new file (FILE, FILE1, FILE2, ... as tcpdump -C) once one holds
-//! N bytes; each is a whole pcapng section with its own statistics. Every name the run may take
-//! is checked before anything is attached (see [`check_output`]). `-w -` writes to stdout.
+//! tcpdump's -C, -W and -G (and `--rotate-bytes N`, -C counted in bytes) start new files as
+//! tcpdump does (rotate.rs says how they are named); each is a whole pcapng section with its own
+//! statistics. Every name the run may take is checked before anything is attached, as far as
+//! it can be known then (see [`check_output`]). `-w -` writes to stdout.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bpf::capture::{CaptureMaps, XdpCapture, MAX_SNAPLEN};
+use fastpath::bpf::capture::{CaptureMaps, XdpCapture};
 use fastpath::bpf::{AttachOpts, Classifier, XskRedirect, XskRedirectOpts};
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
@@ -58,6 +60,7 @@ use crate::args::{CaptureArgs, CaptureModeArg, RulesArgs};
 use crate::common::enter_ns;
 use crate::error::{env, kernel, require_privileges, runtime, usage, CliError, CliResult};
 use crate::pcap_expr::{list_text, translate, List};
+use crate::rotate::{FirstNames, Next, Plan, Rotor, SizeLimit};
 
 /// Bytes of the copy-mode ring buffer: 64 MiB, about 50 ms of 64-byte frames at 10 Mpps.
 const RING_BYTES: u32 = 64 << 20;
@@ -88,10 +91,16 @@ struct QueueCounts {
 
 /// The pcapng output: the current file, rotation, per-queue counts.
 struct Sink {
-    path: String,
+    /// `-w -`: stdout, never rotated.
+    stdout: bool,
+    rotor: Rotor,
     overwrite: bool,
-    rotate_bytes: Option<u64>,
+    /// The names this run created, in order, each once (the -W ring and -G without a time
+    /// format come back to a name: the run replaces its own file, as tcpdump does).
     files: Vec<String>,
+    created: HashSet<String>,
+    /// -G with -W: the last file is complete; nothing more is written.
+    ended: bool,
     w: Option<PcapNgWriter<Counting>>,
     iface: String,
     queues: u32,
@@ -104,17 +113,21 @@ fn realtime_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
+/// Seconds since the epoch, whole (as time(2)): -G's clock.
+fn realtime_s() -> i64 {
+    (realtime_ns() / 1_000_000_000) as i64
+}
+
 impl Sink {
-    fn open(&mut self) -> anyhow::Result<()> {
-        let name = match self.files.len() {
-            0 => self.path.clone(),
-            k => format!("{}{k}", self.path),
-        };
-        let out: Box<dyn Write> = if self.path == "-" {
+    /// Starts file `name` (ignored with `-w -`).
+    fn open(&mut self, name: String) -> anyhow::Result<()> {
+        let out: Box<dyn Write> = if self.stdout {
             Box::new(std::io::BufWriter::with_capacity(1 << 16, std::io::stdout()))
         } else {
-            // New files only, mode 0600, never through a symlink (outfile.rs).
-            let f = crate::outfile::create(std::path::Path::new(&name), self.overwrite, "-w")?;
+            // New files only, mode 0600, never through a symlink (outfile.rs); a name this run
+            // made already is replaced (tcpdump's ring and -G), any other only with --overwrite.
+            let own = self.created.contains(&name);
+            let f = crate::outfile::create(std::path::Path::new(&name), self.overwrite || own, "-w")?;
             Box::new(std::io::BufWriter::with_capacity(1 << 16, f))
         };
         let mut w = PcapNgWriter::new(Counting { inner: out, bytes: 0 })?;
@@ -129,17 +142,50 @@ impl Sink {
                 ],
             })?;
         }
-        self.files.push(name);
+        if self.created.insert(name.clone()) {
+            self.files.push(name);
+        }
         self.w = Some(w);
         Ok(())
     }
 
-    /// Writes one frame; rotates first if the file is full.
-    fn write(&mut self, queue: u32, tstamp_ns: u64, len: u32, data: &[u8]) -> anyhow::Result<()> {
-        if let (Some(limit), Some(w)) = (self.rotate_bytes, self.w.as_ref()) {
-            if w.get_ref().bytes >= limit && self.path != "-" {
+    /// Does what the rotation says: another file, or the end. Returns whether frames are still
+    /// written.
+    fn apply(&mut self, next: Next) -> anyhow::Result<bool> {
+        match next {
+            Next::Stay => Ok(true),
+            Next::Open(name) => {
                 self.close(&vec![QueueCounts::default(); self.queues as usize])?;
-                self.open()?;
+                self.open(name)?;
+                Ok(true)
+            }
+            Next::End => {
+                self.ended = true;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Between frames: -G's next file when its period is over, even if no frame comes.
+    fn tick(&mut self) -> anyhow::Result<()> {
+        if !self.stdout && !self.ended {
+            let next = self.rotor.tick(realtime_s())?;
+            self.apply(next)?;
+        }
+        Ok(())
+    }
+
+    /// Writes one frame, after the rotation (a new file first if this one's period is over or
+    /// it is full). Returns whether it was written (not once -G with -W has ended the capture).
+    fn write(&mut self, queue: u32, tstamp_ns: u64, len: u32, data: &[u8]) -> anyhow::Result<bool> {
+        if self.ended {
+            return Ok(false);
+        }
+        if !self.stdout {
+            let bytes = self.w.as_ref().map_or(0, |w| w.get_ref().bytes);
+            let next = self.rotor.before_frame(bytes, realtime_s())?;
+            if !self.apply(next)? {
+                return Ok(false);
             }
         }
         let q = queue.min(self.queues - 1);
@@ -152,7 +198,7 @@ impl Sink {
             options: vec![],
         })?;
         self.written[q as usize] += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Ends the current file with a statistics block per queue (`counts`: received and dropped
@@ -352,21 +398,26 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// errors from writing the output.
 pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     check_options(a)?;
+    // The rotation's clock starts now: the first file's name (-G) is the one checked.
+    let rotor = Rotor::new(plan(a), realtime_s()).map_err(usage)?;
     // The expression or the rules are read and compiled before anything touches the interface.
     let sel = selection(a)?;
     require_privileges("capture")?;
     let metrics = crate::metrics::start(a.metrics)?;
-    check_output(a)?;
+    check_output(a, &rotor)?;
     enter_ns(&a.netns)?;
     let iface = Iface::resolve(&a.iface)?;
     let queues = iface.dev().rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
     let mono0 = fastpath::stats::monotonic_ns();
     let real0 = realtime_ns();
+    let first = rotor.current();
     let mut sink = Sink {
-        path: a.write.clone(),
+        stdout: a.write == "-",
+        rotor,
         overwrite: a.overwrite,
-        rotate_bytes: a.rotate_bytes,
         files: Vec::new(),
+        created: HashSet::new(),
+        ended: false,
         w: None,
         iface: a.iface.clone(),
         queues,
@@ -374,7 +425,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         start_ns: real0,
         written: vec![0; queues as usize],
     };
-    sink.open().map_err(env)?;
+    sink.open(first).map_err(env)?;
     let cx = Cx {
         a,
         iface: &iface,
@@ -405,44 +456,115 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     Ok(())
 }
 
-/// The option checks made before anything is set up (exit 2, usage).
-fn check_options(a: &CaptureArgs) -> CliResult<()> {
-    if a.snaplen == 0 || a.snaplen > MAX_SNAPLEN {
-        return Err(usage(anyhow!("--snaplen {} is not accepted: use 1..={MAX_SNAPLEN} bytes", a.snaplen)));
+/// The rotation options (-C or --rotate-bytes, -W, -G) as a [`Plan`].
+fn plan(a: &CaptureArgs) -> Plan {
+    Plan {
+        path: a.write.clone(),
+        size: a.rotate_mb.map(|m| SizeLimit::Exceeds(m * 1_000_000)).or(a.rotate_bytes.map(SizeLimit::Holds)),
+        files: a.rotate_files,
+        seconds: a.rotate_seconds,
     }
-    if let Some(r) = a.rotate_bytes {
-        if a.write == "-" {
-            return Err(usage(anyhow!("--rotate-bytes {r} with -w - is not accepted: rotation needs a file name")));
+}
+
+/// The option checks made before anything is set up (exit 2, usage). (Value ranges are the
+/// parsers' in args.rs.)
+fn check_options(a: &CaptureArgs) -> CliResult<()> {
+    if let (Some(c), Some(b)) = (a.rotate_mb, a.rotate_bytes) {
+        return Err(usage(anyhow!(
+            "-C {c} with --rotate-bytes {b} is not accepted: both set the file size (-C in millions of bytes, --rotate-bytes in bytes); give one"
+        )));
+    }
+    if a.write == "-" {
+        let given = [
+            a.rotate_mb.map(|v| format!("-C {v}")),
+            a.rotate_bytes.map(|v| format!("--rotate-bytes {v}")),
+            a.rotate_files.map(|v| format!("-W {v}")),
+            a.rotate_seconds.map(|v| format!("-G {v}")),
+        ];
+        if let Some(flag) = given.into_iter().flatten().next() {
+            return Err(usage(anyhow!("{flag} with -w - is not accepted: rotation needs a file name")));
         }
     }
+    if let (Some(w), None, None, None) = (a.rotate_files, a.rotate_mb, a.rotate_bytes, a.rotate_seconds) {
+        eprintln!(
+            "fastpath capture: -W {w} has no effect without -C, --rotate-bytes or -G (tcpdump ignores it too); one file is written"
+        );
+    }
     Ok(())
+}
+
+/// The size rotation's flag, for messages.
+fn size_flag(a: &CaptureArgs) -> &'static str {
+    if a.rotate_mb.is_some() {
+        "-C"
+    } else {
+        "--rotate-bytes"
+    }
 }
 
 /// The output is checked before anything is attached: a path that cannot be written is refused
-/// with nothing done. With `--rotate-bytes` that covers every name the run may take (FILE, then
-/// FILE1, FILE2, ...: FILE followed by a number from 1, as tcpdump -C names them): the first
-/// existing one is refused as FILE itself is (exit 2, unless `--overwrite`, and never a symbolic
-/// link, directory, FIFO or device), so that a capture cannot stop partway at a file left by an
+/// with nothing done. That covers every name the first file period may take ([`Rotor::
+/// first_names`]): -w itself; with -C or --rotate-bytes, FILE then FILE1, FILE2, ... (FILE
+/// followed by a number from 1, as tcpdump -C names them); with -W too, the ring's names; with
+/// -G, the name strftime(3) makes now (and its numbered ones with -C). An existing one is
+/// refused as FILE itself is (exit 2, unless `--overwrite`, and never a symbolic link,
+/// directory, FIFO or device), so that a capture cannot stop partway at a file left by an
 /// earlier run. Refusing rather than taking the next free names keeps FILE, FILE1, ... one run's
 /// files in order, as an operator reading them with tcpdump -r or mergecap expects. With
 /// `--overwrite`, a note on stderr names the existing ones: each is replaced when the capture
-/// reaches it, and any it does not reach is left as it is.
-fn check_output(a: &CaptureArgs) -> CliResult<()> {
-    let dir_ok = a.write == "-"
-        || std::path::Path::new(&a.write).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
+/// reaches it, and any it does not reach is left as it is. The names of later -G periods
+/// cannot be known in advance: each is checked when the capture reaches it (an existing file
+/// this run did not make stops the capture, exit 5, unless --overwrite; a symbolic link always).
+fn check_output(a: &CaptureArgs, rotor: &Rotor) -> CliResult<()> {
+    let first = rotor.current();
+    let dir_ok =
+        a.write == "-" || std::path::Path::new(&first).parent().is_none_or(|p| p.as_os_str().is_empty() || p.is_dir());
     if !dir_ok {
-        return Err(env(anyhow!("-w {}: its directory does not exist", a.write)));
+        let shown = if first == a.write { a.write.clone() } else { format!("{} ({first})", a.write) };
+        return Err(env(anyhow!("-w {shown}: its directory does not exist")));
     }
-    if a.write != "-" {
-        crate::outfile::check(std::path::Path::new(&a.write), a.overwrite, "-w").map_err(usage)?;
-        if a.rotate_bytes.is_some() {
-            check_rotation_names(a)?;
+    if a.write == "-" {
+        return Ok(());
+    }
+    match rotor.first_names() {
+        FirstNames::Numbered(base) => {
+            crate::outfile::check(std::path::Path::new(&base), a.overwrite, "-w").map_err(usage)?;
+            check_rotation_names(a, &base)
         }
+        FirstNames::Listed(names) if names.len() == 1 => {
+            crate::outfile::check(std::path::Path::new(&names[0]), a.overwrite, "-w").map_err(usage)
+        }
+        FirstNames::Listed(names) => check_ring_names(a, &names),
+    }
+}
+
+/// The ring of -W N (with -C or --rotate-bytes): each of its names refused as `-w FILE` itself
+/// is, the first existing one named; with `--overwrite`, the replaceable ones named in a note.
+fn check_ring_names(a: &CaptureArgs, names: &[String]) -> CliResult<()> {
+    let (first, last) = (&names[0], &names[names.len() - 1]);
+    let mut existing = 0;
+    for (k, n) in names.iter().enumerate() {
+        let p = std::path::Path::new(n);
+        crate::outfile::check(p, a.overwrite, "-w").map_err(|e| {
+            usage(anyhow!(
+                "{e} (it would be file {} of the ring of {} -W {}: {first} .. {last}; remove the earlier run's files or name another -w)",
+                k + 1,
+                size_flag(a),
+                names.len()
+            ))
+        })?;
+        existing += usize::from(std::fs::symlink_metadata(p).is_ok());
+    }
+    if existing > 0 {
+        eprintln!(
+            "fastpath capture: --overwrite: {existing} of the {} ring files ({first} .. {last}) exist; each is replaced when the capture reaches it, the rest are left as they are",
+            names.len()
+        );
     }
     Ok(())
 }
 
-/// The existing rotation names of `-w FILE` (FILE1, FILE2, ...: FILE then a decimal number from
+/// The existing rotation names of `file` (FILE1, FILE2, ...: FILE then a decimal number from
 /// 1 without leading zeros), lowest number first. Errors: environment, if FILE's directory
 /// cannot be listed.
 fn rotation_names(file: &str) -> CliResult<Vec<(u64, std::path::PathBuf)>> {
@@ -471,16 +593,18 @@ fn rotation_names(file: &str) -> CliResult<Vec<(u64, std::path::PathBuf)>> {
     Ok(found)
 }
 
-/// `--rotate-bytes`: every existing name the run may take refused as `-w FILE` itself is, the
-/// first (lowest number) named; with `--overwrite`, the replaceable ones named in a note.
-fn check_rotation_names(a: &CaptureArgs) -> CliResult<()> {
-    let existing = rotation_names(&a.write)?;
+/// -C or `--rotate-bytes` without -W: every existing name the run may take after `base`
+/// (BASE1, BASE2, ...) refused as `-w FILE` itself is, the first (lowest number) named; with
+/// `--overwrite`, the replaceable ones named in a note.
+fn check_rotation_names(a: &CaptureArgs, base: &str) -> CliResult<()> {
+    let existing = rotation_names(base)?;
     for (k, p) in &existing {
         crate::outfile::check(p, a.overwrite, "-w").map_err(|e| {
             usage(anyhow!(
-                "{e} (it would be file {} of --rotate-bytes: {w}, {w}1, {w}2, ...; remove the earlier run's files or name another -w)",
+                "{e} (it would be file {} of {}: {w}, {w}1, {w}2, ...; remove the earlier run's files or name another -w)",
                 k + 1,
-                w = a.write
+                size_flag(a),
+                w = base
             ))
         })?;
     }
@@ -488,7 +612,7 @@ fn check_rotation_names(a: &CaptureArgs) -> CliResult<()> {
         eprintln!(
             "fastpath capture: --overwrite: {} rotation files of -w {} exist ({} .. {}); each is replaced when the capture reaches it, the rest are left as they are",
             existing.len(),
-            a.write,
+            base,
             first.display(),
             last.display()
         );
@@ -586,7 +710,8 @@ fn capture_copy(
             }
             let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
             match sink_cell.borrow_mut().write(r.queue, ts, r.len, r.data) {
-                Ok(()) => total.set(total.get() + 1),
+                Ok(true) => total.set(total.get() + 1),
+                Ok(false) => {}
                 Err(e) => *failed.borrow_mut() = Some(e),
             }
         })
@@ -599,8 +724,11 @@ fn capture_copy(
             })
             .collect()
     };
-    while !cx.ended(total.get()) && failed.borrow().is_none() {
+    while !cx.ended(total.get()) && failed.borrow().is_none() && !sink_cell.borrow().ended {
         let _ = rb.poll(Duration::from_millis(50));
+        if let Err(e) = sink_cell.borrow_mut().tick() {
+            *failed.borrow_mut() = Some(e);
+        }
         if let Some(m) = cx.metrics.filter(|m| m.due()) {
             m.publish(&capture_families(&a.iface, &stats(cap), &sink_cell.borrow().written));
         }
@@ -713,6 +841,12 @@ fn capture_divert(cx: &Cx, rules: Option<&Compiled>, sink: &mut Sink) -> CliResu
         if got == 0 {
             let _ = q[0].rx_burst(0, 20, |_| {});
         }
+        if let Err(e) = sink.tick() {
+            return Err(write_err(e, sink.written.iter().sum()));
+        }
+        if sink.ended {
+            break;
+        }
         if let Some(m) = cx.metrics.filter(|m| m.due()) {
             m.publish(&capture_families(&a.iface, &stats(q, &sink.written), &sink.written));
         }
@@ -733,14 +867,17 @@ fn summary(cx: &Cx, sink: &Sink, counts: &[QueueCounts], xdp_mode: &str) {
                    "per_queue": counts.iter().enumerate().map(|(q, c)| json!({"queue": q, "received": c.received, "dropped": c.dropped, "written": sink.written[q]})).collect::<Vec<_>>()})
         .to_string());
     } else {
+        let files = match &sink.files[..] {
+            [first, _, _, _, .., last] => format!("{first}, ... {last} ({} files)", sink.files.len()),
+            all => all.join(", "),
+        };
         let filter = match &cx.sel.after {
             Some(_) => format!("; filter: {}; {} frames rejected after the copy", cx.sel.text(), cx.rejected.get()),
             None => String::new(),
         };
         cx.say(format!(
-            "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {}; {received} received, {dropped} dropped by the capture{filter}",
-            a.iface,
-            sink.files.join(", ")
+            "capture {} ({mode_name}, {xdp_mode}): {written} frames written to {files}; {received} received, {dropped} dropped by the capture{filter}",
+            a.iface
         ));
     }
 }

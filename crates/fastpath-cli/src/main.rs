@@ -41,6 +41,7 @@ mod probe_cmd;
 mod redirect_cpu;
 mod replay_cmd;
 mod report;
+mod rotate;
 mod service;
 mod session;
 mod ss_cmd;

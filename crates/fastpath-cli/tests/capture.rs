@@ -289,8 +289,8 @@ fn capture_refusals() {
     }
     let bed = bed();
     let (ns, i) = (bed.ns_b(), bed.iface_b());
-    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/tmp/x.pcapng", "--snaplen", "0"]);
-    assert_one_line_refusal("snaplen 0", &o, 2, &["--snaplen 0", "1..=16384"]);
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/tmp/x.pcapng", "--snaplen", "70000"]);
+    assert_one_line_refusal("snaplen 70000", &o, 2, &["--snaplen 70000", "1..=16384"]);
     let o = run(&["capture", "--netns", ns, "-i", i, "-w", "/nonexistent-dir/x.pcapng", "--count", "1"]);
     assert_one_line_refusal("bad dir", &o, 3, &["/nonexistent-dir/x.pcapng", "directory"]);
     let o = run(&["capture", "--netns", ns, "-i", i, "-w", "-", "--rotate-bytes", "10000"]);
@@ -547,4 +547,265 @@ fn capture_to_a_closed_pipe_fails() {
     assert_one_line_refusal("closed pipe", &o, 5, &["-w -", "EPIPE"]);
     assert!(!stderr(&o).contains("written"), "{}", stderr(&o));
     assert!(attached(ns, i).is_none());
+}
+
+/// A pcapng block: (type, offset in the file, length in bytes).
+type BlockAt = (u32, usize, usize);
+/// An enhanced packet block: (timestamp in ns, captured length, original length).
+type Epb = (u64, u32, u32);
+
+/// A pcapng file's blocks as written (little-endian, as this machine writes them): each
+/// block's (type, offset in the file, length), and for each enhanced packet block its
+/// (timestamp in ns: if_tsresol 9, captured length, original length).
+fn pcapng_blocks(file: &str) -> (Vec<BlockAt>, Vec<Epb>) {
+    let b = std::fs::read(file).unwrap();
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let (mut blocks, mut packets, mut o) = (Vec::new(), Vec::new(), 0);
+    while o + 12 <= b.len() {
+        let (kind, len) = (u32_at(o), u32_at(o + 4) as usize);
+        assert!(len >= 12 && o + len <= b.len(), "{file}: a block of {len} bytes at {o} runs past the end");
+        if kind == 6 {
+            let ts = (u64::from(u32_at(o + 12)) << 32) | u64::from(u32_at(o + 16));
+            packets.push((ts, u32_at(o + 20), u32_at(o + 24)));
+        }
+        blocks.push((kind, o, len));
+        o += len;
+    }
+    assert_eq!(o, b.len(), "{file}: trailing bytes");
+    (blocks, packets)
+}
+
+/// The names in `dir` that start with `prefix`, sorted.
+fn names_in(dir: &std::path::Path, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+/// tcpdump's -c and -s: `-c 10 -s 64` under a flood of 100-byte frames exits 0 on its own
+/// with exactly 10 frames written, each 64 bytes captured of 100 (the original length
+/// recorded); `-s 0` keeps whole frames (tcpdump's "the most").
+#[test]
+fn tcpdump_count_and_snaplen() {
+    if !privileged("tcpdump_count_and_snaplen") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap7-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (snap, kept) in [("64", 64), ("0", 100)] {
+        let file = dir.join(format!("c10-s{snap}.pcapng")).to_string_lossy().into_owned();
+        let cap = Running::start(&[
+            "capture",
+            "--netns",
+            ns,
+            "-i",
+            i,
+            "-w",
+            &file,
+            "-c",
+            "10",
+            "-s",
+            snap,
+            "--json",
+            "--duration",
+            "20",
+        ]);
+        let g = gen_xsk(&bed, &["--count", "20000", "--frame-len", "100", "--rate", "50000", "--duration", "10"]);
+        assert!(g.status.success(), "{}", stderr(&g));
+        let (s, st) = cap.finish();
+        assert!(st.success(), "-s {snap}: {s}");
+        assert_eq!(n(&s["written"]), 10, "-s {snap}: {s}");
+        let (_, packets) = pcapng_blocks(&file);
+        assert_eq!(packets.len(), 10, "-s {snap}: -c 10 writes 10 frames");
+        assert!(packets.iter().all(|&(_, cap, orig)| cap == kept && orig == 100), "-s {snap}: {packets:?}");
+        assert_eq!(tshark_lens(&file), vec![(100, u64::from(kept)); 10], "-s {snap}: tshark reads the same");
+    }
+    assert!(attached(ns, i).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// tcpdump's -C 1 -W 3: about 4.6 MB of 1,000-byte frames (4,500) make five files' worth, kept
+/// as a ring of three named as tcpdump names them (FILE0, FILE1, FILE2: tcpdump 4.99.3 wrote
+/// x0 x1 x2 for `-w x -C 1 -W 3`; no FILE, no FILE3). Each was started anew once the previous
+/// was larger than 1,000,000 bytes (not 1,048,576): its last frame begins at or before byte
+/// 1,000,000. The ring went round: the oldest surviving frames are in FILE2 (the third file),
+/// then FILE0 (the fourth, over the first), then FILE1 (the fifth, with the last frame), and
+/// fewer than the 4,500 frames written survive. Before, a FILE1 left by an earlier run is
+/// refused (it would be file 2 of the ring) with nothing attached.
+#[test]
+fn tcpdump_ring_of_files() {
+    if !privileged("tcpdump_ring_of_files") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap8-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let ring = dir.join("ring.pcapng").to_string_lossy().into_owned();
+    let args = [
+        "capture",
+        "--netns",
+        ns,
+        "-i",
+        i,
+        "-w",
+        &ring,
+        "-C",
+        "1",
+        "-W",
+        "3",
+        "-c",
+        "4500",
+        "--json",
+        "--duration",
+        "30",
+    ];
+    let old1 = format!("{ring}1");
+    std::fs::write(&old1, "old").unwrap();
+    let o = run(&args);
+    assert_one_line_refusal("existing ring name", &o, 2, &[&old1, "exists", "file 2 of the ring"]);
+    assert!(attached(ns, i).is_none());
+    assert_eq!(names_in(&dir, "ring"), ["ring.pcapng1"], "a refused capture made a file");
+    std::fs::remove_file(&old1).unwrap();
+    let cap = Running::start(&args);
+    let g = gen_xsk(&bed, &["--count", "4500", "--frame-len", "1000", "--rate", "20000", "--duration", "10"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (s, st) = cap.finish();
+    assert!(st.success(), "{s}");
+    assert_eq!(n(&s["written"]), 4500, "{s}");
+    let names: Vec<String> = (0..3).map(|k| format!("ring.pcapng{k}")).collect();
+    assert_eq!(names_in(&dir, "ring"), names, "tcpdump's ring names");
+    let files: Vec<String> = s["files"].as_array().unwrap().iter().map(|f| f.as_str().unwrap().to_string()).collect();
+    assert_eq!(files, names.iter().map(|n| dir.join(n).to_string_lossy().into_owned()).collect::<Vec<_>>());
+    let mut first_ts = Vec::new();
+    let (mut survived, mut last_ts) = (0, (0, String::new()));
+    for f in &files {
+        let (blocks, packets) = pcapng_blocks(f);
+        let last_epb = blocks.iter().filter(|b| b.0 == 6).map(|b| b.1).max().unwrap();
+        assert!(last_epb <= 1_000_000, "{f}: a frame written at byte {last_epb}, past 1,000,000");
+        assert_eq!(tshark_count(f).0, packets.len() as u64, "{f}");
+        assert_eq!(mode(std::path::Path::new(f)), 0o600, "{f}");
+        survived += packets.len();
+        first_ts.push(packets[0].0);
+        let max = packets.iter().map(|p| p.0).max().unwrap();
+        if max > last_ts.0 {
+            last_ts = (max, f.clone());
+        }
+    }
+    assert!(survived < 4500, "the ring overwrote its oldest files: {survived} frames left of 4,500");
+    assert!(first_ts[2] < first_ts[0] && first_ts[0] < first_ts[1], "ring order 2, 0, 1: {first_ts:?}");
+    assert_eq!(last_ts.1, files[1], "the newest file holds the last frame");
+    assert!(attached(ns, i).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// tcpdump's -G: `-G 1 -w t-%H%M%S.pcapng` for 3.2 s makes a file per second of the clock (3.2 s
+/// cross at least 3 whole-second boundaries: at least 3 files), each a valid pcapng, mode 0600,
+/// named by strftime, together holding every frame written. `-G 1 -w plain.pcapng` (no time
+/// format): each new file replaces the previous one (tcpdump's rule), so after 2.5 s the file
+/// holds none of the frames sent in the first second, and the run succeeds. `-G 1 -W 2` ends on
+/// its own, exit 0, after 2 files (long before its --duration 10).
+#[test]
+fn tcpdump_rotation_by_time() {
+    if !privileged("tcpdump_rotation_by_time") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fmt = dir.join("t-%H%M%S.pcapng").to_string_lossy().into_owned();
+    let cap =
+        Running::start(&["capture", "--netns", ns, "-i", i, "-w", &fmt, "-G", "1", "--json", "--duration", "3.2"]);
+    let g = gen_xsk(&bed, &["--count", "2500", "--rate", "1000", "--duration", "10"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (s, st) = cap.finish();
+    assert!(st.success(), "{s}");
+    let names = names_in(&dir, "t-");
+    assert!(names.len() >= 3, "-G 1 over 3.2 s: {names:?}");
+    let mut total = 0;
+    for nm in &names {
+        let digits = nm.strip_prefix("t-").and_then(|r| r.strip_suffix(".pcapng")).unwrap();
+        assert!(digits.len() == 6 && digits.bytes().all(|c| c.is_ascii_digit()), "strftime name: {nm}");
+        let f = dir.join(nm);
+        assert_eq!(mode(&f), 0o600, "{nm}");
+        total += tshark_count(&f.to_string_lossy()).0;
+    }
+    assert_eq!(total, n(&s["written"]), "every frame written is in one of the files: {s}");
+    assert!(total > 0, "{s}");
+    // No time format: each new file replaces the last.
+    let plain = dir.join("plain.pcapng").to_string_lossy().into_owned();
+    let cap =
+        Running::start(&["capture", "--netns", ns, "-i", i, "-w", &plain, "-G", "1", "--json", "--duration", "2.5"]);
+    let g = gen_xsk(&bed, &["--count", "500", "--rate", "50000", "--duration", "10"]);
+    assert!(g.status.success(), "{}", stderr(&g));
+    let (s, st) = cap.finish();
+    assert!(st.success(), "a -G file replacing the run's own previous one: {s}");
+    assert_eq!(n(&s["written"]), 500, "{s}");
+    assert_eq!(names_in(&dir, "plain"), ["plain.pcapng"]);
+    assert_eq!(tshark_count(&plain).0, 0, "the last period's file replaced the one with the frames");
+    // -G 1 -W 2: the end after two files.
+    let two = dir.join("w2-%H%M%S.pcapng").to_string_lossy().into_owned();
+    let t = std::time::Instant::now();
+    let o = run(&["capture", "--netns", ns, "-i", i, "-w", &two, "-G", "1", "-W", "2", "--duration", "10"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t.elapsed() < Duration::from_secs(6), "-G 1 -W 2 ran {:?}", t.elapsed());
+    assert_eq!(names_in(&dir, "w2-").len(), 2, "{:?}", names_in(&dir, "w2-"));
+    assert!(attached(ns, i).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The tcpdump flags' bad values, each refused in one line naming it and what is accepted,
+/// exit 2, with nothing attached and no file made: -W 0, -C 0, -C abc, -C 0.5 (tcpdump takes
+/// whole numbers only), -G 0 (tcpdump: no rotation), -G 1.5 (tcpdump: 1), -s 70000 (tcpdump
+/// takes up to 262144; the capture ring up to 16384), -c 0, -C with --rotate-bytes, rotation
+/// with -w -, a -G name with an unknown conversion.
+#[test]
+fn tcpdump_flag_refusals() {
+    if !privileged("tcpdump_flag_refusals") {
+        return;
+    }
+    let bed = bed();
+    let (ns, i) = (bed.ns_b(), bed.iface_b());
+    let dir = std::env::temp_dir().join(format!("fpcap10-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("x.pcapng").to_string_lossy().into_owned();
+    for (flags, needles) in [
+        (&["-C", "1", "-W", "0"][..], &["-W 0", "1..=100000"][..]),
+        (&["-C", "0"], &["-C 0", "1..=1000000", "millions of bytes"]),
+        (&["-C", "abc"], &["-C abc", "1..=1000000"]),
+        (&["-C", "0.5"], &["-C 0.5", "whole number"]),
+        (&["-G", "0"], &["-G 0", "1..="]),
+        (&["-G", "1.5"], &["-G 1.5", "whole seconds"]),
+        (&["-s", "70000"], &["70000", "1..=16384", "0 for 16384"]),
+        (&["-c", "0"], &["-c/--count 0", "1.."]),
+        (&["-C", "1", "--rotate-bytes", "65536"], &["-C 1", "--rotate-bytes 65536", "give one"]),
+        (&["-G", "1", "-w", "-"], &["-G 1", "-w -"]),
+        (&["-C", "1", "-W", "3", "-w", "-"], &["-C 1", "-w -"]),
+        (&["-G", "1", "-w", "/tmp/fp-%Q.pcapng"], &["%Q", "strftime"]),
+    ] {
+        let mut args = vec!["capture", "--netns", ns, "-i", i, "--duration", "1"];
+        if !flags.contains(&"-w") {
+            args.extend(["-w", &f]);
+        }
+        args.extend(flags);
+        let o = run(&args);
+        assert_one_line_refusal(&format!("{flags:?}"), &o, 2, needles);
+        assert!(attached(ns, i).is_none(), "{flags:?}");
+    }
+    assert!(names_in(&dir, "").is_empty(), "a refused capture made {:?}", names_in(&dir, ""));
+    let _ = std::fs::remove_dir_all(&dir);
 }
