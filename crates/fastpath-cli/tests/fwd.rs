@@ -45,11 +45,14 @@ fn receiver(
         let mut port = fastpath::io::open(&iface, &PortSpec::Tpacket(Default::default())).expect("open tpacket");
         ready_tx.send(()).unwrap();
         while !stop.load(Ordering::Relaxed) {
-            let mut s = s2.lock().unwrap();
+            // The lock is taken per frame, never across the poll: held across it, this loop
+            // re-took it the moment it let it go, and the test thread reading `seen` waited
+            // for ever (std's Mutex is not fair; seen hung once in `make test`, 2026-11-29).
             let _ = port.rx_burst(64, 20, |f| {
                 if fastpath::packet::payload(f).is_none() {
                     return;
                 }
+                let mut s = s2.lock().unwrap();
                 s.tracker.record(f);
                 s.last_rx = Some(Instant::now());
                 let ttl = if f[12..14] == [0x86, 0xdd] { f[21] } else { f[22] };
