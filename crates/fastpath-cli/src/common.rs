@@ -80,7 +80,8 @@ pub fn read_rule_file(p: &std::path::Path) -> CliResult<String> {
     if bytes.len() as u64 > MAX_RULE_FILE_BYTES {
         return Err(bad(format!("more than {MAX_RULE_FILE_BYTES} bytes is not accepted")));
     }
-    String::from_utf8(bytes).map_err(|e| bad(format!("not UTF-8 text (byte {}): TOML rules are UTF-8", e.utf8_error().valid_up_to())))
+    String::from_utf8(bytes)
+        .map_err(|e| bad(format!("not UTF-8 text (byte {}): TOML rules are UTF-8", e.utf8_error().valid_up_to())))
 }
 
 /// Reads, validates and compiles the rules: everything that can fail on bad input fails here,

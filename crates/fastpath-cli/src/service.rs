@@ -73,3 +73,26 @@ pub fn reloading() {
 pub fn stopping() {
     send(&[NotifyState::Stopping]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `NOTIFY_SOCKET=@name` (what systemd may pass): the datagrams reach the abstract socket
+    /// `name`, one `KEY=value` line per state: READY=1 with STATUS=, then STOPPING=1.
+    #[test]
+    fn an_abstract_notify_socket_receives_ready_and_stopping() {
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("fastpath-notify-test-{}", std::process::id());
+        let listener = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(&name).unwrap()).unwrap();
+        listener.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+        let at = std::ffi::OsString::from(format!("@{name}"));
+        send_to(&at, &[NotifyState::Ready, NotifyState::Status("eth0 (native), 1 rules")]).unwrap();
+        send_to(&at, &[NotifyState::Stopping]).unwrap();
+        let mut b = [0u8; 512];
+        let n = listener.recv(&mut b).expect("READY=1 at the abstract socket");
+        assert_eq!(&b[..n], b"READY=1\nSTATUS=eth0 (native), 1 rules\n");
+        let n = listener.recv(&mut b).expect("STOPPING=1 at the abstract socket");
+        assert_eq!(&b[..n], b"STOPPING=1\n");
+    }
+}
