@@ -195,6 +195,12 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     // READY=1 once the program is attached: the kernel reports it when READY=1 is read.
     let ready = notify.until(&mut svc, "READY=1", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
     assert!(attached(&ns, &iface).is_some(), "READY=1 before the XDP program was attached: {ready:?}");
+    // The program is pinned beside the link: an adoption under the unit (no CAP_SYS_ADMIN to
+    // find it by id) takes it from there, to replace it with BPF_F_REPLACE.
+    let i2 = iface.clone();
+    let prog_pin =
+        fastpath_testbed::run_in_netns(&ns, move || fastpath::bpf::classifier::pin_dir(&i2).join("prog")).unwrap();
+    assert!(prog_pin.exists(), "the program under the link is not pinned at {}", prog_pin.display());
     assert!(ready.contains(&format!("STATUS={iface} (")) && ready.contains("1 rules"), "{ready:?}");
 
     // A flood the rules drop: STATUS= says the drop rate, the log says the flood.
@@ -271,9 +277,6 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     let st = svc.child.wait().unwrap();
     assert!(st.success(), "{st:?}: {}", std::fs::read_to_string(&log).unwrap_or_default());
     let before = attached(&ns, &iface).expect("the pinned classifier stays after SIGTERM").id;
-    let i2 = iface.clone();
-    let prog_pin =
-        fastpath_testbed::run_in_netns(&ns, move || fastpath::bpf::classifier::pin_dir(&i2).join("prog")).unwrap();
     std::fs::remove_file(&prog_pin).expect("the prog pin");
     std::mem::forget(svc);
     let mut svc = spawn();

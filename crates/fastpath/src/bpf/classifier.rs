@@ -332,6 +332,9 @@ impl PinRules {
 
 /// Bytes per entry of the `rule_names` map.
 const NAMES_CHUNK: usize = 4096;
+/// The most `rule_names` bytes read from a pin (256 MiB; a full rule set of 131,072 rules with
+/// names and texts takes some tens of MB): a pin claiming more is of another version.
+const MAX_NAMES_BYTES: usize = 256 << 20;
 /// The pin of the rule names, and the name a new one is pinned under before it replaces it.
 const NAMES_PIN: &str = "rule_names";
 const NAMES_PIN_NEW: &str = "rule_names_new"; // bpffs refuses names with a dot
@@ -452,11 +455,20 @@ impl PinMeta {
         }
         let other = || BpfError::OtherVersion { dir: dir.display().to_string(), map: NAMES_PIN };
         let map = MapHandle::from_pinned_path(&p).map_err(|_| other())?;
-        let n = map.max_entries();
+        let n = map.max_entries() as usize;
         let arr = Array::<[u8; NAMES_CHUNK]>::new(map, NAMES_PIN).map_err(|_| other())?;
-        let mut bytes = Vec::with_capacity(n as usize * NAMES_CHUNK);
-        for i in 0..n {
-            bytes.extend_from_slice(&arr.get(i)?.unwrap_or([0; NAMES_CHUNK]));
+        // Only the entries the encoded length (its first 8 bytes) covers are read, and at most
+        // MAX_NAMES_BYTES: a map of a huge max_entries is never read or allocated whole.
+        let first = if n == 0 { [0; NAMES_CHUNK] } else { arr.get(0)?.unwrap_or([0; NAMES_CHUNK]) };
+        let len = abi::read::<u64>(&first).and_then(|l| usize::try_from(l).ok()).ok_or_else(other)?;
+        if len > MAX_NAMES_BYTES || len > n.saturating_mul(NAMES_CHUNK) {
+            return Err(other());
+        }
+        let chunks = len.div_ceil(NAMES_CHUNK);
+        let mut bytes = Vec::with_capacity(chunks * NAMES_CHUNK);
+        bytes.extend_from_slice(&first);
+        for i in 1..chunks {
+            bytes.extend_from_slice(&arr.get(i as u32)?.unwrap_or([0; NAMES_CHUNK]));
         }
         Self::decode(&bytes).ok_or_else(other)
     }
