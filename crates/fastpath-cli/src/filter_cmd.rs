@@ -350,8 +350,8 @@ fn load(
         };
         let mut cls = cls;
         let ev = Some(&mut events);
-        let lost =
-            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, Some((hup, &mut on_hup)));
+        let hooks = Hooks { hup: Some((hup, &mut on_hup)), refresh: None };
+        let lost = watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, hooks);
         crate::service::stopping();
         stop_handoff(serving);
         drop(cls); // detaches, if the interface is still there
@@ -372,14 +372,17 @@ fn load(
         let mut on_hup = |cls: &mut PinnedClassifier| {
             let (kept, c, source, n) = recompile()?;
             let r = fastpath::bpf::lock_file(&lock, stop).map_err(|e| e.to_string()).and_then(|_l| {
+                // Into the maps the program runs on now, if another process replaced the pins.
+                reopen_replaced(cls, at).map_err(|e| e.to_string())?;
                 cls.check_still_attached(iface_name).map_err(|e| e.to_string())?;
                 cls.reload(&c, &kept).map_err(|e| e.to_string())
             });
             reloaded(r, &source, n).then_some((kept.names, n))
         };
+        let mut refresh = |cls: &mut PinnedClassifier| follow_pins(cls, &lock, stop, at);
         let ev = Some(&mut events);
-        let lost =
-            watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, Some((hup, &mut on_hup)));
+        let hooks = Hooks { hup: Some((hup, &mut on_hup)), refresh: Some(&mut refresh) };
+        let lost = watch(&mut cls, Some(link), iface_name, &names, run, stop, metrics.as_ref(), ev, hooks);
         crate::service::stopping();
         stop_handoff(serving);
         if lost.is_none() {
@@ -493,10 +496,13 @@ fn stats(target: &FilterTarget, run: &RunArgs, stop: &AtomicBool) -> CliResult<(
     if let Err(e) = cls.check_still_attached(&target.iface) {
         // The counters it kept are still worth seeing: print them once, then fail.
         let once = RunArgs { duration: 0.0, ..run.clone() };
-        watch(&mut cls, None, &target.iface, &names, &once, stop, None, None, None);
+        watch(&mut cls, None, &target.iface, &names, &once, stop, None, None, Hooks::default());
         return Err(pinned_err(e));
     }
-    watch(&mut cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None, None);
+    let lock = lock_path(&target.iface);
+    let mut refresh = |cls: &mut PinnedClassifier| follow_pins(cls, &lock, stop, &target.iface);
+    let hooks = Hooks { hup: None, refresh: Some(&mut refresh) };
+    watch(&mut cls, None, &target.iface, &names, run, stop, metrics.as_ref(), None, hooks);
     Ok(())
 }
 
@@ -554,6 +560,16 @@ fn unload(target: &FilterTarget, stop: &AtomicBool) -> CliResult<()> {
     enter_ns(&target.netns)?;
     let dir = pin_dir(&target.iface);
     if !is_pinned(&target.iface)? {
+        // What an upgrade that died left, alone: removed (under the lock an upgrade holds).
+        let _lock = fastpath::bpf::lock_file(&lock_path(&target.iface), stop).map_err(runtime)?;
+        if Classifier::remove_staging_of(&dir).map_err(pinned_err)? {
+            println!(
+                "removed {} (left by an upgrade that did not finish); no classifier was pinned on {}",
+                fastpath::bpf::classifier::staging_dir(&dir).display(),
+                target.iface
+            );
+            return Ok(());
+        }
         return Err(not_pinned(&target.iface));
     }
     // The reload lock: taken (a reload running now finishes first), and kept, never
@@ -700,6 +716,10 @@ fn pinned_here(root: &Path) -> std::collections::BTreeSet<String> {
     rd.flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
+            // An upgrade's staging directory (`<netns>-<iface>:new`) is no interface's.
+            if fastpath::bpf::classifier::is_staging_name(&name) {
+                return None;
+            }
             let (_, iface) = name.split_once('-')?;
             (pin_dir(iface) == e.path()).then(|| iface.to_string())
         })
@@ -780,16 +800,73 @@ fn interval_line(
     }
 }
 
-/// A SIGHUP flag and what to do when it is set: reload, returning the new set's rule names and
-/// rule count (`None`: the set in force stays).
-type OnHup<'a, S> = (&'a AtomicBool, &'a mut dyn FnMut(&mut Classifier<S>) -> Option<(Vec<String>, usize)>);
+/// What a hook of [`watch`] returns: the rule names and rule count now in force if they
+/// changed (`None`: the set in force stays).
+type Hook<'a, S> = &'a mut dyn FnMut(&mut Classifier<S>) -> Option<(Vec<String>, usize)>;
+
+/// What [`watch`] does besides counting.
+struct Hooks<'a, S: State> {
+    /// A SIGHUP flag and what to do when it is set: reload.
+    hup: Option<(&'a AtomicBool, Hook<'a, S>)>,
+    /// Called every [`REFRESH_EVERY`]: follow pins another process replaced (a pinned
+    /// classifier), so that the counters read are the running program's.
+    refresh: Option<Hook<'a, S>>,
+}
+
+impl<S: State> Default for Hooks<'_, S> {
+    fn default() -> Self {
+        Self { hup: None, refresh: None }
+    }
+}
+
+/// How often a watched pinned classifier checks that its pins still name the maps it holds.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
+
+/// If another process replaced the pins of `cls` (an adoption with maps of its own, or an
+/// unload and a new load), opens them again, with a warning line; the caller holds the reload
+/// lock. Returns whether it did.
+fn reopen_replaced(cls: &mut PinnedClassifier, at: &str) -> Result<bool, BpfError> {
+    if !cls.pins_replaced() {
+        return Ok(false);
+    }
+    let now = PinnedClassifier::open_pinned(&cls.dir().to_path_buf())?;
+    *cls = now;
+    let source = cls.meta().source.clone().unwrap_or_else(|| "a source not kept".into());
+    log::warn!(
+        "{at}: the classifier pinned at {} was replaced by another process (maps of its own): following its pins, {} rules from {source} in force",
+        cls.dir().display(),
+        cls.meta().names.len()
+    );
+    Ok(true)
+}
+
+/// [`reopen_replaced`] under the reload lock `lock` (an adoption under way finishes first), for
+/// [`Hooks::refresh`]: the names and rule count in force if the pins were followed.
+fn follow_pins(cls: &mut PinnedClassifier, lock: &Path, stop: &AtomicBool, at: &str) -> Option<(Vec<String>, usize)> {
+    if !cls.pins_replaced() {
+        return None;
+    }
+    let _l = fastpath::bpf::lock_file(lock, stop).ok()?;
+    match reopen_replaced(cls, at) {
+        Ok(true) => {
+            let n = cls.active().and_then(|s| cls.rule_count(s)).unwrap_or(cls.meta().names.len());
+            Some((cls.meta().names.clone(), n))
+        }
+        Ok(false) => None,
+        Err(e) => {
+            log::debug!("{at}: the pins changed and cannot be opened yet: {e}");
+            None
+        }
+    }
+}
 
 /// Interval lines of per-action rates (when asked for, `RunArgs::interval_lines`) and a
 /// summary with per-rule counters (every rule in JSON; in text the rules with hits, or all with
 /// `-e`). With `link`, stops early if that interface is deleted or set down, and returns what
 /// happened. With `events` (`filter load`), the drop-rate log lines and STATUS= as they fall
-/// due. With `on_hup` (`filter load`), a reload when its flag is set: RELOADING=1, then
-/// READY=1 whether or not the new rules took.
+/// due. With `hooks.hup` (`filter load`), a reload when its flag is set: RELOADING=1, then
+/// READY=1 whether or not the new rules took; with `hooks.refresh`, pins another process
+/// replaced are followed.
 #[allow(clippy::too_many_arguments)]
 fn watch<S: State>(
     cls: &mut Classifier<S>,
@@ -800,8 +877,10 @@ fn watch<S: State>(
     stop: &AtomicBool,
     metrics: Option<&crate::metrics::MetricsServer>,
     mut events: Option<&mut Events>,
-    mut on_hup: Option<OnHup<'_, S>>,
+    hooks: Hooks<'_, S>,
 ) -> Option<fastpath::netdev::LinkEvent> {
+    let Hooks { hup: mut on_hup, mut refresh } = hooks;
+    let mut refreshed = Instant::now();
     let mut names = names.to_vec();
     let publish = |cls: &Classifier<S>, names: &[String], force: bool| {
         if let Some(m) = metrics {
@@ -824,6 +903,16 @@ fn watch<S: State>(
         if let Some(ev) = link.as_mut().and_then(|w| w.poll()) {
             lost = Some(ev);
             break;
+        }
+        if let Some(f) = refresh.as_mut().filter(|_| refreshed.elapsed() >= REFRESH_EVERY) {
+            refreshed = Instant::now();
+            if let Some((n, rules)) = f(cls) {
+                names = n;
+                if let Some(e) = events.as_deref_mut() {
+                    e.rules = rules;
+                }
+                publish(cls, &names, true);
+            }
         }
         if let Some((flag, reload)) = on_hup.as_mut() {
             if flag.swap(false, Ordering::Relaxed) {

@@ -684,3 +684,60 @@ fn no_such_interface_names_the_namespace_where_it_exists() {
     let o = run(&["filter", "stats", "-i", i, "--duration", "0"]);
     assert_one_line_refusal("filter stats", &o, 3, &["nothing pinned", &there]);
 }
+
+/// Runs fastpath to completion, killed (and the test failed) if it takes over 10 s.
+fn run_bounded(args: &[&str]) -> std::process::Output {
+    let mut c = fastpath()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = c.kill(); // the process this test started
+            let _ = c.wait();
+            panic!("{args:?} still running after 10 s (reading a FIFO or a device?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+/// A rules file that is a FIFO, a device (a symlink to /dev/zero) or larger than 64 MiB is
+/// refused at once by `filter check`, `filter load` and `filter reload` in one line naming the
+/// file and what is accepted (exit 2), never waited on or read without bound; 100,000 rules
+/// (6.5 MB as the benchmarks write them) are well under the cap.
+#[test]
+fn rule_files_that_are_not_regular_or_too_large_are_refused_in_one_line() {
+    let dir = tempdir::Dir::new("rulefile-kinds");
+    let fifo = dir.0.join("fifo.toml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let fifo = fifo.display().to_string();
+    // `filter load` and `filter reload` read the file once their privileges are checked (root).
+    let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+    let mut cmds = vec![&["filter", "check"][..]];
+    if root {
+        cmds.extend([&["filter", "load", "-i", "lo"][..], &["filter", "reload", "-i", "lo"]]);
+    }
+    for cmd in cmds {
+        let o = run_bounded(&[cmd, &[fifo.as_str()]].concat());
+        assert_one_line_refusal(
+            &format!("{cmd:?} FIFO"),
+            &o,
+            2,
+            &[&fifo, "a FIFO is not accepted: give a regular file"],
+        );
+    }
+    let zero = dir.0.join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let zero = zero.display().to_string();
+    let o = run_bounded(&["filter", "check", &zero]);
+    assert_one_line_refusal("/dev/zero", &o, 2, &[&zero, "a character device is not accepted"]);
+    let big = dir.0.join("big.toml");
+    std::fs::File::create(&big).unwrap().set_len((64 << 20) + 1).unwrap(); // sparse
+    let big = big.display().to_string();
+    let o = run_bounded(&["filter", "check", &big]);
+    assert_one_line_refusal("64 MiB + 1", &o, 2, &[&big, "67108865 bytes is not accepted: at most 67108864 bytes"]);
+}

@@ -329,3 +329,223 @@ fn a_refused_adoption_leaves_the_program_and_rules_in_force() {
     assert_eq!(v["rules"][0]["name"], "flood", "the rules in force changed: {v}");
     let _ = std::fs::remove_file(&file);
 }
+
+/// `ip -n NS ARGS...`, which must succeed.
+fn ip(ns: &str, args: &[&str]) {
+    let o = Command::new("ip").args(["-n", ns]).args(args).output().unwrap();
+    assert!(o.status.success(), "ip -n {ns} {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// A veth pair of the test's in `ns`, deleted when dropped.
+struct Veth(String, String);
+
+impl Veth {
+    fn new(ns: &str, a: &str, b: &str) -> Veth {
+        ip(ns, &["link", "add", a, "type", "veth", "peer", "name", b]);
+        ip(ns, &["link", "set", a, "up"]);
+        ip(ns, &["link", "set", b, "up"]);
+        Veth(ns.to_string(), a.to_string())
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["-n", &self.0, "link", "del", &self.1]).status();
+    }
+}
+
+/// The pin directory of `iface` in `ns` (as `filter load --detach` there names it).
+fn pin_dir_in(ns: &str, iface: &str) -> std::path::PathBuf {
+    let iface = iface.to_string();
+    fastpath_testbed::run_in_netns(ns, move || fastpath::bpf::classifier::pin_dir(&iface)).unwrap()
+}
+
+/// A staging directory as an upgrade of `x` that died after pinning its new maps leaves it:
+/// a whole classifier's pins (those of one pinned on `y` for the purpose, moved) at
+/// `<pin dir of x>:new`. Returns that path.
+fn plant_staging(ns: &str, x: &str, y: &str) -> std::path::PathBuf {
+    let o = run(&["filter", "load", "--netns", ns, "-i", y, "--rule", "proto=udp,dst_port=9,action=drop", "--detach"]);
+    assert!(o.status.success(), "load --detach on {y}: {}", stderr(&o));
+    let staging = std::path::PathBuf::from(format!("{}:new", pin_dir_in(ns, x).display()));
+    std::fs::rename(pin_dir_in(ns, y), &staging).unwrap();
+    staging
+}
+
+/// Upgrades stage their new pins under a name no interface has: `--fresh-maps` on X leaves the
+/// classifier of an interface named `X_new` attached and pinned (it once staged under
+/// `<X's pin dir>_new`, that interface's pin directory, and removed it). A staging directory
+/// left by an upgrade that died (`<X's pin dir>:new`, a whole set of pins) is no interface to
+/// `filter export`, is removed by the next adoption on X (the program its link pin held goes
+/// with it), and by `filter unload -i X`.
+#[test]
+fn staging_dirs_are_no_interfaces_pins_and_do_not_outlive_the_next_adoption_or_unload() {
+    if !privileged("staging_dirs_are_no_interfaces_pins_and_do_not_outlive_the_next_adoption_or_unload") {
+        return;
+    }
+    let bed = bed();
+    let (ns, x) = (bed.ns_b().to_string(), bed.iface_b().to_string());
+    let (xn, y) = (format!("{x}_new"), format!("{x}y"));
+    let _veth = Veth::new(&ns, &xn, &y);
+    let _unload = (Unload(ns.clone(), x.clone()), Unload(ns.clone(), xn.clone()), Unload(ns.clone(), y.clone()));
+    let rule = "proto=udp,dst_port=9,action=drop";
+    let load = |i: &str, extra: &[&str]| {
+        let mut a = vec!["filter", "load", "--netns", &ns, "-i", i, "--rule", rule, "--detach"];
+        a.extend_from_slice(extra);
+        let o = run(&a);
+        assert!(o.status.success(), "load {extra:?} on {i}: {}", stderr(&o));
+    };
+    load(&xn, &[]);
+    load(&x, &[]);
+    let on_xn = attached(&ns, &xn).expect("attached on X_new").id;
+    load(&x, &["--fresh-maps"]);
+    assert_eq!(attached(&ns, &xn).map(|p| p.id), Some(on_xn), "--fresh-maps on {x} detached {xn}'s classifier");
+    let o = run(&["filter", "show", "--netns", &ns, "-i", &xn]);
+    assert!(o.status.success(), "{xn}'s pins after --fresh-maps on {x}: {}", stderr(&o));
+    assert!(!std::path::Path::new(&format!("{}:new", pin_dir_in(&ns, &x).display())).exists(), "staging dir left");
+
+    // A staging directory left by a crash: not an interface to the exporter.
+    let staging = plant_staging(&ns, &x, &y);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let log = tmp("export-log");
+    let mut ex = fastpath()
+        .args(["filter", "export", "--netns", &ns, "--metrics", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    signal(ex.id(), "-TERM");
+    let st = ex.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert!(st.success() && err.contains(&format!("{x}: exporting")), "{st:?}: {err}");
+    assert!(!err.contains(":new"), "the exporter took a staging directory for an interface: {err}");
+
+    // The next adoption on X removes it (it held the link of the program on Y: detached).
+    assert!(attached(&ns, &y).is_some());
+    load(&x, &[]);
+    assert!(!staging.exists(), "the adoption left the staging directory {}", staging.display());
+    assert_eq!(attached(&ns, &y), None, "the staging directory's link pin was not removed");
+
+    // And `filter unload -i X`.
+    let staging = plant_staging(&ns, &x, &y);
+    let o = run(&["filter", "unload", "--netns", &ns, "-i", &x]);
+    assert!(o.status.success(), "unload: {}", stderr(&o));
+    assert!(!staging.exists(), "unload left the staging directory {}", staging.display());
+    assert!(attached(&ns, &xn).is_some(), "{xn} lost its classifier");
+}
+
+/// A service (`filter load --pin`) keeps serving the classifier another process adopted with
+/// maps of its own (`--detach --fresh-maps`): it follows the new pins (a warning line says so),
+/// and its SIGHUP reload goes into the maps the program runs on: frames to the new file's port
+/// are dropped and counted, and `filter show` prints the reloaded rule.
+#[test]
+fn a_pinned_service_follows_pins_another_process_replaced() {
+    if !privileged("a_pinned_service_follows_pins_another_process_replaced") {
+        return;
+    }
+    let bed = bed();
+    let (ns, ifb) = (bed.ns_b().to_string(), bed.iface_b().to_string());
+    let _unload = Unload(ns.clone(), ifb.clone());
+    let file = tmp("follow");
+    std::fs::write(&file, rules("nine", "9")).unwrap();
+    let f = file.display().to_string();
+    let log = tmp("follow-log");
+    let mut cmd = fastpath();
+    cmd.args(["filter", "load", &f, "--netns", &ns, "-i", &ifb, "--pin", "--json"]);
+    cmd.stderr(std::fs::File::create(&log).unwrap());
+    let a = Running::start_cmd(cmd).into_child();
+    let o = run(&[
+        "filter",
+        "load",
+        "--netns",
+        &ns,
+        "-i",
+        &ifb,
+        "--rule",
+        "name=seven,proto=udp,dst_port=7,action=drop",
+        "--detach",
+        "--fresh-maps",
+    ]);
+    assert!(o.status.success(), "the other process's adoption: {}", stderr(&o));
+    std::fs::write(&file, rules("five", "5")).unwrap();
+    signal(a.id(), "-HUP");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains("reloaded") {
+        assert!(t.elapsed() < Duration::from_secs(10), "no reload line: {}", std::fs::read_to_string(&log).unwrap());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rx0 = rx_packets(&ns, &ifb);
+    let g = run(&[
+        "gen",
+        "--netns",
+        bed.ns_a(),
+        "-i",
+        bed.iface_a(),
+        "--dst-mac",
+        &mac(bed.mac_b()),
+        "--dst-port",
+        "5",
+        "--count",
+        "200",
+        "--rate",
+        "10000",
+        "--duration",
+        "10",
+    ]);
+    assert!(g.status.success(), "gen: {}", stderr(&g));
+    wait_rx_packets(&ns, &ifb, rx0, 200);
+    let o = run(&["filter", "show", "--netns", &ns, "-i", &ifb, "--json"]);
+    assert!(o.status.success(), "show: {}", stderr(&o));
+    let v = last_json(&o);
+    stop_pinned(a);
+    let err = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(v["rules"][0]["name"], "five", "the rules in force are not the reloaded file's: {v}\n{err}");
+    assert_eq!(n(&v["rules"][0]["packets"]), 200, "frames to udp/5 dropped and counted: {v}");
+    assert!(err.contains("was replaced by another process"), "no line about following the pins: {err}");
+    let _ = std::fs::remove_file(&file);
+}
+
+/// A rules file replaced by a FIFO: SIGHUP refuses it in one error line naming the file (the
+/// rules in force stay) instead of waiting on it, and SIGTERM then stops the command within 2 s.
+#[test]
+fn a_fifo_rules_file_on_sighup_is_refused_and_sigterm_still_stops() {
+    if !privileged("a_fifo_rules_file_on_sighup_is_refused_and_sigterm_still_stops") {
+        return;
+    }
+    let bed = bed();
+    let (ns, ifb) = (bed.ns_b(), bed.iface_b());
+    let file = tmp("fifo");
+    std::fs::write(&file, rules("first", "9")).unwrap();
+    let f = file.display().to_string();
+    let mut cmd = fastpath();
+    cmd.args(["filter", "load", &f, "--netns", ns, "-i", ifb, "--json"]).stderr(Stdio::piped());
+    let mut child = Running::start_cmd(cmd).into_child();
+    std::fs::remove_file(&file).unwrap();
+    assert!(Command::new("mkfifo").arg(&file).status().unwrap().success());
+    signal(child.id(), "-HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    signal(child.id(), "-TERM");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > Duration::from_secs(2) {
+            let _ = child.kill(); // the process this test started
+            let _ = child.wait();
+            let _ = std::fs::remove_file(&file);
+            panic!("still running 2 s after SIGTERM (waiting on the FIFO?)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(status.success(), "{status}: {err}");
+    let refusals: Vec<&str> = err.lines().filter(|l| l.contains("refused") && l.contains(&f)).collect();
+    assert_eq!(refusals.len(), 1, "one error line naming the file: {err}");
+    assert!(refusals[0].contains("a FIFO is not accepted: give a regular file"), "{err}");
+    assert_eq!(attached(ns, ifb), None, "SIGTERM left an XDP program attached");
+}

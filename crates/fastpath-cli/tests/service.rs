@@ -195,6 +195,12 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     // READY=1 once the program is attached: the kernel reports it when READY=1 is read.
     let ready = notify.until(&mut svc, "READY=1", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
     assert!(attached(&ns, &iface).is_some(), "READY=1 before the XDP program was attached: {ready:?}");
+    // The program is pinned beside the link: an adoption under the unit (no CAP_SYS_ADMIN to
+    // find it by id) takes it from there, to replace it with BPF_F_REPLACE.
+    let i2 = iface.clone();
+    let prog_pin =
+        fastpath_testbed::run_in_netns(&ns, move || fastpath::bpf::classifier::pin_dir(&i2).join("prog")).unwrap();
+    assert!(prog_pin.exists(), "the program under the link is not pinned at {}", prog_pin.display());
     assert!(ready.contains(&format!("STATUS={iface} (")) && ready.contains("1 rules"), "{ready:?}");
 
     // A flood the rules drop: STATUS= says the drop rate, the log says the flood.
@@ -264,8 +270,44 @@ fn the_units_exec_lines_notify_ready_status_reloading_and_stopping() {
     assert_ne!(before, after, "the restart did not replace the program under the link");
     let err = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(err.contains("adopted the classifier pinned on"), "{err}");
+
+    // Without the `prog` pin (pins of an older fastpath, a crash before it was written) the
+    // unit, which has no CAP_SYS_ADMIN to find the old program by id, still adopts.
+    let _ = Command::new("kill").args(["-TERM", &svc.child.id().to_string()]).status();
+    let st = svc.child.wait().unwrap();
+    assert!(st.success(), "{st:?}: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    let before = attached(&ns, &iface).expect("the pinned classifier stays after SIGTERM").id;
+    std::fs::remove_file(&prog_pin).expect("the prog pin");
+    std::mem::forget(svc);
+    let mut svc = spawn();
+    notify.until(&mut svc, "READY=1 without the prog pin", Duration::from_secs(30), &log, |m| has(m, "READY=1"));
+    let after = attached(&ns, &iface).expect("attached after the restart").id;
+    assert_ne!(before, after, "the restart without the prog pin did not replace the program under the link");
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(err.contains("adopted the classifier pinned on"), "{err}");
+    assert!(prog_pin.exists(), "the adoption did not pin the program it put under the link");
     drop(svc);
     bed.down().unwrap();
+}
+
+/// The unit starts with its interface and not before: it is bound to the interface's device
+/// unit and ordered after it (systemd.device(5): `sys-subsystem-net-devices-%i.device`), and
+/// wanted by it, so an interface that appears late (after network-pre.target) gets its filter
+/// when it appears instead of a failed start; still ordered before network.target.
+#[test]
+fn the_unit_starts_with_its_interface_device() {
+    let unit = unit_text();
+    let dev = "sys-subsystem-net-devices-%i.device";
+    let words = |key: &str| -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='))
+            .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    };
+    assert!(words("BindsTo").iter().any(|w| w == dev), "BindsTo={dev} missing:\n{unit}");
+    assert!(words("After").iter().any(|w| w == dev), "After={dev} missing:\n{unit}");
+    assert!(words("WantedBy").iter().any(|w| w == dev), "WantedBy={dev} missing:\n{unit}");
+    assert!(words("Before").iter().any(|w| w == "network.target"), "Before=network.target missing:\n{unit}");
 }
 
 /// Under the journal (JOURNAL_STREAM names stdout and stderr, as systemd sets it) a foreground

@@ -332,6 +332,9 @@ impl PinRules {
 
 /// Bytes per entry of the `rule_names` map.
 const NAMES_CHUNK: usize = 4096;
+/// The most `rule_names` bytes read from a pin (256 MiB; a full rule set of 131,072 rules with
+/// names and texts takes some tens of MB): a pin claiming more is of another version.
+const MAX_NAMES_BYTES: usize = 256 << 20;
 /// The pin of the rule names, and the name a new one is pinned under before it replaces it.
 const NAMES_PIN: &str = "rule_names";
 const NAMES_PIN_NEW: &str = "rule_names_new"; // bpffs refuses names with a dot
@@ -452,11 +455,20 @@ impl PinMeta {
         }
         let other = || BpfError::OtherVersion { dir: dir.display().to_string(), map: NAMES_PIN };
         let map = MapHandle::from_pinned_path(&p).map_err(|_| other())?;
-        let n = map.max_entries();
+        let n = map.max_entries() as usize;
         let arr = Array::<[u8; NAMES_CHUNK]>::new(map, NAMES_PIN).map_err(|_| other())?;
-        let mut bytes = Vec::with_capacity(n as usize * NAMES_CHUNK);
-        for i in 0..n {
-            bytes.extend_from_slice(&arr.get(i)?.unwrap_or([0; NAMES_CHUNK]));
+        // Only the entries the encoded length (its first 8 bytes) covers are read, and at most
+        // MAX_NAMES_BYTES: a map of a huge max_entries is never read or allocated whole.
+        let first = if n == 0 { [0; NAMES_CHUNK] } else { arr.get(0)?.unwrap_or([0; NAMES_CHUNK]) };
+        let len = abi::read::<u64>(&first).and_then(|l| usize::try_from(l).ok()).ok_or_else(other)?;
+        if len > MAX_NAMES_BYTES || len > n.saturating_mul(NAMES_CHUNK) {
+            return Err(other());
+        }
+        let chunks = len.div_ceil(NAMES_CHUNK);
+        let mut bytes = Vec::with_capacity(chunks * NAMES_CHUNK);
+        bytes.extend_from_slice(&first);
+        for i in 1..chunks {
+            bytes.extend_from_slice(&arr.get(i as u32)?.unwrap_or([0; NAMES_CHUNK]));
         }
         Self::decode(&bytes).ok_or_else(other)
     }
@@ -1119,6 +1131,29 @@ impl PinnedClassifier {
         Ok(Self { maps, st: state::Pinned { link, dir: dir.to_path_buf(), meta }, sc_link: Default::default() })
     }
 
+    /// True if the maps pinned under this classifier's directory are no longer the ones held
+    /// here: another process adopted the classifier with maps of its own
+    /// ([`Classifier::upgrade_pinned`]), or unloaded and loaded it again. The kernel ids of
+    /// `cls_active`'s pin and of the map held are compared; false if nothing (or a symlink) is
+    /// pinned there. Reload and read counters through [`PinnedClassifier::open_pinned`] again
+    /// then, under the reload lock: the maps held are no longer the program's.
+    pub fn pins_replaced(&self) -> bool {
+        let p = self.st.dir.join("cls_active");
+        if !matches!(check_entry(&p), Ok(Some(_))) {
+            return false;
+        }
+        let pinned = MapHandle::from_pinned_path(&p).ok().and_then(|h| h.info().ok()).map(|i| i.info.id);
+        match (pinned, self.maps.cls_active.id().ok()) {
+            (Some(p), Some(h)) => p != h,
+            _ => false,
+        }
+    }
+
+    /// The pin directory this classifier was opened from.
+    pub fn dir(&self) -> &Path {
+        &self.st.dir
+    }
+
     /// The interface index at load (or last reload) time and the source, rule names and rule
     /// texts of the set in force, as kept with the pins.
     pub fn meta(&self) -> &PinMeta {
@@ -1359,7 +1394,26 @@ impl Classifier {
             }
         }
         let _ = std::fs::remove_dir(dir);
+        Classifier::remove_staging_of(dir)?;
         Ok(())
+    }
+
+    /// Removes the staging directory of the pin directory `dir` ([`staging_dir`]) an upgrade
+    /// that died left (its tc link detached, its pins removed); false if there is none. Needs
+    /// root.
+    ///
+    /// # Errors
+    ///
+    /// [`BpfError::UntrustedPinDir`] if it is not a root-owned directory; [`BpfError::Sys`] for
+    /// a pin that cannot be removed.
+    pub fn remove_staging_of(dir: &Path) -> Result<bool, BpfError> {
+        let staging = staging_dir(dir);
+        if std::fs::symlink_metadata(&staging).is_err() {
+            return Ok(false);
+        }
+        check_trusted_dir(&staging)?;
+        remove_staging(&staging)?;
+        Ok(true)
     }
 }
 
@@ -1397,11 +1451,89 @@ fn repin_prog(dir: &Path, prog: &OwnedFd) -> Result<(), BpfError> {
     })
 }
 
-/// The staging directory of an upgrade's new pins, beside `dir` (bpffs refuses a dot).
-fn staging_dir(dir: &Path) -> PathBuf {
+/// What ends the name of an upgrade's staging directory. A ':' is in no interface name (Linux
+/// `dev_valid_name` refuses '/', ':' and whitespace), so `<netns>-<iface>:new` is never the pin
+/// directory of an interface; bpffs accepts it (it refuses only a dot).
+pub const STAGING_SUFFIX: &str = ":new";
+
+/// The staging directory of an upgrade's new pins beside the pin directory `dir`
+/// (`<dir>:new`): no interface's pin directory ([`STAGING_SUFFIX`]).
+pub fn staging_dir(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().map(|s| s.to_os_string()).unwrap_or_default();
-    name.push("_new");
+    name.push(STAGING_SUFFIX);
     dir.with_file_name(name)
+}
+
+/// True if `name` (a directory name under [`PIN_ROOT`]) is an upgrade's staging directory, not
+/// an interface's pin directory.
+pub fn is_staging_name(name: &str) -> bool {
+    name.ends_with(STAGING_SUFFIX)
+}
+
+/// Removes the staging directory `staging` of an upgrade (its tc link detached, its pins
+/// unlinked), refusing any directory whose name does not end in [`STAGING_SUFFIX`]: an
+/// interface's pins are never removed as a staging directory.
+fn remove_staging(staging: &Path) -> Result<(), BpfError> {
+    let name = staging.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if !is_staging_name(&name) {
+        return Err(BpfError::UntrustedPinDir {
+            path: staging.display().to_string(),
+            reason: format!("not a staging directory (its name does not end in {STAGING_SUFFIX:?})"),
+        });
+    }
+    Classifier::unpin(staging)?;
+    // Anything else left in it (a pin of another version) goes too: the directory is ours.
+    if let Ok(entries) = std::fs::read_dir(staging) {
+        for e in entries.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(staging);
+    Ok(())
+}
+
+/// Moves the pins staged under `staging` in place of those under `dir` (rename, each atomic;
+/// the program pin last, so a staging directory that still has it has not been moved whole).
+fn move_staged(staging: &Path, dir: &Path) -> Result<(), BpfError> {
+    for name in ClsMaps::NAMES.iter().copied().chain([NAMES_PIN, SC_LINK_PIN, PROG_PIN]) {
+        let (from, to) = (staging.join(name), dir.join(name));
+        if std::fs::symlink_metadata(&from).is_err() {
+            continue;
+        }
+        std::fs::rename(&from, &to).map_err(|e| SysError {
+            call: format!("rename({}, {})", from.display(), to.display()),
+            errno: e.raw_os_error().unwrap_or(0),
+        })?;
+    }
+    let _ = std::fs::remove_dir(staging);
+    Ok(())
+}
+
+/// A staging directory left beside `dir` by an upgrade that did not finish (the process died):
+/// if the link already runs the staged program (`link_prog_id`), the move of its pins is
+/// finished (the pins then name the maps that program runs on); otherwise it is removed (the
+/// old program still runs, on the pins under `dir`). Returns true if it was moved in.
+fn settle_staging(dir: &Path, link_prog_id: u32) -> Result<bool, BpfError> {
+    let staging = staging_dir(dir);
+    if std::fs::symlink_metadata(&staging).is_err() {
+        return Ok(false);
+    }
+    check_trusted_dir(&staging)?;
+    let staged_prog = match check_entry(&staging.join(PROG_PIN))? {
+        Some(_) => crate::sys::bpf::obj_get(&staging.join(PROG_PIN))
+            .ok()
+            .and_then(|fd| crate::sys::bpf::prog_info_id(fd.as_fd()).ok()),
+        None => None,
+    };
+    if staged_prog == Some(link_prog_id) {
+        if check_entry(&staging.join(SC_LINK_PIN))?.is_some() {
+            unpin_sc_link(dir);
+        }
+        move_staged(&staging, dir)?;
+        return Ok(true);
+    }
+    remove_staging(&staging)?;
+    Ok(false)
 }
 
 impl Classifier {
@@ -1417,12 +1549,20 @@ impl Classifier {
     ///   in force, then `c` is flipped in as [`PinnedClassifier::reload`] does; counters, the
     ///   SYN-cookie key and the tc program's link carry over (its program is replaced too).
     /// - Otherwise, or with `fresh_maps`, the new program gets maps of its own with `c` already
-    ///   in force; its maps are pinned in a staging directory beside `dir` first, the link is
-    ///   updated, then the pins are moved in place of the old ones (rename). Counters restart;
-    ///   the SYN-cookie key is carried if the old `sc_config` map has this layout.
+    ///   in force; its maps are pinned in a staging directory beside `dir` first
+    ///   ([`staging_dir`], `<dir>:new`, a name no interface has), the link is updated, then the
+    ///   pins are moved in place of the old ones (rename; the program pin last). Counters
+    ///   restart; the SYN-cookie key is carried if the old `sc_config` map has this layout.
+    /// - A staging directory left by an upgrade that died is settled first: moved in if the
+    ///   link already runs its program, removed otherwise.
     ///
-    /// Needs root (CAP_SYS_ADMIN for the program id lookup, CAP_BPF, CAP_NET_ADMIN). The
-    /// caller serializes this with reloads of the same classifier (their lock).
+    /// The old program is taken from the `prog` pin when that is the link's program, else by id
+    /// (CAP_SYS_ADMIN). Without either (pins of an older fastpath, a crash between the link
+    /// update and the pin, a service without CAP_SYS_ADMIN) the link is updated without
+    /// BPF_F_REPLACE, and on the pinned maps the rules are tried on the fresh maps first: the
+    /// old program cannot be put back then. Needs CAP_BPF, CAP_NET_ADMIN (and CAP_PERFMON for
+    /// the verifier), or root. The caller serializes this with reloads of the same classifier
+    /// (their lock).
     ///
     /// # Errors
     ///
@@ -1461,8 +1601,12 @@ impl Classifier {
         let Some(on) = on.filter(|p| p.id == info.prog_id) else {
             return Err(stale(format!("the kernel does not report the pinned link's program {} on it", info.prog_id)));
         };
+        // An upgrade that died half-way left its staging directory: finished or removed first.
+        settle_staging(dir, info.prog_id)?;
         // The old program: its pin (this version on), or by id (CAP_SYS_ADMIN), checked to be
-        // the one the link runs.
+        // the one the link runs. Neither (pins of an older fastpath, a crash between the link
+        // update and the pin, no CAP_SYS_ADMIN): the link is updated without BPF_F_REPLACE (the
+        // caller's lock keeps other adopters out), the rules checked before the switch.
         let prog_pin = dir.join(PROG_PIN);
         let pinned_prog = if check_entry(&prog_pin)?.is_some() {
             crate::sys::bpf::obj_get(&prog_pin)
@@ -1472,8 +1616,12 @@ impl Classifier {
             None
         };
         let old_prog = match pinned_prog {
-            Some(fd) => fd,
-            None => crate::sys::bpf::prog_fd_by_id(info.prog_id)?,
+            Some(fd) => Some(fd),
+            None => match crate::sys::bpf::prog_fd_by_id(info.prog_id) {
+                Ok(fd) => Some(fd),
+                Err(e) if e.errno == libc::EPERM || e.errno == libc::EACCES => None,
+                Err(e) => return Err(e.into()),
+            },
         };
         let fresh = LoadedClassifier::load()?;
         let pinned = if fresh_maps { None } else { ClsMaps::open_pinned(dir).ok() };
@@ -1482,14 +1630,25 @@ impl Classifier {
             None => false,
         };
         let update = |prog: std::os::fd::BorrowedFd<'_>| {
-            crate::sys::bpf::link_update(link.as_fd(), prog, Some(old_prog.as_fd()), || {
-                format!("bpf_link_update(pinned classifier link id {}, BPF_F_REPLACE)", info.id)
+            let replace = old_prog.as_ref().map(|p| p.as_fd());
+            crate::sys::bpf::link_update(link.as_fd(), prog, replace, || {
+                let flag = if replace.is_some() { ", BPF_F_REPLACE" } else { "" };
+                format!("bpf_link_update(pinned classifier link id {}{flag})", info.id)
             })
         };
         let sc_pin = dir.join(SC_LINK_PIN);
         let old_sc = if check_entry(&sc_pin)?.is_some() { crate::sys::bpf::obj_get(&sc_pin).ok() } else { None };
         let new_prog_id = |fd: &OwnedFd| crate::sys::bpf::prog_info_id(fd.as_fd());
         if let (true, Some(p)) = (same, pinned) {
+            if old_prog.is_none() {
+                // The old program cannot be put back if the rules are refused after the
+                // switch: they are tried first on the fresh maps (of the same shapes).
+                if c.uses_syncookie() {
+                    super::syncookie::check_sysctl()?;
+                }
+                fresh.prepare_sc_config(iface)?;
+                fresh.swap_in(c)?;
+            }
             drop(fresh);
             let (new, ()) = LoadedClassifier::load_inner(None, Some(&p), |_| Ok(()))?;
             // The tc program of the SYN cookies first (it only acts on the XDP program's marks,
@@ -1519,8 +1678,12 @@ impl Classifier {
             let set = match PinnedClassifier::open_pinned(dir).and_then(|mut pc| pc.reload(c, rules)) {
                 Ok(s) => s,
                 Err(e) => {
-                    let back = Some(new.st.prog.as_fd());
-                    let _ = crate::sys::bpf::link_update(link.as_fd(), old_prog.as_fd(), back, String::new);
+                    // (Without the old program's descriptor the new one stays, on the rules in
+                    // force: the reload failed before its flip.)
+                    if let Some(old) = &old_prog {
+                        let back = Some(new.st.prog.as_fd());
+                        let _ = crate::sys::bpf::link_update(link.as_fd(), old.as_fd(), back, String::new);
+                    }
                     put_back_tc();
                     return Err(e);
                 }
@@ -1555,7 +1718,7 @@ impl Classifier {
         let new_sc = if c.uses_syncookie() { Some(super::syncookie::attach_tc(new.maps.tc(), ifindex)?) } else { None };
         let staging = staging_dir(dir);
         if std::fs::symlink_metadata(&staging).is_ok() {
-            Classifier::unpin(&staging)?;
+            remove_staging(&staging)?;
         }
         make_trusted_dir(&staging)?;
         let staged = (|| {
@@ -1568,7 +1731,7 @@ impl Classifier {
             Ok::<(), BpfError>(())
         })();
         if let Err(e) = staged.and_then(|_| update(new.st.prog.as_fd()).map_err(BpfError::from)) {
-            let _ = Classifier::unpin(&staging); // the old program still runs, on its pins
+            let _ = remove_staging(&staging); // the old program still runs, on its pins
             return Err(e);
         }
         // The new program runs: the old tc link goes, the new pins take the old ones' names.
@@ -1576,17 +1739,7 @@ impl Classifier {
             unpin_sc_link(dir);
         }
         let new_id = new_prog_id(&new.st.prog)?;
-        for name in ClsMaps::NAMES.iter().copied().chain([NAMES_PIN, SC_LINK_PIN, PROG_PIN]) {
-            let (from, to) = (staging.join(name), dir.join(name));
-            if std::fs::symlink_metadata(&from).is_err() {
-                continue;
-            }
-            std::fs::rename(&from, &to).map_err(|e| SysError {
-                call: format!("rename({}, {})", from.display(), to.display()),
-                errno: e.raw_os_error().unwrap_or(0),
-            })?;
-        }
-        let _ = std::fs::remove_dir(&staging);
+        move_staged(&staging, dir)?;
         Ok(Upgrade { old_prog_id: info.prog_id, new_prog_id: new_id, maps_kept: false, set, mode: on.mode.name() })
     }
 }
