@@ -829,7 +829,7 @@ fn reopen_replaced(cls: &mut PinnedClassifier, at: &str) -> Result<bool, BpfErro
     if !cls.pins_replaced() {
         return Ok(false);
     }
-    let now = PinnedClassifier::open_pinned(&cls.dir().to_path_buf())?;
+    let now = PinnedClassifier::open_pinned(cls.dir())?;
     *cls = now;
     let source = cls.meta().source.clone().unwrap_or_else(|| "a source not kept".into());
     log::warn!(
