@@ -78,7 +78,7 @@ fn send_receive(bed: &Testbed, mode: Mode, r: &Run) -> Check {
         let missing: Vec<u64> = (1..=pkts.len() as u64).filter(|s| !seqs.contains(s)).take(8).collect();
         let veth = fastpath_testbed::Testbed::ethtool_stats(bed.ns_b(), bed.iface_b())
             .map(|v| v.into_iter().filter(|(k, v)| *v > 0 && (k.contains("drop") || k.contains("err"))).collect::<Vec<_>>());
-        format!("{e}; sent {} completed {} tx free {} pending {}; missing seqs {missing:?}; RX {:?}; TX {:?}; veth b {veth:?}", t.sent, t.completed, tx.free.len(), tx.sock.tx.pending(), rx.stats(), tx.stats())
+        format!("{e}; sent {} completed {} dropped by the driver (sendto EBUSY) {} tx free {} pending {}; missing seqs {missing:?}; RX {:?}; TX {:?}; veth b {veth:?}", t.sent, t.completed, t.driver_dropped, tx.free.len(), tx.sock.tx.pending(), rx.stats(), tx.stats())
     })?;
     // Copy mode: the kernel puts the packet at XDP_PACKET_HEADROOM + the UMEM's headroom
     // into the frame (net/xdp/xsk.c, __xsk_rcv; Documentation/networking/af_xdp.rst).
