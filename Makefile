@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint clean
+.PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint public-api clean
 .PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check interop-afxdp-plugin
 
 # Everything (what building, running and the tests need); `scripts/deps.sh build` or `run` installs
@@ -71,13 +71,20 @@ figures: build
 figures-check:
 	python3 scripts/figures.py --check
 
-# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error, and every mutant row
+# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error, the public API as listed, and every mutant row
 # applying to a text that exists and naming a test that exists; CI runs it before the tests.
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 	python3 scripts/mutants.py --check
+	$(MAKE) public-api
+
+# The library's public API against the committed listing crates/fastpath/public-api.txt (a
+# difference fails, so every API change shows in review); PUBLIC_API_ARGS=--bless rewrites it.
+PUBLIC_API_ARGS ?=
+public-api: deps-build
+	$(CARGO) run --release --locked -q -p xtask -- public-api $(PUBLIC_API_ARGS)
 
 clean:
 	$(CARGO) clean
