@@ -47,7 +47,19 @@ fn listing(root: &Path) -> anyhow::Result<Vec<String>> {
         .current_dir(root)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_TARGET_DIR", &target)
-        .args(["rustdoc", "--locked", "-q", "-p", CRATE, "--lib", "--", "-Z", "unstable-options", "--output-format", "json"])
+        .args([
+            "rustdoc",
+            "--locked",
+            "-q",
+            "-p",
+            CRATE,
+            "--lib",
+            "--",
+            "-Z",
+            "unstable-options",
+            "--output-format",
+            "json",
+        ])
         .status()
         .with_context(|| format!("running {cargo} rustdoc"))?;
     if !status.success() {
@@ -92,8 +104,9 @@ fn public_api(bless: bool) -> anyhow::Result<()> {
         println!("public-api: {} items written to {LISTING}", items.len());
         return Ok(());
     }
-    let committed = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading {} (make it with `cargo run -p xtask -- public-api --bless`)", path.display()))?;
+    let committed = std::fs::read_to_string(&path).with_context(|| {
+        format!("reading {} (make it with `cargo run -p xtask -- public-api --bless`)", path.display())
+    })?;
     let old: BTreeSet<&str> = committed.lines().filter(|l| !l.starts_with("# ") && !l.is_empty()).collect();
     let new: BTreeSet<&str> = items.iter().map(String::as_str).collect();
     let removed: Vec<&&str> = old.difference(&new).collect();
