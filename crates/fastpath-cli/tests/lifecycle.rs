@@ -207,14 +207,17 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
         "9",
         "--rate",
         "100000",
+        // Until stopped below, after the last phase: a fixed duration ran out before the
+        // fresh-maps phase on a loaded CI machine (each start of `filter load` took seconds;
+        // the new program then counted 0 drops because no flood came any more).
         "--duration",
-        "7",
+        "120",
         "--json",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let flood = std::thread::spawn(move || fastpath().args(&gen_args).output().expect("gen"));
+    let flood = fastpath().args(&gen_args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("gen");
     std::thread::sleep(Duration::from_secs(1));
     let p0 = probe_rx.load(Ordering::Relaxed);
     // Restart: the process goes, the pinned classifier stays, the next one adopts it.
@@ -235,6 +238,9 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     std::thread::sleep(Duration::from_secs(1));
     let p2 = probe_rx.load(Ordering::Relaxed);
     let drops_c = drops(&ns, &ifb);
+    let stats_c = run(&["filter", "stats", "--netns", &ns, "-i", &ifb, "--duration", "0", "--json"]);
+    let stats_c = String::from_utf8_lossy(&stats_c.stdout).to_string();
+    let link_c = attached(&ns, &ifb).map(|l| l.id);
     // Pins of another map layout (an older fastpath's): adopted on maps of its own, unasked.
     stop_pinned(c);
     plant_other_layout(&ns, &ifb, "cls_cache");
@@ -243,7 +249,8 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     let fourth = attached(&ns, &ifb).expect("attached").id;
     std::thread::sleep(Duration::from_millis(700));
     let p3 = probe_rx.load(Ordering::Relaxed);
-    let g = flood.join().unwrap();
+    signal(flood.id(), "-INT");
+    let g = flood.wait_with_output().unwrap();
     assert!(g.status.success(), "gen: {}", stderr(&g));
     stop_pinned(d);
     stop.store(true, Ordering::Relaxed);
@@ -267,7 +274,11 @@ fn restart_and_upgrade_let_no_flood_frame_through() {
     // included), restarted from zero with fresh maps, then counting.
     assert!(drops_b > 120_000, "drops after the restart: {drops_b}");
     assert!(drops_c0 < drops_b / 2, "fresh maps kept the counters: {drops_c0} (before {drops_b})");
-    assert!(drops_c > drops_c0, "the new program did not count: {drops_c0} then {drops_c}");
+    assert!(
+        drops_c > drops_c0,
+        "the new program did not count: {drops_c0} then {drops_c}; program under the link {link_c:?} (attached as {third}); gen {}; filter stats {stats_c}",
+        String::from_utf8_lossy(&g.stdout)
+    );
 }
 
 /// The drops the classifier pinned on `ifb` counted (`filter stats`): the set in force and the
