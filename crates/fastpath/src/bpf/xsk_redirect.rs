@@ -1,12 +1,10 @@
 //! `xsk_redirect` (bpf/xsk_redirect.bpf.c) and its RX-metadata variant
 //! (bpf/xsk_redirect_meta.bpf.c): frames of queue q go to the AF_XDP socket in XSKMAP slot q.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, RawFd};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
-
-use std::os::fd::RawFd;
 
 use super::skel::{self, load_skel, owned_prog_fd};
 use super::{BpfError, Loaded, XdpLink};
