@@ -651,7 +651,7 @@ pub struct XskArgs {
 
 impl XdpModeArg {
     /// The mode asked for, or None for native falling back to skb
-    /// (`fastpath::bpf::attach_with_fallback`).
+    /// (`fastpath::bpf::XdpLink::attach`).
     pub fn mode(self) -> Option<fastpath::bpf::XdpMode> {
         match self {
             XdpModeArg::Native => Some(fastpath::bpf::XdpMode::Native),

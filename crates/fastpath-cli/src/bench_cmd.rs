@@ -454,19 +454,16 @@ fn open_afxdp(a: &BenchArgs, role: Role) -> CliResult<Opened> {
     let cpus = crate::session::worker_cpus(&a.xsk);
     let mut sess = match &a.xsk_handoff {
         Some(path) => {
-            let map = fastpath::xsk::handoff::request_xsk_map(
-                path,
-                &a.xsk.iface,
-                fastpath::xsk::handoff::TRUSTED_SERVER_UIDS,
-            )
-            .map_err(|e| match e {
-                // The library says nothing listens there; the command that serves it is ours.
-                fastpath::xsk::handoff::HandoffError::NoServer { ref path, .. } => crate::error::env(anyhow::anyhow!(
-                    "{e}: start `fastpath filter load ... --xsk-handoff {}` first",
-                    path.display()
-                )),
-                other => crate::error::env(other),
-            })?;
+            let map = fastpath::uds::request_xsk_map(path, &a.xsk.iface, fastpath::uds::TRUSTED_SERVER_UIDS).map_err(
+                |e| match e {
+                    // The library says nothing listens there; the command that serves it is ours.
+                    fastpath::uds::HandoffError::NoServer { ref path, .. } => crate::error::env(anyhow::anyhow!(
+                        "{e}: start `fastpath filter load ... --xsk-handoff {}` first",
+                        path.display()
+                    )),
+                    other => crate::error::env(other),
+                },
+            )?;
             Session::open_handoff(iface, &a.xsk, map).map_err(|e| handoff_hint(e, &a.xsk))?
         }
         None => {

@@ -194,7 +194,7 @@ fn load(
     // The socket is bound before anything is loaded: a path that cannot be served leaves
     // nothing attached.
     let server = match handoff {
-        Some((path, _)) => Some(fastpath::xsk::handoff::Server::bind(path).map_err(handoff_err)?),
+        Some((path, _)) => Some(fastpath::uds::Server::bind(path).map_err(handoff_err)?),
         None => None,
     };
     let mut notes = Vec::new();
@@ -412,8 +412,8 @@ fn stop_handoff(serving: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>)
     }
 }
 
-fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliError {
-    use fastpath::xsk::handoff::HandoffError;
+fn handoff_err(e: fastpath::uds::HandoffError) -> crate::error::CliError {
+    use fastpath::uds::HandoffError;
     match e {
         HandoffError::Path { .. } => usage(anyhow::anyhow!("--xsk-handoff: {e}")),
         _ => env(e),
@@ -424,7 +424,7 @@ fn handoff_err(e: fastpath::xsk::handoff::HandoffError) -> crate::error::CliErro
 /// socket file goes when it ends. One line on stderr per connection; if the server fails
 /// before the flag is set, a warning line then (the classifier stays attached, unserved).
 fn serve_handoff(
-    server: fastpath::xsk::handoff::Server,
+    server: fastpath::uds::Server,
     map: std::os::fd::OwnedFd,
     iface: &str,
     allow: &[u32],

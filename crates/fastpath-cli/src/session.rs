@@ -10,7 +10,7 @@ use fastpath::bpf::{
 use fastpath::io::afxdp::{open_queues, AfXdpPort, QueueSetup, XskMap, XskPortInfo};
 use fastpath::netdev::Iface;
 use fastpath::rules::compile::Compiled;
-use fastpath::xsk::handoff::HandedXskMap;
+use fastpath::uds::HandedXskMap;
 use fastpath::xsk::{BusyPoll, CopyMode, RxQueues, SocketConfig, TxMeta, UmemConfig, XskConfig};
 use serde::Serialize;
 
@@ -39,7 +39,7 @@ pub enum Prog {
     /// No program of ours: the sockets are in an XSKMAP handed over by another process
     /// (`--xsk-handoff`), held for as long as the session; and the id of the XDP program on the
     /// interface when it opened (the one that redirects into that map).
-    Handoff(#[allow(dead_code)] fastpath::xsk::handoff::HandedXskMap, u32),
+    Handoff(#[allow(dead_code)] fastpath::uds::HandedXskMap, u32),
     None,
 }
 

@@ -44,6 +44,9 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
+use crate::netdev::genl::{
+    Netdev, NAPI_A_DEFER_HARD_IRQS, NAPI_A_ID, NAPI_A_IFINDEX, NAPI_A_IRQ_SUSPEND_TIMEOUT, NAPI_GET, NAPI_SET,
+};
 use crate::sys::probe::{self as sp, Insn, ProgSpec};
 use crate::sys::uapi::XDP_MAX_TX_SKB_BUDGET;
 use crate::sys::{self, SysError};
@@ -467,7 +470,7 @@ impl Prober {
     /// The `netdev` family's NAPI requests ([`crate::netdev::napi`]); by kernel version where
     /// the request cannot decide (no CAP_NET_ADMIN for `napi-set`).
     fn napi(&mut self) {
-        let answers = crate::netdev::napi::probe_napi();
+        let answers = probe_napi();
         for (f, a) in [Feature::NapiGet, Feature::NapiSet, Feature::IrqSuspend].into_iter().zip(answers) {
             match a {
                 Ok((yes, how)) => self.probed(f, yes, how),
@@ -803,6 +806,55 @@ impl Prober {
 /// before they try.
 pub fn euid() -> u32 {
     sys::geteuid()
+}
+
+/// What the kernel answered to one harmless request: `Ok(true)` supported, `Ok(false)` not, `Err(errno text)` when the
+/// request could not decide (no privilege).
+type ProbeAnswer = Result<(bool, String), String>;
+
+/// Probes `napi-get`, `napi-set` and `irq-suspend-timeout` with harmless requests: a
+/// `napi-get` dump of `lo` (which has no NAPI), and `napi-set` of NAPI id 0 (never a NAPI:
+/// ids start above NR_CPUS) first with `defer-hard-irqs`, then with `irq-suspend-timeout`
+/// only. ENOENT ("no such NAPI") proves the request and its attribute were accepted; EINVAL
+/// for the second means the attribute is unknown (the op's policy ends before it); EOPNOTSUPP
+/// means no such command. Spoken through the `netdev` family's socket (`netdev/genl.rs`), not
+/// through [`crate::netdev::napi`], which itself [`check`]s these features before it acts.
+fn probe_napi() -> [ProbeAnswer; 3] {
+    let nd = match Netdev::open() {
+        Ok(Some(nd)) => nd,
+        Ok(None) => {
+            let no = Ok((false, "no netdev generic netlink family (kernel < 6.3)".to_string()));
+            return [no.clone(), no.clone(), no];
+        }
+        Err(e) => {
+            let e = Err(format!("NETLINK_GENERIC socket: {e}"));
+            return [e.clone(), e.clone(), e];
+        }
+    };
+    let get = match nd.dump(NAPI_GET, vec![(NAPI_A_IFINDEX, 1u32.to_ne_bytes().to_vec())]) {
+        Ok(_) => Ok((true, "napi-get dump of ifindex 1 answered".to_string())),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok((false, format!("napi-get: {e}"))),
+        Err(e) => Err(format!("napi-get: {e}")),
+    };
+    let set_probe = |attr: u16, val: Vec<u8>, name: &str| -> ProbeAnswer {
+        let r = nd.ack(NAPI_SET, vec![(NAPI_A_ID, 0u32.to_ne_bytes().to_vec()), (attr, val)]);
+        match r.map_err(|e| e.raw_os_error()) {
+            Err(Some(libc::ENOENT)) => Ok((true, format!("napi-set id=0 {name}: ENOENT (accepted; no such NAPI)"))),
+            Err(Some(libc::EOPNOTSUPP)) => Ok((false, "napi-set: EOPNOTSUPP (no such command)".into())),
+            Err(Some(libc::EINVAL)) => Ok((false, format!("napi-set id=0 {name}: EINVAL (unknown attribute)"))),
+            Err(Some(e)) if e == libc::EPERM || e == libc::EACCES => {
+                Err(format!("napi-set needs CAP_NET_ADMIN: {}", std::io::Error::from_raw_os_error(e)))
+            }
+            Err(e) => Err(format!("napi-set id=0 {name}: {e:?}")),
+            Ok(()) => Ok((true, format!("napi-set id=0 {name} accepted"))),
+        }
+    };
+    let set = set_probe(NAPI_A_DEFER_HARD_IRQS, 0u32.to_ne_bytes().to_vec(), "defer-hard-irqs");
+    let suspend = match &set {
+        Ok((false, why)) => Ok((false, why.clone())),
+        _ => set_probe(NAPI_A_IRQ_SUSPEND_TIMEOUT, 0u64.to_ne_bytes().to_vec(), "irq-suspend-timeout"),
+    };
+    [get, set, suspend]
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! - [`bench`](mod@bench): the run loops of `fastpath bench` (rxdrop, txonly, l2fwd) and the generator.
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
+//! - [`uds`]: the AF_XDP device plugin's UDS protocol: an XSKMAP handed over a Unix socket to
+//!   unprivileged programs (server and client).
 //! - [`workers`]: worker threads spawned pinned to a CPU, joined together, or held with their
 //!   stop flag; CPU pinning and the online CPUs.
 //! - [`SysError`]: a failed system call, with the call and its arguments (the crate-private
@@ -27,6 +29,7 @@ pub mod replay;
 pub mod rules;
 pub mod stats;
 pub(crate) mod sys;
+pub mod uds;
 pub mod workers;
 pub mod xsk;
 

@@ -13,7 +13,8 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use super::{owned_prog_fd, skel, BpfError, Loaded, XdpLink};
+use super::skel::{self, owned_prog_fd};
+use super::{BpfError, Loaded, XdpLink};
 use crate::abi::{self, fp_cap_hdr, fp_cap_stats};
 
 /// Longest snap length the program keeps, in bytes.

@@ -901,7 +901,7 @@ impl<S: state::State> Classifier<S> {
 
     /// A new descriptor of the XSKMAP (`xsks`, keyed by queue id) that rules with
     /// `action = "xsk"` redirect into: what `fastpath filter load --xsk-handoff` serves
-    /// ([`crate::xsk::handoff`]).
+    /// ([`crate::uds`]).
     ///
     /// # Errors
     ///

@@ -19,7 +19,8 @@ use serde::Serialize;
 
 use bytemuck::bytes_of;
 
-use super::{owned_prog_fd, skel, BpfError, Loaded, XdpLink};
+use super::skel::{self, owned_prog_fd};
+use super::{BpfError, Loaded, XdpLink};
 use crate::abi::{self, bpf_cpumap_val, bpf_cpumap_val__bindgen_ty_1, fp_pkt_stats};
 
 /// Most CPUs in the list (`FP_RCPU_MAX_CPUS`).

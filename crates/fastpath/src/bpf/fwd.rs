@@ -24,7 +24,8 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 use serde::Serialize;
 
-use super::{owned_prog_fd, skel, AttachOpts, BpfError, XdpLink, XdpMode};
+use super::skel::{self, owned_prog_fd};
+use super::{AttachOpts, BpfError, XdpLink, XdpMode};
 use crate::abi::{self, bpf_devmap_val, fp_fwd_port, fp_pkt_stats};
 use crate::netdev::Iface;
 

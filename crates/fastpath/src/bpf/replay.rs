@@ -8,7 +8,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
-use super::{owned_prog_fd, skel, BpfError};
+use super::skel::{self, owned_prog_fd};
+use super::BpfError;
 use crate::abi::{fp_replay_frame_hdr, fp_replay_state, FP_REPLAY_FRAME_MAX};
 use crate::sys::{self, SysError};
 

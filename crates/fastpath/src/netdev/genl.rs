@@ -4,7 +4,8 @@
 //! socket, the family id resolved once, and `do` (one answer), `ack` (a request answered only
 //! by its acknowledgement) and `dump` (every answer until NLMSG_DONE) requests, and
 //! [`Netdev::queue_get`] (`queue-get` of one queue). Used by [`super::xdp_features`] (dev-get)
-//! and [`super::napi`] (napi-get, napi-set, queue-get).
+//! [`super::napi`] (napi-get, napi-set, queue-get) and the feature probes of `crate::features`
+//! (napi-get, napi-set).
 
 use std::io;
 
@@ -24,6 +25,19 @@ const QUEUE_A_IFINDEX: u16 = 2;
 const QUEUE_A_TYPE: u16 = 3;
 /// `napi-id` of a `queue-get` answer.
 pub(crate) const QUEUE_A_NAPI_ID: u16 = 4;
+
+/// NETDEV_CMD_NAPI_GET and NETDEV_CMD_NAPI_SET (include/uapi/linux/netdev.h): what
+/// [`super::napi`] sends, and the feature probes (`crate::features`) too.
+pub(crate) const NAPI_GET: u8 = 11;
+pub(crate) const NAPI_SET: u8 = 14;
+/// enum netdev_a_napi.
+pub(crate) const NAPI_A_IFINDEX: u16 = 1;
+pub(crate) const NAPI_A_ID: u16 = 2;
+pub(crate) const NAPI_A_IRQ: u16 = 3;
+pub(crate) const NAPI_A_PID: u16 = 4;
+pub(crate) const NAPI_A_DEFER_HARD_IRQS: u16 = 5;
+pub(crate) const NAPI_A_GRO_FLUSH_TIMEOUT: u16 = 6;
+pub(crate) const NAPI_A_IRQ_SUSPEND_TIMEOUT: u16 = 7;
 
 /// Attributes of one message: (type, value bytes), in the order received.
 pub(crate) type Attrs = Vec<(u16, Vec<u8>)>;

@@ -28,19 +28,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::genl::{self, Attrs, Netdev};
+use super::genl::{self, Attrs, Netdev, NAPI_GET, NAPI_SET};
 use super::Iface;
-
-const NETDEV_CMD_NAPI_GET: u8 = 11;
-const NETDEV_CMD_NAPI_SET: u8 = 14;
-/// enum netdev_a_napi.
-const A_IFINDEX: u16 = 1;
-const A_ID: u16 = 2;
-const A_IRQ: u16 = 3;
-const A_PID: u16 = 4;
-const A_DEFER_HARD_IRQS: u16 = 5;
-const A_GRO_FLUSH_TIMEOUT: u16 = 6;
-const A_IRQ_SUSPEND_TIMEOUT: u16 = 7;
 
 /// Largest `defer-hard-irqs` the kernel accepts (netdev.yaml: `max: s32-max`).
 pub const MAX_DEFER_HARD_IRQS: u32 = i32::MAX as u32;
@@ -68,13 +57,13 @@ impl Napi {
     fn from_attrs(a: &Attrs) -> Option<Self> {
         let u32_of = |k| genl::uint(a, k).map(|v| v as u32);
         Some(Self {
-            id: u32_of(A_ID)?,
-            ifindex: u32_of(A_IFINDEX)?,
-            irq: u32_of(A_IRQ),
-            pid: u32_of(A_PID),
-            defer_hard_irqs: u32_of(A_DEFER_HARD_IRQS),
-            gro_flush_timeout_ns: genl::uint(a, A_GRO_FLUSH_TIMEOUT),
-            irq_suspend_timeout_ns: genl::uint(a, A_IRQ_SUSPEND_TIMEOUT),
+            id: u32_of(genl::NAPI_A_ID)?,
+            ifindex: u32_of(genl::NAPI_A_IFINDEX)?,
+            irq: u32_of(genl::NAPI_A_IRQ),
+            pid: u32_of(genl::NAPI_A_PID),
+            defer_hard_irqs: u32_of(genl::NAPI_A_DEFER_HARD_IRQS),
+            gro_flush_timeout_ns: genl::uint(a, genl::NAPI_A_GRO_FLUSH_TIMEOUT),
+            irq_suspend_timeout_ns: genl::uint(a, genl::NAPI_A_IRQ_SUSPEND_TIMEOUT),
         })
     }
 
@@ -128,15 +117,15 @@ impl NapiSettings {
     }
 
     fn attrs(&self, id: u32) -> Attrs {
-        let mut a = vec![(A_ID, id.to_ne_bytes().to_vec())];
+        let mut a = vec![(genl::NAPI_A_ID, id.to_ne_bytes().to_vec())];
         if let Some(d) = self.defer_hard_irqs {
-            a.push((A_DEFER_HARD_IRQS, d.to_ne_bytes().to_vec()));
+            a.push((genl::NAPI_A_DEFER_HARD_IRQS, d.to_ne_bytes().to_vec()));
         }
         if let Some(t) = self.gro_flush_timeout_ns {
-            a.push((A_GRO_FLUSH_TIMEOUT, t.to_ne_bytes().to_vec()));
+            a.push((genl::NAPI_A_GRO_FLUSH_TIMEOUT, t.to_ne_bytes().to_vec()));
         }
         if let Some(t) = self.irq_suspend_timeout_ns {
-            a.push((A_IRQ_SUSPEND_TIMEOUT, t.to_ne_bytes().to_vec()));
+            a.push((genl::NAPI_A_IRQ_SUSPEND_TIMEOUT, t.to_ne_bytes().to_vec()));
         }
         a
     }
@@ -225,7 +214,7 @@ pub fn napis(ifindex: u32) -> Result<Vec<Napi>, NapiError> {
 }
 
 fn dump_napis(nd: &Netdev, ifindex: u32) -> io::Result<Vec<Napi>> {
-    let all = nd.dump(NETDEV_CMD_NAPI_GET, vec![(A_IFINDEX, ifindex.to_ne_bytes().to_vec())])?;
+    let all = nd.dump(NAPI_GET, vec![(genl::NAPI_A_IFINDEX, ifindex.to_ne_bytes().to_vec())])?;
     Ok(all.iter().filter_map(Napi::from_attrs).filter(|n| n.ifindex == ifindex).collect())
 }
 
@@ -265,7 +254,7 @@ pub fn napi_set(id: u32, s: &NapiSettings) -> Result<(), NapiError> {
         call: "napi-set".into(),
         err: io::Error::from_raw_os_error(libc::EOPNOTSUPP),
     })?;
-    nd.ack(NETDEV_CMD_NAPI_SET, s.attrs(id)).map_err(nl(describe_set(id, s)))
+    nd.ack(NAPI_SET, s.attrs(id)).map_err(nl(describe_set(id, s)))
 }
 
 fn describe_set(id: u32, s: &NapiSettings) -> String {
@@ -280,55 +269,6 @@ fn describe_set(id: u32, s: &NapiSettings) -> String {
         t += &format!(" irq-suspend-timeout={i}");
     }
     t
-}
-
-/// What the kernel answered to one harmless request, for the feature probes
-/// ([`crate::features`]): `Ok(true)` supported, `Ok(false)` not, `Err(errno text)` when the
-/// request could not decide (no privilege).
-pub(crate) type ProbeAnswer = Result<(bool, String), String>;
-
-/// Probes `napi-get`, `napi-set` and `irq-suspend-timeout` with harmless requests: a
-/// `napi-get` dump of `lo` (which has no NAPI), and `napi-set` of NAPI id 0 (never a NAPI:
-/// ids start above NR_CPUS) first with `defer-hard-irqs`, then with `irq-suspend-timeout`
-/// only. ENOENT ("no such NAPI") proves the request and its attribute were accepted; EINVAL
-/// for the second means the attribute is unknown (the op's policy ends before it); EOPNOTSUPP
-/// means no such command.
-pub(crate) fn probe_napi() -> [ProbeAnswer; 3] {
-    let nd = match Netdev::open() {
-        Ok(Some(nd)) => nd,
-        Ok(None) => {
-            let no = Ok((false, "no netdev generic netlink family (kernel < 6.3)".to_string()));
-            return [no.clone(), no.clone(), no];
-        }
-        Err(e) => {
-            let e = Err(format!("NETLINK_GENERIC socket: {e}"));
-            return [e.clone(), e.clone(), e];
-        }
-    };
-    let get = match dump_napis(&nd, 1) {
-        Ok(_) => Ok((true, "napi-get dump of ifindex 1 answered".to_string())),
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok((false, format!("napi-get: {e}"))),
-        Err(e) => Err(format!("napi-get: {e}")),
-    };
-    let set_probe = |attr: u16, val: Vec<u8>, name: &str| -> ProbeAnswer {
-        let r = nd.ack(NETDEV_CMD_NAPI_SET, vec![(A_ID, 0u32.to_ne_bytes().to_vec()), (attr, val)]);
-        match r.map_err(|e| e.raw_os_error()) {
-            Err(Some(libc::ENOENT)) => Ok((true, format!("napi-set id=0 {name}: ENOENT (accepted; no such NAPI)"))),
-            Err(Some(libc::EOPNOTSUPP)) => Ok((false, "napi-set: EOPNOTSUPP (no such command)".into())),
-            Err(Some(libc::EINVAL)) => Ok((false, format!("napi-set id=0 {name}: EINVAL (unknown attribute)"))),
-            Err(Some(e)) if e == libc::EPERM || e == libc::EACCES => {
-                Err(format!("napi-set needs CAP_NET_ADMIN: {}", io::Error::from_raw_os_error(e)))
-            }
-            Err(e) => Err(format!("napi-set id=0 {name}: {e:?}")),
-            Ok(()) => Ok((true, format!("napi-set id=0 {name} accepted"))),
-        }
-    };
-    let set = set_probe(A_DEFER_HARD_IRQS, 0u32.to_ne_bytes().to_vec(), "defer-hard-irqs");
-    let suspend = match &set {
-        Ok((false, why)) => Ok((false, why.clone())),
-        _ => set_probe(A_IRQ_SUSPEND_TIMEOUT, 0u64.to_ne_bytes().to_vec(), "irq-suspend-timeout"),
-    };
-    [get, set, suspend]
 }
 
 /// True if the per-device sysfs knobs exist (`/sys/class/net/lo/napi_defer_hard_irqs` and
@@ -713,10 +653,10 @@ mod tests {
         let e = bad.validate().unwrap_err().to_string();
         assert!(e.contains("defer-hard-irqs 4294967295") && e.contains("2147483647"), "{e}");
         let a = NapiSettings::IRQ_SUSPEND.attrs(7);
-        assert_eq!(a[0], (A_ID, 7u32.to_ne_bytes().to_vec()));
-        assert_eq!(a[1], (A_DEFER_HARD_IRQS, 100u32.to_ne_bytes().to_vec()));
-        assert_eq!(a[2], (A_GRO_FLUSH_TIMEOUT, 200_000u64.to_ne_bytes().to_vec()));
-        assert_eq!(a[3], (A_IRQ_SUSPEND_TIMEOUT, 20_000_000u64.to_ne_bytes().to_vec()));
+        assert_eq!(a[0], (genl::NAPI_A_ID, 7u32.to_ne_bytes().to_vec()));
+        assert_eq!(a[1], (genl::NAPI_A_DEFER_HARD_IRQS, 100u32.to_ne_bytes().to_vec()));
+        assert_eq!(a[2], (genl::NAPI_A_GRO_FLUSH_TIMEOUT, 200_000u64.to_ne_bytes().to_vec()));
+        assert_eq!(a[3], (genl::NAPI_A_IRQ_SUSPEND_TIMEOUT, 20_000_000u64.to_ne_bytes().to_vec()));
         assert_eq!(NapiSettings::default().attrs(1).len(), 1);
     }
 
@@ -796,11 +736,11 @@ mod tests {
     #[test]
     fn napi_from_attrs_reads_4_and_8_byte_uints() {
         let a: Attrs = vec![
-            (A_IFINDEX, 5u32.to_ne_bytes().to_vec()),
-            (A_ID, 8193u32.to_ne_bytes().to_vec()),
-            (A_DEFER_HARD_IRQS, 2u32.to_ne_bytes().to_vec()),
-            (A_GRO_FLUSH_TIMEOUT, 20_000u32.to_ne_bytes().to_vec()),
-            (A_IRQ_SUSPEND_TIMEOUT, (1u64 << 40).to_ne_bytes().to_vec()),
+            (genl::NAPI_A_IFINDEX, 5u32.to_ne_bytes().to_vec()),
+            (genl::NAPI_A_ID, 8193u32.to_ne_bytes().to_vec()),
+            (genl::NAPI_A_DEFER_HARD_IRQS, 2u32.to_ne_bytes().to_vec()),
+            (genl::NAPI_A_GRO_FLUSH_TIMEOUT, 20_000u32.to_ne_bytes().to_vec()),
+            (genl::NAPI_A_IRQ_SUSPEND_TIMEOUT, (1u64 << 40).to_ne_bytes().to_vec()),
         ];
         let n = Napi::from_attrs(&a).unwrap();
         assert_eq!((n.id, n.ifindex, n.irq, n.pid), (8193, 5, None, None));

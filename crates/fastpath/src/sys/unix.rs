@@ -1,4 +1,4 @@
-//! Unix domain sockets of the XSKMAP hand-off (`crate::xsk::handoff`): `SOCK_SEQPACKET`
+//! Unix domain sockets of the XSKMAP hand-off (`crate::uds`): `SOCK_SEQPACKET`
 //! listen, connect and socketpair, `accept`, `SO_PEERCRED`, receive/send timeouts, and one
 //! message with at most one file descriptor attached (`SCM_RIGHTS`).
 

@@ -64,7 +64,6 @@
 
 pub(crate) mod datapath;
 pub mod diag;
-pub mod handoff;
 mod pair;
 pub(crate) mod ring;
 pub mod rx_meta;
