@@ -87,9 +87,46 @@ impl Plan {
     }
 }
 
+/// `fmt` without POSIX's E and O modifiers (`%Ey` is `%y`, `%OH` is `%H`: in the C locale
+/// they select the plain conversion, strftime(3)), which chrono does not know.
+fn without_posix_modifiers(fmt: &str) -> std::borrow::Cow<'_, str> {
+    if !fmt.contains("%E") && !fmt.contains("%O") {
+        return std::borrow::Cow::Borrowed(fmt);
+    }
+    let c: Vec<char> = fmt.chars().collect();
+    let mut out = String::with_capacity(fmt.len());
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '%' && i + 1 < c.len() {
+            let (m, conv) = (c[i + 1], c.get(i + 2).copied());
+            let takes = match (m, conv) {
+                ('E', Some(x)) => "cCxXyY".contains(x),
+                ('O', Some(x)) => "deHImMSuUVwWy".contains(x),
+                _ => false,
+            };
+            if takes {
+                out.push('%');
+                out.extend(conv);
+                i += 3;
+            } else {
+                // `%%` and every other conversion, as they are.
+                out.push('%');
+                out.push(m);
+                i += 2;
+            }
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `fmt` through strftime(3)'s conversions at `t_s` in local time (TZ, else /etc/localtime),
-/// by chrono, which knows every POSIX conversion (and %s, %-d, ...) with the C locale's
-/// spellings. A `%` with a conversion it does not know is refused rather than written out.
+/// by chrono, which knows every POSIX conversion (and %s, %-d, ...; the E and O modifiers are
+/// the plain conversions, as in the C locale) with the C locale's spellings, except %Z: chrono
+/// writes the offset (+01:00) where strftime(3) writes the zone's abbreviation (CET). A `%`
+/// with a conversion it does not know is refused rather than written out.
 fn strftime_local(fmt: &str, t_s: i64) -> anyhow::Result<String> {
     use chrono::TimeZone;
     use std::fmt::Write;
@@ -99,7 +136,7 @@ fn strftime_local(fmt: &str, t_s: i64) -> anyhow::Result<String> {
         .single()
         .ok_or_else(|| anyhow!("-w {fmt}: the time {t_s} has no local time"))?;
     let mut name = String::new();
-    if write!(name, "{}", t.format(fmt)).is_err() {
+    if write!(name, "{}", t.format(&without_posix_modifiers(fmt))).is_err() {
         bail!("-w {fmt}: not a strftime(3) format: a % followed by a conversion it does not have (%% is a %)");
     }
     if name.is_empty() {
