@@ -825,7 +825,10 @@ fn capture_divert(cx: &Cx, rules: Option<&Compiled>, sink: &mut Sink) -> CliResu
             }
             got += port
                 .rx_burst(left, 0, |f| {
-                    if err.is_none() && cx.keep(&f[..f.len().min(snap)], f.len() as u32) {
+                    // libpcap judges the whole frame, as tcpdump -s's filter does (the snap
+                    // length only cuts what is written): this frame is taken from the kernel,
+                    // so one rejected for bytes past the snap length would be lost.
+                    if err.is_none() && cx.keep(f, f.len() as u32) {
                         let ts = realtime_ns();
                         if let Err(e) = sink.write(k as u32, ts, f.len() as u32, &f[..f.len().min(snap)]) {
                             err = Some(e);

@@ -87,9 +87,46 @@ impl Plan {
     }
 }
 
+/// `fmt` without POSIX's E and O modifiers (`%Ey` is `%y`, `%OH` is `%H`: in the C locale
+/// they select the plain conversion, strftime(3)), which chrono does not know.
+fn without_posix_modifiers(fmt: &str) -> std::borrow::Cow<'_, str> {
+    if !fmt.contains("%E") && !fmt.contains("%O") {
+        return std::borrow::Cow::Borrowed(fmt);
+    }
+    let c: Vec<char> = fmt.chars().collect();
+    let mut out = String::with_capacity(fmt.len());
+    let mut i = 0;
+    while i < c.len() {
+        if c[i] == '%' && i + 1 < c.len() {
+            let (m, conv) = (c[i + 1], c.get(i + 2).copied());
+            let takes = match (m, conv) {
+                ('E', Some(x)) => "cCxXyY".contains(x),
+                ('O', Some(x)) => "deHImMSuUVwWy".contains(x),
+                _ => false,
+            };
+            if takes {
+                out.push('%');
+                out.extend(conv);
+                i += 3;
+            } else {
+                // `%%` and every other conversion, as they are.
+                out.push('%');
+                out.push(m);
+                i += 2;
+            }
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `fmt` through strftime(3)'s conversions at `t_s` in local time (TZ, else /etc/localtime),
-/// by chrono, which knows every POSIX conversion (and %s, %-d, ...) with the C locale's
-/// spellings. A `%` with a conversion it does not know is refused rather than written out.
+/// by chrono, which knows every POSIX conversion (and %s, %-d, ...; the E and O modifiers are
+/// the plain conversions, as in the C locale) with the C locale's spellings, except %Z: chrono
+/// writes the offset (+01:00) where strftime(3) writes the zone's abbreviation (CET). A `%`
+/// with a conversion it does not know is refused rather than written out.
 fn strftime_local(fmt: &str, t_s: i64) -> anyhow::Result<String> {
     use chrono::TimeZone;
     use std::fmt::Write;
@@ -99,7 +136,7 @@ fn strftime_local(fmt: &str, t_s: i64) -> anyhow::Result<String> {
         .single()
         .ok_or_else(|| anyhow!("-w {fmt}: the time {t_s} has no local time"))?;
     let mut name = String::new();
-    if write!(name, "{}", t.format(fmt)).is_err() {
+    if write!(name, "{}", t.format(&without_posix_modifiers(fmt))).is_err() {
         bail!("-w {fmt}: not a strftime(3) format: a % followed by a conversion it does not have (%% is a %)");
     }
     if name.is_empty() {
@@ -274,5 +311,45 @@ mod tests {
         assert_eq!(q.base(90_061).unwrap(), "cap-%s-%%.pcapng", "without -G, -w is a plain name");
         let r = Rotor::new(Plan { size: Some(SizeLimit::Exceeds(1)), files: Some(2), ..p }, 7).unwrap();
         assert_eq!(r.first_names(), FirstNames::Listed(vec!["cap-7-%.pcapng0".into(), "cap-7-%.pcapng1".into()]));
+    }
+
+    /// strftime(3)'s name for `fmt` at `t_s` in this process's local time zone, as date(1)
+    /// (coreutils, whose conversions are strftime's) makes it in the C locale.
+    fn date(fmt: &str, t_s: i64) -> String {
+        let o = std::process::Command::new("date")
+            .arg("-d")
+            .arg(format!("@{t_s}"))
+            .arg(format!("+{fmt}"))
+            .env("LC_ALL", "C")
+            .output()
+            .expect("date(1)");
+        assert!(o.status.success(), "date +{fmt}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().trim_end_matches('\n').to_string()
+    }
+
+    /// Review of issue 35: POSIX's E and O modifiers (%Ey, %EY, %OH, %OM, ...; the alternative
+    /// era and digits, the plain conversion in the C locale) are strftime(3) conversions that
+    /// tcpdump -G takes; they were refused as "not a strftime(3) format".
+    #[test]
+    fn strftime_names_take_posix_e_and_o_modifiers() {
+        let t = 1_700_000_000;
+        for f in
+            ["cap-%Y%m%d-%H%M%S", "cap-%Ey-%EY-%OH%OM%OS-%Od-%Om", "cap-%Ec", "%%Ey-%Ex-%EX-%Ou%Ow%OV%OU%OW%Oe%OI%EC"]
+        {
+            let p = Plan { path: f.into(), size: None, files: None, seconds: Some(1) };
+            assert_eq!(p.base(t).map_err(|e| e.to_string()), Ok(date(f, t)), "-w {f}");
+        }
+    }
+
+    /// Review of issue 35 (defect NOT fixed: chrono's local time has no zone abbreviation):
+    /// strftime(3)'s %Z is the zone's abbreviation (UTC, CET), as tcpdump -G names a file;
+    /// chrono writes the offset (+00:00), a different name (with a colon). Run with
+    /// `--ignored` to see it fail.
+    #[test]
+    #[ignore = "review35 defect, unfixed: %Z is written as an offset, not the zone's abbreviation"]
+    fn strftime_zone_is_the_abbreviation() {
+        let t = 1_700_000_000;
+        let p = Plan { path: "cap-%Z".into(), size: None, files: None, seconds: Some(1) };
+        assert_eq!(p.base(t).map_err(|e| e.to_string()), Ok(date("cap-%Z", t)));
     }
 }

@@ -73,6 +73,20 @@ fn capture_round(
     mode: &str,
     expr: Option<&str>,
 ) -> (Vec<Vec<u8>>, serde_json::Value, serde_json::Value) {
+    let (ready, s) = capture_round_with(bed, input, out, mode, &[], expr);
+    (captured(out), ready, s)
+}
+
+/// [`capture_round`] with `extra` options before the expression, the frames left in `out`:
+/// the ready line and the summary.
+fn capture_round_with(
+    bed: &Testbed,
+    input: &Path,
+    out: &str,
+    mode: &str,
+    extra: &[&str],
+    expr: Option<&str>,
+) -> (serde_json::Value, serde_json::Value) {
     let mut args = vec![
         "capture",
         "--netns",
@@ -88,6 +102,7 @@ fn capture_round(
         "--duration",
         "30",
     ];
+    args.extend_from_slice(extra);
     // tcpdump's way: the expression as the last words.
     args.extend(expr.map(|e| e.split_whitespace().collect::<Vec<_>>()).unwrap_or_default());
     let cap = Running::start(&args);
@@ -99,7 +114,7 @@ fn capture_round(
     let (s, st) = cap.terminate();
     assert!(st.success(), "capture {expr:?}: {s}");
     assert_eq!(n(&s["dropped"]), 0, "{s}");
-    (captured(out), ready, s)
+    (ready, s)
 }
 
 /// Every expression of the list, on the same crafted frames: the capture holds exactly the
@@ -220,4 +235,74 @@ fn capture_expression_refusals() {
     assert_one_line_refusal("expression and rule", &o, 2, &["\"udp\"", "--rule"]);
     assert!(!Path::new(&file).exists(), "no file made for a refused run");
     assert!(attached(ns, i).is_none(), "nothing attached");
+}
+
+/// The frames of a pcapng file, each as (length on the wire, captured bytes).
+fn captured_snapped(file: &str) -> Vec<(u32, Vec<u8>)> {
+    let mut r = PcapNgReader::new(std::fs::File::open(file).unwrap()).expect("a pcapng file");
+    let mut v = Vec::new();
+    while let Some(b) = r.next_block() {
+        if let Block::EnhancedPacket(p) = b.expect("a valid block") {
+            v.push((p.original_len, p.data.into_owned()));
+        }
+    }
+    v
+}
+
+/// What tcpdump -s SNAP keeps live: the frames the expression selects, judged whole (the
+/// kernel runs the filter on the whole packet; the snap length only cuts what is stored),
+/// each cut to `snap` bytes.
+fn tcpdump_snapped(input: &Path, out: &Path, expr: &str, snap: usize) -> Vec<(u32, Vec<u8>)> {
+    tcpdump(input, out, expr).into_iter().map(|f| (f.len() as u32, f[..f.len().min(snap)].to_vec())).collect()
+}
+
+/// Review of issue 35: `-s 40` with an expression that reads past byte 40 (`ip6 dst host`
+/// reads bytes 38..54). In divert mode the classifier takes the frames away from the kernel,
+/// so each must be written: before the fix, libpcap judged only the 40 captured bytes,
+/// rejected every one, and the frames were neither written nor left to the kernel (lost).
+#[test]
+fn capture_divert_short_snaplen_writes_every_frame_it_takes() {
+    if !privileged("capture_divert_short_snaplen_writes_every_frame_it_takes") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = std::env::temp_dir().join(format!("fpcapsnapd-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let input = d.join("in.pcap");
+    let sent: Vec<Vec<u8>> = frames::sample_frames().into_iter().map(|(_, f)| f).collect();
+    write_pcap(&input, &sent);
+    let out = d.join("out.pcapng").to_string_lossy().into_owned();
+    let expr = "ip6 dst host fd99::2";
+    let want = tcpdump_snapped(&input, &d.join("td.pcap"), expr, 40);
+    assert!(want.len() >= 5, "the sample holds IPv6 frames to fd99::2: {}", want.len());
+    let (ready, s) = capture_round_with(&bed, &input, &out, "divert", &["-s", "40"], Some(expr));
+    assert_eq!(n(&s["filter_rejected_frames"]), 0, "frames taken from the kernel and not written: {ready}\n{s}");
+    assert_eq!(captured_snapped(&out), want, "divert -s 40 `{expr}`: {s}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Review of issue 35 (defect NOT fixed: the capture program copies only the snap length, so
+/// libpcap cannot see the rest): `fastpath capture -s 40 ip6 dst host fd99::2` writes nothing,
+/// where `tcpdump -s 40 ip6 dst host fd99::2` keeps each such frame cut to 40 bytes (its filter
+/// judges the whole frame). Run with `--ignored` to see it fail.
+#[test]
+#[ignore = "review35 defect, unfixed: copy mode judges the expression on the snapped bytes only"]
+fn capture_copy_short_snaplen_keeps_what_tcpdump_keeps() {
+    if !privileged("capture_copy_short_snaplen_keeps_what_tcpdump_keeps") {
+        return;
+    }
+    let _s = serial();
+    let bed = bed();
+    let d = std::env::temp_dir().join(format!("fpcapsnapc-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let input = d.join("in.pcap");
+    let sent: Vec<Vec<u8>> = frames::sample_frames().into_iter().map(|(_, f)| f).collect();
+    write_pcap(&input, &sent);
+    let out = d.join("out.pcapng").to_string_lossy().into_owned();
+    let expr = "ip6 dst host fd99::2";
+    let want = tcpdump_snapped(&input, &d.join("td.pcap"), expr, 40);
+    let (ready, s) = capture_round_with(&bed, &input, &out, "copy", &["-s", "40"], Some(expr));
+    assert_eq!(captured_snapped(&out), want, "copy -s 40 `{expr}`: {ready}\n{s}");
+    let _ = std::fs::remove_dir_all(&d);
 }
