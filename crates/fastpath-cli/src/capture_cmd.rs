@@ -675,16 +675,21 @@ fn capture_copy(
     (mono0, real0): (u64, u64),
 ) -> CliResult<(Vec<QueueCounts>, &'static str)> {
     let (a, queues, count) = (cx.a, cx.queues, cx.count);
+    // With an expression libpcap judges the whole frame, as tcpdump -s's filter does, and only
+    // what is written is cut to the snap length: the program copies up to its longest
+    // (MAX_SNAPLEN), so a frame the expression keeps for bytes past -s is not lost.
+    let copy_bytes = if cx.sel.after.is_some() { fastpath::bpf::capture::MAX_SNAPLEN } else { a.snaplen };
+    let snap = a.snaplen as usize;
     let (_all, _cls, maps_own, at_mode, notes);
     let cap: &CaptureMaps = match rules {
         None => {
-            let at = XdpCapture::load(a.snaplen, RING_BYTES)?.attach(cx.iface, cx.opts)?;
+            let at = XdpCapture::load(copy_bytes, RING_BYTES)?.attach(cx.iface, cx.opts)?;
             (at_mode, notes) = (at.mode, at.notes);
             _all = at.prog;
             _all.maps()
         }
         Some(c) => {
-            let (cls, maps) = Classifier::load_with_capture(a.snaplen, RING_BYTES)?;
+            let (cls, maps) = Classifier::load_with_capture(copy_bytes, RING_BYTES)?;
             cls.swap_in(c)?;
             let at = cls.attach(cx.iface, cx.opts)?;
             (at_mode, notes) = (at.mode, at.notes);
@@ -709,7 +714,7 @@ fn capture_copy(
                 return;
             }
             let ts = r.tstamp_ns.saturating_sub(mono0).saturating_add(real0);
-            match sink_cell.borrow_mut().write(r.queue, ts, r.len, r.data) {
+            match sink_cell.borrow_mut().write(r.queue, ts, r.len, &r.data[..r.data.len().min(snap)]) {
                 Ok(true) => total.set(total.get() + 1),
                 Ok(false) => {}
                 Err(e) => *failed.borrow_mut() = Some(e),

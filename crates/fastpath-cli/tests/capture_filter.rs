@@ -282,12 +282,11 @@ fn capture_divert_short_snaplen_writes_every_frame_it_takes() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// Review of issue 35 (defect NOT fixed: the capture program copies only the snap length, so
-/// libpcap cannot see the rest): `fastpath capture -s 40 ip6 dst host fd99::2` writes nothing,
-/// where `tcpdump -s 40 ip6 dst host fd99::2` keeps each such frame cut to 40 bytes (its filter
-/// judges the whole frame). Run with `--ignored` to see it fail.
+/// Review of issue 35: `fastpath capture -s 40 ip6 dst host fd99::2` (copy mode) keeps what
+/// `tcpdump -s 40 ip6 dst host fd99::2` keeps, each frame cut to 40 bytes: its filter judges the
+/// whole frame. (Before the fix the program copied only the snap length and libpcap rejected
+/// every such frame: nothing was written.)
 #[test]
-#[ignore = "review35 defect, unfixed: copy mode judges the expression on the snapped bytes only"]
 fn capture_copy_short_snaplen_keeps_what_tcpdump_keeps() {
     if !privileged("capture_copy_short_snaplen_keeps_what_tcpdump_keeps") {
         return;
