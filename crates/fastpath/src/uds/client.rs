@@ -120,7 +120,7 @@ pub(super) fn host_field(raw: &str) -> String {
 
 /// Connects to the server at `path` (waiting at most [`TIMEOUT`], a full backlog included)
 /// and asks the XSKMAP of `ifname`; the server must run as one of `server_uids` (its
-/// `SO_PEERCRED`; [`TRUSTED_SERVER_UIDS`], root, for the CLI: anyone who could bind `path`
+/// `SO_PEERCRED`; [`TRUSTED_SERVER_UIDS`](super::TRUSTED_SERVER_UIDS), root, for the CLI: anyone who could bind `path`
 /// first would otherwise serve a map of their own), and the map is checked to be an XSKMAP.
 ///
 /// # Errors
