@@ -256,6 +256,27 @@ fn tcpdump_snapped(input: &Path, out: &Path, expr: &str, snap: usize) -> Vec<(u3
     tcpdump(input, out, expr).into_iter().map(|f| (f.len() as u32, f[..f.len().min(snap)].to_vec())).collect()
 }
 
+/// The two short-snap-length cases' round: the sample frames replayed through `capture -s 40
+/// --mode MODE "ip6 dst host fd99::2"` on a bed of its own; returns the expression, the scratch
+/// directory, the output file, tcpdump's frames cut to 40 bytes (at least 5), the ready line
+/// and the summary.
+fn short_snaplen_round(
+    mode: &str,
+) -> (&'static str, std::path::PathBuf, String, Vec<(u32, Vec<u8>)>, serde_json::Value, serde_json::Value) {
+    let bed = bed();
+    let d = std::env::temp_dir().join(format!("fpcapsnap-{mode}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let input = d.join("in.pcap");
+    let sent: Vec<Vec<u8>> = frames::sample_frames().into_iter().map(|(_, f)| f).collect();
+    write_pcap(&input, &sent);
+    let out = d.join("out.pcapng").to_string_lossy().into_owned();
+    let expr = "ip6 dst host fd99::2";
+    let want = tcpdump_snapped(&input, &d.join("td.pcap"), expr, 40);
+    assert!(want.len() >= 5, "the sample holds IPv6 frames to fd99::2: {}", want.len());
+    let (ready, s) = capture_round_with(&bed, &input, &out, mode, &["-s", "40"], Some(expr));
+    (expr, d, out, want, ready, s)
+}
+
 /// Review of issue 35: `-s 40` with an expression that reads past byte 40 (`ip6 dst host`
 /// reads bytes 38..54). In divert mode the classifier takes the frames away from the kernel,
 /// so each must be written: before the fix, libpcap judged only the 40 captured bytes,
@@ -266,17 +287,7 @@ fn capture_divert_short_snaplen_writes_every_frame_it_takes() {
         return;
     }
     let _s = serial();
-    let bed = bed();
-    let d = std::env::temp_dir().join(format!("fpcapsnapd-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let input = d.join("in.pcap");
-    let sent: Vec<Vec<u8>> = frames::sample_frames().into_iter().map(|(_, f)| f).collect();
-    write_pcap(&input, &sent);
-    let out = d.join("out.pcapng").to_string_lossy().into_owned();
-    let expr = "ip6 dst host fd99::2";
-    let want = tcpdump_snapped(&input, &d.join("td.pcap"), expr, 40);
-    assert!(want.len() >= 5, "the sample holds IPv6 frames to fd99::2: {}", want.len());
-    let (ready, s) = capture_round_with(&bed, &input, &out, "divert", &["-s", "40"], Some(expr));
+    let (expr, d, out, want, ready, s) = short_snaplen_round("divert");
     assert_eq!(n(&s["filter_rejected_frames"]), 0, "frames taken from the kernel and not written: {ready}\n{s}");
     assert_eq!(captured_snapped(&out), want, "divert -s 40 `{expr}`: {s}");
     let _ = std::fs::remove_dir_all(&d);
@@ -292,16 +303,7 @@ fn capture_copy_short_snaplen_keeps_what_tcpdump_keeps() {
         return;
     }
     let _s = serial();
-    let bed = bed();
-    let d = std::env::temp_dir().join(format!("fpcapsnapc-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let input = d.join("in.pcap");
-    let sent: Vec<Vec<u8>> = frames::sample_frames().into_iter().map(|(_, f)| f).collect();
-    write_pcap(&input, &sent);
-    let out = d.join("out.pcapng").to_string_lossy().into_owned();
-    let expr = "ip6 dst host fd99::2";
-    let want = tcpdump_snapped(&input, &d.join("td.pcap"), expr, 40);
-    let (ready, s) = capture_round_with(&bed, &input, &out, "copy", &["-s", "40"], Some(expr));
+    let (expr, d, out, want, ready, s) = short_snaplen_round("copy");
     assert_eq!(captured_snapped(&out), want, "copy -s 40 `{expr}`: {ready}\n{s}");
     let _ = std::fs::remove_dir_all(&d);
 }
