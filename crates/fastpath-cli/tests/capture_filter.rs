@@ -260,6 +260,7 @@ fn tcpdump_snapped(input: &Path, out: &Path, expr: &str, snap: usize) -> Vec<(u3
 /// --mode MODE "ip6 dst host fd99::2"` on a bed of its own; returns the expression, the scratch
 /// directory, the output file, tcpdump's frames cut to 40 bytes (at least 5), the ready line
 /// and the summary.
+#[allow(clippy::type_complexity)]
 fn short_snaplen_round(
     mode: &str,
 ) -> (&'static str, std::path::PathBuf, String, Vec<(u32, Vec<u8>)>, serde_json::Value, serde_json::Value) {
