@@ -4,30 +4,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::anyhow;
-use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::io::afxdp::TxTimestamps;
 use fastpath::io::Port;
 use fastpath::netdev::{Iface, NoSuchInterface};
-use fastpath::packet::{build_udp_frame, SeqTracker, UdpFrameSpec};
-use fastpath::stats::{Counters, Ctr};
+use fastpath::packet::{build_udp_frame, UdpFrameSpec};
 use fastpath::xsk::XskError;
+use fastpath_tools::bench::{self, LoopOpts, SendLimits, TxPlan, UdpChecksum, Wait};
+use fastpath_tools::payload::SeqTracker;
+use fastpath_tools::stats::{Counters, Ctr};
 use serde_json::{json, Value};
 
 use crate::args::{BenchArgs, BenchMode, Engine, FrameArgs, GenArgs, XskArgs};
 use crate::common::{check_run, compile_rules, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
-use crate::report::{print_summary, Monitor};
+use crate::report::{announce, print_summary, Monitor};
 use crate::session::{Role, RxChoice, Session};
-
-/// Sets the flag when dropped: a worker's "I am done", on every exit path including panics.
-pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
-
-impl Drop for SetOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 /// Checks the frame options together (before anything is set up): both addresses of one IP
 /// version, a frame length that holds the IPv6 header.
@@ -215,29 +207,6 @@ fn tracker_json(t: &SeqTracker) -> Value {
         "foreign": t.foreign, "out_of_window": t.out_of_window,
         "streams": t.per_stream().iter().map(|(s, n, max)| json!({"stream": s, "unique": n, "max_seq": max, "missing": t.missing(*s, *max)})).collect::<Vec<_>>(),
     })
-}
-
-/// Says that set-up is done and what was obtained: `{"type":"ready",...}` with --json (scripts
-/// and tests wait for it), a header line and the notes otherwise.
-pub(crate) fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
-    use std::io::Write;
-    if json_out {
-        println!("{}", json!({"type": "ready", "bench": kind, "path": path}));
-    } else {
-        let g = |k: &str| path.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
-        println!(
-            "fastpath {kind}: {} queue {} driver {} xdp {} {}",
-            g("iface"),
-            path.get("queue").and_then(|v| v.as_u64()).unwrap_or(0),
-            g("driver"),
-            g("xdp_mode"),
-            g("copy_mode")
-        );
-        for n in notes {
-            println!("note: {n}");
-        }
-    }
-    let _ = std::io::stdout().flush();
 }
 
 /// `fastpath bench MODE`.
@@ -546,7 +515,7 @@ fn run_afxdp(
     let mut lost = mon.link_lost();
     if let Some((id, t)) = feeder {
         if t.join().unwrap_or(false) && lost.is_none() {
-            let _ = fastpath::workers::join_all(workers);
+            let _ = fastpath_tools::threads::join_all(workers);
             return Err(crate::error::env(anyhow!(
                 "the XDP program (id {id}) that fed the XSKMAP handed over at {} left {}: the serving `fastpath filter load` ended or was replaced, nothing more can arrive",
                 a.xsk_handoff.as_deref().unwrap_or(std::path::Path::new("?")).display(),
@@ -554,7 +523,7 @@ fn run_afxdp(
             )));
         }
     }
-    let results = fastpath::workers::join_all(workers).map_err(|_| runtime(anyhow!("the run loop panicked")))?;
+    let results = fastpath_tools::threads::join_all(workers).map_err(|_| runtime(anyhow!("the run loop panicked")))?;
     let first_err = results.into_iter().find_map(Result::err);
     if first_err.is_some() && lost.is_none() {
         // The kernel's error (ENXIO, ENETDOWN) may come before the monitor's check.
@@ -616,8 +585,8 @@ struct QueueJob {
     opts: LoopOpts,
     verify: bool,
     rx_meta: bool,
-    /// --tx-csum: frames leave with a partial UDP checksum.
-    csum_partial: bool,
+    /// --tx-csum: frames leave with a partial UDP checksum (the device completes it).
+    udp_checksum: UdpChecksum,
     template: Option<Vec<u8>>,
     flows: Option<fastpath::packet::Flows>,
     share: SendLimits,
@@ -649,7 +618,7 @@ fn spawn_queues(
                 opts: loop_opts(&a.xsk, choice),
                 verify: a.verify,
                 rx_meta: a.rx_meta,
-                csum_partial: a.tx_meta.tx_csum.is_some(),
+                udp_checksum: if a.tx_meta.tx_csum.is_some() { UdpChecksum::Partial } else { UdpChecksum::Full },
                 template: template.clone(),
                 flows: flows(&a.frame),
                 // --count and --rate are totals: each queue sends its share.
@@ -659,7 +628,7 @@ fn spawn_queues(
                 },
             };
             let cpu = cpus.get(i).copied().flatten();
-            fastpath::workers::spawn_pinned(format!("bench-q{i}"), cpu, move || {
+            fastpath_tools::threads::spawn_pinned(format!("bench-q{i}"), cpu, move || {
                 let _done = last;
                 run_queue(port, &job, &c, &s, (&t, &m, &ts))
             })
@@ -717,17 +686,15 @@ fn run_queue(
         BenchMode::Rxdrop => bench::rxdrop(&mut port, opts, c, s, |_| {}),
         BenchMode::L2fwd => bench::l2fwd(&mut port, opts, c, s),
         BenchMode::Txonly => {
-            let r = bench::txonly_flows(
-                &mut port,
-                job.template.as_deref().expect("txonly has a frame"),
-                job.queue as u16,
-                job.flows.as_ref(),
-                job.csum_partial,
-                job.share,
+            let plan = TxPlan {
+                template: job.template.as_deref().expect("txonly has a frame"),
+                stream: job.queue as u16,
+                flows: job.flows.as_ref(),
+                udp_checksum: job.udp_checksum,
+                limits: job.share,
                 opts,
-                c,
-                s,
-            );
+            };
+            let r = bench::txonly(&mut port, &plan, c, s);
             let mut slot = ts.lock().expect("tx-timestamps lock");
             match slot.as_mut() {
                 Some(all) => all.merge(&port.tx_timestamps()),
@@ -889,8 +856,8 @@ fn port_bench(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
             opts: LoopOpts { batch_size: a.xsk.batch_size, wait: Wait::Poll(100) },
             flows: flows(&a.frame),
         };
-        let set_done = SetOnDrop(d);
-        fastpath::workers::spawn_pinned("bench-port".into(), a.xsk.cpu, move || {
+        let set_done = fastpath_tools::threads::SetOnDrop(d);
+        fastpath_tools::threads::spawn_pinned("bench-port".into(), a.xsk.cpu, move || {
             let _done = set_done;
             run_port(port, frame, &job, &c, &s, &t)
         })
@@ -1007,7 +974,8 @@ fn run_port(
     let (opts, verify) = (job.opts, job.verify);
     match (job.mode, frame) {
         (BenchMode::Txonly, Some(f)) => {
-            bench::txonly_flows(&mut port, &f, 0, job.flows.as_ref(), false, job.limits, opts, c, s)?;
+            let plan = TxPlan { flows: job.flows.as_ref(), limits: job.limits, ..TxPlan::new(&f, opts) };
+            bench::txonly(&mut port, &plan, c, s)?;
         }
         (BenchMode::L2fwd, _) => bench::l2fwd(&mut port, opts, c, s)?,
         _ => {

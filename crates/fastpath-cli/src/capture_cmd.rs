@@ -408,7 +408,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.netns)?;
     let iface = Iface::resolve(&a.iface)?;
     let queues = iface.dev().rx_queue_count().map_err(kernel)?.unwrap_or(1).clamp(1, 64);
-    let mono0 = fastpath::stats::monotonic_ns();
+    let mono0 = fastpath::clock::monotonic_ns();
     let real0 = realtime_ns();
     let first = rotor.current();
     let mut sink = Sink {

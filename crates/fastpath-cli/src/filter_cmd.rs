@@ -10,7 +10,7 @@ use fastpath::bpf::classifier::{pin_dir, state::State, STAT_NAMES};
 use fastpath::bpf::{AttachOpts, AttachedClassifier, BpfError, Classifier, PinRules, PinnedClassifier, SetIndex};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::RuleSet;
-use fastpath::stats::{rate, thousands};
+use fastpath_tools::stats::{rate, thousands};
 use serde_json::json;
 
 use crate::args::{FilterCmd, FilterTarget, RulesArgs, RunArgs};

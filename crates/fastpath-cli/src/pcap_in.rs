@@ -20,7 +20,7 @@ use pcap_file::pcapng::blocks::interface_description::{InterfaceDescriptionBlock
 use pcap_file::pcapng::{Block, PcapNgParser};
 use pcap_file::{DataLink, PcapError, TsResolution};
 
-use fastpath::replay::PackedFrames;
+use fastpath_tools::replay::PackedFrames;
 
 use crate::error::{usage, CliResult};
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::anyhow;
 use fastpath::bpf::{AttachOpts, BpfError, CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 use fastpath::netdev::Iface;
-use fastpath::stats::rate;
+use fastpath_tools::stats::rate;
 use serde_json::{json, Value};
 
 use crate::args::{BenchArgs, CpuDistArg, RemoteActionArg};

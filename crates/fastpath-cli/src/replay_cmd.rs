@@ -7,16 +7,15 @@ use std::sync::Arc;
 use anyhow::anyhow;
 use fastpath::bpf::{ReplayTiming, XdpReplay};
 use fastpath::netdev::{Iface, LinkWatch};
-use fastpath::replay::{self, LivePlan, ReplayLive, Schedule};
-use fastpath::stats::{Counters, Ctr};
+use fastpath_tools::replay::{self, LivePlan, ReplayLive, Schedule};
+use fastpath_tools::stats::{Counters, Ctr};
 use serde_json::{json, Value};
 
 use crate::args::{Engine, GenArgs};
-use crate::bench_cmd::announce;
 use crate::common::{check_run, enter_ns, link_lost_error};
 use crate::error::{kernel, require_privileges, runtime, usage, CliResult};
 use crate::pcap_in::Capture;
-use crate::report::{insert_delivery, print_summary, Monitor};
+use crate::report::{announce, insert_delivery, print_summary, Monitor};
 use crate::session::{Role, Session};
 
 /// What the options make of a replay: the timing, the sends in all (None: until stopped), and
@@ -171,7 +170,7 @@ struct Job {
     timing: ReplayTiming,
     total: Option<u64>,
     at_ns: Vec<u64>,
-    frames: fastpath::replay::PackedFrames,
+    frames: fastpath_tools::replay::PackedFrames,
 }
 
 /// `--engine xsk`: an AF_XDP socket on -q, its TX ring fed the file's frames.
@@ -204,8 +203,8 @@ fn run_xsk(
     let worker = (g.run.duration > 0.0).then(|| {
         let (c, s, d) = (counters.clone(), stop.clone(), done.clone());
         let batch = g.xsk.batch_size as usize;
-        fastpath::workers::spawn_pinned("gen-replay".into(), g.xsk.cpu, move || {
-            let _done = crate::bench_cmd::SetOnDrop(d);
+        fastpath_tools::threads::spawn_pinned("gen-replay".into(), g.xsk.cpu, move || {
+            let _done = fastpath_tools::threads::SetOnDrop(d);
             let sched = Schedule { at_ns: &job.at_ns, timing: job.timing, total: job.total };
             replay::replay_port(&mut port, &job.frames, &sched, batch, &c, &s)
         })

@@ -7,12 +7,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fastpath::bpf::{XdpDrop, XdpMonitor, XdpMonitorStats};
+use fastpath::clock::monotonic_ns;
 use fastpath::netdev::{self, NetDev};
-use fastpath::stats::monotonic_ns;
-use fastpath::stats::{rate, thousands, Counters, Ctr, COUNTERS};
 use fastpath::xsk::XskStats;
+use fastpath_tools::stats::{rate, thousands, Counters, Ctr, COUNTERS};
 use serde::Serialize;
 use serde_json::{json, Value};
+
+/// Says that set-up is done and what was obtained: `{"type":"ready",...}` with --json (scripts
+/// and tests wait for it), a header line and the notes otherwise.
+pub fn announce(kind: &str, path: &Value, notes: &[String], json_out: bool) {
+    use std::io::Write;
+    if json_out {
+        println!("{}", json!({"type": "ready", "bench": kind, "path": path}));
+    } else {
+        let g = |k: &str| path.get(k).and_then(|v| v.as_str()).unwrap_or("-").to_string();
+        println!(
+            "fastpath {kind}: {} queue {} driver {} xdp {} {}",
+            g("iface"),
+            path.get("queue").and_then(|v| v.as_u64()).unwrap_or(0),
+            g("driver"),
+            g("xdp_mode"),
+            g("copy_mode")
+        );
+        for n in notes {
+            println!("note: {n}");
+        }
+    }
+    let _ = std::io::stdout().flush();
+}
 
 /// The XDP tracepoint monitor of this process (`-e`), attached once by [`attach_tracepoints`].
 static TRACEPOINTS: std::sync::OnceLock<XdpMonitor> = std::sync::OnceLock::new();
@@ -135,7 +158,7 @@ impl<'a> Monitor<'a> {
         // One read of every counter set (and of the kernel's maps) per publish.
         let total = sum(&self.counters, self.drop, self.gen);
         let per_set: Vec<[u64; 7]> = self.counters.iter().map(|c| c.snapshot()).collect();
-        for (k, def) in fastpath::stats::COUNTERS.iter().enumerate() {
+        for (k, def) in fastpath_tools::stats::COUNTERS.iter().enumerate() {
             let name = match def.name {
                 "tx_completed" => "fastpath_tx_completed_packets_total".to_string(),
                 n => format!("fastpath_{n}_total"),

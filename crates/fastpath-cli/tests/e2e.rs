@@ -231,9 +231,9 @@ fn l2fwd_round_trip() {
         .unwrap();
         ready_tx.send(()).unwrap();
         let mut frames: Vec<Vec<u8>> = Vec::new();
-        let c = fastpath::stats::Counters::default();
-        let opts = fastpath::bench::LoopOpts { batch_size: 64, wait: fastpath::bench::Wait::Poll(50) };
-        fastpath::bench::rxdrop(&mut sock, opts, &c, &s2, |p| {
+        let c = fastpath_tools::stats::Counters::default();
+        let opts = fastpath_tools::bench::LoopOpts { batch_size: 64, wait: fastpath_tools::bench::Wait::Poll(50) };
+        fastpath_tools::bench::rxdrop(&mut sock, opts, &c, &s2, |p| {
             if fastpath::packet::payload(p).is_some() {
                 frames.push(p.to_vec())
             }
@@ -268,7 +268,7 @@ fn l2fwd_round_trip() {
     assert_json_keys("bench_l2fwd", &s);
     assert!(status.success());
     assert_eq!(n(&s["totals"]["tx_packets"]), n(&s["totals"]["rx_packets"]), "l2fwd sends what it receives: {s}");
-    let mut t = fastpath::packet::SeqTracker::default();
+    let mut t = fastpath_tools::payload::SeqTracker::default();
     for f in &frames {
         assert_eq!(&f[0..6], &mac_a, "destination MAC is the original source");
         assert_eq!(&f[6..12], &mac_b, "source MAC is the original destination");

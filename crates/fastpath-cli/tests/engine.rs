@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use fastpath::bpf::{AttachOpts, XdpMode, XskRedirect, XskRedirectOpts};
-use fastpath::packet::SeqTracker;
 use fastpath::xsk::{CopyMode, Frame, Sharing, SocketConfig, Umem, UmemConfig, XskSocket};
 use fastpath_testbed::{Testbed, TestbedConfig};
+use fastpath_tools::payload::SeqTracker;
 
 const PER_SOCKET: u64 = 100_000;
 

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use fastpath::io::{afxdp::AfXdpPort, Port};
-use fastpath::packet::{self, FiveTuple, Flows};
+use fastpath::packet::{self, Flows};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
+use fastpath_tools::payload::{self, FiveTuple};
 
 const FLOWS: u32 = 1000;
 const PER_FLOW: u64 = 10;
@@ -54,7 +55,7 @@ fn send(engine: &str, src: &str, dst: &str, seed: &str) -> Seen {
                     if packet::verify(p).is_err() {
                         seen.corrupt += 1;
                     }
-                    if let Some(t) = packet::five_tuple(p) {
+                    if let Some(t) = payload::five_tuple(p) {
                         *seen.per_tuple.entry(t).or_default() += 1;
                     }
                 })

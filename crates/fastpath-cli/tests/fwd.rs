@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{n, privileged, run, serial, stderr, Running};
 use fastpath::io::{Port, PortSpec};
-use fastpath::packet::SeqTracker;
 use fastpath_testbed::{FwdBed, FwdBedInfo};
+use fastpath_tools::payload::SeqTracker;
 
 /// What a receiver saw of fastpath frames: the tracker, and frames whose TTL or MACs were not
 /// the expected ones.

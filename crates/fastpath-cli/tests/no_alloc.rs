@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpMode;
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::packet::{build_udp_frame, UdpFrameSpec};
-use fastpath::stats::{Counters, Ctr};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
+use fastpath_tools::bench::{self, LoopOpts, SendLimits, TxPlan, Wait};
+use fastpath_tools::stats::{Counters, Ctr};
 
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
@@ -160,19 +160,11 @@ fn run_loops_allocate_nothing_per_packet() {
         build_udp_frame(&spec, &mut frame);
         let c = Counters::default();
         let limits = SendLimits { count: None, rate_pps: Some(300_000) };
-        bench::txonly(
-            &mut p,
-            &frame,
-            0,
-            SendLimits { count: Some(1000), rate_pps: None },
-            opts,
-            &c,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+        let warm_up = TxPlan { limits: SendLimits { count: Some(1000), rate_pps: None }, ..TxPlan::new(&frame, opts) };
+        bench::txonly(&mut p, &warm_up, &c, &AtomicBool::new(false)).unwrap();
         let before = c.get(Ctr::TxPackets);
         let allocs = counted(|stop| {
-            bench::txonly(&mut p, &frame, 0, limits, opts, &c, stop).unwrap();
+            bench::txonly(&mut p, &TxPlan { limits, ..TxPlan::new(&frame, opts) }, &c, stop).unwrap();
         });
         (c.get(Ctr::TxPackets) - before, allocs)
     })

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{afxdp::AfXdpPort, AnyPort, Port};
-use fastpath::packet::{build_udp_frame, stamp, Payload, SeqTracker, UdpFrameSpec};
+use fastpath::packet::{build_udp_frame, stamp, Payload, UdpFrameSpec};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
+use fastpath_tools::payload::SeqTracker;
 
 const N: u64 = 100_000;
 

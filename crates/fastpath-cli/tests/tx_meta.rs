@@ -102,9 +102,9 @@ fn tx_timestamps_come_back_in_copy_mode_from_the_kernel() {
     let _g = serial();
     let bed = bed();
     let count = 10_000;
-    let tai0 = fastpath::stats::tai_ns();
+    let tai0 = fastpath::clock::tai_ns();
     let (g, s) = send_verified(&bed, count, &["--tx-timestamp", "--tx-csum"]);
-    let tai1 = fastpath::stats::tai_ns();
+    let tai1 = fastpath::clock::tai_ns();
     let t = &g["tx_timestamps"];
     assert_eq!(n(&t["requested"]), count, "{t}");
     // Copy mode: the kernel writes its software timestamp (xsk_destruct_skb) whatever the driver;
@@ -149,12 +149,12 @@ fn tx_timestamp_is_when_the_frame_left_not_when_it_was_reaped() {
         };
         let mut frame = vec![0u8; 64];
         fastpath::packet::build_udp_frame(&spec, &mut frame);
-        let sent0 = fastpath::stats::tai_ns();
+        let sent0 = fastpath::clock::tai_ns();
         assert_eq!(port.tx_burst(&[&frame]).expect("send"), 1);
-        let sent1 = fastpath::stats::tai_ns();
+        let sent1 = fastpath::clock::tai_ns();
         std::thread::sleep(Duration::from_secs(1));
         // The completion is reaped by the next burst (nothing to send).
-        let reaped = fastpath::stats::tai_ns();
+        let reaped = fastpath::clock::tai_ns();
         port.tx_burst(&[]).expect("reap");
         (sent0, sent1, reaped, port.tx_timestamps())
     })

@@ -8,17 +8,17 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::{AttachOpts, XdpDrop, XdpGen, XdpMode};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{AnyPort, Port};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
-use fastpath::stats::{median, Counters, Ctr};
-use fastpath::workers::Stoppable;
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use fastpath_tools::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
+use fastpath_tools::stats::{median, Counters, Ctr};
+use fastpath_tools::threads::Stoppable;
 use serde_json::json;
 
 use crate::error::{runtime, LabResult};
@@ -294,7 +294,7 @@ fn receive_queues(
         .enumerate()
         .map(|(i, mut port)| {
             let stop = stop.clone();
-            fastpath::workers::spawn_pinned(format!("compare-q{i}"), Some(i % ncpu), move || -> Result<_, Msg> {
+            fastpath_tools::threads::spawn_pinned(format!("compare-q{i}"), Some(i % ncpu), move || -> Result<_, Msg> {
                 let c = Counters::default();
                 bench::rxdrop(&mut port, LoopOpts { batch_size: 64, wait: Wait::Poll(50) }, &c, &stop, |_| {})
                     .map_err(|e| Msg(e.to_string()))?;
@@ -304,7 +304,7 @@ fn receive_queues(
         .collect();
     let _ = ready.send(Ok(()));
     let mut all: Received = (0, BTreeMap::new());
-    for r in fastpath::workers::join_all(workers).map_err(|_| "receiver panicked".to_string())? {
+    for r in fastpath_tools::threads::join_all(workers).map_err(|_| "receiver panicked".to_string())? {
         let (n, d) = r.map_err(|Msg(e)| e)?;
         all.0 += n;
         add_drops(&mut all.1, d);

@@ -30,14 +30,14 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bench::{self, SendLimits};
 use fastpath::bpf::{Classifier, XdpGen, XdpMode};
 use fastpath::netdev::NetDev;
 use fastpath::rules::compile::compile;
 use fastpath::rules::parse_toml;
-use fastpath::stats::{thousands, Counters};
-use fastpath::workers::Stoppable;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use fastpath_tools::bench::{self, SendLimits};
+use fastpath_tools::stats::{thousands, Counters};
+use fastpath_tools::threads::Stoppable;
 use serde::Serialize;
 
 use crate::coalesce::{self, Coalescer};

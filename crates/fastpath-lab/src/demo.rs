@@ -9,13 +9,13 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::XdpGen;
 use fastpath::netdev::{self, NetDev};
-use fastpath::stats::{thousands, Counters};
-use fastpath::workers::Stoppable;
 use fastpath::xsk::XskStats;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use fastpath_tools::bench::{self, LoopOpts, SendLimits, Wait};
+use fastpath_tools::stats::{thousands, Counters};
+use fastpath_tools::threads::Stoppable;
 use serde::Serialize;
 use serde_json::json;
 
@@ -232,7 +232,7 @@ fn receive(
         // so the kernels send nothing of their own: every frame is the generator's.
         bench::rxdrop(port, LoopOpts { batch_size: BATCH, wait: Wait::Spin }, &counters, stop, |_| {})
             .map_err(runtime)?;
-        rx_packets = Some(counters.get(fastpath::stats::Ctr::RxPackets));
+        rx_packets = Some(counters.get(fastpath_tools::stats::Ctr::RxPackets));
     } else {
         while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(10));
@@ -274,7 +274,7 @@ fn generate(bed: &Testbed, d: &DemoOptions, global_stop: &Arc<AtomicBool>) -> Ge
         let ncpu = fastpath::workers::online_cpus();
         let cpus: Vec<usize> = (0..threads as usize).map(|i| (gen_cpu + i) % ncpu).collect();
         let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
-        let cpu0 = fastpath::stats::CpuTimes::read().ok();
+        let cpu0 = fastpath_tools::stats::CpuTimes::read().ok();
         let t0 = Instant::now();
         let live =
             bench::LiveGen::start(gen.clone(), &frame, &cpus, SendLimits::default(), 64, &counters).map_err(runtime)?;
@@ -285,7 +285,7 @@ fn generate(bed: &Testbed, d: &DemoOptions, global_stop: &Arc<AtomicBool>) -> Ge
         let elapsed = t0.elapsed().as_secs_f64();
         let sent = gen.total_sent()? - sent0;
         let eth1 = dev.ethtool_stats().unwrap_or_default();
-        let cpu1 = fastpath::stats::CpuTimes::read().ok();
+        let cpu1 = fastpath_tools::stats::CpuTimes::read().ok();
         let busy = |c: usize| match (&cpu0, &cpu1) {
             (Some(a), Some(b)) => b.busy_since(a, c),
             _ => None,

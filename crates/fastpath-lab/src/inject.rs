@@ -15,9 +15,9 @@ use fastpath::io::tap::TapOptions;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{self, Port, PortSpec};
 use fastpath::packet::{build_udp_frame, UdpFrameSpec};
-use fastpath::stats::median;
-use fastpath::workers::Stoppable;
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use fastpath_tools::stats::median;
+use fastpath_tools::threads::Stoppable;
 use serde_json::json;
 
 use crate::error::{env, runtime, LabResult};

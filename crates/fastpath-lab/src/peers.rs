@@ -32,15 +32,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fastpath::bench::{self, LoopOpts, SendLimits, Wait};
 use fastpath::bpf::{AttachOpts, XdpDrop, XdpMode};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tap::{TapOptions, TapPort};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
-use fastpath::stats::{median, Counters};
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_testbed::{ns_command, spawn_in_netns, Testbed};
+use fastpath_tools::bench::{self, LoopOpts, TxPlan, Wait};
+use fastpath_tools::stats::{median, Counters};
 
 /// The CPU of fastpath's loops and of testpmd's forwarding lcore; testpmd's main lcore and
 /// the generator use CPU 0.
@@ -238,7 +238,7 @@ impl PeerProc {
     fn interrupt(&mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
             // The `ip netns exec` process execs the program (and `sh -c` execs it): same pid.
-            let _ = fastpath::workers::interrupt_child(&self.child);
+            let _ = fastpath_tools::signal::interrupt_child(&self.child);
             let t0 = Instant::now();
             while self.child.try_wait().ok().flatten().is_none() {
                 if t0.elapsed() > Duration::from_secs(20) {
@@ -671,7 +671,7 @@ fn run_loop(
             let mut port = AfXdpPort::open(&dev, 0, &cfg, native).map_err(|x| e(&x))?;
             fastpath::workers::pin_current_thread(APP_CPU).map_err(|x| e(&x))?;
             let _ = ready.send(Ok(()));
-            bench::txonly(&mut port, &frame, 0, SendLimits::default(), opts, &c, stop).map_err(|x| e(&x))?;
+            bench::txonly(&mut port, &TxPlan::new(&frame, opts), &c, stop).map_err(|x| e(&x))?;
         }
         LoopKind::L2fwd(iface) => {
             let dev = Iface::resolve(&iface).map_err(|x| e(&x))?;
@@ -686,7 +686,7 @@ fn run_loop(
             let frame = crate::frame::testbed_udp_frame([2, 0, 0, 0, 0, 1], port.mac().map_err(|x| e(&x))?);
             fastpath::workers::pin_current_thread(APP_CPU).map_err(|x| e(&x))?;
             let _ = ready.send(Ok(()));
-            bench::txonly(&mut port, &frame, 0, SendLimits::default(), opts, &c, stop).map_err(|x| e(&x))?;
+            bench::txonly(&mut port, &TxPlan::new(&frame, opts), &c, stop).map_err(|x| e(&x))?;
         }
         LoopKind::Classifier(iface, n) => {
             let set = fastpath::rules::parse_toml("peers", &classifier_rules(n)).map_err(|x| e(&x))?;

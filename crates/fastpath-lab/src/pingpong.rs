@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use fastpath::bpf::AttachOpts;
+use fastpath::clock::monotonic_ns;
 use fastpath::features::{check, Feature};
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::epoll::BusyPollEpoll;
@@ -55,9 +56,9 @@ use fastpath::io::Port;
 use fastpath::netdev::napi::{napis, rx_queue_napi, NapiProfile, NapiSettings};
 use fastpath::netdev::Iface;
 use fastpath::packet::{self, Payload, UdpFrameSpec};
-use fastpath::stats::{median, monotonic_ns};
 use fastpath::xsk::{BusyPoll, CopyMode, SocketConfig, UmemConfig, XskConfig};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig, IP4_A, IP4_B};
+use fastpath_tools::stats::median;
 use serde::Serialize;
 
 use crate::error::{env, kernel, runtime, usage, LabError, LabResult};
@@ -996,9 +997,9 @@ pub fn table(r: &PingpongReport) -> String {
             us(row.p99_range_ns.1),
             us(row.p999_ns) + if row.p999_meaningful { "" } else { " (< 1,000 samples: not meaningful)" },
             us(row.max_ns),
-            fastpath::stats::thousands(row.round_trips),
+            fastpath_tools::stats::thousands(row.round_trips),
             row.lost,
-            row.busy_poll_rx_packets.map_or("-".to_string(), fastpath::stats::thousands)
+            row.busy_poll_rx_packets.map_or("-".to_string(), fastpath_tools::stats::thousands)
         );
     }
     if !r.ratios.is_empty() {

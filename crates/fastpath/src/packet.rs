@@ -1,7 +1,8 @@
 //! The generator's test frames: Ethernet / IPv4 or IPv6 / UDP with the fastpath payload
 //! (bpf/include/fastpath_abi.h: magic, stream, seq, tstamp_ns at byte 42 after IPv4, 62 after
 //! IPv6), correct IPv4 and UDP checksums, the checks a receiver applies to prove a frame arrived
-//! intact, and [`Flows`]: many distinct 5-tuples from one template.
+//! intact, and [`Flows`]: many distinct 5-tuples from one template. (A receiver's
+//! exactly-once accounting of these frames is fastpath-tools' `payload::SeqTracker`.)
 
 use std::net::IpAddr;
 
@@ -473,153 +474,11 @@ impl Flows {
     }
 }
 
-/// A frame's 5-tuple: (source, destination, protocol, source port, destination port).
-pub type FiveTuple = (IpAddr, IpAddr, u8, u16, u16);
-
-/// The 5-tuple of an IPv4 (option-less or not) or IPv6 (no extension header) UDP or TCP frame
-/// without VLAN tags; None for anything else. For receivers counting flows.
-pub fn five_tuple(frame: &[u8]) -> Option<FiveTuple> {
-    let (src, dst, proto, l4): (IpAddr, IpAddr, u8, usize) = match frame.get(12..14)? {
-        [0x08, 0x00] => {
-            let ihl = (*frame.get(14)? & 0x0f) as usize * 4;
-            let a: [u8; 4] = frame.get(26..30)?.try_into().ok()?;
-            let b: [u8; 4] = frame.get(30..34)?.try_into().ok()?;
-            (a.into(), b.into(), *frame.get(23)?, 14 + ihl)
-        }
-        [0x86, 0xdd] => {
-            let a: [u8; 16] = frame.get(22..38)?.try_into().ok()?;
-            let b: [u8; 16] = frame.get(38..54)?.try_into().ok()?;
-            (a.into(), b.into(), *frame.get(20)?, 54)
-        }
-        _ => return None,
-    };
-    if proto != 17 && proto != 6 {
-        return None;
-    }
-    let p = frame.get(l4..l4 + 4)?;
-    Some((src, dst, proto, u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
-}
-
 /// Swaps Ethernet source and destination in place (l2fwd).
 #[inline]
 pub fn swap_macs(frame: &mut [u8]) {
     let (dst, rest) = frame.split_at_mut(6);
     dst.swap_with_slice(&mut rest[..6]);
-}
-
-/// Most sequence-number bits a [`SeqTracker`] keeps, over all streams: 2^28 (32 MiB), an
-/// hour of 64-byte frames at 70 kpps or a minute at 4 Mpps.
-pub const SEQ_WINDOW: u64 = 1 << 28;
-
-/// Counts, per stream, which sequence numbers arrived: exactly-once accounting for tests and
-/// `--verify` runs. Memory: one bit per sequence number up to the highest seen, at most
-/// [`SEQ_WINDOW`] bits over all streams; a frame whose (stream, seq) would need more (a
-/// sequence number far ahead, read off the wire) is counted in `out_of_window`, not stored.
-#[derive(Debug, Default, Clone)]
-pub struct SeqTracker {
-    streams: std::collections::BTreeMap<u16, Vec<u64>>,
-    /// 64-bit words allocated over all streams.
-    words: u64,
-    /// Intact fastpath frames whose sequence number lies beyond the window: not tracked.
-    pub out_of_window: u64,
-    /// Frames seen (including duplicates).
-    pub frames: u64,
-    /// Frames whose (stream, seq) was already seen.
-    pub duplicates: u64,
-    /// fastpath frames (magic present) that failed [`verify`]: damaged in transit.
-    pub corrupt: u64,
-    /// Frames that are not fastpath frames at all (e.g. the kernel's own IPv6 MLD reports).
-    pub foreign: u64,
-}
-
-impl SeqTracker {
-    /// Records one received frame (verifying it fully).
-    pub fn record(&mut self, frame: &[u8]) {
-        self.frames += 1;
-        let p = match verify(frame) {
-            Ok(p) => p,
-            Err(_)
-                if payload(frame).is_none()
-                    || !matches!(frame.get(12..14), Some(&[0x08, 0x00]) | Some(&[0x86, 0xdd])) =>
-            {
-                self.foreign += 1;
-                return;
-            }
-            Err(_) => {
-                self.corrupt += 1;
-                return;
-            }
-        };
-        let (w, b) = (p.seq / 64, p.seq % 64);
-        let have = self.streams.get(&p.stream).map_or(0, |v| v.len() as u64);
-        if have <= w {
-            let grow = w + 1 - have;
-            if grow > SEQ_WINDOW / 64 - self.words {
-                self.out_of_window += 1;
-                return;
-            }
-            self.words += grow;
-        }
-        let w = w as usize;
-        let bits = self.streams.entry(p.stream).or_default();
-        if bits.len() <= w {
-            bits.resize(w + 1, 0);
-        }
-        if bits[w] & (1 << b) != 0 {
-            self.duplicates += 1;
-        }
-        bits[w] |= 1 << b;
-    }
-
-    /// Adds what `other` saw (e.g. another queue's receiver of the same streams): a
-    /// (stream, seq) seen by both counts as a duplicate.
-    pub fn merge(&mut self, other: &SeqTracker) {
-        self.frames += other.frames;
-        self.out_of_window += other.out_of_window;
-        self.corrupt += other.corrupt;
-        self.foreign += other.foreign;
-        self.duplicates += other.duplicates;
-        for (s, v) in &other.streams {
-            let mine = self.streams.entry(*s).or_default();
-            if mine.len() < v.len() {
-                self.words += (v.len() - mine.len()) as u64;
-                mine.resize(v.len(), 0);
-            }
-            for (a, b) in mine.iter_mut().zip(v) {
-                self.duplicates += (*a & *b).count_ones() as u64;
-                *a |= *b;
-            }
-        }
-    }
-
-    /// Distinct (stream, seq) pairs received.
-    pub fn unique(&self) -> u64 {
-        self.streams.values().flat_map(|v| v.iter()).map(|w| w.count_ones() as u64).sum()
-    }
-
-    /// Streams seen, with the number of distinct and the highest sequence number of each.
-    pub fn per_stream(&self) -> Vec<(u16, u64, u64)> {
-        self.streams
-            .iter()
-            .map(|(s, v)| {
-                let n = v.iter().map(|w| w.count_ones() as u64).sum();
-                let max = v
-                    .iter()
-                    .enumerate()
-                    .rev()
-                    .find(|(_, w)| **w != 0)
-                    .map(|(i, w)| i as u64 * 64 + 63 - w.leading_zeros() as u64)
-                    .unwrap_or(0);
-                (*s, n, max)
-            })
-            .collect()
-    }
-
-    /// Sequence numbers 1..=max missing in `stream`.
-    pub fn missing(&self, stream: u16, max: u64) -> u64 {
-        let bits = self.streams.get(&stream).map(|v| v.as_slice()).unwrap_or(&[]);
-        (1..=max).filter(|s| bits.get((s / 64) as usize).is_none_or(|w| w & (1 << (s % 64)) == 0)).count() as u64
-    }
 }
 
 #[cfg(test)]
@@ -677,21 +536,23 @@ mod tests {
     }
 
     /// Full checks of a frame with etherparse: IPv4 header checksum, UDP checksum.
-    fn etherparse_ok(buf: &[u8]) -> FiveTuple {
+    fn etherparse_ok(buf: &[u8]) -> (IpAddr, IpAddr, u8, u16, u16) {
         let p = etherparse::SlicedPacket::from_ethernet(buf).expect("etherparse accepts it");
         let Some(etherparse::TransportSlice::Udp(udp)) = p.transport else { panic!("not UDP") };
-        let want = match p.net {
+        let (want, src, dst): (u16, IpAddr, IpAddr) = match p.net {
             Some(etherparse::NetSlice::Ipv4(ip)) => {
                 assert_eq!(ip.header().to_header().calc_header_checksum(), ip.header().header_checksum());
-                udp.to_header().calc_checksum_ipv4(&ip.header().to_header(), udp.payload()).unwrap()
+                let c = udp.to_header().calc_checksum_ipv4(&ip.header().to_header(), udp.payload()).unwrap();
+                (c, ip.header().source_addr().into(), ip.header().destination_addr().into())
             }
             Some(etherparse::NetSlice::Ipv6(ip)) => {
-                udp.to_header().calc_checksum_ipv6(&ip.header().to_header(), udp.payload()).unwrap()
+                let c = udp.to_header().calc_checksum_ipv6(&ip.header().to_header(), udp.payload()).unwrap();
+                (c, ip.header().source_addr().into(), ip.header().destination_addr().into())
             }
             _ => panic!("not IP"),
         };
         assert_eq!(udp.checksum(), want);
-        five_tuple(buf).expect("a 5-tuple")
+        (src, dst, 17, udp.source_port(), udp.destination_port())
     }
 
     #[test]
@@ -816,41 +677,6 @@ mod tests {
         b[22] ^= 1;
         assert_eq!(verify(&b), Err(FrameError::IpChecksum));
         assert_eq!(verify(&buf[..40]), Err(FrameError::Short(40)));
-    }
-
-    #[test]
-    fn tracker_counts_duplicates_and_missing() {
-        let mut t = SeqTracker::default();
-        let mut buf = vec![0u8; 64];
-        build_udp_frame(&spec(64), &mut buf);
-        for seq in [1u64, 2, 2, 4, 130] {
-            stamp(&mut buf, &Payload { stream: 3, seq, tstamp_ns: 0 });
-            t.record(&buf);
-        }
-        assert_eq!((t.frames, t.unique(), t.duplicates), (5, 4, 1));
-        assert_eq!(t.missing(3, 130), 126);
-        assert_eq!(t.per_stream(), vec![(3, 4, 130)]);
-    }
-
-    #[test]
-    fn tracker_bounds_memory_for_seqs_off_the_wire() {
-        let mut t = SeqTracker::default();
-        let mut buf = vec![0u8; 64];
-        build_udp_frame(&spec(64), &mut buf);
-        for seq in [1u64, 1 << 40, u64::MAX, u64::MAX - 63, SEQ_WINDOW, 2] {
-            stamp(&mut buf, &Payload { stream: 1, seq, tstamp_ns: 0 });
-            t.record(&buf);
-        }
-        assert_eq!((t.frames, t.unique(), t.out_of_window), (6, 2, 4), "{t:?}");
-        assert_eq!(t.per_stream(), vec![(1, 2, 2)]);
-        assert_eq!(t.missing(1, 2), 0);
-        // The window is shared by all streams: the budget cannot be multiplied by stream ids.
-        for stream in 2..100u16 {
-            stamp(&mut buf, &Payload { stream, seq: SEQ_WINDOW - 1, tstamp_ns: 0 });
-            t.record(&buf);
-        }
-        assert!(t.out_of_window >= 4 + 98, "{}", t.out_of_window);
-        assert!(t.words <= SEQ_WINDOW / 64);
     }
 
     #[test]

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use fastpath::io::tap::{TapOptions, TapPort, VirtioNetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM};
 use fastpath::io::tap_uring::TapUringPort;
 use fastpath::io::{Port, PortError};
-use fastpath::packet::{self, build_udp_frame, stamp, Payload, SeqTracker, UdpFrameSpec, PAYLOAD_LEN, PAYLOAD_MAGIC};
+use fastpath::packet::{self, build_udp_frame, stamp, Payload, UdpFrameSpec, PAYLOAD_LEN, PAYLOAD_MAGIC};
+use fastpath_tools::payload::SeqTracker;
 
 const COUNT: u64 = 100_000;
 const IFACE: &str = "fptap0";

@@ -2,15 +2,14 @@
 //!
 //! Crate-private, split by role: [`xsk`] (AF_XDP socket, bind, socket options, kicks, poll),
 //! [`mmap`] (mappings), [`ifreq`] (interface ioctls, ethtool, `if_nametoindex`), [`bpf`]
-//! (libbpf-sys calls, bpffs), [`signal`] (interrupting a blocked thread), [`affinity`] (CPU
-//! pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
+//! (libbpf-sys calls, bpffs), [`affinity`] (CPU pinning), [`process`] (clock, euid, capabilities, memlock, page size, lock file), [`udp`]
 //! (`recvmmsg`), [`epoll`] (epoll busy polling), [`packet`] (AF_PACKET), [`pidfd`] (another process's fds), [`netlink`] (the
 //! sock_diag socket), [`unix`] (the Unix sockets of the XSKMAP hand-off), [`tun`] (TUN/TAP), [`probe`] (what only the feature probes need) and
 //! [`uapi`] (the kernel UAPI constants and structs the `libc` crate lacks, each defined once;
 //! everything else comes from `libc`). Programs and tests reach what they need through
-//! the public module that owns each concern: [`crate::workers`] (pinning, online CPUs,
-//! interrupting a thread), [`crate::netdev`] (link up, MAC, ifindex), [`crate::bpf`] (bpffs,
-//! memlock, the reload lock), [`crate::stats`] (the monotonic clock), [`crate::features`]
+//! the public module that owns each concern: [`crate::workers`] (pinning, online CPUs),
+//! [`crate::netdev`] (link up, MAC, ifindex), [`crate::bpf`] (bpffs,
+//! memlock, the reload lock), [`crate::clock`] (the monotonic and TAI clocks), [`crate::features`]
 //! (euid), [`crate::xsk`] (page size), [`crate::io::udp`] (batched UDP receive).
 //!
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
@@ -27,7 +26,6 @@ pub(crate) mod packet;
 pub(crate) mod pidfd;
 pub(crate) mod probe;
 pub(crate) mod process;
-pub(crate) mod signal;
 pub(crate) mod tun;
 pub(crate) mod uapi;
 pub(crate) mod udp;
@@ -41,7 +39,6 @@ pub(crate) use mmap::Mmap;
 pub(crate) use process::{
     geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit, random_bytes, tai_ns,
 };
-pub(crate) use signal::{install_interrupt_handler, interrupt_child, interrupt_thread};
 pub(crate) use xsk::{
     bind_xdp, getsockopt, kick_rx, kick_tx, poll_one, poll_readable, poll_two_readable, setsockopt, setsockopt_int,
     socket_xdp, Pod,

@@ -1,5 +1,6 @@
-//! The counter table: each counter declared once, with kind, unit, kernel field and help;
-//! labels, JSON keys and docs come from here. Plus the number formatting of interval lines.
+//! The counter table of the run loops: each counter declared once, with kind, unit, kernel
+//! field and help; labels, JSON keys and docs come from here. Plus the number formatting of
+//! interval lines (thousands separators, rates, medians) and the CPUs' busy shares.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -214,20 +215,6 @@ impl CpuTimes {
         let dt = t1.checked_sub(t0)?;
         (dt > 0).then(|| b1.saturating_sub(b0) as f64 / dt as f64)
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads, so user-space and
-/// BPF timestamps compare directly.
-#[inline]
-pub fn monotonic_ns() -> u64 {
-    crate::sys::monotonic_ns()
-}
-
-/// CLOCK_TAI in nanoseconds: the clock of copy-mode AF_XDP TX timestamps
-/// ([`crate::xsk::Umem::tx_completion_timestamp`]).
-#[inline]
-pub fn tai_ns() -> u64 {
-    crate::sys::tai_ns()
 }
 
 #[cfg(test)]

@@ -1,16 +1,19 @@
 //! The run loops behind `fastpath bench` and `fastpath gen`: rxdrop, txonly, l2fwd on any
-//! [`Port`] (AF_XDP or the other backends), and the xdp-live generator. Hot loops allocate nothing; counters are
-//! published once per batch.
+//! [`Port`] (AF_XDP or the other backends), and the xdp-live generator. Hot loops allocate
+//! nothing; counters are published once per batch. What a sending loop sends is a plan
+//! ([`TxPlan`], [`GenPlan`]) with named fields.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bpf::XdpGen;
-use crate::io::{Port, PortError};
-use crate::packet::{self, Payload};
+use fastpath::bpf::XdpGen;
+use fastpath::clock::monotonic_ns;
+use fastpath::io::{Port, PortError};
+use fastpath::packet::{self, Flows, Payload};
+use fastpath::SysError;
+
 use crate::stats::{Counters, Ctr};
-use crate::sys::{self, SysError};
 
 /// How a loop waits when there is nothing to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +145,7 @@ fn rx_loop(
     Ok(())
 }
 
-/// What `bench rxdrop --rx-meta` saw of the driver's RX metadata ([`crate::xsk::RxMeta`]).
+/// What `bench rxdrop --rx-meta` saw of the driver's RX metadata ([`fastpath::xsk::RxMeta`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RxMetaTally {
     /// Packets seen.
@@ -154,16 +157,16 @@ pub struct RxMetaTally {
     /// With a VLAN tag.
     pub with_vlan: u64,
     /// Packets per RSS hash type (`enum xdp_rss_hash_type` bits; serialized as a map from
-    /// [`crate::xsk::RssType::name`] to the count).
+    /// [`fastpath::xsk::RssType::name`] to the count).
     #[serde(serialize_with = "hash_type_names")]
     pub hash_types: Vec<(u32, u64)>,
     /// Distinct RSS hashes seen, counted up to [`RxMetaTally::MAX_DISTINCT`].
     pub distinct_hashes: u64,
     /// The first packet's metadata.
-    pub first: Option<crate::xsk::RxMeta>,
+    pub first: Option<fastpath::xsk::RxMeta>,
     /// What each kfunc returned, counted: serialized as
     /// `{"timestamp"|"hash"|"vlan": {"answered", "no_data", "unsupported", "other": packets}}`
-    /// (errno 0, ENODATA, EOPNOTSUPP, anything else; [`crate::xsk::KfuncErrno`]).
+    /// (errno 0, ENODATA, EOPNOTSUPP, anything else; [`fastpath::xsk::KfuncErrno`]).
     #[serde(serialize_with = "kfunc_answers")]
     pub answers: [[u64; 4]; 3],
     #[serde(skip)]
@@ -178,7 +181,7 @@ impl RxMetaTally {
 
     /// Counts one packet's metadata.
     #[inline]
-    pub fn record(&mut self, m: &crate::xsk::RxMeta) {
+    pub fn record(&mut self, m: &fastpath::xsk::RxMeta) {
         if self.frames == 0 {
             self.first = Some(*m);
         }
@@ -188,8 +191,8 @@ impl RxMetaTally {
         for (k, e) in [m.errno.timestamp, m.errno.hash, m.errno.vlan].into_iter().enumerate() {
             let i = match e {
                 0 => 0,
-                crate::xsk::KfuncErrno::ENODATA => 1,
-                crate::xsk::KfuncErrno::EOPNOTSUPP => 2,
+                fastpath::xsk::KfuncErrno::ENODATA => 1,
+                fastpath::xsk::KfuncErrno::EOPNOTSUPP => 2,
                 _ => 3,
             };
             self.answers[k][i] += 1;
@@ -249,19 +252,19 @@ fn kfunc_answers<S: serde::Serializer>(a: &[[u64; 4]; 3], s: S) -> Result<S::Ok,
 
 fn hash_type_names<S: serde::Serializer>(types: &[(u32, u64)], s: S) -> Result<S::Ok, S::Error> {
     let m: std::collections::BTreeMap<String, u64> =
-        types.iter().map(|&(t, n)| (crate::xsk::RssType(t).name(), n)).collect();
+        types.iter().map(|&(t, n)| (fastpath::xsk::RssType(t).name(), n)).collect();
     serde::Serialize::serialize(&m, s)
 }
 
 /// rxdrop with the driver's RX metadata of every packet counted into `tally`
-/// ([`crate::io::afxdp::AfXdpPort::rx_burst_meta`]); `on_packet` sees each packet as in
+/// ([`fastpath::io::afxdp::AfXdpPort::rx_burst_meta`]); `on_packet` sees each packet as in
 /// [`rxdrop`]. Runs until `stop`.
 ///
 /// # Errors
 ///
 /// The first error of the port's receive, which ends the loop.
 pub fn rxdrop_meta(
-    port: &mut crate::io::afxdp::AfXdpPort,
+    port: &mut fastpath::io::afxdp::AfXdpPort,
     opts: LoopOpts,
     counters: &Counters,
     stop: &AtomicBool,
@@ -306,52 +309,72 @@ pub fn l2fwd<P: Port>(port: &mut P, opts: LoopOpts, counters: &Counters, stop: &
     Ok(())
 }
 
-/// txonly: sends copies of `template` (a whole frame with the fastpath payload, see
-/// [`packet::stamp`]), each stamped with `stream`, the next sequence number (from 1) and the
-/// send time, paced and bounded by `limits`. Stops at `limits.count`, or `stop`; then waits up
-/// to 5 s for outstanding completions (with a count reached, missing completions are an error:
-/// `--count N` means N frames submitted AND completed), or 300 ms when stopped early. Returns
-/// the number of packets sent. The same loop for every backend.
-///
-/// # Errors
-///
-/// As [`txonly_flows`].
-pub fn txonly<P: Port>(
-    port: &mut P,
-    template: &[u8],
-    stream: u16,
-    limits: SendLimits,
-    opts: LoopOpts,
-    counters: &Counters,
-    stop: &AtomicBool,
-) -> Result<u64, PortError> {
-    txonly_flows(port, template, stream, None, false, limits, opts, counters, stop)
+/// What the UDP checksum of each sent frame holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum UdpChecksum {
+    /// The complete checksum, kept right as each frame is stamped (and its flow applied).
+    #[default]
+    Full,
+    /// A partial checksum, the pseudo-header sum only ([`packet::udp_csum_partial`]): for a
+    /// port that asks the device to complete it (TX metadata,
+    /// [`fastpath::io::afxdp::AfXdpPort::set_tx_meta`]).
+    Partial,
 }
 
-/// [`txonly`], and with `flows` frame `seq` carries flow `(seq - 1) % n` of
-/// [`Flows`](packet::Flows) (source address's last byte and source port rewritten in place,
-/// checksums fixed incrementally; IPv4 or IPv6 templates). With `csum_partial` every frame
-/// leaves with a partial UDP checksum, the pseudo-header sum only
-/// ([`packet::udp_csum_partial`]): for a port that asks the device to complete it (TX
-/// metadata, [`crate::io::afxdp::AfXdpPort::set_tx_meta`]).
+/// What [`txonly`] sends: copies of `template` (a whole frame with the fastpath payload, see
+/// [`packet::stamp`]), each stamped with `stream`, the next sequence number (from 1) and the
+/// send time.
+#[derive(Debug, Clone, Copy)]
+pub struct TxPlan<'a> {
+    /// The frame sent: Ethernet to payload, as [`packet::build_udp_frame`] makes it.
+    pub template: &'a [u8],
+    /// The stream id stamped in every frame (a receiver counts sequence numbers per stream).
+    pub stream: u16,
+    /// With flows, frame `seq` carries flow `(seq - 1) % n` of [`Flows`] (source address's last
+    /// byte and source port rewritten in place, checksums fixed incrementally; IPv4 or IPv6
+    /// templates); None sends the template's one 5-tuple.
+    pub flows: Option<&'a Flows>,
+    /// Complete or partial UDP checksums.
+    pub udp_checksum: UdpChecksum,
+    /// Packets in all and their rate.
+    pub limits: SendLimits,
+    /// Batch size and how the loop waits.
+    pub opts: LoopOpts,
+}
+
+impl<'a> TxPlan<'a> {
+    /// Copies of `template` on stream 0, one flow, complete checksums, no count and no rate.
+    pub fn new(template: &'a [u8], opts: LoopOpts) -> Self {
+        TxPlan {
+            template,
+            stream: 0,
+            flows: None,
+            udp_checksum: UdpChecksum::Full,
+            limits: SendLimits::default(),
+            opts,
+        }
+    }
+}
+
+/// txonly: sends `plan`'s frames, paced and bounded by `plan.limits`. Stops at
+/// `plan.limits.count`, or `stop`; then waits up to 5 s for outstanding completions (with a
+/// count reached, missing completions are an error: `--count N` means N frames submitted AND
+/// completed), or 300 ms when stopped early. Returns the number of packets sent. The same loop
+/// for every backend.
 ///
 /// # Errors
 ///
 /// The first error of the port ([`Port::tx_stamped`]: [`PortError::Config`] for a template it
 /// cannot carry; [`Port::tx_reap`], [`Port::tx_outstanding`]); [`PortError::Sys`] with ETIMEDOUT if
-/// `limits.count` was reached and frames are still not completed after 5 s.
-#[allow(clippy::too_many_arguments)]
-pub fn txonly_flows<P: Port>(
+/// `plan.limits.count` was reached and frames are still not completed after 5 s.
+pub fn txonly<P: Port>(
     port: &mut P,
-    template: &[u8],
-    stream: u16,
-    flows: Option<&packet::Flows>,
-    csum_partial: bool,
-    limits: SendLimits,
-    opts: LoopOpts,
+    plan: &TxPlan<'_>,
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, PortError> {
+    let TxPlan { template, stream, flows, udp_checksum, limits, opts } = *plan;
+    let csum_partial = udp_checksum == UdpChecksum::Partial;
     let mut pacer = Pacer::new(limits);
     let mut seq = 0u64;
     // Frames offered per call: what one system call of the backend moves (copy-mode AF_XDP:
@@ -383,7 +406,7 @@ pub fn txonly_flows<P: Port>(
             }
             continue;
         }
-        let now = sys::monotonic_ns();
+        let now = monotonic_ns();
         let base = seq;
         let k = port.tx_stamped(template, want, |i, buf| {
             let seq = base + 1 + i as u64;
@@ -453,39 +476,42 @@ pub(crate) fn drain_completions<P: Port>(
     Ok(())
 }
 
-/// Sets the flag when dropped: a thread's "I am done", on every exit path including panics.
-pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
-
-impl Drop for SetOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
+/// What one thread of the xdp-live generator sends ([`gen_live`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GenPlan<'a> {
+    /// The CPU the thread runs on: the stream id stamped in each frame, and this thread's slot of
+    /// the program's per-CPU sequence map.
+    pub cpu: usize,
+    /// The frame the program sends (and stamps).
+    pub frame: &'a [u8],
+    /// Frames in all and their rate, for this thread.
+    pub limits: SendLimits,
+    /// Frames per BPF_PROG_RUN batch (the kernel's `batch_size` of live frames).
+    pub batch_size: u32,
 }
 
-/// The xdp-live generator loop of one thread: runs `gen` over `frame`, paced and bounded by
-/// `limits`, until `stop`. Call on a thread pinned to CPU `cpu` (that CPU's id is the stream id
-/// stamped in each frame, and its slot of the per-CPU sequence map counts this thread), after [`workers::install_interrupt_handler`](crate::workers::install_interrupt_handler); to stop it promptly, set
-/// `stop` and [`workers::interrupt_thread`](crate::workers::interrupt_thread) it. Frames are counted by the program's per-CPU sequence
-/// map (exact even when a call is interrupted); `counters` get them after each call.
+/// The xdp-live generator loop of one thread: runs `gen` over `plan.frame`, paced and bounded by
+/// `plan.limits`, until `stop`. Call on a thread pinned to CPU `plan.cpu`, after
+/// [`signal::install_interrupt_handler`](crate::signal::install_interrupt_handler); to stop it
+/// promptly, set `stop` and [`signal::interrupt_thread`](crate::signal::interrupt_thread) it.
+/// Frames are counted by the program's per-CPU sequence map (exact even when a call is
+/// interrupted); `counters` get them after each call.
 /// Returns the frames this thread generated. With a rate, `pace` counts how evenly they went
 /// out: every whole 1 ms window after the first, and those within 20% of the nominal rate.
 ///
 /// # Errors
 ///
 /// [`SysError`] from [`XdpGen::run`] (EINTR is not one), EIO if the per-CPU sequence map cannot be
-/// read for `cpu`, or if [`XdpGen::set_pace`] / [`XdpGen::pace_windows`] fail (their message in
-/// `call`).
-#[allow(clippy::too_many_arguments)]
+/// read for `plan.cpu`, or if [`XdpGen::set_pace`] / [`XdpGen::pace_windows`] fail (their
+/// message in `call`).
 pub fn gen_live(
     gen: &XdpGen,
-    cpu: usize,
-    frame: &[u8],
-    limits: SendLimits,
-    batch_size: u32,
+    plan: &GenPlan<'_>,
     counters: &Counters,
     stop: &AtomicBool,
     pace: &PaceStats,
 ) -> Result<u64, SysError> {
+    let GenPlan { cpu, frame, limits, batch_size } = *plan;
     let read_seq = || -> Result<u64, SysError> {
         gen.per_cpu_seq()
             .ok()
@@ -503,11 +529,11 @@ pub fn gen_live(
         Some(r) if in_prog => (1_000_000_000 / r.max(1)).max(1),
         _ => 0,
     };
-    if in_prog || cpu < crate::abi::FP_GEN_MAX_CPUS as usize {
+    if in_prog || cpu < fastpath::abi::FP_GEN_MAX_CPUS as usize {
         gen.set_pace(cpu, interval_ns).map_err(|e| SysError {
             call: format!(
                 "pacing the xdp-live generator on CPU {cpu} (paced on CPUs below {}): {e}",
-                crate::abi::FP_GEN_MAX_CPUS
+                fastpath::abi::FP_GEN_MAX_CPUS
             ),
             errno: libc::EINVAL,
         })?;
@@ -628,7 +654,7 @@ impl LiveGen {
         batch_size: u32,
         counters: &[Arc<Counters>],
     ) -> Result<Self, SysError> {
-        sys::install_interrupt_handler()?;
+        crate::signal::install_interrupt_handler()?;
         let n = cpus.len() as u64;
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
@@ -646,8 +672,9 @@ impl LiveGen {
                 let last = LastOut(finished.clone(), done.clone(), n);
                 std::thread::spawn(move || {
                     let _last = last;
-                    sys::pin_current_thread(cpu)?;
-                    gen_live(&g, cpu, &f, share, batch_size, &c, &s, &p)
+                    fastpath::workers::pin_current_thread(cpu)?;
+                    let plan = GenPlan { cpu, frame: &f, limits: share, batch_size };
+                    gen_live(&g, &plan, &c, &s, &p)
                 })
             })
             .collect();
@@ -673,12 +700,11 @@ impl LiveGen {
     /// The first thread's error (as [`gen_live`], or its failed `sched_setaffinity`); EIO if a
     /// thread panicked.
     pub fn stop(self) -> Result<u64, SysError> {
-        use std::os::unix::thread::JoinHandleExt;
         self.stop.store(true, Ordering::Relaxed);
         // Repeat: a signal that lands between two BPF_PROG_RUN calls interrupts nothing.
         while self.workers.iter().any(|w| !w.is_finished()) {
             for w in self.workers.iter().filter(|w| !w.is_finished()) {
-                sys::interrupt_thread(w.as_pthread_t());
+                crate::signal::interrupt_thread(w);
             }
             std::thread::sleep(Duration::from_millis(5));
         }

@@ -6,10 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::bpf::{ReplayTiming, XdpReplay};
-use crate::io::{Port, PortError};
+use fastpath::bpf::{ReplayTiming, XdpReplay};
+use fastpath::clock::monotonic_ns;
+use fastpath::io::{Port, PortError};
+use fastpath::SysError;
+
+use crate::signal::{install_interrupt_handler, interrupt_thread};
 use crate::stats::{Counters, Ctr};
-use crate::sys::{self, SysError};
+use crate::threads::SetOnDrop;
 
 /// Most frames one [`replay_port`] call hands to [`Port::tx_burst`] at a time.
 pub const MAX_BATCH: usize = 256;
@@ -264,12 +268,12 @@ impl LivePlan {
 
     /// How long until the next send (`st.next`) is due, ns: 0 if it is due, the schedule has
     /// ended, or nothing has been sent yet (the first send is due at once).
-    fn wait_ns(&self, st: &crate::abi::fp_replay_state) -> u64 {
+    fn wait_ns(&self, st: &fastpath::abi::fp_replay_state) -> u64 {
         let sched = self.schedule();
         if st.start_ns == 0 || sched.finished(st.next) || self.at_ns.is_empty() {
             return 0;
         }
-        st.start_ns.saturating_add(sched.due_ns(st.next)).saturating_sub(sys::monotonic_ns())
+        st.start_ns.saturating_add(sched.due_ns(st.next)).saturating_sub(monotonic_ns())
     }
 }
 
@@ -289,7 +293,7 @@ impl ReplayLive {
         batch_size: u32,
         counters: Arc<Counters>,
     ) -> Result<Self, SysError> {
-        sys::install_interrupt_handler()?;
+        install_interrupt_handler()?;
         let span_ns = plan.at_ns.last().copied().unwrap_or(0);
         replay
             .reset(plan.timing, plan.total.unwrap_or(0), span_ns)
@@ -298,7 +302,7 @@ impl ReplayLive {
         let done = Arc::new(AtomicBool::new(false));
         let (s, d) = (stop.clone(), done.clone());
         let controller = std::thread::spawn(move || {
-            let _done = crate::bench::SetOnDrop(d);
+            let _done = SetOnDrop(d);
             control(replay, cpu, Arc::new(plan), batch_size, &counters, &s)
         });
         Ok(Self { stop, done, controller })
@@ -325,7 +329,7 @@ impl ReplayLive {
 }
 
 /// The state of `r` as a [`SysError`] (EIO) on failure.
-fn read_state(r: &XdpReplay) -> Result<crate::abi::fp_replay_state, SysError> {
+fn read_state(r: &XdpReplay) -> Result<fastpath::abi::fp_replay_state, SysError> {
     r.state().map_err(|e| SysError { call: format!("{e}"), errno: libc::EIO })
 }
 
@@ -339,13 +343,12 @@ fn control(
     counters: &Counters,
     stop: &AtomicBool,
 ) -> Result<u64, SysError> {
-    use std::os::unix::thread::JoinHandleExt;
     let (timing, total) = (plan.timing, plan.total);
     let finished = Arc::new(AtomicBool::new(false));
     let in_call = Arc::new(AtomicBool::new(false));
     let (r, f, c, p) = (replay.clone(), finished.clone(), in_call.clone(), plan.clone());
     let sender = std::thread::spawn(move || -> Result<(), SysError> {
-        sys::pin_current_thread(cpu)?;
+        fastpath::workers::pin_current_thread(cpu)?;
         while !f.load(Ordering::Relaxed) {
             let st = read_state(&r)?;
             // A send not due for a while: sleep (in slices, the end flag checked between
@@ -403,14 +406,14 @@ fn control(
         // A long gap has begun: end the sender's call (repeated each round until it ends: a
         // signal that lands between two calls interrupts nothing).
         if in_call.load(Ordering::SeqCst) && plan.wait_ns(&st) > LIVE_GAP_NS {
-            sys::interrupt_thread(sender.as_pthread_t());
+            interrupt_thread(&sender);
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     finished.store(true, Ordering::Relaxed);
     // Repeat: a signal that lands between two BPF_PROG_RUN calls interrupts nothing.
     while !sender.is_finished() {
-        sys::interrupt_thread(sender.as_pthread_t());
+        interrupt_thread(&sender);
         std::thread::sleep(Duration::from_millis(2));
     }
     let joined =
