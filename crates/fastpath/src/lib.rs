@@ -25,6 +25,7 @@ pub mod packet;
 pub mod pcapfilter;
 pub mod replay;
 pub mod rules;
+pub mod spread;
 pub mod stats;
 pub(crate) mod sys;
 pub mod workers;
