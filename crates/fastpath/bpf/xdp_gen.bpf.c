@@ -166,9 +166,11 @@ static __always_inline __u32 flow_mix(__u32 i)
 /* A source spread's flow i: rewrites the last 32 bits of the source address (two words, the
  * second at src_word) and the source port at pw, fixing the IPv4 header checksum (ip_csum_off,
  * 0 for IPv6) and the L4 checksum at l4c (fix_l4 0: a UDP-over-IPv4 checksum of 0, none)
- * incrementally from the bytes in the frame. */
+ * incrementally from the bytes in the frame. RFC 1624 eqn. 3 gives the checksum a sender
+ * computes from scratch (0x0000 included); only UDP (udp 1) sends a 0 as 0xffff (RFC 768),
+ * TCP keeps it. */
 static __always_inline void spread_apply(void *data, __u32 i, const int src_word, const int ip_csum_off,
-					 __u16 *l4c, int fix_l4, __u16 *pw)
+					 __u16 *l4c, int fix_l4, const int udp, __u16 *pw)
 {
 	__u32 s = (__u32)(((__u64)i * SPREAD_STRIDE + flow_k0) % src_count);
 	__u32 a = src_base + s;
@@ -185,7 +187,7 @@ static __always_inline void spread_apply(void *data, __u32 i, const int src_word
 	}
 	if (fix_l4) {
 		c = csum_replace(csum_replace(csum_replace(*l4c, *hi, new_hi), *lo, new_lo), *pw, new_p);
-		*l4c = c ? c : 0xffff;
+		*l4c = (c || !udp) ? c : 0xffff;
 	}
 	*hi = new_hi;
 	*lo = new_lo;
@@ -208,7 +210,7 @@ static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, co
 
 	if (flows && src_count) {
 		spread_apply(data, (__u32)((seqno - 1) % flows), src_word, ip_csum_off, udp_csum,
-			     *udp_csum || !ip_csum_off, data + udp_off);
+			     *udp_csum || !ip_csum_off, 1, data + udp_off);
 	} else if (flows) {
 		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
 		__u16 *aw = data + src_word;
@@ -260,9 +262,8 @@ static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, cons
 	if (data + l4_off + 20 > data_end)
 		return XDP_ABORTED;
 	if (flows && src_count) {
-		/* The TCP checksum is never optional; a 0 result is stored as 0xffff (the same
-		 * one's-complement value). */
-		spread_apply(data, (__u32)((seqno - 1) % flows), src_word, ip_csum_off, data + l4_off + 16, 1,
+		/* The TCP checksum is never optional, and a 0 stays 0. */
+		spread_apply(data, (__u32)((seqno - 1) % flows), src_word, ip_csum_off, data + l4_off + 16, 1, 0,
 			     data + l4_off);
 	} else if (flows) {
 		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
