@@ -10,7 +10,7 @@ with its model, then both side by side.
 
 Usage: scripts/bench_ddos.py [--runs 3] [--duration 3] [--flood udp|syn|ack] [--flood-rates LIST]
                              [--defences LIST] [--model per-frame|coalesced|both] [--rx-usecs US]
-                             [--svg FILE] [--json FILE]   (root)
+                             [--flood-sources N] [--svg FILE] [--json FILE]   (root)
 """
 import argparse
 import json
@@ -20,16 +20,18 @@ import sys
 from fplib import fp
 
 
-def ddos_args(d, flood, rates, defences, model="both", rx_usecs=None):
-    """The `fastpath bench ddos` arguments of one run."""
+def ddos_args(d, flood, rates, defences, model="both", rx_usecs=None, sources=None):
+    """The `fastpath bench ddos` arguments of one run (`sources`: --flood-sources, else its default)."""
     return (["bench", "ddos", "--flood", flood, "--duration", str(d), "--flood-rates", rates, "--defences", defences,
-             "--model", model] + (["--rx-usecs", str(rx_usecs)] if rx_usecs is not None else []) + ["--json"])
+             "--model", model] + (["--rx-usecs", str(rx_usecs)] if rx_usecs is not None else [])
+            + (["--flood-sources", str(sources)] if sources is not None else []) + ["--json"])
 
 
-def one_run(d, flood, rates, defences, svg=None, model="both", rx_usecs=None):
+def one_run(d, flood, rates, defences, svg=None, model="both", rx_usecs=None, sources=None):
     """One `fastpath bench ddos --json` run (its own test bed, every defence at every rate, in
     each model): its JSON summary. `svg`: also write the chart there (replacing the file)."""
-    return fp(ddos_args(d, flood, rates, defences, model, rx_usecs) + (["--svg", svg, "--overwrite"] if svg else []))
+    return fp(ddos_args(d, flood, rates, defences, model, rx_usecs, sources)
+              + (["--svg", svg, "--overwrite"] if svg else []))
 
 
 def model_of(x):
@@ -162,6 +164,7 @@ def main():
     ap.add_argument("--defences", default="none,nft,iptables,fastpath,fastpath-10k")
     ap.add_argument("--model", default="both", choices=["per-frame", "coalesced", "both"])
     ap.add_argument("--rx-usecs", type=int, help="the coalesced model's rx-usecs (default: fastpath's)")
+    ap.add_argument("--flood-sources", type=int, help="spoofed sources of the flood (default: fastpath's, 65536)")
     ap.add_argument("--svg", help="the last run's chart (trans/s against offered rate)")
     ap.add_argument("--json", help="write every run's summary to this file")
     a = ap.parse_args()
@@ -169,12 +172,13 @@ def main():
     for r in range(a.runs):
         print(f"run {r + 1}/{a.runs} ...", file=sys.stderr, flush=True)
         svg = a.svg if a.svg and r == a.runs - 1 else None
-        runs.append(one_run(a.duration, a.flood, a.flood_rates, a.defences, svg, a.model, a.rx_usecs))
+        runs.append(one_run(a.duration, a.flood, a.flood_rates, a.defences, svg, a.model, a.rx_usecs, a.flood_sources))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(runs, f)
     print(f"{runs[0]['model']}\n")
-    cmd = "fastpath " + " ".join(ddos_args(a.duration, a.flood, a.flood_rates, a.defences, a.model, a.rx_usecs))
+    cmd = "fastpath " + " ".join(ddos_args(a.duration, a.flood, a.flood_rates, a.defences, a.model, a.rx_usecs,
+                                           a.flood_sources))
     print("\n".join(tables(runs, cmd)))
 
 

@@ -996,13 +996,19 @@ pub struct DdosArgs {
     #[arg(long)]
     pub overwrite: bool,
     /// ddos: the flood: UDP to port 9, TCP SYNs to the service's listening port from spoofed
-    /// sources (10.99.1.0/24) with the kernel's SYN cookies on, the defences rate-limiting SYNs
-    /// per source and in aggregate, or out-of-state TCP ACKs to that port from the same
+    /// sources (--flood-sources) with the kernel's SYN cookies on, the defences rate-limiting
+    /// SYNs per source and in aggregate, or out-of-state TCP ACKs to that port from the same
     /// sources, the stateless defences rate-limiting pure ACKs per source. With the TCP floods
     /// (and fastpath-syncookie under any flood) every phase runs with an XDP program on the
     /// clients' veth dropping what the victim sends to the spoofed sources.
     #[arg(long, value_enum, default_value_t = FloodKind::Udp)]
     pub flood: FloodKind,
+    /// ddos: spoofed source addresses of the flood, 1..=8388608: 10.128.0.0 and up (within
+    /// 10.128.0.0/9), each sending 1/N of the flood (any N consecutive frames come from N
+    /// distinct addresses). 256 is the single /24 of earlier runs, which a per-source rate
+    /// limit keys on; the default 65536 (a /16) is a flood it cannot key on.
+    #[arg(long, value_name = "N", default_value = "65536", value_parser = fastpath_lab::ddos::parse_flood_sources)]
+    pub flood_sources: u32,
     /// ddos: the flood model, each a row set of its own in the same run: per-frame (every frame
     /// may wake the receiving NAPI), coalesced (adaptive interrupt coalescing as a NIC's: under
     /// load the NAPI polls at most every --rx-usecs, idle every frame wakes it), or both.

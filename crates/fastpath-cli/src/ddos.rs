@@ -97,6 +97,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         duration_s: a.run.duration,
         models,
         rx_usecs,
+        flood_sources: a.ddos.flood_sources,
     };
     let bed = ddos::prepare(&o)?;
     if a.run.duration == 0.0 {
@@ -126,7 +127,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
         crate::outfile::write(p, a.ddos.overwrite, "--svg", text.as_bytes()).map_err(runtime)?;
     }
     if a.run.json {
-        let mut o = json!({"type": "summary", "bench": "ddos", "flood": kind.name(), "testbed": bed.testbed_name(), "duration_s": bed.secs(),
+        let mut o = json!({"type": "summary", "bench": "ddos", "flood": kind.name(), "flood_sources": bed.flood_sources(), "testbed": bed.testbed_name(), "duration_s": bed.secs(),
             "model": model, "no_flood_transactions_per_s": baseline, "phases": phases, "survivable": surv,
             "notes": bed.notes(), "rx_usecs": bed.models().contains(&Model::Coalesced).then(|| bed.rx_usecs()),
             "models": baselines.iter().map(|(m, b)| json!({"model": m.name(), "description": bed.model_line(*m),

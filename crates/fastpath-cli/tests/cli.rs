@@ -121,6 +121,11 @@ fn bad_input_gets_one_line_and_leaves_nothing() {
     for (rates, want) in [("0", "\"0\""), ("1G", "\"1G\""), ("2M,2M", "2M is listed twice"), ("nan", "\"nan\"")] {
         assert_refused(&bed, &["bench", "ddos", "--flood-rates", rates, "--duration", "1"], 2, &[want, "max"]);
     }
+    // --flood-sources: 1..=8388608 (10.128.0.0/9), a number.
+    for n in ["0", "8388609", "64k", "-5", "abc"] {
+        let named = format!("--flood-sources {n} is not accepted");
+        assert_refused(&bed, &["bench", "ddos", "--flood-sources", n, "--duration", "1"], 2, &[&named, "1..=8388608"]);
+    }
     let o = run(&["bench", "ddos", "--defences", "none,pf", "--duration", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("pf") && stderr(&o).contains("fastpath-10k"), "{}", stderr(&o));

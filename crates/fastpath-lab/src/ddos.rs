@@ -63,19 +63,74 @@ const NAPI_FIFO_PRIORITY: i32 = 50;
 const RULES_IN_FRONT: usize = 10_000;
 /// The nftables table `nft` installs in the victim's namespace.
 const NFT_TABLE: &str = "fastpath_ddos";
-/// Distinct 5-tuples in the flood (source address's last byte and source port, seeded), so the
-/// classifier's flow cache misses as under a real flood.
+/// Distinct 5-tuples in the flood (source address and source port, seeded), so the
+/// classifier's flow cache misses as under a real flood; more with more sources than this
+/// (one flow per source at least, [`flood_spread`]).
 const FLOOD_FLOWS: u32 = 1_000_000;
-/// Source address of the flood's template frame (the flows vary its last byte).
-const FLOOD_SRC: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 99, 1, 1);
+/// The first of the flood's spoofed source addresses: source i of `--flood-sources N` is
+/// FLOOD_SRC_BASE + i, all within [`FLOOD_SRC_NET`]. Not from the test bed's own
+/// 10.99.0.0/24 (see [`Flood::frame`]).
+const FLOOD_SRC_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 0);
+/// The range the spoofed sources come from: 10.128.0.0/9, [`MAX_FLOOD_SOURCES`] addresses.
+const FLOOD_SRC_NET: &str = "10.128.0.0/9";
+/// Most sources `--flood-sources` accepts: every address of [`FLOOD_SRC_NET`] (2^23).
+pub const MAX_FLOOD_SOURCES: u32 = fastpath::spread::MAX_SOURCES;
+/// `--flood-sources` by default: 65,536, a /16 (10.128.0.0/16).
+pub const DEFAULT_FLOOD_SOURCES: u32 = 65_536;
 const FLOOD_SEED: u64 = 1;
 
+/// Parses `--flood-sources`: a number of spoofed source addresses, 1..=[`MAX_FLOOD_SOURCES`].
+///
+/// # Errors
+///
+/// A one-line message naming the value and the accepted range: not a decimal number, 0, or
+/// more than the range holds.
+pub fn parse_flood_sources(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (1..=MAX_FLOOD_SOURCES).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "--flood-sources {s} is not accepted: a number of spoofed source addresses in 1..={MAX_FLOOD_SOURCES} (the addresses of {FLOOD_SRC_NET})"
+        )),
+    }
+}
+
+/// The flood's spread of `sources` spoofed sources: addresses FLOOD_SRC_BASE + 0..sources,
+/// max(FLOOD_FLOWS, sources) flows (at most 65,536 per source), seeded with FLOOD_SEED. None for
+/// `sources` outside 1..=[`MAX_FLOOD_SOURCES`].
+pub fn flood_spread(sources: u32) -> Option<fastpath::spread::SourceSpread> {
+    let flows = FLOOD_FLOWS.max(sources).min(sources.saturating_mul(65_536));
+    fastpath::spread::SourceSpread::new(sources, flows, u32::from(FLOOD_SRC_BASE), FLOOD_SEED)
+}
+
+/// The flood `bench ddos` sends, as its attacker loads it: the template frame of `kind` from
+/// `src_mac` to the victim (`mac_b`, 10.99.0.2; TCP floods to `port`) and the generator, loaded
+/// to send out of `ifindex` (in the calling thread's namespace) from [`flood_spread`]`(sources)`.
+///
+/// Needs root (or CAP_BPF + CAP_NET_ADMIN) and Linux >= 5.18 (live frames).
+///
+/// # Errors
+///
+/// A message: `sources` out of range, or the generator could not be loaded
+/// ([`XdpGen::load_spread`]).
+pub fn flood_generator(
+    kind: Flood,
+    sources: u32,
+    ifindex: u32,
+    src_mac: [u8; 6],
+    mac_b: [u8; 6],
+    port: u16,
+) -> Result<(XdpGen, Vec<u8>), String> {
+    let spread = flood_spread(sources).ok_or_else(|| format!("{sources} flood sources: 1..={MAX_FLOOD_SOURCES}"))?;
+    let frame = kind.frame(src_mac, mac_b, port)?;
+    let gen = XdpGen::load_spread(ifindex, &spread).map_err(|e| format!("{e:#}"))?;
+    Ok((gen, frame))
+}
+
 /// The rules of the classifier on the clients' veth ([`ClientsXdp`]):
-/// every frame to the flood's spoofed sources (FLOOD_SRC's /24: the victim's SYN-ACKs) ends
+/// every frame to the flood's spoofed sources (FLOOD_SRC_NET: the victim's SYN-ACKs) ends
 /// there, as on a wire; the rest passes.
 fn clients_xdp_rules() -> String {
-    let [a, b, c, _] = FLOOD_SRC.octets();
-    format!("default = \"pass\"\n[[rule]]\ndst = \"{a}.{b}.{c}.0/24\"\naction = \"drop\"\n")
+    format!("default = \"pass\"\n[[rule]]\ndst = \"{FLOOD_SRC_NET}\"\naction = \"drop\"\n")
 }
 
 /// SYN flood defences: SYNs per second admitted per source address, and for all sources
@@ -85,8 +140,10 @@ const SYN_RATE_TOTAL: u32 = 2000;
 /// ACK flood defences without state (nft, iptables, fastpath): pure ACKs per second admitted
 /// per source address. A heuristic: the service's client address sends a few hundred pure ACKs
 /// a second (the connect probe's handshakes and closes; ping-pong replies carry the ACK), the
-/// flood's 256 sources each offered/256 (3,900/s at 1M): it drops the flood only above ~256k/s
-/// in all, and a flood from more sources passes it.
+/// flood's N sources (`--flood-sources`) each offered/N: with 256 sources (3,900/s each at 1M)
+/// it drops the flood only above ~256k/s in all; the default 65,536 sources send 15/s each at
+/// 1M, and the per-source limit passes the whole flood (the classifier's rule still has its
+/// aggregate limit, 64 x this, `rate_total`'s default).
 const ACK_RATE_PER_SOURCE: u32 = 1000;
 
 /// The flood of `bench ddos`.
@@ -152,19 +209,19 @@ impl Flood {
         }
     }
 
-    /// The flood's template frame from `src_mac` to the victim: UDP to port 9, or a TCP SYN to
-    /// the service's port, both from 10.99.1.1 (the flows vary its last byte; no route back
-    /// from the victim: its answers go nowhere, as to spoofed sources). Not from the test bed's
-    /// own 10.99.0.0/24: one flow in 256 would carry the victim's own address, a martian the
-    /// victim's kernel drops uncounted (drop reason IP_LOCAL_SOURCE), and the victim could not
-    /// account for every flood frame.
-    fn frame(self, dev: &NetDev, mac_b: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
+    /// The flood's template frame from `src_mac` to the victim: UDP to port 9, or a TCP SYN
+    /// or ACK to the service's port, from FLOOD_SRC_BASE (the generator's spread rewrites the
+    /// address within FLOOD_SRC_NET and the port; no route back from the victim: its answers
+    /// go nowhere, as to spoofed sources). Not from the test bed's own 10.99.0.0/24: a flow
+    /// could carry the victim's own address, a martian the victim's kernel drops uncounted
+    /// (drop reason IP_LOCAL_SOURCE), and the victim could not account for every flood frame.
+    fn frame(self, src_mac: [u8; 6], mac_b: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
         match self {
             Flood::Udp => {
                 let spec = fastpath::packet::UdpFrameSpec {
-                    src_mac: dev.mac().map_err(|e| e.to_string())?,
+                    src_mac,
                     dst_mac: mac_b,
-                    src_ip: FLOOD_SRC.into(),
+                    src_ip: FLOOD_SRC_BASE.into(),
                     dst_ip: fastpath_testbed::IP4_B.into(),
                     src_port: 9000,
                     dst_port: 9,
@@ -174,8 +231,8 @@ impl Flood {
                 fastpath::packet::build_udp_frame(&spec, &mut f);
                 Ok(f)
             }
-            Flood::Syn => syn_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
-            Flood::Ack => ack_frame(dev.mac().map_err(|e| e.to_string())?, mac_b, port),
+            Flood::Syn => syn_frame(src_mac, mac_b, port),
+            Flood::Ack => ack_frame(src_mac, mac_b, port),
         }
     }
 
@@ -269,11 +326,11 @@ impl Flood {
     }
 }
 
-/// A TCP SYN from 10.99.1.1:40000 to the victim's `port`, padded to 60 bytes (Ethernet's
+/// A TCP SYN from 10.128.0.0:40000 to the victim's `port`, padded to 60 bytes (Ethernet's
 /// minimum without FCS; the IP total length excludes the padding).
 fn syn_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
     let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
+        .ipv4(FLOOD_SRC_BASE.octets(), fastpath_testbed::IP4_B.octets(), 64)
         .tcp(40000, port, 1, 64240)
         .syn();
     let mut f = Vec::with_capacity(60);
@@ -289,12 +346,12 @@ fn syncookie_rule() -> String {
     )
 }
 
-/// A pure TCP ACK from 10.99.1.1:40000 to the victim's `port`, out of state (no handshake
+/// A pure TCP ACK from 10.128.0.0:40000 to the victim's `port`, out of state (no handshake
 /// before it; sequence 0x1234_5678, acknowledging 0x9abc_def0: the flows vary the source, so
 /// its acknowledgement number is no valid cookie but by a 2^-24 chance), padded to 60 bytes.
 fn ack_frame(src_mac: [u8; 6], dst_mac: [u8; 6], port: u16) -> Result<Vec<u8>, String> {
     let b = etherparse::PacketBuilder::ethernet2(src_mac, dst_mac)
-        .ipv4(FLOOD_SRC.octets(), fastpath_testbed::IP4_B.octets(), 64)
+        .ipv4(FLOOD_SRC_BASE.octets(), fastpath_testbed::IP4_B.octets(), 64)
         .tcp(40000, port, 0x1234_5678, 64240)
         .ack(0x9abc_def0);
     let mut f = Vec::with_capacity(60);
@@ -937,6 +994,8 @@ struct Ctx<'a> {
     /// The coalesced model's controller (None: per frame).
     coalescer: Option<&'a Coalescer>,
     kind: Flood,
+    /// Spoofed source addresses of the flood ([`flood_spread`]).
+    flood_sources: u32,
     /// Phases started so far: phase i's service listens on PORT_FIRST + i.
     phases: std::sync::atomic::AtomicU32,
     napi_pids: Vec<i32>,
@@ -967,8 +1026,8 @@ impl FloodGuard {
 fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
     let bed = cx.bed;
     let done = Arc::new(AtomicBool::new(false));
-    let (iface, mac_b, d, cpus, kind) =
-        (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone(), cx.kind);
+    let (iface, mac_b, d, cpus, kind, sources) =
+        (bed.iface_a().to_string(), bed.mac_b(), done.clone(), cx.flood_cpus.clone(), cx.kind, cx.flood_sources);
     let rate_pps = match r {
         FloodRate::Pps(p) => Some(p),
         FloodRate::Max => None,
@@ -978,9 +1037,9 @@ fn start_flood(cx: &Ctx, r: FloodRate, port: u16) -> LabResult<FloodGuard> {
         let setup = (|| -> Result<_, String> {
             let dev = NetDev::by_name(&iface).map_err(|e| e.to_string())?;
             let eth0 = dev.ethtool_stats().map_err(|e| e.to_string())?;
-            let frame = kind.frame(&dev, mac_b, port)?;
-            let flows = fastpath::packet::Flows::new(FLOOD_FLOWS, FLOOD_SEED).ok_or("flood flows")?;
-            let gen = Arc::new(XdpGen::load_flows(dev.ifindex, Some(&flows)).map_err(|e| format!("{e:#}"))?);
+            let src_mac = dev.mac().map_err(|e| e.to_string())?;
+            let (gen, frame) = flood_generator(kind, sources, dev.ifindex, src_mac, mac_b, port)?;
+            let gen = Arc::new(gen);
             let counters: Vec<Arc<Counters>> = cpus.iter().map(|_| Arc::new(Counters::default())).collect();
             let t0 = Instant::now();
             let live = bench::LiveGen::start(gen, &frame, &cpus, SendLimits { count: None, rate_pps }, 64, &counters)
@@ -1276,6 +1335,9 @@ pub struct DdosOptions {
     pub models: Vec<Model>,
     /// The coalesced model's `rx-usecs` (1..=[`coalesce::MAX_RX_USECS`]).
     pub rx_usecs: u32,
+    /// Spoofed source addresses of the flood, 1..=[`MAX_FLOOD_SOURCES`] (10.128.0.0 up;
+    /// [`DEFAULT_FLOOD_SOURCES`] by default, 256 for the single /24 of earlier runs).
+    pub flood_sources: u32,
 }
 
 /// The test bed of `bench ddos`, ready for its phases; removed on drop.
@@ -1290,6 +1352,7 @@ pub struct DdosBed {
     notes: Vec<String>,
     models: Vec<Model>,
     rx_usecs: u32,
+    flood_sources: u32,
 }
 
 /// Checks the programs `bench ddos` drives (sockperf; nft and iptables when those defences are
@@ -1301,8 +1364,8 @@ pub struct DdosBed {
 ///
 /// # Errors
 ///
-/// [`LabError::Usage`] for no model, a model twice, or rx-usecs outside 1..=1000 with the
-/// coalesced model; [`LabError::Unsupported`] for the coalesced model on a kernel without the
+/// [`LabError::Usage`] for no model, a model twice, rx-usecs outside 1..=1000 with the
+/// coalesced model, or flood sources outside 1..=[`MAX_FLOOD_SOURCES`]; [`LabError::Unsupported`] for the coalesced model on a kernel without the
 /// netdev family's `napi-set` (Linux < 6.13), before any test bed exists;
 /// [`LabError::Environment`] when sockperf (or nft, with that defence) is missing or ethtool
 /// cannot be started, [`LabError::Testbed`] when the test bed cannot be made,
@@ -1315,6 +1378,12 @@ pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
         return Err(crate::error::usage(anyhow!(
             "models [{}] are not accepted: one or both of per-frame, coalesced, each once",
             names()
+        )));
+    }
+    if !(1..=MAX_FLOOD_SOURCES).contains(&o.flood_sources) {
+        return Err(crate::error::usage(anyhow!(
+            "flood sources {} is not accepted: 1..={MAX_FLOOD_SOURCES} spoofed addresses ({FLOOD_SRC_NET})",
+            o.flood_sources
         )));
     }
     if o.models.contains(&Model::Coalesced) {
@@ -1368,6 +1437,7 @@ pub fn prepare(o: &DdosOptions) -> LabResult<DdosBed> {
         notes,
         models: o.models.clone(),
         rx_usecs: o.rx_usecs,
+        flood_sources: o.flood_sources,
     })
 }
 
@@ -1385,6 +1455,11 @@ impl DdosBed {
     /// Seconds per phase: whole seconds, at least 1.
     pub fn secs(&self) -> f64 {
         self.secs
+    }
+
+    /// Spoofed source addresses of the flood (`--flood-sources`).
+    pub fn flood_sources(&self) -> u32 {
+        self.flood_sources
     }
 
     /// The test bed's name.
@@ -1415,20 +1490,32 @@ impl DdosBed {
         format!(
             "model: a NIC queue whose interrupt lands on the service's CPU: the receiving veth's NAPI threaded, pinned to CPU {SERVICE_CPU} with SCHED_FIFO {NAPI_FIFO_PRIORITY}; the service's packets share its ring and NAPI with the flood (no TSO, no qdisc on the sending veth); service and clients on CPU {SERVICE_CPU}; attacker (xdp-live, paced per frame, {}) on CPU {}",
             match self.flood {
-                Flood::Udp => format!("64-byte UDP to port 9 from {FLOOD_FLOWS} flows in 10.99.1.0/24"),
-                Flood::Syn => {
-                    format!("TCP SYNs to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on")
-                }
+                Flood::Udp => format!("64-byte UDP to port 9 {}", self.sources_text()),
+                Flood::Syn => format!("TCP SYNs to the service's port {}, SYN cookies on", self.sources_text()),
                 Flood::Ack => format!(
-                    "out-of-state TCP ACKs (fixed sequence and acknowledgement numbers) to the service's port from {FLOOD_FLOWS} flows in 10.99.1.0/24, SYN cookies on"
+                    "out-of-state TCP ACKs (fixed sequence and acknowledgement numbers) to the service's port {}, SYN cookies on",
+                    self.sources_text()
                 ),
             },
             self.flood_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
-        ) + if self.clients_xdp() {
-            "; in every phase an XDP program on the clients' veth (ns a) drops what the victim sends to the spoofed sources (10.99.1.0/24: SYN-ACKs, RSTs), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU; it also lets the classifier's XDP_TX SYN-ACKs arrive (a veth delivers them only to a peer running XDP)"
+        ) + &if self.clients_xdp() {
+            format!("; in every phase an XDP program on the clients' veth (ns a) drops what the victim sends to the spoofed sources ({FLOOD_SRC_NET}: SYN-ACKs, RSTs), as a NIC's would leave on the wire, instead of ns a's stack dropping them on the victim's CPU; it also lets the classifier's XDP_TX SYN-ACKs arrive (a veth delivers them only to a peer running XDP)")
         } else {
-            ""
+            String::new()
         }
+    }
+
+    /// "from N sources (FIRST..LAST), F flows (each source 1/N of the flood)".
+    fn sources_text(&self) -> String {
+        let flows = flood_spread(self.flood_sources).map_or(0, |s| s.flows().n());
+        let first = FLOOD_SRC_BASE;
+        let last = std::net::Ipv4Addr::from(u32::from(first) + self.flood_sources - 1);
+        format!(
+            "from {} spoofed sources ({first}..{last}, --flood-sources), {} flows: each source 1/{} of the flood",
+            thousands(u64::from(self.flood_sources)),
+            thousands(u64::from(flows)),
+            thousands(u64::from(self.flood_sources))
+        )
     }
 
     /// Whether the run holds [`ClientsXdp`] in every phase: TCP floods (the victim answers
@@ -1476,6 +1563,7 @@ impl DdosBed {
             self.rates.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(","),
             self.defences.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
         );
+        c += &format!(" --flood-sources {}", self.flood_sources);
         if self.models.contains(&Model::Coalesced) {
             c += &format!(" --rx-usecs {}", self.rx_usecs);
         }
@@ -1527,6 +1615,7 @@ impl DdosBed {
                 model: *m,
                 coalescer: co.as_ref(),
                 kind: self.flood,
+                flood_sources: self.flood_sources,
                 phases: std::sync::atomic::AtomicU32::new(phases.len() as u32),
                 napi_pids: self.napi_pids.clone(),
                 flood_cpus: self.flood_cpus.clone(),
@@ -1727,6 +1816,32 @@ mod tests {
         assert_eq!(sum, t.checksum(), "TCP checksum");
     }
 
+    /// `--flood-sources`: 1..=MAX_FLOOD_SOURCES, a one-line refusal naming the value and the
+    /// range otherwise; the spread of N sources stays inside FLOOD_SRC_NET, out of the test
+    /// bed's 10.99.0.0/24.
+    #[test]
+    fn flood_sources_parse_and_refuse() {
+        assert_eq!(parse_flood_sources("1"), Ok(1));
+        assert_eq!(parse_flood_sources("65536"), Ok(65_536));
+        assert_eq!(parse_flood_sources("8388608"), Ok(MAX_FLOOD_SOURCES));
+        for bad in ["0", "8388609", "4294967296", "-1", "", "64k", "1e5", " 256", "abc"] {
+            let e = parse_flood_sources(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!("--flood-sources {bad} is not accepted: a number of spoofed source addresses in 1..=8388608 (the addresses of 10.128.0.0/9)")
+            );
+        }
+        for n in [1, 256, DEFAULT_FLOOD_SOURCES, MAX_FLOOD_SOURCES] {
+            let s = flood_spread(n).unwrap();
+            assert_eq!(s.sources(), n);
+            assert!(s.flows().n() >= FLOOD_FLOWS.min(n * 65_536) && s.flows().n() >= n, "{n}");
+            let last = std::net::Ipv4Addr::from(s.base() + n - 1);
+            let [a, b, ..] = last.octets();
+            assert!(a == 10 && b >= 128, "{n}: {last} outside 10.128.0.0/9");
+        }
+        assert!(flood_spread(0).is_none() && flood_spread(MAX_FLOOD_SOURCES + 1).is_none());
+    }
+
     #[test]
     fn quantiles_are_nearest_rank() {
         assert_eq!(quantile(&[], 0.5), None);
@@ -1742,7 +1857,7 @@ mod tests {
         let p = etherparse::SlicedPacket::from_ethernet(&f).unwrap();
         let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("not IPv4") };
         assert_eq!(ip.header().total_len(), 40, "the padding is not in the datagram");
-        assert_eq!(ip.header().source_addr(), FLOOD_SRC);
+        assert_eq!(ip.header().source_addr(), FLOOD_SRC_BASE);
         let Some(etherparse::TransportSlice::Tcp(t)) = &p.transport else { panic!("not TCP") };
         assert!(t.ack() && !t.syn() && !t.fin() && !t.rst() && !t.psh(), "a pure ACK");
         assert_eq!(t.destination_port(), 20007);
@@ -1763,8 +1878,9 @@ mod tests {
             }
         }
         assert!(syncookie_rule().contains(&format!("dst_port = \"{PORT_FIRST}-{PORT_LAST}\"")));
-        // The clients' veth drops what the victim sends to every flood flow's source (the
-        // flows vary FLOOD_SRC's last byte) and passes what it sends to the clients.
+        // The clients' veth drops what the victim sends to every flood flow's source (all of
+        // FLOOD_SRC_NET: the first and last of the most sources, the 65,536 default's last)
+        // and passes what it sends to the clients.
         let set = parse_toml("t", &clients_xdp_rules()).unwrap();
         compile("t", &set).unwrap();
         let to = |dst: std::net::Ipv4Addr| {
@@ -1778,9 +1894,9 @@ mod tests {
             fastpath::rules::reference::classify(&set, &f)
         };
         use fastpath::rules::reference::Verdict;
-        for last in [0, 1, 254, 255] {
-            let [a, b, c, _] = FLOOD_SRC.octets();
-            assert_eq!(to([a, b, c, last].into()), Verdict::Rule(0), "SYN-ACK to flood source .{last}");
+        for n in [1, 2, DEFAULT_FLOOD_SOURCES, MAX_FLOOD_SOURCES] {
+            let a = std::net::Ipv4Addr::from(u32::from(FLOOD_SRC_BASE) + n - 1);
+            assert_eq!(to(a), Verdict::Rule(0), "SYN-ACK to flood source {a}");
         }
         assert_eq!(to(fastpath_testbed::IP4_A), Verdict::NoMatch, "the clients' own frames pass");
         assert!(Flood::Ack.nft_rules().contains("== ack meter"));

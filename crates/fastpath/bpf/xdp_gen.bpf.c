@@ -15,8 +15,16 @@
  * packet::Flows::mix, and the IPv4 header and UDP checksums are fixed
  * incrementally.
  *
+ * With src_count > 0 as well (a source spread, crates/fastpath/src/spread.rs,
+ * `bench ddos --flood-sources N`) flow i instead comes from source index
+ * s = (i * SPREAD_STRIDE + flow_k0) % src_count, the last 32 bits of the
+ * source address becoming src_base + s (the whole IPv4 address), and the
+ * source port (i / src_count * 0x9e37 + flow_k1) & 0xffff: every src_count
+ * consecutive flows come from src_count distinct addresses, and the flows are
+ * distinct 5-tuples (spread::SourceSpread holds the same arithmetic).
+ *
  * A TCP frame (a SYN of `bench ddos --flood syn`) gets no payload: with flows
- * only its source address word and port change, the TCP checksum fixed.
+ * only its source address and port change, the TCP checksum fixed.
  *
  * With a pace set for the CPU (map gen_pace, `gen --rate` without --count)
  * a run that is not yet due is XDP_DROPped, so frames leave one per interval.
@@ -40,6 +48,10 @@ const volatile __u32 flows = 0;
 const volatile __u32 flow_k0 = 0;
 const volatile __u32 flow_k1 = 0;
 const volatile __u32 flow_k2 = 0;
+/* A source spread (0: the flows vary the address's last byte) and its first address's last
+ * 32 bits, host order. */
+const volatile __u32 src_count = 0;
+const volatile __u32 src_base = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -147,6 +159,41 @@ static __always_inline __u32 flow_mix(__u32 i)
 	return (x ^ flow_k2) & M24;
 }
 
+/* A prime above any src_count (spread::MAX_SOURCES): i -> i * SPREAD_STRIDE mod src_count is a
+ * bijection of the residues, so src_count consecutive flows visit every source once. */
+#define SPREAD_STRIDE 2654435761ull
+
+/* A source spread's flow i: rewrites the last 32 bits of the source address (two words, the
+ * second at src_word) and the source port at pw, fixing the IPv4 header checksum (ip_csum_off,
+ * 0 for IPv6) and the L4 checksum at l4c (fix_l4 0: a UDP-over-IPv4 checksum of 0, none)
+ * incrementally from the bytes in the frame. RFC 1624 eqn. 3 gives the checksum a sender
+ * computes from scratch (0x0000 included); only UDP (udp 1) sends a 0 as 0xffff (RFC 768),
+ * TCP keeps it. */
+static __always_inline void spread_apply(void *data, __u32 i, const int src_word, const int ip_csum_off,
+					 __u16 *l4c, int fix_l4, const int udp, __u16 *pw)
+{
+	__u32 s = (__u32)(((__u64)i * SPREAD_STRIDE + flow_k0) % src_count);
+	__u32 a = src_base + s;
+	__u16 *hi = data + src_word - 2;
+	__u16 *lo = data + src_word;
+	__u16 new_hi = bpf_htons((__u16)(a >> 16));
+	__u16 new_lo = bpf_htons((__u16)a);
+	__u16 new_p = bpf_htons((__u16)((i / src_count) * 0x9e37u + flow_k1));
+	__u16 c;
+
+	if (ip_csum_off) {
+		__u16 *ic = data + ip_csum_off;
+		*ic = csum_replace(csum_replace(*ic, *hi, new_hi), *lo, new_lo);
+	}
+	if (fix_l4) {
+		c = csum_replace(csum_replace(csum_replace(*l4c, *hi, new_hi), *lo, new_lo), *pw, new_p);
+		*l4c = (c || !udp) ? c : 0xffff;
+	}
+	*hi = new_hi;
+	*lo = new_lo;
+	*pw = new_p;
+}
+
 static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, const int udp_off,
 				     const int src_word, const int ip_csum_off)
 {
@@ -161,7 +208,10 @@ static __always_inline int gen_frame(void *data, void *data_end, __u64 seqno, co
 	p = data + udp_off + 8;
 	udp_csum = data + udp_off + 6;
 
-	if (flows) {
+	if (flows && src_count) {
+		spread_apply(data, (__u32)((seqno - 1) % flows), src_word, ip_csum_off, udp_csum,
+			     *udp_csum || !ip_csum_off, 1, data + udp_off);
+	} else if (flows) {
 		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
 		__u16 *aw = data + src_word;
 		__u16 *pw = data + udp_off;
@@ -211,7 +261,11 @@ static __always_inline int gen_tcp(void *data, void *data_end, __u64 seqno, cons
 {
 	if (data + l4_off + 20 > data_end)
 		return XDP_ABORTED;
-	if (flows) {
+	if (flows && src_count) {
+		/* The TCP checksum is never optional, and a 0 stays 0. */
+		spread_apply(data, (__u32)((seqno - 1) % flows), src_word, ip_csum_off, data + l4_off + 16, 1, 0,
+			     data + l4_off);
+	} else if (flows) {
 		__u32 t = flow_mix((__u32)((seqno - 1) % flows));
 		__u16 *aw = data + src_word;
 		__u16 *pw = data + l4_off;

@@ -6,6 +6,7 @@
 //! - [`bpf`]: the XDP programs (`xsk_redirect`, `xdp_drop`, `xdp_gen`), attached with bpf_link.
 //! - [`packet`]: building and checking the generator's UDP/IPv4 and UDP/IPv6 test frames.
 //! - [`pcapfilter`]: a pcap-filter expression (tcpdump's) compiled and run by libpcap.
+//! - [`spread`]: spoofed-source spreads for the generator (N consecutive source addresses).
 //! - [`io`]: one port API (rx_burst / tx_burst) over AF_XDP, TPACKET_V3, TAP and TAP + io_uring.
 //! - [`netdev`]: interface facts and the driver's counters.
 //! - [`uds`]: the AF_XDP device plugin's UDS protocol: an XSKMAP handed over a Unix socket to
@@ -25,6 +26,7 @@ pub mod netdev;
 pub mod packet;
 pub mod pcapfilter;
 pub mod rules;
+pub mod spread;
 pub(crate) mod sys;
 pub mod uds;
 pub mod workers;

@@ -45,6 +45,27 @@ impl XdpGen {
     ///
     /// As [`XdpGen::load`].
     pub fn load_flows(out_ifindex: u32, flows: Option<&crate::packet::Flows>) -> Result<Self, BpfError> {
+        Self::load_with(out_ifindex, flows, None)
+    }
+
+    /// As [`XdpGen::load`], and every frame comes from one of `spread`'s sources: frame `seq`
+    /// of a CPU carries flow `(seq - 1) % flows` of the [`SourceSpread`](crate::spread::SourceSpread)
+    /// (the last 32 bits of the source address and the source port rewritten, the IPv4 header
+    /// and the UDP or TCP checksum fixed incrementally in the program). Frames may be IPv4 or
+    /// IPv6, UDP or TCP.
+    ///
+    /// # Errors
+    ///
+    /// As [`XdpGen::load`].
+    pub fn load_spread(out_ifindex: u32, spread: &crate::spread::SourceSpread) -> Result<Self, BpfError> {
+        Self::load_with(out_ifindex, Some(spread.flows()), Some(spread))
+    }
+
+    fn load_with(
+        out_ifindex: u32,
+        flows: Option<&crate::packet::Flows>,
+        spread: Option<&crate::spread::SourceSpread>,
+    ) -> Result<Self, BpfError> {
         crate::features::check(crate::features::Feature::LiveFrames)?;
         let (prog, seq, pace, hdr) = load_skel!(
             skel::xdp_gen::XdpGenSkelBuilder,
@@ -58,6 +79,10 @@ impl XdpGen {
                         ro.flow_k0 = k0;
                         ro.flow_k1 = k1;
                         ro.flow_k2 = k2;
+                    }
+                    if let Some(sp) = spread {
+                        ro.src_count = sp.sources();
+                        ro.src_base = sp.base();
                     }
                 }
             },
