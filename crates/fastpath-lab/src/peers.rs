@@ -213,17 +213,35 @@ impl PeerProc {
 
     /// Waits up to `timeout` for `ready(output)`; the reason when it exits or times out.
     fn wait_for(&mut self, timeout: Duration, ready: impl Fn(&str) -> bool) -> Result<(), String> {
-        let t0 = Instant::now();
+        self.wait_until(timeout, false, ready)
+    }
+
+    /// As [`Self::wait_for`], but `idle` counts from the last time the output grew: for a set-up
+    /// that reports its progress (10,000 `xdp-filter ip` calls take minutes on a loaded machine,
+    /// so a fixed bound fails a run that is only slow).
+    fn wait_for_progress(&mut self, idle: Duration, ready: impl Fn(&str) -> bool) -> Result<(), String> {
+        self.wait_until(idle, true, ready)
+    }
+
+    fn wait_until(&mut self, timeout: Duration, progress: bool, ready: impl Fn(&str) -> bool) -> Result<(), String> {
+        let (t0, mut since, mut seen) = (Instant::now(), Instant::now(), 0);
         loop {
-            if ready(&self.output()) {
+            let out = self.output();
+            if ready(&out) {
                 return Ok(());
             }
             if let Some(why) = self.exited() {
                 return Err(why);
             }
-            if t0.elapsed() > timeout {
-                let out = self.output();
-                return Err(first_error(&out).unwrap_or_else(|| "did not start (no statistics printed)".into()));
+            if progress && out.len() != seen {
+                (since, seen) = (Instant::now(), out.len());
+            }
+            if since.elapsed() > timeout {
+                let last = out.lines().last().unwrap_or("no output").trim().to_string();
+                let what = if progress { "no progress" } else { "not ready" };
+                return Err(first_error(&out).unwrap_or_else(|| {
+                    format!("{what} for {} s after {} s (last output: {last})", timeout.as_secs(), t0.elapsed().as_secs())
+                }));
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -515,6 +533,9 @@ impl Bench<'_> {
         );
         for i in 0..n.saturating_sub(1) {
             script += &format!("xdp-filter ip {} -m src || exit 1\n", decoy_src(i));
+            if (i + 1) % 250 == 0 {
+                script += &format!("echo added {} rules\n", i + 1);
+            }
         }
         script += "xdp-filter port 9 -m dst || exit 1\necho READY\nread _ignored\nxdp-filter status\n";
         // 10,000 rules do not fit one argument (128 KiB): the script goes into a file of our own.
@@ -529,13 +550,19 @@ impl Bench<'_> {
         let _cleanup = RemoveOnDrop(path.clone());
         // Its output goes to a file (`xdp-filter status` lists every rule: a pipe could fill).
         let mut p = PeerProc::start(self.bed.ns_b(), "sh", &[path.display().to_string()], false)?;
-        p.wait_for(Duration::from_secs(120), |o| o.lines().any(|l| l == "READY"))?;
+        // The set-up reports every 250 rules: 120 s without one is a hang, not a slow machine.
+        p.wait_for_progress(Duration::from_secs(120), |o| o.lines().any(|l| l == "READY"))?;
         let secs = (self.generate)(1);
         if let Some(stdin) = p.child.stdin.as_mut() {
             let _ = stdin.write_all(b"\n");
         }
-        let t0 = Instant::now();
-        while p.child.try_wait().ok().flatten().is_none() && t0.elapsed() < Duration::from_secs(60) {
+        // `xdp-filter status` lists every rule: wait for its end while it prints.
+        let (mut since, mut seen) = (Instant::now(), 0);
+        while p.child.try_wait().ok().flatten().is_none() && since.elapsed() < Duration::from_secs(60) {
+            let len = std::fs::metadata(&p.log).map(|m| m.len()).unwrap_or(0);
+            if len != seen {
+                (since, seen) = (Instant::now(), len);
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         let out = p.stop();
