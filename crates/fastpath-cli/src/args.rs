@@ -1007,7 +1007,7 @@ pub struct DdosArgs {
     /// 10.128.0.0/9), each sending 1/N of the flood (any N consecutive frames come from N
     /// distinct addresses). 256 is the single /24 of earlier runs, which a per-source rate
     /// limit keys on; the default 65536 (a /16) is a flood it cannot key on.
-    #[arg(long, value_name = "N", default_value = "65536", value_parser = fastpath_lab::ddos::parse_flood_sources)]
+    #[arg(long, value_name = "N", default_value = "65536", allow_negative_numbers = true, value_parser = fastpath_lab::ddos::parse_flood_sources)]
     pub flood_sources: u32,
     /// ddos: the flood model, each a row set of its own in the same run: per-frame (every frame
     /// may wake the receiving NAPI), coalesced (adaptive interrupt coalescing as a NIC's: under

@@ -822,14 +822,23 @@ fn sighup_and_sigquit_shut_down_cleanly() {
 
 /// Runs fastpath with its stdout a pipe whose reader is gone: (exit status, stderr, seconds).
 fn with_closed_stdout(args: &[&str]) -> (std::process::ExitStatus, String, f64) {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // The pipe's reader is gone before the command starts (`| true`), so its first write fails
+    // with EPIPE whatever the timing. (Dropping the reader after spawn raced a fast command:
+    // `ss` wrote its header into the pipe first and ended 0.)
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0, "pipe2");
+    // SAFETY: pipe2 succeeded: both are open descriptors that nothing else owns.
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(reader);
     let t = std::time::Instant::now();
-    let mut c = fastpath()
+    let c = fastpath()
         .args(args)
-        .stdout(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::from(writer))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn fastpath");
-    drop(c.stdout.take()); // the reader goes away (`| true`, `| head -1`)
     let o = c.wait_with_output().unwrap();
     (o.status, stderr(&o), t.elapsed().as_secs_f64())
 }

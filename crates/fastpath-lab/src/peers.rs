@@ -240,7 +240,11 @@ impl PeerProc {
                 let last = out.lines().last().unwrap_or("no output").trim().to_string();
                 let what = if progress { "no progress" } else { "not ready" };
                 return Err(first_error(&out).unwrap_or_else(|| {
-                    format!("{what} for {} s after {} s (last output: {last})", timeout.as_secs(), t0.elapsed().as_secs())
+                    format!(
+                        "{what} for {} s after {} s (last output: {last})",
+                        timeout.as_secs(),
+                        t0.elapsed().as_secs()
+                    )
                 }));
             }
             std::thread::sleep(Duration::from_millis(100));
