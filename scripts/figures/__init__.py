@@ -28,6 +28,13 @@ Usage: scripts/figures.py [--quick] [--sections a,b] [--out docs/figures] [--rea
                           [--fresh] [--plan]                                     (root)
        scripts/figures.py --check [--json docs/figures.json] [--readme FILE ...]  (anyone)
        scripts/figures.py --render --json docs/figures.json --readme FILE ...     (anyone)
+
+The package, bottom up: render.py (the blocks' renderers, pure), run.py (the sections: what a run
+does, its estimate, its command; the plan), goals.py (the goals and headline blocks), repo.py
+(git in the checkout), blocks.py (the generated blocks of the Markdown files, partial sittings over
+the full one), check.py (--check), sitting.py (the sitting, root), cli.py (the command line;
+scripts/figures.py and `python3 -m figures` call its main). The names below are its API for the
+unit tests (scripts/test_figures.py).
 """
 import sys
 

@@ -22,7 +22,7 @@
 //! (adaptive interrupt coalescing as a NIC with `rx-usecs`, [`crate::coalesce`]: under load
 //! the NAPI polls at most every rx-usecs and the service's packets wait with the flood's batch;
 //! idle it is woken per frame).
-
+//!
 //! The module's files, one concern each, bottom up (none imports a file listed after it):
 //! `flood.rs` (the floods: kinds, frames, rates, spoofed sources, the generator's thread),
 //! `service.rs` (the service under attack: its ports and CPU, the sockperf server, the connect
