@@ -37,7 +37,8 @@ pub struct DdosOptions {
     /// The coalesced model's `rx-usecs` (1..=[`coalesce::MAX_RX_USECS`]).
     pub rx_usecs: u32,
     /// Spoofed source addresses of the flood, 1..=[`MAX_FLOOD_SOURCES`] (10.128.0.0 up;
-    /// [`DEFAULT_FLOOD_SOURCES`] by default, 256 for the single /24 of earlier runs).
+    /// [`DEFAULT_FLOOD_SOURCES`](super::DEFAULT_FLOOD_SOURCES) by default, 256 for the single /24
+    /// of earlier runs).
     pub flood_sources: u32,
 }
 

@@ -279,9 +279,10 @@ impl DdosBed {
     ///
     /// # Errors
     ///
-    /// [`LabError::Environment`] when sockperf cannot be run, [`LabError::Kernel`] when the
-    /// flood or the classifier cannot be loaded, [`LabError::Runtime`] when a program fails,
-    /// the service answers nothing without a flood, or `stop` is raised.
+    /// [`LabError::Environment`](crate::LabError::Environment) when sockperf cannot be run,
+    /// [`LabError::Kernel`](crate::LabError::Kernel) when the flood or the classifier cannot be
+    /// loaded, [`LabError::Runtime`](crate::LabError::Runtime) when a program fails, the service
+    /// answers nothing without a flood, or `stop` is raised.
     pub fn run(&self, stop: &Arc<AtomicBool>, progress: &mut dyn FnMut(&str)) -> LabResult<Vec<Phase>> {
         let mut phases = Vec::new();
         // Planned: the phase's seconds and some 3 s of set-up (server, defence, flood) each.
