@@ -1,0 +1,4 @@
+"""`python3 -m figures` in scripts/: the same as scripts/figures.py."""
+from .cli import main
+
+main()
