@@ -168,11 +168,19 @@ impl Feature {
 /// `<feature> is not supported by this kernel (needs Linux >= X)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{feature} is not supported by this kernel (needs Linux >= {min_kernel})")]
+#[non_exhaustive]
 pub struct Unsupported {
     /// [`Feature::name`].
     pub feature: &'static str,
     /// [`Feature::min_kernel`].
     pub min_kernel: &'static str,
+}
+
+impl Unsupported {
+    /// `feature` missing: its [`Feature::name`] and [`Feature::min_kernel`].
+    pub fn of(feature: Feature) -> Self {
+        Self { feature: feature.name(), min_kernel: feature.min_kernel() }
+    }
 }
 
 /// How a feature's answer was reached.

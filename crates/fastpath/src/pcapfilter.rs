@@ -38,6 +38,7 @@ extern "C" {
 
 /// Why an expression was not compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PcapFilterError {
     /// libpcap refused it; `msg` is libpcap's own message (pcap_geterr), e.g. "syntax error".
     #[error("libpcap: {msg}")]

@@ -33,6 +33,8 @@ pub const MAX_QSIZE: u32 = 16384;
 pub const QSIZE: &str = "CPUMAP queue size";
 /// [`BpfError::BadValue`]'s `what` for [`CpumapConfig::cpus`].
 pub const CPUS: &str = "CPUMAP CPUs";
+/// Frames per target CPU's queue that [`CpumapConfig::new`] asks (xdp-bench's default).
+pub const DEFAULT_QSIZE: u32 = 2048;
 
 /// How the interface program picks the target CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -88,6 +90,7 @@ impl RemoteAction {
 
 /// What to build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CpumapConfig {
     /// Target CPUs (distinct, online, < [`MAP_SIZE`]; 1..=[`MAX_CPUS`] of them).
     pub cpus: Vec<u32>,
@@ -100,6 +103,13 @@ pub struct CpumapConfig {
 }
 
 impl CpumapConfig {
+    /// Frames to `cpus` in turn ([`CpuDist::RoundRobin`]), queues of [`DEFAULT_QSIZE`] frames,
+    /// dropped on the target CPU ([`RemoteAction::Drop`]); set the fields to change them.
+    /// Nothing is checked here: [`CpumapConfig::validate`] does.
+    pub fn new(cpus: Vec<u32>) -> Self {
+        Self { cpus, dist: CpuDist::RoundRobin, qsize: DEFAULT_QSIZE, remote_action: RemoteAction::Drop }
+    }
+
     /// Checks every value against what the kernel and this machine accept (`online_cpus`
     /// CPUs, numbered from 0).
     ///

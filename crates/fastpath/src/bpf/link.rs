@@ -62,6 +62,7 @@ impl std::fmt::Display for XdpMode {
 /// libbpf's `*_opts` structs: `AttachOpts::default()` is native falling back to skb, refusing
 /// to replace a program fastpath did not attach.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttachOpts {
     /// The one mode to attach in (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`); `None`: native,
     /// and skb if the driver refuses native.

@@ -23,6 +23,7 @@ pub struct XskRedirect {
 
 /// How to load [`XskRedirect`] (load-time properties; the attach ones are [`AttachOpts`](super::AttachOpts)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct XskRedirectOpts {
     /// Sockets on each queue (sharing one UMEM's FILL and COMPLETION rings,
     /// [`crate::xsk::Sharing::SameQueue`]): queue q's frames go round robin (per CPU) to XSKMAP
@@ -39,6 +40,20 @@ pub struct XskRedirectOpts {
 impl Default for XskRedirectOpts {
     fn default() -> Self {
         Self { socks_per_queue: 1, frags: false }
+    }
+}
+
+impl XskRedirectOpts {
+    /// These options with `socks_per_queue` sockets on each queue (1..=64, clamped at load).
+    #[must_use]
+    pub fn with_socks_per_queue(self, socks_per_queue: u32) -> Self {
+        Self { socks_per_queue, ..self }
+    }
+
+    /// These options with the frags-aware program or not ([`XskRedirectOpts::frags`]).
+    #[must_use]
+    pub fn with_frags(self, frags: bool) -> Self {
+        Self { frags, ..self }
     }
 }
 

@@ -68,6 +68,7 @@ impl XskMap for crate::bpf::Classifier {
 
 /// What [`open_queues`] needs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct QueueSetup {
     /// Interface.
     pub iface: Iface,
@@ -83,6 +84,23 @@ pub struct QueueSetup {
     /// Frames each port puts on its FILL ring (the rest are free for TX); at most the FILL
     /// ring's size.
     pub fill_frames: u32,
+}
+
+impl QueueSetup {
+    /// One socket per queue of `queues` on `iface`, each with its own UMEM of
+    /// [`XskConfig::default`], the program attached as [`AttachOpts::default`] says, and as many
+    /// frames on each FILL ring as it holds (`fill_frames: u32::MAX`). Set the fields to change
+    /// any of these.
+    pub fn new(iface: Iface, queues: RxQueues) -> Self {
+        Self {
+            iface,
+            queues,
+            config: XskConfig::default(),
+            shared_umem: false,
+            attach: AttachOpts::default(),
+            fill_frames: u32::MAX,
+        }
+    }
 }
 
 /// The result of [`open_queues`].

@@ -36,6 +36,7 @@ pub struct PortStats {
 
 /// Errors of the port API.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PortError {
     /// A value outside what the backend accepts.
     #[error("{what} {value} is not accepted: {accepted}")]

@@ -414,6 +414,7 @@ impl fmt::Display for Location {
 /// A rule-set error: where, and what is wrong and accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{at}: {msg}")]
+#[non_exhaustive]
 pub struct RuleError {
     /// Where.
     pub at: Location,

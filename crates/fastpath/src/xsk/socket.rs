@@ -36,6 +36,7 @@ pub enum CopyMode {
 /// Documentation/networking/napi.rst "Busy polling"). Each `recvfrom`/`sendto` kick then runs the
 /// device's NAPI in the calling thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct BusyPoll {
     /// SO_BUSY_POLL: how long one busy-poll may spin, in microseconds.
     pub timeout_us: u32,
@@ -43,8 +44,16 @@ pub struct BusyPoll {
     pub budget: u32,
 }
 
+impl BusyPoll {
+    /// Busy polling for up to `timeout_us` microseconds per poll, `budget` packets per poll.
+    pub const fn new(timeout_us: u32, budget: u32) -> Self {
+        Self { timeout_us, budget }
+    }
+}
+
 /// Shape of one AF_XDP socket (its UMEM has its own [`UmemConfig`]).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// RX and TX ring sizes in descriptors (power of two, 64..=32768).
     pub ring_size: u32,
@@ -94,6 +103,7 @@ impl SocketConfig {
 
 /// A UMEM shape and a socket shape: what one socket with its own UMEM needs.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct XskConfig {
     /// The UMEM.
     pub umem: UmemConfig,
@@ -118,6 +128,7 @@ impl XskConfig {
 
 /// Errors of the AF_XDP area. Each is one line naming the value and what is accepted.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum XskError {
     /// No such interface in this network namespace ([`crate::netdev::Iface::resolve`]).
     #[error(transparent)]

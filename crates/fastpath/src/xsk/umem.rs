@@ -26,6 +26,7 @@ const SKB_SHARED_INFO_BYTES: u32 = 320;
 
 /// Shape of a UMEM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Frame (chunk) size in bytes: 2048 or 4096 in aligned mode; any size from 2048 to the
     /// page size (4096) with `unaligned` (include/uapi/linux/if_xdp.h, net/xdp/xdp_umem.c).
