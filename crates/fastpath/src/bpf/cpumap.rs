@@ -89,6 +89,20 @@ impl RemoteAction {
 }
 
 /// What to build.
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::bpf::{CpuDist, CpumapConfig};
+///
+/// let mut cfg = CpumapConfig::new(vec![2, 3]);
+/// cfg.dist = CpuDist::Hash; // a flow stays on one CPU
+/// cfg.qsize = 4096;
+/// assert!(cfg.validate(4).is_ok()); // a machine with CPUs 0..=3
+/// assert!(cfg.validate(3).is_err()); // CPU 3 is not there
+/// cfg.cpus = vec![2, 2];
+/// assert!(cfg.validate(4).unwrap_err().to_string().contains("CPU 2 is listed twice"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub struct CpumapConfig {
@@ -141,6 +155,21 @@ impl CpumapConfig {
 
 /// `xdp_redirect_cpu` attached to an interface with its CPUMAP filled. Dropping it detaches the
 /// program; the CPUMAP (and its kthreads) go with the last reference.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, CpumapConfig, RedirectCpu, RemoteAction};
+/// use fastpath::netdev::Iface;
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let mut cfg = CpumapConfig::new(vec![1, 2, 3]);
+/// cfg.remote_action = RemoteAction::Pass; // to the network stack, on CPUs 1 to 3
+/// let rc = RedirectCpu::load(&cfg)?.attach(&iface, AttachOpts::default())?.prog;
+/// std::thread::sleep(std::time::Duration::from_secs(1));
+/// println!("redirected {}, delivered per CPU {:?}", rc.redirected()?, rc.delivered_per_cpu()?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct RedirectCpu {
     link: XdpLink,

@@ -12,6 +12,22 @@ use crate::netdev::Iface;
 use crate::sys;
 
 /// `xsk_redirect` attached to an interface: frames of queue q go to the XSK in slot q.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, XskRedirect, XskRedirectOpts};
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::{SocketConfig, Umem, UmemConfig, XskSocket};
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let (umem, _frames) = Umem::new(&UmemConfig::default())?;
+/// let sock = XskSocket::bind(&umem, &iface, 0, &SocketConfig::default())?;
+/// let opts = XskRedirectOpts::default().with_socks_per_queue(1);
+/// let xdp = XskRedirect::load(opts)?.attach(&iface, AttachOpts::default())?;
+/// xdp.prog.insert(0, sock.as_raw_fd())?; // queue 0's frames now go to `sock`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct XskRedirect {
     link: XdpLink,

@@ -67,6 +67,28 @@ impl XskMap for crate::bpf::Classifier {
 }
 
 /// What [`open_queues`] needs.
+///
+/// # Examples
+///
+/// Two queues of `eth0` over one shared UMEM, each socket a [`Port`]:
+///
+/// ```no_run
+/// use fastpath::bpf::XskRedirect;
+/// use fastpath::io::afxdp::{open_queues, QueueSetup};
+/// use fastpath::io::Port;
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::RxQueues;
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let queues = RxQueues::check(&iface, vec![0, 1])?;
+/// let mut setup = QueueSetup::new(iface, queues);
+/// setup.shared_umem = true; // one UMEM, its frames split between the sockets
+/// let q = open_queues(&setup, Some(XskRedirect::load(Default::default())?))?;
+/// for mut port in q.ports {
+///     port.rx_burst(64, 100, |bytes| println!("{} bytes", bytes.len()))?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct QueueSetup {

@@ -327,6 +327,29 @@ pub enum Sharing {
 /// through batch handles, and owns its mapping, so a ring may be moved to another thread.
 /// `fill` and `comp` are `None` for a [`Sharing::SameQueue`] socket (it uses the rings of the
 /// socket it shares with).
+///
+/// # Examples
+///
+/// Two sockets on queues 0 and 1 of `eth0`, each with its own UMEM, in copy mode, and their
+/// kernel drop counters (root; what fills their RX rings is an XDP program such as
+/// [`crate::bpf::XskRedirect`]):
+///
+/// ```no_run
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::{CopyMode, SocketConfig, Umem, UmemConfig, XskSocket};
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let mut config = SocketConfig::default();
+/// config.copy_mode = CopyMode::Copy;
+/// config.ring_size = 4096; // RX and TX descriptors
+/// for queue in [0, 1] {
+///     let (umem, _frames) = Umem::new(&UmemConfig::default())?;
+///     let sock = XskSocket::bind(&umem, &iface, queue, &config)?;
+///     let stats = sock.stats()?; // XDP_STATISTICS
+///     println!("{iface} queue {}: {}, rx_dropped {}", sock.queue_id(), sock.copy_mode_name(), stats.rx_dropped);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct XskSocket {
     /// RX ring: received packets.
