@@ -73,7 +73,7 @@ const FLOOD_FLOWS: u32 = 1_000_000;
 const FLOOD_SRC_BASE: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 128, 0, 0);
 /// The range the spoofed sources come from: 10.128.0.0/9, [`MAX_FLOOD_SOURCES`] addresses.
 const FLOOD_SRC_NET: &str = "10.128.0.0/9";
-/// Most sources `--flood-sources` accepts: every address of [`FLOOD_SRC_NET`] (2^23).
+/// Most sources `--flood-sources` accepts: every address of 10.128.0.0/9 (2^23).
 pub const MAX_FLOOD_SOURCES: u32 = fastpath::spread::MAX_SOURCES;
 /// `--flood-sources` by default: 65,536, a /16 (10.128.0.0/16).
 pub const DEFAULT_FLOOD_SOURCES: u32 = 65_536;
