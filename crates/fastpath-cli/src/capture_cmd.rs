@@ -429,7 +429,7 @@ pub fn run(a: &CaptureArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     let cx = Cx {
         a,
         iface: &iface,
-        opts: AttachOpts { mode: a.xdp_mode.mode(), force: a.force },
+        opts: AttachOpts::mode(a.xdp_mode.mode()).force(a.force),
         queues,
         deadline: a.duration.map(|d| Instant::now() + Duration::from_secs_f64(d)),
         count: a.count.unwrap_or(u64::MAX),
@@ -754,32 +754,23 @@ fn divert_queues(cx: &Cx, rules: Option<&Compiled>) -> CliResult<(Divert, &'stat
     // 64 MiB of UMEM and 16,384-descriptor rings: the process may be off its CPU for a
     // few milliseconds while the receive path keeps filling (the copy mode's ring
     // buffer and tcpdump -B 65536 hold as much).
-    let mut cfg = XskConfig {
-        umem: fastpath::xsk::UmemConfig {
-            frame_size: 2048,
-            frame_count: 32768,
-            fill_size: 16384,
-            comp_size: 64,
-            ..Default::default()
-        },
-        socket: fastpath::xsk::SocketConfig { ring_size: 16384, ..Default::default() },
-    };
+    let mut cfg = XskConfig::default();
+    cfg.umem.frame_size = 2048;
+    cfg.umem.frame_count = 32768;
+    cfg.umem.fill_size = 16384;
+    cfg.umem.comp_size = 64;
+    cfg.socket.ring_size = 16384;
     let mtu = cx.iface.dev().mtu().map_err(kernel)?;
     if let Some(n) = crate::session::decide_multi_buffer(&cx.a.iface, mtu, &mut cfg)? {
         eprintln!("fastpath capture: {n}");
     }
     let mb = cfg.socket.multi_buffer;
-    let setup = QueueSetup {
-        queues: RxQueues::check(cx.iface, (0..cx.queues).collect())?,
-        iface: cx.iface.clone(),
-        config: cfg,
-        shared_umem: false,
-        attach: cx.opts,
-        fill_frames: u32::MAX,
-    };
+    let mut setup = QueueSetup::new(cx.iface.clone(), RxQueues::check(cx.iface, (0..cx.queues).collect())?);
+    setup.config = cfg;
+    setup.attach = cx.opts;
     let (q, xdp_mode, notes) = match rules {
         None => {
-            let prog = XskRedirect::load(XskRedirectOpts { frags: mb, ..Default::default() })?;
+            let prog = XskRedirect::load(XskRedirectOpts::default().with_frags(mb))?;
             let q = open_queues(&setup, Some(prog))?;
             let at = q.attached.as_ref().expect("attached");
             let (mode, notes) = (at.mode.name(), at.notes.clone());

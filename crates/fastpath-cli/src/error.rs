@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn a_missing_kernel_feature_has_its_own_exit_code_and_one_line() {
-        let u = Unsupported { feature: Feature::LiveFrames.name(), min_kernel: Feature::LiveFrames.min_kernel() };
+        let u = Unsupported::of(Feature::LiveFrames);
         let e = CliError::from(BpfError::Unsupported(u));
         assert_eq!(e.code, EXIT_UNSUPPORTED);
         assert!(![EXIT_USAGE, EXIT_ENV, EXIT_KERNEL, EXIT_RUNTIME].contains(&EXIT_UNSUPPORTED));

@@ -93,7 +93,7 @@ pub fn run(cmd: &FilterCmd, stop: Arc<AtomicBool>, hup: Arc<AtomicBool>) -> CliR
                 (_, true) => Keep::Pin,
                 _ => Keep::No,
             };
-            let opts = AttachOpts { mode: xdp_mode.mode(), force: *force };
+            let opts = AttachOpts::mode(xdp_mode.mode()).force(*force);
             load(rules, target, opts, keep, *fresh_maps, handoff, run, &stop, &hup)
         }
         FilterCmd::Reload { rules, target, json } => reload(rules, target, *json, &stop),
@@ -751,11 +751,11 @@ fn tracepoints<S: State>(
     let tp = if run.extended { crate::report::tracepoints() } else { None };
     if let Some(t) = tp {
         let ifindex = NetDev::by_name(iface).map(|d| d.ifindex).unwrap_or(0);
-        let _ = t.set_filter(fastpath::bpf::MonitorFilter {
-            ifindex,
-            cpumap_id: cls.cpu_map_id().unwrap_or(0),
-            netns_ino: fastpath::bpf::monitor::current_netns_ino(),
-        });
+        let mut f = fastpath::bpf::MonitorFilter::default();
+        f.ifindex = ifindex;
+        f.cpumap_id = cls.cpu_map_id().unwrap_or(0);
+        f.netns_ino = fastpath::bpf::monitor::current_netns_ino();
+        let _ = t.set_filter(f);
     }
     tp
 }

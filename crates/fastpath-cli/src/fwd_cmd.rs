@@ -248,7 +248,7 @@ impl Follow {
         // Resolved again: a link event may mean the interface was deleted and recreated.
         let now_iface = Iface::resolve(name).ok();
         let now = now_iface.as_ref().and_then(Iface::state);
-        let opts = AttachOpts { mode: self.xdp_mode, force: self.force };
+        let opts = AttachOpts::mode(self.xdp_mode).force(self.force);
         let was = self.states[k];
         let known = fwd.ports()[k].ifindex;
         match now {
@@ -504,7 +504,7 @@ fn set_up(a: &FwdArgs, mode: FwdMode, ifaces: &[Iface], states: &[LinkState]) ->
     }
     // On any error below, dropping `fwd` detaches every program attached so far.
     for (k, st) in states.iter().enumerate() {
-        for note in fwd.attach(k, AttachOpts { mode: a.xdp_mode.mode(), force: a.force })? {
+        for note in fwd.attach(k, AttachOpts::mode(a.xdp_mode.mode()).force(a.force))? {
             eprintln!("fastpath fwd: {note}");
         }
         if !st.up {

@@ -18,7 +18,7 @@ use anyhow::anyhow;
 use fastpath::bpf::{AttachOpts, XdpMode, XskRedirect, XskRedirectOpts};
 use fastpath::netdev::watch::{NetEvent, NetWatch};
 use fastpath::netdev::{link_state, Iface, LinkState};
-use fastpath::xsk::{CopyMode, DirStats, SocketConfig, UmemConfig, XskConfig, XskPair, XskStats};
+use fastpath::xsk::{CopyMode, DirStats, XskConfig, XskPair, XskStats};
 use serde_json::json;
 
 use crate::args::{FwdArgs, FwdModeArg};
@@ -100,10 +100,10 @@ impl Instance {
         let mut ifaces: Vec<Iface> = Vec::new();
         // Multi-buffer if either port's MTU needs it (the two sockets share one UMEM, and the
         // first socket's XDP_USE_SG is the UMEM's).
-        let mut cfg = XskConfig {
-            umem: UmemConfig { frame_size: FRAME_SIZE, frame_count: FRAME_COUNT, ..Default::default() },
-            socket: SocketConfig { tx_skb_budget: Some(TX_BUDGET), ..Default::default() },
-        };
+        let mut cfg = XskConfig::default();
+        cfg.umem.frame_size = FRAME_SIZE;
+        cfg.umem.frame_count = FRAME_COUNT;
+        cfg.socket.tx_skb_budget = Some(TX_BUDGET);
         let mut notes = Vec::new();
         for i in &a.ifaces {
             let resolved = Iface::resolve(i).map_err(|_| {
@@ -134,15 +134,16 @@ impl Instance {
         let mb = cfg.socket.multi_buffer;
         let frags = mb || fastpath::features::check(fastpath::features::Feature::MultiBuffer).is_ok();
         let mut progs = Vec::new();
-        let opts = AttachOpts { mode: a.xdp_mode.mode(), force: a.force };
+        let opts = AttachOpts::mode(a.xdp_mode.mode()).force(a.force);
         for iface in &ifaces {
-            let at = XskRedirect::load(XskRedirectOpts { frags, ..Default::default() })?.attach(iface, opts)?;
+            let at = XskRedirect::load(XskRedirectOpts::default().with_frags(frags))?.attach(iface, opts)?;
             notes.extend(at.notes.iter().cloned());
             progs.push(at);
         }
         let skb = progs.iter().any(|p| p.mode == XdpMode::Skb);
         // A copy-mode sendto transmits up to the TX budget: as many as one forwarding round moves.
-        let sock_cfg = SocketConfig { copy_mode: if skb { CopyMode::Copy } else { CopyMode::Auto }, ..cfg.socket };
+        let mut sock_cfg = cfg.socket.clone();
+        sock_cfg.copy_mode = if skb { CopyMode::Copy } else { CopyMode::Auto };
         let mut pairs = Vec::new();
         for q in 0..a.queues {
             let mut p = XskPair::bind(&cfg.umem, &sock_cfg, [&ifaces[0], &ifaces[1]], q)?;
@@ -540,8 +541,8 @@ impl<'a> Fwd<'a> {
     /// Prints a port's MTU change; true if it needs multi-buffer sockets and the running ones
     /// are not.
     fn mtu_change(&self, t: f64, name: &str, was: u32, mtu: u32) -> bool {
-        let mut c =
-            XskConfig { umem: UmemConfig { frame_size: FRAME_SIZE, ..Default::default() }, ..Default::default() };
+        let mut c = XskConfig::default();
+        c.umem.frame_size = FRAME_SIZE;
         let needs = decide_multi_buffer(name, mtu, &mut c).map(|_| c.socket.multi_buffer);
         let running_mb = self.inst.as_ref().map(|i| i.multi_buffer);
         let mut restart = false;

@@ -34,18 +34,18 @@ pub fn default_cpus(online: usize) -> Vec<u32> {
 
 fn config(a: &BenchArgs) -> CliResult<CpumapConfig> {
     let c = &a.cpumap;
-    let cfg = CpumapConfig {
-        cpus: a.xsk.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::workers::online_cpus())),
-        dist: match c.cpu_dist {
-            CpuDistArg::RoundRobin => CpuDist::RoundRobin,
-            CpuDistArg::Hash => CpuDist::Hash,
-            CpuDistArg::Proto => CpuDist::Proto,
-        },
-        qsize: c.qsize,
-        remote_action: match c.remote_action {
-            RemoteActionArg::Drop => RemoteAction::Drop,
-            RemoteActionArg::Pass => RemoteAction::Pass,
-        },
+    let mut cfg = CpumapConfig::new(
+        a.xsk.cpus.clone().map(|l| l.0).unwrap_or_else(|| default_cpus(fastpath::workers::online_cpus())),
+    );
+    cfg.dist = match c.cpu_dist {
+        CpuDistArg::RoundRobin => CpuDist::RoundRobin,
+        CpuDistArg::Hash => CpuDist::Hash,
+        CpuDistArg::Proto => CpuDist::Proto,
+    };
+    cfg.qsize = c.qsize;
+    cfg.remote_action = match c.remote_action {
+        RemoteActionArg::Drop => RemoteAction::Drop,
+        RemoteActionArg::Pass => RemoteAction::Pass,
     };
     cfg.validate(fastpath::workers::online_cpus()).map_err(|e| match e {
         // The library names the value; the option that gave it is this command's.
@@ -75,7 +75,7 @@ pub fn run(a: &BenchArgs, stop: Arc<AtomicBool>) -> CliResult<()> {
     enter_ns(&a.xsk.netns)?;
     let iface = Iface::resolve(&a.xsk.iface)?;
     let tp = if a.run.extended { Some(crate::report::attach_tracepoints()?) } else { None };
-    let opts = AttachOpts { mode: a.xsk.xdp_mode.mode(), force: a.xsk.force };
+    let opts = AttachOpts::mode(a.xsk.xdp_mode.mode()).force(a.xsk.force);
     let att = RedirectCpu::load(&cfg).and_then(|p| p.attach(&iface, opts)).map_err(|e| match e {
         BpfError::BadValue { .. } => usage(e),
         e => crate::error::CliError::from(e),

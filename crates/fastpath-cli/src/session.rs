@@ -163,33 +163,33 @@ pub struct Session {
 }
 
 pub fn xsk_config(x: &XskArgs) -> XskConfig {
-    XskConfig {
-        umem: UmemConfig {
-            frame_size: x.frame_size,
-            frame_count: x.frame_count,
-            headroom: x.headroom,
-            fill_size: x.ring_size.saturating_mul(2),
-            comp_size: x.ring_size.saturating_mul(2),
-            huge_pages: x.huge_pages,
-            unaligned: x.unaligned_chunks,
-            // Set by Session::open_tx_meta (--tx-csum, --tx-timestamp, --tx-launch-time).
-            tx_metadata_len: 0,
-            tx_sw_csum: false,
-        },
-        socket: SocketConfig {
-            ring_size: x.ring_size,
-            need_wakeup: !x.no_need_wakeup,
-            copy_mode: match x.copy_mode {
-                CopyModeArg::Auto => CopyMode::Auto,
-                CopyModeArg::Copy => CopyMode::Copy,
-                CopyModeArg::ZeroCopy => CopyMode::ZeroCopy,
-            },
-            busy_poll: x.busy_poll.then_some(BusyPoll { timeout_us: 20, budget: x.batch_size }),
-            tx_skb_budget: Some(x.tx_budget.unwrap_or(256.min(x.ring_size))),
-            // Decided from the interface's MTU when the session opens (decide_multi_buffer).
-            multi_buffer: false,
-        },
-    }
+    let mut umem = UmemConfig::default();
+    umem.frame_size = x.frame_size;
+    umem.frame_count = x.frame_count;
+    umem.headroom = x.headroom;
+    umem.fill_size = x.ring_size.saturating_mul(2);
+    umem.comp_size = x.ring_size.saturating_mul(2);
+    umem.huge_pages = x.huge_pages;
+    umem.unaligned = x.unaligned_chunks;
+    // Set by Session::open_tx_meta (--tx-csum, --tx-timestamp, --tx-launch-time).
+    umem.tx_metadata_len = 0;
+    umem.tx_sw_csum = false;
+    let mut socket = SocketConfig::default();
+    socket.ring_size = x.ring_size;
+    socket.need_wakeup = !x.no_need_wakeup;
+    socket.copy_mode = match x.copy_mode {
+        CopyModeArg::Auto => CopyMode::Auto,
+        CopyModeArg::Copy => CopyMode::Copy,
+        CopyModeArg::ZeroCopy => CopyMode::ZeroCopy,
+    };
+    socket.busy_poll = x.busy_poll.then_some(BusyPoll::new(20, x.batch_size));
+    socket.tx_skb_budget = Some(x.tx_budget.unwrap_or(256.min(x.ring_size)));
+    // Decided from the interface's MTU when the session opens (decide_multi_buffer).
+    socket.multi_buffer = false;
+    let mut cfg = XskConfig::default();
+    cfg.umem = umem;
+    cfg.socket = socket;
+    cfg
 }
 
 /// Largest Ethernet frame at `mtu` bytes of IP MTU: header and one VLAN tag.
@@ -417,7 +417,7 @@ impl Session {
             wait: None,
             notes: mb_note.into_iter().collect(),
         };
-        let mut opts = AttachOpts { mode: x.xdp_mode.mode(), force: x.force };
+        let mut opts = AttachOpts::mode(x.xdp_mode.mode()).force(x.force);
         if matches!(choice, RxChoice::RxMeta) {
             // A device-bound program runs in the driver only: the kernel refuses it in skb mode.
             if opts.mode == Some(fastpath::bpf::XdpMode::Skb) {
@@ -433,15 +433,12 @@ impl Session {
             info.xdp_mode = Some(a.mode.name());
             return Ok(Session { iface, prog: Prog::Drop(a.prog), ports: Vec::new(), stats_fds: Vec::new(), info });
         }
-        let setup = QueueSetup {
-            iface: iface.clone(),
-            queues,
-            config: cfg.clone(),
-            shared_umem: x.shared_umem,
-            attach: opts,
-            // Every frame a FILL ring holds goes on it; the rest serve TX.
-            fill_frames: if role == Role::Rx { u32::MAX } else { 0 },
-        };
+        let mut setup = QueueSetup::new(iface.clone(), queues);
+        setup.config = cfg.clone();
+        setup.shared_umem = x.shared_umem;
+        setup.attach = opts;
+        // Every frame a FILL ring holds goes on it; the rest serve TX.
+        setup.fill_frames = if role == Role::Rx { u32::MAX } else { 0 };
         if let Some(map) = handed {
             let prog_id = match fastpath::bpf::query_xdp(iface.ifindex()).map_err(crate::error::kernel)? {
                 Some(p) => p.id,
@@ -467,10 +464,9 @@ impl Session {
             None
         } else {
             Some(match choice {
-                RxChoice::Redirect => RxLoaded::Redirect(XskRedirect::load(XskRedirectOpts {
-                    frags: cfg.socket.multi_buffer,
-                    ..Default::default()
-                })?),
+                RxChoice::Redirect => RxLoaded::Redirect(XskRedirect::load(
+                    XskRedirectOpts::default().with_frags(cfg.socket.multi_buffer),
+                )?),
                 RxChoice::RxMeta => RxLoaded::Redirect(XskRedirect::load_rx_meta(&iface).map_err(|e| match &e {
                     e if e.is_load_unsupported() => {
                         crate::error::unsupported(anyhow!(

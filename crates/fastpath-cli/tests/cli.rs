@@ -192,7 +192,7 @@ fn foreign_program_is_refused_unless_forced() {
             .unwrap()
             .attach(
                 &fastpath::netdev::Iface::resolve(&iface).unwrap(),
-                fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+                fastpath::bpf::AttachOpts::mode(Some(fastpath::bpf::XdpMode::Native)),
             )
             .unwrap()
             .prog;
@@ -537,7 +537,7 @@ fn hold_foreign(
         let dev = fastpath::netdev::Iface::resolve(&iface).unwrap();
         let p = fastpath::bpf::XdpDrop::load()
             .unwrap()
-            .attach(&dev, fastpath::bpf::AttachOpts { mode: Some(mode), force })
+            .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(mode)).force(force))
             .unwrap()
             .prog;
         tx.send(()).unwrap();

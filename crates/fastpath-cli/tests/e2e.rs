@@ -217,16 +217,14 @@ fn l2fwd_round_trip() {
     let if_a2 = if_a.clone();
     let back = fastpath_testbed::spawn_in_netns(&ns_a, move || {
         use fastpath::io::afxdp::AfXdpPort;
-        use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
-        let cfg = XskConfig {
-            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
-            ..Default::default()
-        };
+        use fastpath::xsk::{CopyMode, XskConfig};
+        let mut cfg = XskConfig::default();
+        cfg.socket.copy_mode = CopyMode::Copy;
         let mut sock = AfXdpPort::open(
             &fastpath::netdev::Iface::resolve(&if_a2).unwrap(),
             0,
             &cfg,
-            fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+            fastpath::bpf::AttachOpts::mode(Some(fastpath::bpf::XdpMode::Native)),
         )
         .unwrap();
         ready_tx.send(()).unwrap();

@@ -67,15 +67,17 @@ fn receive(
 ) -> std::thread::JoinHandle<Result<Outcome, fastpath_testbed::TestbedError>> {
     let iface = iface.to_string();
     fastpath_testbed::spawn_in_netns(ns, move || {
-        let cfg = UmemConfig { frame_count: 8192, fill_size: 8192, comp_size: 2048, ..Default::default() };
+        let mut cfg = UmemConfig::default();
+        (cfg.frame_count, cfg.fill_size, cfg.comp_size) = (8192, 8192, 2048);
         let (umem, mut frames) = Umem::new(&cfg).expect("UMEM");
-        let sc = SocketConfig { copy_mode: CopyMode::Copy, ring_size: 4096, ..Default::default() };
+        let mut sc = SocketConfig::default();
+        (sc.copy_mode, sc.ring_size) = (CopyMode::Copy, 4096);
         let iface = fastpath::netdev::Iface::resolve(&iface).unwrap();
         let mut socks: Vec<XskSocket> =
             queues.iter().map(|&q| XskSocket::bind(&umem, &iface, q, &sc).expect("bind")).collect();
         let distinct: HashSet<u32> = queues.iter().copied().collect();
         let spq = (queues.len() / distinct.len()) as u32;
-        let prog = XskRedirect::load(XskRedirectOpts { socks_per_queue: spq, frags: false })
+        let prog = XskRedirect::load(XskRedirectOpts::default().with_socks_per_queue(spq))
             .and_then(|p| p.attach(&iface, AttachOpts::mode(Some(XdpMode::Native))))
             .expect("attach")
             .prog;
@@ -449,15 +451,14 @@ fn received_frames_reused_for_tx_have_their_whole_room() {
     let h = fastpath_testbed::spawn_in_netns(&ns, move || {
         use fastpath::io::afxdp::AfXdpPort;
         use fastpath::io::Port;
-        let cfg = fastpath::xsk::XskConfig {
-            umem: UmemConfig { frame_count: 256, fill_size: 128, comp_size: 128, ..Default::default() },
-            socket: SocketConfig { copy_mode: CopyMode::Copy, ring_size: 128, ..Default::default() },
-        };
+        let mut cfg = fastpath::xsk::XskConfig::default();
+        (cfg.umem.frame_count, cfg.umem.fill_size, cfg.umem.comp_size) = (256, 128, 128);
+        (cfg.socket.copy_mode, cfg.socket.ring_size) = (CopyMode::Copy, 128);
         let mut p = AfXdpPort::open(
             &fastpath::netdev::Iface::resolve(&iface).unwrap(),
             0,
             &cfg,
-            fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: false },
+            fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)),
         )
         .expect("port");
         tx.send(()).unwrap();

@@ -348,7 +348,7 @@ fn reload_refuses_a_classifier_no_longer_attached() {
                     let dev = fastpath::netdev::Iface::resolve(&i2).unwrap();
                     let p = fastpath::bpf::XdpDrop::load()
                         .unwrap()
-                        .attach(&dev, fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: true })
+                        .attach(&dev, fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)).force(true))
                         .unwrap()
                         .prog;
                     tx.send(()).unwrap();

@@ -16,7 +16,7 @@ use common::*;
 use fastpath::bpf::XdpGen;
 use fastpath::io::{afxdp::AfXdpPort, Port};
 use fastpath::netdev::NetDev;
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_lab::ddos::{flood_generator, flood_spread, Flood};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use fastpath_tools::bench::{LiveGen, SendLimits};
@@ -73,15 +73,13 @@ fn capture(bed: &Testbed, count: u64, send: impl FnOnce() -> u64 + Send + 'stati
     let (ns_b, if_b) = (bed.ns_b().to_string(), bed.iface_b().to_string());
     let (tx, rx) = std::sync::mpsc::channel();
     let h = spawn_in_netns(&ns_b, move || {
-        let cfg = XskConfig {
-            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
-            ..Default::default()
-        };
+        let mut cfg = XskConfig::default();
+        cfg.socket.copy_mode = CopyMode::Copy;
         let mut port = AfXdpPort::open(
             &fastpath::netdev::Iface::resolve(&if_b).unwrap(),
             0,
             &cfg,
-            fastpath::bpf::AttachOpts { mode: None, force: false },
+            fastpath::bpf::AttachOpts::mode(None),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         tx.send(()).unwrap();

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use fastpath::io::{afxdp::AfXdpPort, Port};
 use fastpath::packet::{self, Flows};
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
 use fastpath_tools::payload::{self, FiveTuple};
 
@@ -34,15 +34,13 @@ fn send(engine: &str, src: &str, dst: &str, seed: &str) -> Seen {
     let (ns_b, if_b) = (bed.ns_b().to_string(), bed.iface_b().to_string());
     let (tx, rx) = std::sync::mpsc::channel();
     let h = fastpath_testbed::spawn_in_netns(&ns_b, move || {
-        let cfg = XskConfig {
-            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
-            ..Default::default()
-        };
+        let mut cfg = XskConfig::default();
+        cfg.socket.copy_mode = CopyMode::Copy;
         let mut port = AfXdpPort::open(
             &fastpath::netdev::Iface::resolve(&if_b).unwrap(),
             0,
             &cfg,
-            fastpath::bpf::AttachOpts { mode: None, force: false },
+            fastpath::bpf::AttachOpts::mode(None),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         tx.send(()).unwrap();

@@ -236,16 +236,14 @@ fn jumbo_frames_through_tx_burst_exactly_once_intact() {
         use fastpath::io::afxdp::AfXdpPort;
         use fastpath::io::Port;
         use fastpath::packet::{build_udp_frame, stamp, Payload, UdpFrameSpec};
-        use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
-        let cfg = XskConfig {
-            socket: SocketConfig { copy_mode: CopyMode::Copy, multi_buffer: true, ..Default::default() },
-            ..Default::default()
-        };
+        use fastpath::xsk::{CopyMode, XskConfig};
+        let mut cfg = XskConfig::default();
+        (cfg.socket.copy_mode, cfg.socket.multi_buffer) = (CopyMode::Copy, true);
         let mut port = AfXdpPort::open(
             &fastpath::netdev::Iface::resolve(&ia).unwrap(),
             0,
             &cfg,
-            fastpath::bpf::AttachOpts { mode: Some(fastpath::bpf::XdpMode::Native), force: false },
+            fastpath::bpf::AttachOpts::mode(Some(fastpath::bpf::XdpMode::Native)),
         )
         .unwrap();
         let spec = UdpFrameSpec {

@@ -15,7 +15,7 @@ use common::*;
 use fastpath::bpf::XdpMode;
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::packet::{build_udp_frame, UdpFrameSpec};
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
 use fastpath_tools::bench::{self, LoopOpts, SendLimits, TxPlan, Wait};
 use fastpath_tools::stats::{Counters, Ctr};
@@ -80,15 +80,13 @@ fn counted(mut run: impl FnMut(&AtomicBool)) -> u64 {
 }
 
 fn port(iface: &str) -> AfXdpPort {
-    let cfg = XskConfig {
-        socket: SocketConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
-        ..Default::default()
-    };
+    let mut cfg = XskConfig::default();
+    (cfg.socket.copy_mode, cfg.socket.tx_skb_budget) = (CopyMode::Copy, Some(256));
     AfXdpPort::open(
         &fastpath::netdev::Iface::resolve(iface).unwrap(),
         0,
         &cfg,
-        fastpath::bpf::AttachOpts { mode: Some(XdpMode::Native), force: false },
+        fastpath::bpf::AttachOpts::mode(Some(XdpMode::Native)),
     )
     .expect("AF_XDP port")
 }

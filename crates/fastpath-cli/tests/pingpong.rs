@@ -330,7 +330,8 @@ fn two_profiles_dropped_out_of_order_leave_what_was_there_and_only_touch_what_th
         let a = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile a");
         let b = NapiProfile::apply(&ifc, &NapiSettings::BUSY_POLL).expect("profile b");
         // Something else sets a value neither profile set.
-        let other = NapiSettings { irq_suspend_timeout_ns: Some(7_000), ..Default::default() };
+        let mut other = NapiSettings::default();
+        other.irq_suspend_timeout_ns = Some(7_000);
         napi_set(before.id, &other).expect("napi-set irq-suspend-timeout");
         // a goes first (not the last applied): it finds its values and puts back those of before.
         assert_eq!(a.restore().expect("restore a"), Vec::<String>::new());

@@ -10,7 +10,7 @@ use common::*;
 use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{afxdp::AfXdpPort, AnyPort, Port};
 use fastpath::packet::{build_udp_frame, stamp, Payload, UdpFrameSpec};
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_testbed::{Testbed, TestbedConfig};
 use fastpath_tools::payload::SeqTracker;
 
@@ -22,11 +22,13 @@ fn open(path: &str, iface: &str) -> AnyPort {
             AfXdpPort::open(
                 &fastpath::netdev::Iface::resolve(iface).unwrap(),
                 0,
-                &XskConfig {
-                    socket: SocketConfig { copy_mode: CopyMode::Copy, tx_skb_budget: Some(256), ..Default::default() },
-                    ..Default::default()
+                &{
+                    let mut c = XskConfig::default();
+                    c.socket.copy_mode = CopyMode::Copy;
+                    c.socket.tx_skb_budget = Some(256);
+                    c
                 },
-                fastpath::bpf::AttachOpts { mode: None, force: false },
+                fastpath::bpf::AttachOpts::mode(None),
             )
             .unwrap_or_else(|e| panic!("{e}")),
         )),
@@ -186,9 +188,13 @@ fn tpacket_transmit() {
 
 #[test]
 fn tpacket_block_size_not_a_page_multiple_is_refused() {
-    let e = TpacketOptions { block_size: 10_000, ..Default::default() }.validate().unwrap_err().to_string();
+    let mut o = TpacketOptions::default();
+    o.block_size = 10_000;
+    let e = o.validate().unwrap_err().to_string();
     assert_eq!(e, "TPACKET block size 10000 is not accepted: use a multiple of the page size (4096 bytes)");
-    let e = TpacketOptions { frame_size: 100, ..Default::default() }.validate().unwrap_err().to_string();
+    let mut o = TpacketOptions::default();
+    o.frame_size = 100;
+    let e = o.validate().unwrap_err().to_string();
     assert!(e.contains("frame size 100"), "{e}");
 }
 
@@ -504,10 +510,12 @@ fn tpacket_fanout_spreads_flows_over_workers() {
         .map(|_| {
             let (ns_b, if_b, tx, stop) = (bed.ns_b().to_string(), bed.iface_b().to_string(), tx.clone(), stop.clone());
             fastpath_testbed::spawn_in_netns(&ns_b, move || {
-                let mut port = TpacketPort::open(
-                    &fastpath::netdev::Iface::resolve(&if_b).unwrap(),
-                    TpacketOptions { fanout: Some((77, Fanout::Hash)), tx_frames: 0, ..Default::default() },
-                )
+                let mut port = TpacketPort::open(&fastpath::netdev::Iface::resolve(&if_b).unwrap(), {
+                    let mut o = TpacketOptions::default();
+                    o.fanout = Some((77, Fanout::Hash));
+                    o.tx_frames = 0;
+                    o
+                })
                 .unwrap();
                 tx.send(()).unwrap();
                 let mut t = SeqTracker::default();

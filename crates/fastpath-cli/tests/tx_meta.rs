@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::Port;
-use fastpath::xsk::{CopyMode, SocketConfig, TxCsum, TxMeta, Umem, UmemConfig, XskConfig, TX_META_LEN};
+use fastpath::xsk::{CopyMode, TxCsum, TxMeta, Umem, UmemConfig, XskConfig, TX_META_LEN};
 use fastpath_testbed::{Testbed, TestbedConfig};
 use serde_json::Value;
 
@@ -129,10 +129,9 @@ fn tx_timestamp_is_when_the_frame_left_not_when_it_was_reaped() {
     let bed = bed();
     let (if_a, dst) = (bed.iface_a().to_string(), bed.mac_b());
     let (sent0, sent1, reaped, t) = fastpath_testbed::run_in_netns(bed.ns_a(), move || {
-        let cfg = XskConfig {
-            umem: UmemConfig { tx_metadata_len: TX_META_LEN, ..Default::default() },
-            socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() },
-        };
+        let mut cfg = XskConfig::default();
+        cfg.umem.tx_metadata_len = TX_META_LEN;
+        cfg.socket.copy_mode = CopyMode::Copy;
         let iface = fastpath::netdev::Iface::resolve(&if_a).unwrap();
         let mut port =
             AfXdpPort::open(&iface, 0, &cfg, fastpath::bpf::AttachOpts::default()).unwrap_or_else(|e| panic!("{e}"));
@@ -210,14 +209,9 @@ fn the_request_and_the_partial_checksum_are_in_the_umem() {
     if !privileged("the_request_and_the_partial_checksum_are_in_the_umem") {
         return;
     }
-    let cfg = UmemConfig {
-        frame_count: 64,
-        fill_size: 64,
-        comp_size: 64,
-        tx_metadata_len: 32,
-        tx_sw_csum: true,
-        ..Default::default()
-    };
+    let mut cfg = UmemConfig::default();
+    (cfg.frame_count, cfg.fill_size, cfg.comp_size) = (64, 64, 64);
+    (cfg.tx_metadata_len, cfg.tx_sw_csum) = (32, true);
     let (umem, mut frames) = Umem::new(&cfg).expect("UMEM with TX metadata");
     let mut f = frames.pop().unwrap();
     let base = f.addr();
@@ -275,9 +269,13 @@ fn the_request_and_the_partial_checksum_are_in_the_umem() {
     assert!(!g.tx_meta());
     // Sizes the kernel would refuse are refused first.
     for (tml, sw) in [(20, false), (33, false), (256, false), (0, true)] {
-        let c = UmemConfig { tx_metadata_len: tml, tx_sw_csum: sw, ..UmemConfig::default() };
+        let mut c = UmemConfig::default();
+        (c.tx_metadata_len, c.tx_sw_csum) = (tml, sw);
         assert!(c.validate().is_err(), "tx_metadata_len {tml}, sw csum {sw}");
     }
-    assert!(UmemConfig { tx_metadata_len: TX_META_LEN, ..UmemConfig::default() }.validate().is_ok());
-    assert!(UmemConfig { tx_metadata_len: 248, ..UmemConfig::default() }.validate().is_ok());
+    for tml in [TX_META_LEN, 248] {
+        let mut c = UmemConfig::default();
+        c.tx_metadata_len = tml;
+        assert!(c.validate().is_ok(), "tx_metadata_len {tml}");
+    }
 }

@@ -73,7 +73,7 @@ impl Mode {
     pub fn busy_poll(self) -> Option<fastpath::xsk::BusyPoll> {
         match self.napi {
             Napi::Softirq => None,
-            Napi::BusyPoll => Some(fastpath::xsk::BusyPoll { timeout_us: 20, budget: 64 }),
+            Napi::BusyPoll => Some(fastpath::xsk::BusyPoll::new(20, 64)),
         }
     }
 }

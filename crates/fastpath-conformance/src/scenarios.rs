@@ -281,7 +281,7 @@ fn xdp_shared_umem(bed: &Testbed, mode: Mode) -> Outcome {
         let prog = xsk::redirect_with(
             bed.ns_b(),
             bed.iface_b(),
-            fastpath::bpf::XskRedirectOpts { socks_per_queue: 2, frags: false },
+            fastpath::bpf::XskRedirectOpts::default().with_socks_per_queue(2).with_frags(false),
             mode.xdp,
         )?;
         let mut rx0 = Port::open(bed.ns_b(), bed.iface_b(), 0, umem_config(), sc.clone())?;
@@ -965,7 +965,11 @@ fn tx_queue_consumer(bed: &Testbed, mode: Mode) -> Outcome {
 /// The UMEM of the unaligned scenarios: unaligned chunk mode, `frame_size`-byte chunks, on
 /// 2 MiB huge pages as the kernel's (xskxceiver maps an unaligned UMEM with MAP_HUGETLB).
 fn unaligned_umem(frame_size: u32) -> UmemConfig {
-    UmemConfig { frame_size, unaligned: true, huge_pages: true, ..umem_config() }
+    let mut c = umem_config();
+    c.frame_size = frame_size;
+    c.unaligned = true;
+    c.huge_pages = true;
+    c
 }
 
 /// Runs `f` with enough 2 MiB huge pages reserved for two UMEMs of `umem` (the sending and

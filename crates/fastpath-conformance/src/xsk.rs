@@ -192,24 +192,22 @@ pub const META_LEN: u32 = 32;
 
 /// The socket shape a scenario asks for, in `mode`.
 pub fn socket_config(mode: Mode) -> SocketConfig {
-    SocketConfig {
-        ring_size: 2048,
-        busy_poll: mode.busy_poll(),
-        copy_mode: fastpath::xsk::CopyMode::Copy,
-        ..SocketConfig::default()
-    }
+    let mut c = SocketConfig::default();
+    c.ring_size = 2048;
+    c.busy_poll = mode.busy_poll();
+    c.copy_mode = fastpath::xsk::CopyMode::Copy;
+    c
 }
 
 /// The UMEM shape of the kernel's default: 4096 frames of 4096 bytes, no headroom.
 pub fn umem_config() -> UmemConfig {
-    UmemConfig {
-        frame_size: 4096,
-        frame_count: 4096,
-        headroom: 0,
-        fill_size: 2048,
-        comp_size: 2048,
-        ..UmemConfig::default()
-    }
+    let mut c = UmemConfig::default();
+    c.frame_size = 4096;
+    c.frame_count = 4096;
+    c.headroom = 0;
+    c.fill_size = 2048;
+    c.comp_size = 2048;
+    c
 }
 
 impl Port {
@@ -515,7 +513,7 @@ pub enum TxItem {
 /// Loading or attaching, as text; or the kernel reporting the program in another mode
 /// ([`check_attached`]).
 pub fn redirect(ns: &str, iface: &str, frags: bool, xdp: XdpMode) -> Result<Attached<XskRedirect>, String> {
-    redirect_with(ns, iface, XskRedirectOpts { socks_per_queue: 1, frags }, xdp)
+    redirect_with(ns, iface, XskRedirectOpts::default().with_socks_per_queue(1).with_frags(frags), xdp)
 }
 
 /// [`redirect`] with every load option.

@@ -99,15 +99,15 @@ pub fn next_level(table: &[Level], level: usize, rate_pps: f64) -> usize {
 
 /// The NAPI settings of a level: no deferral, or [`DEFER_HARD_IRQS`] and a `usecs` watchdog.
 pub fn settings(l: &Level) -> NapiSettings {
+    let mut s = NapiSettings::default();
     if l.usecs == 0 {
-        NapiSettings { defer_hard_irqs: Some(0), gro_flush_timeout_ns: Some(0), irq_suspend_timeout_ns: None }
+        s.defer_hard_irqs = Some(0);
+        s.gro_flush_timeout_ns = Some(0);
     } else {
-        NapiSettings {
-            defer_hard_irqs: Some(DEFER_HARD_IRQS),
-            gro_flush_timeout_ns: Some(u64::from(l.usecs) * 1000),
-            irq_suspend_timeout_ns: None,
-        }
+        s.defer_hard_irqs = Some(DEFER_HARD_IRQS);
+        s.gro_flush_timeout_ns = Some(u64::from(l.usecs) * 1000);
     }
+    s
 }
 
 /// What the controller has done so far (read by the phases).

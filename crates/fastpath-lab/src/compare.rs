@@ -14,7 +14,7 @@ use fastpath::io::tpacket::{TpacketOptions, TpacketPort};
 use fastpath::io::{AnyPort, Port};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
 use fastpath_tools::bench::{self, LiveGen, LoopOpts, SendLimits, Wait};
 use fastpath_tools::stats::{median, Counters, Ctr};
@@ -146,8 +146,8 @@ fn receive(
     open_rx: &OpenRx,
 ) -> Result<Received, String> {
     let wait = if pin == Pin::Same { 50 } else { 0 };
-    let cfg =
-        XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
+    let mut cfg = XskConfig::default();
+    cfg.socket.copy_mode = CopyMode::Copy;
     let resolve = || Iface::resolve(iface).map_err(|e| e.to_string());
     match row {
         Row::UdpSocket => receive_udp(wait, stop, ready),
@@ -165,8 +165,12 @@ fn receive(
         }
         Row::Tpacket => spin_port(
             AnyPort::Tpacket(
-                TpacketPort::open(&resolve()?, TpacketOptions { tx_frames: 0, ..Default::default() })
-                    .map_err(|e| e.to_string())?,
+                TpacketPort::open(&resolve()?, {
+                    let mut o = TpacketOptions::default();
+                    o.tx_frames = 0;
+                    o
+                })
+                .map_err(|e| e.to_string())?,
             ),
             wait,
             stop,
@@ -277,14 +281,11 @@ fn receive_queues(
     ready: Ready,
 ) -> Result<Received, String> {
     use fastpath::io::afxdp::{open_queues, QueueSetup};
-    let setup = QueueSetup {
-        queues: fastpath::xsk::RxQueues::check(&dev, (0..queues).collect()).map_err(|e| e.to_string())?,
-        iface: dev,
-        config: cfg,
-        shared_umem: true,
-        attach: AttachOpts::mode(Some(XdpMode::Native)),
-        fill_frames: u32::MAX,
-    };
+    let queues = fastpath::xsk::RxQueues::check(&dev, (0..queues).collect()).map_err(|e| e.to_string())?;
+    let mut setup = QueueSetup::new(dev, queues);
+    setup.config = cfg;
+    setup.shared_umem = true;
+    setup.attach = AttachOpts::mode(Some(XdpMode::Native));
     let prog = fastpath::bpf::XskRedirect::load(Default::default()).map_err(|e| e.to_string())?;
     let q = open_queues(&setup, Some(prog)).map_err(|e| e.to_string())?;
     let ncpu = fastpath::workers::online_cpus();

@@ -170,8 +170,9 @@ fn bridge_ports(
     )?;
     fastpath::netdev::set_link_up(TAP).map_err(|e| e.to_string())?;
     let ib = fastpath::netdev::Iface::resolve(ib).map_err(|e| e.to_string())?;
-    let veth = TpacketPort::open(&ib, TpacketOptions { block_timeout_ms: 1, ..Default::default() })
-        .map_err(|e| e.to_string())?;
+    let mut opts = TpacketOptions::default();
+    opts.block_timeout_ms = 1;
+    let veth = TpacketPort::open(&ib, opts).map_err(|e| e.to_string())?;
     Ok((tap, veth))
 }
 

@@ -37,7 +37,7 @@ use fastpath::io::afxdp::AfXdpPort;
 use fastpath::io::tap::{TapOptions, TapPort};
 use fastpath::netdev::{Iface, NetDev};
 use fastpath::rules::compile::compile;
-use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
+use fastpath::xsk::{CopyMode, XskConfig};
 use fastpath_testbed::{ns_command, spawn_in_netns, Testbed};
 use fastpath_tools::bench::{self, LoopOpts, TxPlan, Wait};
 use fastpath_tools::stats::{median, Counters};
@@ -687,8 +687,8 @@ fn run_loop(
     ready: &std::sync::mpsc::Sender<Result<(), String>>,
 ) -> Result<(), String> {
     let e = |e: &dyn std::fmt::Display| e.to_string();
-    let cfg =
-        XskConfig { socket: SocketConfig { copy_mode: CopyMode::Copy, ..Default::default() }, ..Default::default() };
+    let mut cfg = XskConfig::default();
+    cfg.socket.copy_mode = CopyMode::Copy;
     let native = AttachOpts::mode(Some(XdpMode::Native));
     let opts = LoopOpts { batch_size: 64, wait: Wait::Spin };
     let c = Counters::default();

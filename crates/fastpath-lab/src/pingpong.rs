@@ -56,7 +56,7 @@ use fastpath::io::Port;
 use fastpath::netdev::napi::{napis, rx_queue_napi, NapiProfile, NapiSettings};
 use fastpath::netdev::Iface;
 use fastpath::packet::{self, Payload, UdpFrameSpec};
-use fastpath::xsk::{BusyPoll, CopyMode, SocketConfig, UmemConfig, XskConfig};
+use fastpath::xsk::{BusyPoll, CopyMode, XskConfig};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig, IP4_A, IP4_B};
 use fastpath_tools::stats::median;
 use serde::Serialize;
@@ -143,7 +143,7 @@ const CLIENT_PORT: u16 = 9000;
 const SERVER_PORT: u16 = 9001;
 const SOCKPERF_PORT: u16 = 11111;
 /// SO_BUSY_POLL (us) and SO_BUSY_POLL_BUDGET of the busy-poll modes.
-pub const BUSY_POLL: BusyPoll = BusyPoll { timeout_us: 20, budget: 64 };
+pub const BUSY_POLL: BusyPoll = BusyPoll::new(20, 64);
 
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -668,15 +668,13 @@ impl Side {
         }
         let ifc = Iface::resolve(iface).map_err(|e| env(anyhow!("{e}")))?;
         let busy = mode != Mode::XskSoftirq;
-        let cfg = XskConfig {
-            umem: UmemConfig { frame_count: 256, fill_size: 128, comp_size: 128, ..Default::default() },
-            socket: SocketConfig {
-                ring_size: 128,
-                copy_mode: CopyMode::Copy,
-                busy_poll: busy.then_some(BUSY_POLL),
-                ..Default::default()
-            },
-        };
+        let mut cfg = XskConfig::default();
+        cfg.umem.frame_count = 256;
+        cfg.umem.fill_size = 128;
+        cfg.umem.comp_size = 128;
+        cfg.socket.ring_size = 128;
+        cfg.socket.copy_mode = CopyMode::Copy;
+        cfg.socket.busy_poll = busy.then_some(BUSY_POLL);
         let port =
             AfXdpPort::open(&ifc, 0, &cfg, AttachOpts::default()).map_err(|e| kernel(anyhow!("{iface}: {e}")))?;
         let profile = match mode.napi() {

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fastpath::bpf::{AttachOpts, XskRedirect};
+use fastpath::bpf::XskRedirect;
 use fastpath::io::afxdp::{open_queues, QueueSetup};
 use fastpath::io::Port;
 use fastpath::netdev::Iface;
-use fastpath::xsk::{RxQueues, XskConfig};
+use fastpath::xsk::RxQueues;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -20,14 +20,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds: f64 = args.get(2).map_or(Ok(5.0), |s| s.parse())?;
     // Resolved once; everything below works by its ifindex.
     let dev = Iface::resolve(&iface)?;
-    let setup = QueueSetup {
-        queues: RxQueues::check(&dev, vec![0, 1])?,
-        iface: dev,
-        config: XskConfig::default(),
-        shared_umem: true,
-        attach: AttachOpts::default(),
-        fill_frames: u32::MAX,
-    };
+    let queues = RxQueues::check(&dev, vec![0, 1])?;
+    let mut setup = QueueSetup::new(dev, queues); // XskConfig and AttachOpts defaults, FILL rings full
+    setup.shared_umem = true;
     let q = open_queues(&setup, Some(XskRedirect::load(Default::default())?))?;
     let mode = q.attached.as_ref().map_or("none", |a| a.mode.name());
     for p in &q.ports {

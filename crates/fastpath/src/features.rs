@@ -168,11 +168,19 @@ impl Feature {
 /// `<feature> is not supported by this kernel (needs Linux >= X)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("{feature} is not supported by this kernel (needs Linux >= {min_kernel})")]
+#[non_exhaustive]
 pub struct Unsupported {
     /// [`Feature::name`].
     pub feature: &'static str,
     /// [`Feature::min_kernel`].
     pub min_kernel: &'static str,
+}
+
+impl Unsupported {
+    /// `feature` missing: its [`Feature::name`] and [`Feature::min_kernel`].
+    pub fn of(feature: Feature) -> Self {
+        Self { feature: feature.name(), min_kernel: feature.min_kernel() }
+    }
 }
 
 /// How a feature's answer was reached.
@@ -368,6 +376,17 @@ fn check_status(s: &FeatureStatus) -> Result<(), Unsupported> {
 /// (programs), CAP_SYS_ADMIN (a private network namespace), or root; without them, version
 /// fallbacks. The first call takes tens of milliseconds (one live-frames run sets up a page
 /// pool); code that needs one feature calls [`check`], which runs only that feature's group.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::features::{self, Feature};
+///
+/// print!("{}", features::probe().table()); // probed once per process, then cached
+/// if let Err(e) = features::check(Feature::MultiBuffer) {
+///     eprintln!("{e}"); // "... is not supported by this kernel (needs Linux >= 6.6)"
+/// }
+/// ```
 pub fn probe() -> &'static Features {
     FEATURES.get_or_init(|| {
         let features = Feature::ALL.iter().map(|f| status(*f).clone()).collect();

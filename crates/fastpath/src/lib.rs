@@ -1,5 +1,17 @@
 //! fastpath: the fastest path between a Linux network interface and a user-space program.
 //!
+//! # Quick start
+//!
+//! A receiver on queue 0 of an interface: a UMEM and its frames, an AF_XDP socket bound to the
+//! queue, `xsk_redirect` attached (native XDP, falling back to skb) with the socket in its
+//! XSKMAP, free frames on the FILL ring; then each received frame's length is printed and the
+//! frame goes back on the FILL ring. Run as root: `receive IFACE [COUNT]`. This is
+//! `examples/receive.rs` (`cargo run --example receive -- eth0 10`), included here as it is:
+//!
+#![doc = concat!("```no_run\n", include_str!("../examples/receive.rs"), "```")]
+//!
+//! # Modules
+//!
 //! - [`xsk`]: AF_XDP sockets (UMEM, FILL/RX/TX/COMPLETION rings, mode negotiation, statistics).
 //! - [`abi`]: the kernel/user ABI of the BPF programs, generated from bpf/include/fastpath_abi.h.
 //! - [`features`]: which AF_XDP / XDP features the running kernel has (probed once, cached).

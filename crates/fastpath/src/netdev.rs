@@ -153,6 +153,19 @@ pub struct NoSuchInterface {
 /// again (as xdp-tools' `struct iface` filled when arguments are parsed, or aya's attach by
 /// ifindex). An ifindex only means something in its namespace: use an `Iface` on a thread in
 /// the namespace it was resolved in ([`Iface::netns_ino`]).
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::netdev::Iface;
+///
+/// let lo = Iface::resolve("lo")?; // in the calling thread's network namespace
+/// assert_eq!(lo.name(), "lo");
+/// assert!(lo.ifindex() > 0);
+/// let e = Iface::resolve("nosuchif0").unwrap_err();
+/// assert_eq!(e.iface, "nosuchif0");
+/// # Ok::<(), fastpath::netdev::NoSuchInterface>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Iface {
     dev: NetDev,

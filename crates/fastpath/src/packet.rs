@@ -105,6 +105,7 @@ pub struct Payload {
 
 /// Why a received frame is not an intact fastpath frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// Shorter than MIN_FRAME_LEN (IPv4) or MIN_FRAME_LEN6 (IPv6).
     #[error("frame of {0} bytes is too short for a fastpath frame")]

@@ -38,6 +38,7 @@ extern "C" {
 
 /// Why an expression was not compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PcapFilterError {
     /// libpcap refused it; `msg` is libpcap's own message (pcap_geterr), e.g. "syntax error".
     #[error("libpcap: {msg}")]
@@ -54,6 +55,30 @@ pub enum PcapFilterError {
 }
 
 /// A compiled pcap-filter expression for Ethernet frames.
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::packet::{build_udp_frame, UdpFrameSpec};
+/// use fastpath::pcapfilter::PcapFilter;
+///
+/// let spec = UdpFrameSpec {
+///     src_mac: [2, 0, 0, 0, 0, 1],
+///     dst_mac: [2, 0, 0, 0, 0, 2],
+///     src_ip: "10.99.0.1".parse()?,
+///     dst_ip: "10.99.0.2".parse()?,
+///     src_port: 9000,
+///     dst_port: 9,
+///     frame_len: 64,
+/// };
+/// let mut frame = [0u8; 64];
+/// build_udp_frame(&spec, &mut frame);
+/// let f = PcapFilter::compile("udp dst port 9 and src host 10.99.0.1", 65535)?;
+/// assert!(f.matches(&frame, 64));
+/// assert!(!PcapFilter::compile("tcp", 65535)?.matches(&frame, 64));
+/// assert!(PcapFilter::compile("udp port", 65535).is_err()); // libpcap: syntax error
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PcapFilter {
     prog: BpfProgram,
     expr: String,

@@ -600,7 +600,7 @@ fn csum_conformance<P: Backend>(tag: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ns = Netns::new(tag);
     ns.run(|| {
-        let mut port: P = setup(&ns, TapOptions { vnet_hdr: true, ..Default::default() });
+        let mut port: P = setup(&ns, TapOptions::default().with_vnet_hdr(true));
         let sock = udp_socket("10.99.5.1:9999", 1 << 20);
         sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
         let mac = port.mac();
@@ -680,7 +680,7 @@ fn offload_rx_conformance<P: Backend>(tag: &str) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let ns = Netns::new(tag);
     ns.run(|| {
-        let mut port: P = setup(&ns, TapOptions { vnet_hdr: true, offload: true, ..Default::default() });
+        let mut port: P = setup(&ns, TapOptions::default().with_vnet_hdr(true).with_offload(true));
         let sock = UdpSocket::bind("10.99.5.1:4444").unwrap();
         sock.send_to(&expected_payload(5, 1), "10.99.5.2:7777").unwrap();
         let mut got = None;
@@ -731,8 +731,7 @@ fn too_long_name_is_refused_naming_it() {
 
 #[test]
 fn offload_without_vnet_hdr_is_refused() {
-    let e =
-        TapPort::open("fptapx", TapOptions { offload: true, ..Default::default() }).expect_err("refused").to_string();
+    let e = TapPort::open("fptapx", TapOptions::default().with_offload(true)).expect_err("refused").to_string();
     assert!(e.contains("offload") && e.contains("vnet_hdr"), "{e}");
 }
 
@@ -747,7 +746,7 @@ fn names_and_queues<P: Backend>(tag: &str) {
         let b = P::open_tap("", TapOptions::default()).unwrap();
         assert_ne!(a.mac(), b.mac(), "two interfaces");
         drop((a, b));
-        let mq = TapOptions { multi_queue: true, ..Default::default() };
+        let mq = TapOptions::default().with_multi_queue(true);
         let q0 = P::open_tap(IFACE, mq).unwrap();
         let q1 = P::open_tap(IFACE, mq).unwrap();
         assert_eq!(q0.mac(), q1.mac(), "two queues of one interface");

@@ -274,6 +274,31 @@ pub mod state {
 }
 
 /// The classifier program in state `S` ([`state`]); `Classifier` alone is the attached one.
+///
+/// # Examples
+///
+/// Rules from text, checked and compiled before anything is loaded; then the program loaded,
+/// the set installed and the program attached, and the counters read:
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, Classifier};
+/// use fastpath::netdev::Iface;
+/// use fastpath::rules::{compile::compile, parse_rule_texts, Action};
+///
+/// let texts = ["proto=udp,dst_port=9,action=drop".to_string(), "proto=tcp,dst_port=22,action=pass".to_string()];
+/// let set = parse_rule_texts("--rule", &texts, Action::Pass)?; // the rest passes
+/// let compiled = compile("--rule", &set)?;
+/// let iface = Iface::resolve("eth0")?;
+/// let cls = Classifier::load()?;
+/// cls.swap_in(&compiled)?;
+/// let cls = cls.attach(&iface, AttachOpts::default())?.prog;
+/// std::thread::sleep(std::time::Duration::from_secs(1));
+/// let set_index = cls.active()?;
+/// for (rule, (packets, bytes)) in set.rules.iter().zip(cls.rule_counters(set_index, set.rules.len())?) {
+///     println!("{}: {packets} packets, {bytes} bytes", rule.text());
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Classifier<S: state::State = state::Attached> {
     /// The maps.

@@ -33,6 +33,8 @@ pub const MAX_QSIZE: u32 = 16384;
 pub const QSIZE: &str = "CPUMAP queue size";
 /// [`BpfError::BadValue`]'s `what` for [`CpumapConfig::cpus`].
 pub const CPUS: &str = "CPUMAP CPUs";
+/// Frames per target CPU's queue that [`CpumapConfig::new`] asks (xdp-bench's default).
+pub const DEFAULT_QSIZE: u32 = 2048;
 
 /// How the interface program picks the target CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -87,7 +89,22 @@ impl RemoteAction {
 }
 
 /// What to build.
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::bpf::{CpuDist, CpumapConfig};
+///
+/// let mut cfg = CpumapConfig::new(vec![2, 3]);
+/// cfg.dist = CpuDist::Hash; // a flow stays on one CPU
+/// cfg.qsize = 4096;
+/// assert!(cfg.validate(4).is_ok()); // a machine with CPUs 0..=3
+/// assert!(cfg.validate(3).is_err()); // CPU 3 is not there
+/// cfg.cpus = vec![2, 2];
+/// assert!(cfg.validate(4).unwrap_err().to_string().contains("CPU 2 is listed twice"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct CpumapConfig {
     /// Target CPUs (distinct, online, < [`MAP_SIZE`]; 1..=[`MAX_CPUS`] of them).
     pub cpus: Vec<u32>,
@@ -100,6 +117,13 @@ pub struct CpumapConfig {
 }
 
 impl CpumapConfig {
+    /// Frames to `cpus` in turn ([`CpuDist::RoundRobin`]), queues of [`DEFAULT_QSIZE`] frames,
+    /// dropped on the target CPU ([`RemoteAction::Drop`]); set the fields to change them.
+    /// Nothing is checked here: [`CpumapConfig::validate`] does.
+    pub fn new(cpus: Vec<u32>) -> Self {
+        Self { cpus, dist: CpuDist::RoundRobin, qsize: DEFAULT_QSIZE, remote_action: RemoteAction::Drop }
+    }
+
     /// Checks every value against what the kernel and this machine accept (`online_cpus`
     /// CPUs, numbered from 0).
     ///
@@ -131,6 +155,21 @@ impl CpumapConfig {
 
 /// `xdp_redirect_cpu` attached to an interface with its CPUMAP filled. Dropping it detaches the
 /// program; the CPUMAP (and its kthreads) go with the last reference.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, CpumapConfig, RedirectCpu, RemoteAction};
+/// use fastpath::netdev::Iface;
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let mut cfg = CpumapConfig::new(vec![1, 2, 3]);
+/// cfg.remote_action = RemoteAction::Pass; // to the network stack, on CPUs 1 to 3
+/// let rc = RedirectCpu::load(&cfg)?.attach(&iface, AttachOpts::default())?.prog;
+/// std::thread::sleep(std::time::Duration::from_secs(1));
+/// println!("redirected {}, delivered per CPU {:?}", rc.redirected()?, rc.delivered_per_cpu()?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct RedirectCpu {
     link: XdpLink,

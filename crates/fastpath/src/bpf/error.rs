@@ -7,6 +7,7 @@ use crate::sys::SysError;
 
 /// Errors of the BPF area.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BpfError {
     /// Loading a program into the kernel failed (verifier, privileges, missing feature).
     #[error("loading BPF program {prog} failed: {cause} (needs root or CAP_BPF + CAP_NET_ADMIN)")]

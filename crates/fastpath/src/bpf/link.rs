@@ -61,7 +61,19 @@ impl std::fmt::Display for XdpMode {
 /// How to attach ([`XdpLink::attach`], and every program type's `attach`), in the manner of
 /// libbpf's `*_opts` structs: `AttachOpts::default()` is native falling back to skb, refusing
 /// to replace a program fastpath did not attach.
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::bpf::{AttachOpts, XdpMode};
+///
+/// let auto = AttachOpts::default(); // native, else skb; never replacing another program
+/// assert_eq!((auto.mode, auto.force), (None, false));
+/// let skb = AttachOpts::mode(Some(XdpMode::Skb)).force(true); // generic XDP, replacing
+/// assert_eq!((skb.mode, skb.force), (Some(XdpMode::Skb), true));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AttachOpts {
     /// The one mode to attach in (`XDP_FLAGS_DRV_MODE` or `XDP_FLAGS_SKB_MODE`); `None`: native,
     /// and skb if the driver refuses native.
@@ -336,6 +348,24 @@ pub fn force_detach(ifindex: u32) -> Result<(), SysError> {
 }
 
 /// An attached XDP program. Dropping it (or the process dying) detaches it.
+///
+/// # Examples
+///
+/// A program loaded elsewhere (libbpf, aya, ...) attached by its fd, in native mode only:
+///
+/// ```no_run
+/// use std::os::fd::BorrowedFd;
+///
+/// use fastpath::bpf::{AttachOpts, BpfError, XdpLink, XdpMode};
+/// use fastpath::netdev::Iface;
+///
+/// fn attach_native(prog: BorrowedFd<'_>, iface: &Iface) -> Result<XdpLink, BpfError> {
+///     let attached = XdpLink::attach(prog, iface, AttachOpts::mode(Some(XdpMode::Native)))?;
+///     let link = attached.prog;
+///     println!("program {} on ifindex {} ({})", link.prog_id()?, link.ifindex(), link.mode());
+///     Ok(link) // dropping it detaches the program
+/// }
+/// ```
 #[derive(Debug)]
 pub struct XdpLink {
     link: OwnedFd,

@@ -61,6 +61,7 @@ pub struct MonitorProbe {
 
 /// What the monitor counts; 0 in a field means everything.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MonitorFilter {
     /// Interface index (in the namespace of the device): `xdp_exception` and
     /// `xdp_redirect_err` of frames received on it, `xdp_devmap_xmit` of frames from or to it.

@@ -9,6 +9,23 @@ use super::skel::{self, load_skel, owned_prog_fd};
 use super::{BpfError, Loaded, XdpLink};
 
 /// `xdp_drop` attached to an interface: counts per CPU and drops.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, XdpDrop};
+/// use fastpath::netdev::Iface;
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let xdp = XdpDrop::load()?.attach(&iface, AttachOpts::default())?; // native, else skb
+/// for note in &xdp.notes {
+///     eprintln!("{note}"); // e.g. the fallback to skb
+/// }
+/// std::thread::sleep(std::time::Duration::from_secs(1));
+/// let (packets, bytes) = xdp.prog.counters()?;
+/// println!("{iface} ({} mode): dropped {packets} packets, {bytes} bytes", xdp.mode);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct XdpDrop {
     link: XdpLink,

@@ -12,6 +12,22 @@ use crate::netdev::Iface;
 use crate::sys;
 
 /// `xsk_redirect` attached to an interface: frames of queue q go to the XSK in slot q.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::bpf::{AttachOpts, XskRedirect, XskRedirectOpts};
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::{SocketConfig, Umem, UmemConfig, XskSocket};
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let (umem, _frames) = Umem::new(&UmemConfig::default())?;
+/// let sock = XskSocket::bind(&umem, &iface, 0, &SocketConfig::default())?;
+/// let opts = XskRedirectOpts::default().with_socks_per_queue(1);
+/// let xdp = XskRedirect::load(opts)?.attach(&iface, AttachOpts::default())?;
+/// xdp.prog.insert(0, sock.as_raw_fd())?; // queue 0's frames now go to `sock`
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct XskRedirect {
     link: XdpLink,
@@ -23,6 +39,7 @@ pub struct XskRedirect {
 
 /// How to load [`XskRedirect`] (load-time properties; the attach ones are [`AttachOpts`](super::AttachOpts)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct XskRedirectOpts {
     /// Sockets on each queue (sharing one UMEM's FILL and COMPLETION rings,
     /// [`crate::xsk::Sharing::SameQueue`]): queue q's frames go round robin (per CPU) to XSKMAP
@@ -39,6 +56,20 @@ pub struct XskRedirectOpts {
 impl Default for XskRedirectOpts {
     fn default() -> Self {
         Self { socks_per_queue: 1, frags: false }
+    }
+}
+
+impl XskRedirectOpts {
+    /// These options with `socks_per_queue` sockets on each queue (1..=64, clamped at load).
+    #[must_use]
+    pub fn with_socks_per_queue(self, socks_per_queue: u32) -> Self {
+        Self { socks_per_queue, ..self }
+    }
+
+    /// These options with the frags-aware program or not ([`XskRedirectOpts::frags`]).
+    #[must_use]
+    pub fn with_frags(self, frags: bool) -> Self {
+        Self { frags, ..self }
     }
 }
 

@@ -67,7 +67,30 @@ impl XskMap for crate::bpf::Classifier {
 }
 
 /// What [`open_queues`] needs.
+///
+/// # Examples
+///
+/// Two queues of `eth0` over one shared UMEM, each socket a [`Port`]:
+///
+/// ```no_run
+/// use fastpath::bpf::XskRedirect;
+/// use fastpath::io::afxdp::{open_queues, QueueSetup};
+/// use fastpath::io::Port;
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::RxQueues;
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let queues = RxQueues::check(&iface, vec![0, 1])?;
+/// let mut setup = QueueSetup::new(iface, queues);
+/// setup.shared_umem = true; // one UMEM, its frames split between the sockets
+/// let q = open_queues(&setup, Some(XskRedirect::load(Default::default())?))?;
+/// for mut port in q.ports {
+///     port.rx_burst(64, 100, |bytes| println!("{} bytes", bytes.len()))?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct QueueSetup {
     /// Interface.
     pub iface: Iface,
@@ -83,6 +106,23 @@ pub struct QueueSetup {
     /// Frames each port puts on its FILL ring (the rest are free for TX); at most the FILL
     /// ring's size.
     pub fill_frames: u32,
+}
+
+impl QueueSetup {
+    /// One socket per queue of `queues` on `iface`, each with its own UMEM of
+    /// [`XskConfig::default`], the program attached as [`AttachOpts::default`] says, and as many
+    /// frames on each FILL ring as it holds (`fill_frames: u32::MAX`). Set the fields to change
+    /// any of these.
+    pub fn new(iface: Iface, queues: RxQueues) -> Self {
+        Self {
+            iface,
+            queues,
+            config: XskConfig::default(),
+            shared_umem: false,
+            attach: AttachOpts::default(),
+            fill_frames: u32::MAX,
+        }
+    }
 }
 
 /// The result of [`open_queues`].

@@ -36,6 +36,7 @@ pub struct PortStats {
 
 /// Errors of the port API.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PortError {
     /// A value outside what the backend accepts.
     #[error("{what} {value} is not accepted: {accepted}")]
@@ -321,6 +322,31 @@ pub enum PortSpec {
 ///
 /// [`PortError::Xsk`] ([`crate::xsk::XskError::NoSuchInterface`]) if no interface has the name;
 /// as the backend's `open`.
+///
+/// # Examples
+///
+/// An echo on `eth0` over TPACKET_V3: each burst of received frames goes back out. Any backend
+/// serves the same code; only the [`PortSpec`] changes (`PortSpec::AfXdp { queue: 0, config:
+/// XskConfig::default() }` for AF_XDP).
+///
+/// ```no_run
+/// use fastpath::io::tpacket::TpacketOptions;
+/// use fastpath::io::{open, Port, PortSpec};
+///
+/// let mut port = open("eth0", &PortSpec::Tpacket(TpacketOptions::default()))?;
+/// let mut frames: Vec<Vec<u8>> = Vec::new();
+/// for _ in 0..1000 {
+///     frames.clear();
+///     port.rx_burst(64, 100, |bytes| frames.push(bytes.to_vec()))?; // waits up to 100 ms
+///     let out: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+///     let mut sent = 0;
+///     while sent < out.len() {
+///         sent += port.tx_burst(&out[sent..])?; // a full ring takes fewer: the rest again
+///     }
+/// }
+/// println!("{:?}", port.stats()?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn open(name: &str, spec: &PortSpec) -> Result<AnyPort, PortError> {
     Ok(match spec {
         PortSpec::AfXdp { .. } | PortSpec::Tpacket(_) => open_iface(&Iface::resolve(name)?, spec)?,

@@ -37,6 +37,7 @@ pub const MAX_TAP_FRAME: usize = 65_600;
 
 /// How a tap is opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TapOptions {
     /// `IFF_MULTI_QUEUE`: several ports may open the same name, each becoming one queue of the
     /// interface (the kernel spreads its egress over them by flow hash). Every queue must be
@@ -52,6 +53,26 @@ pub struct TapOptions {
     /// (without the header a reader cannot tell which frames carry a partial checksum: the
     /// kernel would hand over wrong checksums silently); [`TapPort::open`] refuses it alone.
     pub offload: bool,
+}
+
+impl TapOptions {
+    /// These options with [`TapOptions::multi_queue`] set to `on`.
+    #[must_use]
+    pub fn with_multi_queue(self, on: bool) -> Self {
+        Self { multi_queue: on, ..self }
+    }
+
+    /// These options with [`TapOptions::vnet_hdr`] set to `on`.
+    #[must_use]
+    pub fn with_vnet_hdr(self, on: bool) -> Self {
+        Self { vnet_hdr: on, ..self }
+    }
+
+    /// These options with [`TapOptions::offload`] set to `on` (it needs `vnet_hdr`).
+    #[must_use]
+    pub fn with_offload(self, on: bool) -> Self {
+        Self { offload: on, ..self }
+    }
 }
 
 /// The part of opening a tap that both [`TapPort`] and [`super::tap_uring::TapUringPort`]

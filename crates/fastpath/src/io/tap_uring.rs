@@ -51,6 +51,7 @@ const CANCEL: u64 = u64::MAX;
 
 /// Ring shape of a [`TapUringPort`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UringOptions {
     /// Ring entries N (a power of two, 1..=4096): N rx reads in flight, up to N tx frames per
     /// submission, 2N registered buffers.

@@ -41,6 +41,7 @@ pub enum Fanout {
 
 /// Ring shapes and options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TpacketOptions {
     /// RX block size in bytes: a multiple of the page size (4096).
     pub block_size: u32,

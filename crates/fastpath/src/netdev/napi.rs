@@ -79,6 +79,7 @@ impl Napi {
 
 /// Settings for one NAPI instance; `None` leaves a setting as it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct NapiSettings {
     /// `defer-hard-irqs`, 0..=[`MAX_DEFER_HARD_IRQS`].
     pub defer_hard_irqs: Option<u32>,
@@ -133,6 +134,7 @@ impl NapiSettings {
 
 /// Errors of the NAPI settings. Each is one line naming the value or the call.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum NapiError {
     /// A value out of range.
     #[error("{what} {value} is not accepted: use {accepted}")]

@@ -264,6 +264,7 @@ pub fn table_home(k: &Key) -> usize {
 
 /// Why a tuple's entries did not go into the [`Table`] (they stay in the hash).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TableError {
     /// More entries than [`TABLE_MAX_ENTRIES`] with the ones already placed.
     Full {

@@ -414,6 +414,7 @@ impl fmt::Display for Location {
 /// A rule-set error: where, and what is wrong and accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{at}: {msg}")]
+#[non_exhaustive]
 pub struct RuleError {
     /// Where.
     pub at: Location,
@@ -529,6 +530,41 @@ pub fn mixed_rules_toml(n: usize, salt: usize) -> String {
 ///
 /// A [`RuleError`] at the first problem: TOML syntax, an unknown key, a value not accepted, or a
 /// rule-set limit ([`finish`]).
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::rules::{parse_toml, Action};
+///
+/// let text = r#"
+/// default = "drop"
+///
+/// [[rule]]
+/// name = "ssh"
+/// proto = "tcp"
+/// dst_port = 22
+/// action = "pass"
+///
+/// [[rule]]
+/// priority = -1
+/// src = "10.0.0.0/8"
+/// proto = "udp"
+/// dst_port = "5000-5999"
+/// action = "xsk"
+/// "#;
+/// let set = parse_toml("rules.toml", text)?;
+/// assert_eq!(set.default, Action::Drop);
+/// // Lower priority first; an unnamed rule is named by its place in the file.
+/// let names: Vec<&str> = set.rules.iter().map(|r| r.name.as_str()).collect();
+/// assert_eq!(names, ["rule 2", "ssh"]);
+/// let udp = &set.rules[0];
+/// assert_eq!((udp.m.proto, udp.m.dst_port, &udp.action), (Some(17), Some((5000, 5999)), &Action::Xsk));
+/// assert_eq!(udp.text(), "priority=-1,src=10.0.0.0/8,proto=udp,dst_port=5000-5999,action=xsk");
+/// // Refused, with the place and what is accepted.
+/// let e = parse_toml("bad.toml", "[[rule]]\ndst_port = 70000\naction = \"drop\"\n").unwrap_err();
+/// assert!(e.to_string().starts_with("bad.toml:2:"), "{e}");
+/// # Ok::<(), fastpath::rules::RuleError>(())
+/// ```
 pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
     let ctx = Ctx { source, text };
     let raw: RawFile = toml::from_str(text).map_err(|e| {
@@ -575,6 +611,23 @@ pub fn parse_toml(source: &str, text: &str) -> Result<RuleSet, RuleError> {
 ///
 /// `label` names where the texts came from (the set's source; rule N is named `LABEL N`), e.g.
 /// the command-line option that gave them.
+///
+/// # Examples
+///
+/// ```
+/// use fastpath::rules::{parse_rule_texts, Action};
+///
+/// let texts = ["proto=tcp,tcp_flags=syn+!ack,action=drop,rate=100".to_string()];
+/// let set = parse_rule_texts("--rule", &texts, Action::Pass)?;
+/// let r = &set.rules[0];
+/// assert_eq!(r.name, "--rule 1");
+/// assert_eq!(r.m.tcp_flags, Some((0x12, 0x02))); // (mask, value): SYN set, ACK clear
+/// assert_eq!((r.action.clone(), r.rate_pps), (Action::Drop, Some(100)));
+/// // What `fastpath filter show` prints parses back into the same rule.
+/// let again = parse_rule_texts("--rule", &[r.text()], Action::Pass)?;
+/// assert_eq!(again.rules[0], *r);
+/// # Ok::<(), fastpath::rules::RuleError>(())
+/// ```
 pub fn parse_rule_texts(label: &str, rules: &[String], default: Action) -> Result<RuleSet, RuleError> {
     let mut out = Vec::new();
     for (i, r) in rules.iter().enumerate() {

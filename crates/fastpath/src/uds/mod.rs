@@ -108,6 +108,7 @@ pub const LOG_WINDOW: Duration = Duration::from_secs(10);
 
 /// A failed hand-off, naming the socket path.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandoffError {
     /// The path cannot be served (an existing file that is not a stale socket, a symlink, a
     /// live server already there).

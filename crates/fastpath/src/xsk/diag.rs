@@ -107,6 +107,7 @@ pub struct XskListing {
 
 /// Errors of a listing.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DiagError {
     /// The netlink socket or a system call failed.
     #[error("{0}")]

@@ -328,6 +328,32 @@ impl<T: Copy> ConsRing<T> {
 /// The user side of a FILL ring: free frames handed to the kernel for it to receive into.
 /// Frames go in only as [`Frame`] tokens through a [`FillBatch`], so a frame on the ring cannot
 /// be read or written by safe code. Owns the ring's mapping.
+///
+/// # Examples
+///
+/// Receiving: free frames go on the FILL ring, received packets come off the RX ring as the same
+/// tokens, and each goes back to the free list once read.
+///
+/// ```no_run
+/// use fastpath::xsk::{Frame, Umem, XskSocket};
+///
+/// /// Hands the free frames to the kernel, then takes up to 64 received packets; returns their bytes.
+/// fn receive(umem: &Umem, sock: &mut XskSocket, free: &mut Vec<Frame>) -> u64 {
+///     let XskSocket { rx, fill, .. } = sock;
+///     let fill = fill.as_mut().expect("a socket with a FILL ring of its own");
+///     let mut batch = fill.reserve(free.len() as u32); // fewer if the ring is fuller
+///     for _ in 0..batch.room() {
+///         batch.push(free.pop().expect("no more slots reserved than free frames"));
+///     }
+///     drop(batch); // submits
+///     let mut bytes = 0;
+///     for frame in rx.peek(64) {
+///         bytes += umem.data(&frame).len() as u64;
+///         free.push(frame); // to the FILL ring on the next call
+///     }
+///     bytes
+/// }
+/// ```
 #[derive(Debug)]
 pub struct FillRing {
     ring: ProdRing<u64>,
@@ -359,6 +385,37 @@ pub struct RxRing {
 
 /// The user side of a TX ring: packets to send, given as [`Frame`] tokens through a
 /// [`TxBatch`]. Owns the ring's mapping.
+///
+/// # Examples
+///
+/// Sending: free frames go on the TX ring through a batch, the socket is kicked, and the frames
+/// the kernel has sent come back on the COMPLETION ring, free for the next packets.
+///
+/// ```no_run
+/// use fastpath::xsk::{Frame, Umem, XskSocket};
+///
+/// /// Queues copies of `packet` in as many free frames as the ring takes; returns how many.
+/// fn send(
+///     umem: &Umem,
+///     sock: &mut XskSocket,
+///     free: &mut Vec<Frame>,
+///     packet: &[u8],
+/// ) -> Result<u32, fastpath::SysError> {
+///     if let Some(comp) = sock.comp.as_mut() {
+///         free.extend(comp.peek(64)); // sent: free again
+///     }
+///     let mut batch = sock.tx.reserve(free.len() as u32);
+///     while batch.room() > 0 {
+///         let mut f = free.pop().expect("no more slots reserved than free frames");
+///         umem.resize(&mut f, packet.len() as u32).copy_from_slice(packet);
+///         batch.push(f); // the kernel's now: the token is gone
+///     }
+///     let queued = batch.pushed();
+///     drop(batch); // submits
+///     sock.kick_tx()?; // sendto, when the ring asks for it
+///     Ok(queued)
+/// }
+/// ```
 #[derive(Debug)]
 pub struct TxRing {
     ring: ProdRing<XdpDesc>,

@@ -36,6 +36,7 @@ pub enum CopyMode {
 /// Documentation/networking/napi.rst "Busy polling"). Each `recvfrom`/`sendto` kick then runs the
 /// device's NAPI in the calling thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct BusyPoll {
     /// SO_BUSY_POLL: how long one busy-poll may spin, in microseconds.
     pub timeout_us: u32,
@@ -43,8 +44,16 @@ pub struct BusyPoll {
     pub budget: u32,
 }
 
+impl BusyPoll {
+    /// Busy polling for up to `timeout_us` microseconds per poll, `budget` packets per poll.
+    pub const fn new(timeout_us: u32, budget: u32) -> Self {
+        Self { timeout_us, budget }
+    }
+}
+
 /// Shape of one AF_XDP socket (its UMEM has its own [`UmemConfig`]).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SocketConfig {
     /// RX and TX ring sizes in descriptors (power of two, 64..=32768).
     pub ring_size: u32,
@@ -94,6 +103,7 @@ impl SocketConfig {
 
 /// A UMEM shape and a socket shape: what one socket with its own UMEM needs.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct XskConfig {
     /// The UMEM.
     pub umem: UmemConfig,
@@ -118,6 +128,7 @@ impl XskConfig {
 
 /// Errors of the AF_XDP area. Each is one line naming the value and what is accepted.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum XskError {
     /// No such interface in this network namespace ([`crate::netdev::Iface::resolve`]).
     #[error(transparent)]
@@ -316,6 +327,29 @@ pub enum Sharing {
 /// through batch handles, and owns its mapping, so a ring may be moved to another thread.
 /// `fill` and `comp` are `None` for a [`Sharing::SameQueue`] socket (it uses the rings of the
 /// socket it shares with).
+///
+/// # Examples
+///
+/// Two sockets on queues 0 and 1 of `eth0`, each with its own UMEM, in copy mode, and their
+/// kernel drop counters (root; what fills their RX rings is an XDP program such as
+/// [`crate::bpf::XskRedirect`]):
+///
+/// ```no_run
+/// use fastpath::netdev::Iface;
+/// use fastpath::xsk::{CopyMode, SocketConfig, Umem, UmemConfig, XskSocket};
+///
+/// let iface = Iface::resolve("eth0")?;
+/// let mut config = SocketConfig::default();
+/// config.copy_mode = CopyMode::Copy;
+/// config.ring_size = 4096; // RX and TX descriptors
+/// for queue in [0, 1] {
+///     let (umem, _frames) = Umem::new(&UmemConfig::default())?;
+///     let sock = XskSocket::bind(&umem, &iface, queue, &config)?;
+///     let stats = sock.stats()?; // XDP_STATISTICS
+///     println!("{iface} queue {}: {}, rx_dropped {}", sock.queue_id(), sock.copy_mode_name(), stats.rx_dropped);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct XskSocket {
     /// RX ring: received packets.

@@ -26,6 +26,7 @@ const SKB_SHARED_INFO_BYTES: u32 = 320;
 
 /// Shape of a UMEM.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct UmemConfig {
     /// Frame (chunk) size in bytes: 2048 or 4096 in aligned mode; any size from 2048 to the
     /// page size (4096) with `unaligned` (include/uapi/linux/if_xdp.h, net/xdp/xdp_umem.c).
@@ -298,6 +299,22 @@ pub(crate) struct Bound {
 ///
 /// Privileges: CAP_NET_RAW (the socket); the pinned pages count against RLIMIT_MEMLOCK unless
 /// CAP_IPC_LOCK. Kernel >= 4.18.
+///
+/// # Examples
+///
+/// ```no_run
+/// use fastpath::xsk::{Umem, UmemConfig};
+///
+/// let mut config = UmemConfig::default();
+/// config.frame_count = 4096; // 4096 frames of 4096 bytes: 16 MiB
+/// let (umem, mut frames) = Umem::new(&config)?;
+/// assert_eq!(frames.len(), 4096); // every frame, as a token, once
+/// // A frame's bytes are reached through its token only: a 60-byte packet in one.
+/// let mut f = frames.pop().unwrap();
+/// umem.resize(&mut f, 60).fill(0xab);
+/// assert_eq!(umem.data(&f), &[0xab; 60][..]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Umem {
     map: Mmap,
