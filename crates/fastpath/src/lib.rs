@@ -24,7 +24,9 @@ pub mod features;
 pub mod io;
 pub mod netdev;
 pub mod packet;
+#[cfg(feature = "pcap")]
 pub mod pcapfilter;
+#[cfg(feature = "classifier")]
 pub mod rules;
 pub mod spread;
 pub(crate) mod sys;
