@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use fastpath_tools::bench::{LiveGen, SendLimits};
 use fastpath::bpf::XdpGen;
 use fastpath::io::{afxdp::AfXdpPort, Port};
 use fastpath::netdev::NetDev;
-use fastpath_tools::stats::Counters;
 use fastpath::xsk::{CopyMode, SocketConfig, XskConfig};
 use fastpath_lab::ddos::{flood_generator, flood_spread, Flood};
 use fastpath_testbed::{spawn_in_netns, Testbed, TestbedConfig};
+use fastpath_tools::bench::{LiveGen, SendLimits};
+use fastpath_tools::stats::Counters;
 
 /// The flood's pace: slow enough for a copy-mode AF_XDP receiver on a loaded 2-CPU machine.
 const RATE_PPS: u64 = 100_000;
