@@ -3,7 +3,7 @@ CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
 FASTPATH := target/release/fastpath
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint public-api clean
+.PHONY: package deps deps-build build bin demo test test-gate conformance mutants bench figures figures-check lint features-check public-api clean
 .PHONY: man completions strip install install-data uninstall cargo-deb deb deb-check interop-afxdp-plugin
 
 # Everything (what building, running and the tests need); `scripts/deps.sh build` or `run` installs
@@ -71,14 +71,23 @@ figures: build
 figures-check:
 	python3 scripts/figures.py --check
 
-# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error, the public API as listed, and every mutant row
-# applying to a text that exists and naming a test that exists; CI runs it before the tests.
+# rustfmt (rustfmt.toml), clippy and rustdoc with every warning an error, the public API as listed, every mutant row
+# applying to a text that exists and naming a test that exists, and the library's cargo features; CI runs it before the tests.
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked
 	python3 scripts/mutants.py --check
 	$(MAKE) public-api
+	$(MAKE) features-check
+
+# The library with none of its optional cargo features, then with each alone (every name of
+# crates/fastpath/Cargo.toml's [features] but default), clippy with warnings as errors: a gated
+# module used ungated, or an optional dependency used outside its feature, fails here.
+FEATURES = $(shell sed -n '/^\[features\]/,/^\[/s/^\([a-z0-9-]*\) *=.*/\1/p' crates/fastpath/Cargo.toml | grep -vx default)
+features-check: deps-build
+	@set -e; for f in "" $(FEATURES); do echo "features-check: fastpath --no-default-features $${f:+--features $$f}"; \
+	  $(CARGO) clippy --release --locked -q -p fastpath --lib --no-default-features $${f:+--features $$f} -- -D warnings; done
 
 # The library's public API against the committed listing crates/fastpath/public-api.txt (a
 # difference fails, so every API change shows in review); PUBLIC_API_ARGS=--bless rewrites it.

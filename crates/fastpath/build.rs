@@ -1,5 +1,5 @@
-//! Compiles every `bpf/*.bpf.c` into a libbpf skeleton in OUT_DIR (never committed), and
-//! generates the Rust side of `bpf/include/fastpath_abi.h` with bindgen into
+//! Compiles every `bpf/*.bpf.c` whose cargo feature is on ([`feature_of`]) into a libbpf
+//! skeleton in OUT_DIR (never committed), and generates the Rust side of `bpf/include/fastpath_abi.h` with bindgen into
 //! OUT_DIR/fastpath_abi.rs (see `src/abi.rs` for why bindgen and not the skeleton's types).
 use std::path::{Path, PathBuf};
 
@@ -68,6 +68,16 @@ fn main() {
     for name in &names {
         let src = bpf_dir.join(format!("{name}.bpf.c"));
         println!("cargo:rerun-if-changed={}", src.display());
+        let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
+        // Every program's XDP names, built or not: `fastpath doctor` knows them all.
+        xdp_names.extend(xdp_functions(&text));
+        if let Some(feature) = feature_of(name) {
+            // Cargo sets CARGO_FEATURE_<NAME> (upper case, '-' as '_') for each enabled feature.
+            let var = format!("CARGO_FEATURE_{}", feature.to_uppercase().replace('-', "_"));
+            if std::env::var_os(var).is_none() {
+                continue;
+            }
+        }
         // -fno-strict-aliasing: the programs fill keys through their __u16/__u32 members and
         // then hash and compare them as __u64 words (classifier.bpf.c's table_find(), the flow
         // cache's key); without it the compiler may reorder those accesses. Each element is one
@@ -78,8 +88,6 @@ fn main() {
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| panic!("building BPF program {}: {e:#}", src.display()));
         mods += &format!("pub mod {name} {{\n    include!(concat!(env!(\"OUT_DIR\"), \"/{name}.skel.rs\"));\n}}\n");
-        let text = std::fs::read_to_string(&src).unwrap_or_else(|e| panic!("reading {}: {e}", src.display()));
-        xdp_names.extend(xdp_functions(&text));
     }
     std::fs::write(out.join("skeletons.rs"), mods).expect("writing skeletons.rs");
     // The kernel keeps a program's name in BPF_OBJ_NAME_LEN (16) bytes with the NUL: 15 at most.
@@ -93,6 +101,21 @@ fn main() {
         ),
     )
     .expect("writing xdp_program_names.rs");
+}
+
+/// The cargo feature (Cargo.toml `[features]`) without which `bpf/NAME.bpf.c` is not compiled;
+/// None for the programs always built (`xsk_redirect`, `xsk_redirect_meta`, `xdp_drop`,
+/// `xdp_gen`, `xdp_monitor`). A program of a gated Rust module must be listed here, or a
+/// build without that feature compiles a program nothing loads.
+fn feature_of(program: &str) -> Option<&'static str> {
+    match program {
+        "classifier" | "syncookie_tc" => Some("classifier"),
+        "xdp_capture" => Some("capture"),
+        "xdp_redirect_cpu" => Some("cpumap"),
+        "xdp_replay" => Some("replay"),
+        "xdp_fwd" => Some("fwd"),
+        _ => None,
+    }
 }
 
 /// The function names of a BPF source's XDP programs that attach to an interface: each

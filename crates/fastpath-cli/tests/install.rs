@@ -230,3 +230,33 @@ fn interop_check_refuses_without_the_plugins_source_in_one_line() {
     assert!(err.lines().next().is_some_and(|l| l.contains(clone) && l.contains(&m_dir)), "{err}");
     assert!(o.stdout.is_empty(), "make built something first: {}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// The library for one AF_XDP socket (`default-features = false`, crates/fastpath/Cargo.toml
+/// `[features]`): its dependency graph holds none of the optional dependencies (io-uring, the
+/// netlink crates, toml), and it compiles without an error or a warning, so no gated module
+/// is used ungated and no optional dependency outside its feature. (`make features-check`
+/// also tries each feature alone.)
+#[test]
+fn the_library_builds_without_its_optional_features() {
+    let cargo = |args: &[&str]| {
+        let o = Command::new(env!("CARGO"))
+            .current_dir(workspace())
+            .args(args)
+            .args(["--locked", "--offline", "-p", "fastpath", "--no-default-features"])
+            .output()
+            .expect("run cargo");
+        let what = format!("cargo {args:?} --no-default-features: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{what}");
+        (String::from_utf8_lossy(&o.stdout).to_string(), what)
+    };
+    let (tree, what) = cargo(&["tree", "-e", "normal", "--prefix", "none"]);
+    let crates: BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(crates.contains("libbpf-rs") && crates.contains("libc"), "{crates:?} {what}");
+    let optional =
+        ["io-uring", "netlink-sys", "netlink-packet-core", "netlink-packet-route", "netlink-packet-generic", "toml"];
+    let present: Vec<&str> = optional.into_iter().filter(|c| crates.contains(c)).collect();
+    assert!(present.is_empty(), "optional dependencies in the default-features = false graph: {present:?}");
+    let (_, what) = cargo(&["check", "--release", "--lib"]);
+    let noise: Vec<&str> = what.lines().filter(|l| l.starts_with("warning") || l.starts_with("error")).collect();
+    assert!(noise.is_empty(), "{what}");
+}

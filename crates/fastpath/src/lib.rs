@@ -27,6 +27,37 @@
 //! - [`clock`]: CLOCK_MONOTONIC (what BPF's `bpf_ktime_get_ns()` reads) and CLOCK_TAI in ns.
 //! - [`SysError`]: a failed system call, with the call and its arguments (the crate-private
 //!   `sys` module is the only one that makes system calls).
+//!
+//! # Cargo features
+//!
+//! Every feature is on by default (what the `fastpath` command needs). Without them
+//! (`default-features = false`) the crate is AF_XDP sockets, the port API over AF_XDP and
+//! TPACKET_V3, the XDP programs `xsk_redirect`, `xdp_drop`, `xdp_gen` and `xdp_monitor`, the
+//! feature probes, interface facts and the XSKMAP hand-off; each feature adds a part, its
+//! dependencies and its BPF programs (build.rs compiles only the enabled features' programs):
+//!
+//! - `classifier`: the rule language (`rules`, TOML rule files) and the classifier XDP program
+//!   (`bpf::classifier`) with its SYN-cookie tc program (`bpf::syncookie`); the `toml`
+//!   dependency. Turns on `capture` and `netlink`.
+//! - `tap`: TAP devices as ports (`io::tap`, `io::PortSpec::Tap`).
+//! - `io-uring`: TAP devices driven by io_uring (`io::tap_uring`, `io::PortSpec::TapUring`);
+//!   the `io-uring` dependency. Turns on `tap`.
+//! - `netlink`: rtnetlink change tracking (`netdev::watch`), the `netdev` generic netlink
+//!   family (`netdev::napi`, `netdev::xdp_features`) and sock_diag of XDP sockets
+//!   (`xsk::diag`); the netlink-sys and netlink-packet-{core,route,generic} dependencies.
+//!   Without it [`features`] decides `napi_get`, `napi_set` and `irq_suspend` by kernel
+//!   version.
+//! - `pcap`: pcap-filter expressions run by libpcap (`pcapfilter`); links libpcap
+//!   (libpcap-dev to build, libpcap0.8 to run).
+//! - `cpumap`: CPUMAP redirection (`bpf::cpumap`, bpf/xdp_redirect_cpu.bpf.c).
+//! - `capture`: frames copied at the driver into a BPF ring buffer (`bpf::capture`,
+//!   bpf/xdp_capture.bpf.c).
+//! - `replay`: a capture's frames sent from the driver with BPF_PROG_RUN live frames
+//!   (`bpf::replay`, bpf/xdp_replay.bpf.c).
+//! - `fwd`: forwarding between interfaces at the driver (`bpf::fwd`, bpf/xdp_fwd.bpf.c).
+//!
+//! For one AF_XDP socket:
+//! `fastpath = { version = "0.1", default-features = false }`.
 #![warn(missing_docs)]
 
 pub mod abi;
@@ -36,7 +67,9 @@ pub mod features;
 pub mod io;
 pub mod netdev;
 pub mod packet;
+#[cfg(feature = "pcap")]
 pub mod pcapfilter;
+#[cfg(feature = "classifier")]
 pub mod rules;
 pub mod spread;
 pub(crate) mod sys;

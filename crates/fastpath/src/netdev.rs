@@ -8,9 +8,13 @@
 
 use crate::sys::{self, SysError};
 
+#[cfg(feature = "netlink")]
 pub(crate) mod genl;
+#[cfg(feature = "netlink")]
 pub mod napi;
+#[cfg(feature = "netlink")]
 pub mod watch;
+#[cfg(feature = "netlink")]
 pub mod xdp_features;
 
 /// What became of an interface since it was resolved ([`NetDev::link_event`]).

@@ -19,7 +19,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use serde::Serialize;
 
-use super::{classifier, BpfError};
+use super::BpfError;
 use crate::netdev::Iface;
 use crate::sys::{self, SysError};
 
@@ -221,6 +221,7 @@ impl<T> Attach for Loaded<T> {
     }
 }
 
+#[cfg(feature = "classifier")]
 impl Attach for super::LoadedClassifier {
     type Output = super::AttachedClassifier;
     fn attach_to(self, iface: &Iface, opts: AttachOpts) -> Result<Attached<Self::Output>, BpfError> {
@@ -397,8 +398,11 @@ impl XdpLink {
         let ifindex = iface.ifindex();
         if let Some(p) = query_xdp(ifindex)? {
             if !force {
-                let dir = classifier::pin_dir(iface.name());
-                if classifier::pinned_prog_id(&dir) == Some(p.id) {
+                // Without the classifier feature, fastpath's pinned classifier is Occupied.
+                #[cfg(feature = "classifier")]
+                let dir = super::classifier::pin_dir(iface.name());
+                #[cfg(feature = "classifier")]
+                if super::classifier::pinned_prog_id(&dir) == Some(p.id) {
                     let dir = dir.display().to_string();
                     return Err(BpfError::PinnedClassifier {
                         iface: iface.name().to_string(),

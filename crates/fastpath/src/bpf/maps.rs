@@ -100,11 +100,13 @@ impl<V: Pod> Array<V> {
     }
 
     /// The handle (its descriptor).
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle(&self) -> &MapHandle {
         &self.map
     }
 
     /// The handle, to pin it.
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map
     }
@@ -172,11 +174,13 @@ impl<V: Pod> PerCpuArray<V> {
     }
 
     /// The handle (its descriptor).
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle(&self) -> &MapHandle {
         &self.map
     }
 
     /// The handle, to pin it.
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map
     }
@@ -263,11 +267,13 @@ impl<K: Pod, V: Pod> HashMap<K, V> {
     }
 
     /// The handle (to reuse the map in another program).
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle(&self) -> &MapHandle {
         &self.map
     }
 
     /// The handle, to pin it.
+    #[cfg(feature = "classifier")]
     pub(crate) fn handle_mut(&mut self) -> &mut MapHandle {
         &mut self.map
     }

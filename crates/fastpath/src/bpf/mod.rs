@@ -19,17 +19,25 @@ mod xdp_drop;
 mod xdp_gen;
 mod xsk_redirect;
 
+#[cfg(feature = "capture")]
 pub mod capture;
+#[cfg(feature = "classifier")]
 pub mod classifier;
+#[cfg(feature = "cpumap")]
 pub mod cpumap;
+#[cfg(feature = "fwd")]
 pub mod fwd;
 pub mod maps;
 pub mod monitor;
 pub mod names;
+#[cfg(feature = "replay")]
 pub mod replay;
+#[cfg(feature = "classifier")]
 pub mod syncookie;
 
+#[cfg(feature = "classifier")]
 pub use classifier::{AttachedClassifier, Classifier, LoadedClassifier, PinRules, PinnedClassifier, SetIndex};
+#[cfg(feature = "cpumap")]
 pub use cpumap::{CpuDist, CpumapConfig, RedirectCpu, RemoteAction};
 pub use env::{ensure_bpffs, have_privileges, lock_file, raise_memlock_limit};
 pub use error::BpfError;
@@ -38,6 +46,7 @@ pub use link::{
     Loaded, XdpLink, XdpMode,
 };
 pub use monitor::{MonitorFilter, XdpMonitor, XdpMonitorStats};
+#[cfg(feature = "replay")]
 pub use replay::{ReplayTiming, XdpReplay};
 pub use xdp_drop::XdpDrop;
 pub use xdp_gen::XdpGen;

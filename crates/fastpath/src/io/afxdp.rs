@@ -60,6 +60,7 @@ impl XskMap for XskRedirect {
     }
 }
 
+#[cfg(feature = "classifier")]
 impl XskMap for crate::bpf::Classifier {
     fn insert_xsk(&self, queue_id: u32, fd: RawFd) -> Result<(), BpfError> {
         crate::bpf::Classifier::insert_xsk(self, queue_id, fd)

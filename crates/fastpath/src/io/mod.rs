@@ -8,7 +8,9 @@
 
 pub mod afxdp;
 pub mod epoll;
+#[cfg(feature = "tap")]
 pub mod tap;
+#[cfg(feature = "io-uring")]
 pub mod tap_uring;
 pub mod tpacket;
 pub mod udp;
@@ -49,7 +51,7 @@ pub enum PortError {
         accepted: String,
     },
     /// An unknown backend name.
-    #[error("path {0:?} is not accepted: use afxdp, tpacket, tap or tap-uring")]
+    #[error("path {0:?} is not accepted: use one of {paths}", paths = PATHS.join(", "))]
     UnknownPath(String),
     /// A system call failed.
     #[error(transparent)]
@@ -217,8 +219,10 @@ pub enum AnyPort {
     /// AF_PACKET TPACKET_V3.
     Tpacket(tpacket::TpacketPort),
     /// TAP, readv/writev.
+    #[cfg(feature = "tap")]
     Tap(tap::TapPort),
     /// TAP, io_uring.
+    #[cfg(feature = "io-uring")]
     TapUring(Box<tap_uring::TapUringPort>),
 }
 
@@ -229,7 +233,9 @@ impl std::os::fd::AsFd for AnyPort {
         match self {
             AnyPort::AfXdp(p) => std::os::fd::AsFd::as_fd(&**p),
             AnyPort::Tpacket(p) => std::os::fd::AsFd::as_fd(p),
+            #[cfg(feature = "tap")]
             AnyPort::Tap(p) => std::os::fd::AsFd::as_fd(p),
+            #[cfg(feature = "io-uring")]
             AnyPort::TapUring(p) => std::os::fd::AsFd::as_fd(&**p),
         }
     }
@@ -246,7 +252,9 @@ macro_rules! each {
         match $self {
             AnyPort::AfXdp($p) => $e,
             AnyPort::Tpacket($p) => $e,
+            #[cfg(feature = "tap")]
             AnyPort::Tap($p) => $e,
+            #[cfg(feature = "io-uring")]
             AnyPort::TapUring($p) => $e,
         }
     };
@@ -292,8 +300,16 @@ impl Port for AnyPort {
     }
 }
 
-/// Backend names, for `--path`.
-pub const PATHS: [&str; 4] = ["afxdp", "tpacket", "tap", "tap-uring"];
+/// Backend names, for `--path`: "afxdp", "tpacket", then "tap" (feature `tap`) and
+/// "tap-uring" (feature `io-uring`).
+pub const PATHS: &[&str] = &[
+    "afxdp",
+    "tpacket",
+    #[cfg(feature = "tap")]
+    "tap",
+    #[cfg(feature = "io-uring")]
+    "tap-uring",
+];
 
 /// Which backend to open, with its options.
 #[derive(Debug, Clone)]
@@ -308,8 +324,10 @@ pub enum PortSpec {
     /// AF_PACKET TPACKET_V3.
     Tpacket(tpacket::TpacketOptions),
     /// A TAP device of this name (created if absent), readv/writev.
+    #[cfg(feature = "tap")]
     Tap(tap::TapOptions),
     /// The same TAP device driven by io_uring.
+    #[cfg(feature = "io-uring")]
     TapUring(tap::TapOptions),
 }
 
@@ -350,7 +368,9 @@ pub enum PortSpec {
 pub fn open(name: &str, spec: &PortSpec) -> Result<AnyPort, PortError> {
     Ok(match spec {
         PortSpec::AfXdp { .. } | PortSpec::Tpacket(_) => open_iface(&Iface::resolve(name)?, spec)?,
+        #[cfg(feature = "tap")]
         PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(name, *o)?),
+        #[cfg(feature = "io-uring")]
         PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(name, *o)?)),
     })
 }
@@ -367,7 +387,9 @@ pub fn open_iface(iface: &Iface, spec: &PortSpec) -> Result<AnyPort, PortError> 
             AnyPort::AfXdp(Box::new(afxdp::AfXdpPort::open(iface, *queue, config, crate::bpf::AttachOpts::default())?))
         }
         PortSpec::Tpacket(o) => AnyPort::Tpacket(tpacket::TpacketPort::open(iface, *o)?),
+        #[cfg(feature = "tap")]
         PortSpec::Tap(o) => AnyPort::Tap(tap::TapPort::open(iface.name(), *o)?),
+        #[cfg(feature = "io-uring")]
         PortSpec::TapUring(o) => AnyPort::TapUring(Box::new(tap_uring::TapUringPort::open(iface.name(), *o)?)),
     })
 }

@@ -33,11 +33,13 @@ pub fn ensure_bpffs(path: &std::path::Path) -> Result<(), SysError> {
     Ok(())
 }
 
+#[cfg(feature = "cpumap")]
+pub use libbpf_sys::XDP_PASS;
 /// The libbpf-sys constants the BPF modules and the feature probes name.
 pub use libbpf_sys::{
     BPF_F_TEST_XDP_LIVE_FRAMES, BPF_PROG_TYPE_TRACING, BPF_PROG_TYPE_XDP, BPF_TRACE_RAW_TP, BTF_KIND_STRUCT,
     BTF_KIND_TYPEDEF, XDP_ATTACHED_DRV, XDP_ATTACHED_HW, XDP_ATTACHED_NONE, XDP_ATTACHED_SKB, XDP_DROP,
-    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE, XDP_PASS,
+    XDP_FLAGS_DRV_MODE, XDP_FLAGS_SKB_MODE,
 };
 
 /// What `bpf_link_get_info_by_fd` says about a link.

@@ -14,6 +14,21 @@
 //!
 //! Every wrapper returns [`SysError`], which repeats the call and its arguments,
 //! so an error printed at the top of the program says exactly what the kernel refused.
+//!
+//! A build without some of the optional cargo features leaves the wrappers only their modules
+//! call unused; the dead-code lint holds for the default build (every feature).
+#![cfg_attr(
+    not(all(
+        feature = "classifier",
+        feature = "netlink",
+        feature = "tap",
+        feature = "capture",
+        feature = "cpumap",
+        feature = "replay",
+        feature = "fwd"
+    )),
+    allow(dead_code)
+)]
 
 pub(crate) mod affinity;
 pub(crate) mod bpf;
@@ -21,11 +36,13 @@ pub(crate) mod epoll;
 pub(crate) mod ethtool;
 pub(crate) mod ifreq;
 pub(crate) mod mmap;
+#[cfg(feature = "netlink")]
 pub(crate) mod netlink;
 pub(crate) mod packet;
 pub(crate) mod pidfd;
 pub(crate) mod probe;
 pub(crate) mod process;
+#[cfg(feature = "tap")]
 pub(crate) mod tun;
 pub(crate) mod uapi;
 pub(crate) mod udp;
@@ -36,9 +53,9 @@ pub(crate) use affinity::{online_cpus, pin_current_thread};
 pub(crate) use bpf::ensure_bpffs;
 pub(crate) use ifreq::{if_flags, if_hwaddr, if_mtu, if_nameindex, if_nametoindex, set_link_up};
 pub(crate) use mmap::Mmap;
-pub(crate) use process::{
-    geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit, random_bytes, tai_ns,
-};
+#[cfg(feature = "classifier")]
+pub(crate) use process::random_bytes;
+pub(crate) use process::{geteuid, has_capability, lock_file, monotonic_ns, page_size, raise_memlock_limit, tai_ns};
 pub(crate) use xsk::{
     bind_xdp, getsockopt, kick_rx, kick_tx, poll_one, poll_readable, poll_two_readable, setsockopt, setsockopt_int,
     socket_xdp, Pod,

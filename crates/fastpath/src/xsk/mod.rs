@@ -63,6 +63,7 @@
 //! ```
 
 pub(crate) mod datapath;
+#[cfg(feature = "netlink")]
 pub mod diag;
 mod pair;
 pub(crate) mod ring;
