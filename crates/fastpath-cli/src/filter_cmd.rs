@@ -293,6 +293,11 @@ fn load(
         log::info!("attached the classifier to {at} ({mode}): {} rules from {source}", set.rules.len());
     }
     let mut events = Events::new(&at, mode, set.rules.len());
+    // --metrics answers with the counters from the ready line on, not an empty page until the
+    // watch loop's first publish (a scrape right after READY=1 raced it on a loaded machine).
+    if let (Some(m), Some(cls)) = (metrics.as_ref(), attached.as_ref()) {
+        publish_metrics(cls, &target.iface, &rule_names(&set), m, true);
+    }
     crate::service::ready(&events.status_text(None));
     if run.json {
         // As every long-running command: set-up is done.
